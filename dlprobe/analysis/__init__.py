@@ -1,0 +1,23 @@
+"""Pure analyzers: each takes a loaded run and returns findings; nothing here reads files or prints."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from dlprobe.analysis import memory_findings, run_findings, shm_findings
+from dlprobe.model import SEVERITIES, Finding, RunData
+
+Analyzer = Callable[[RunData], list[Finding]]
+
+ANALYZERS: list[Analyzer] = [
+    run_findings.find_run_problems,
+    memory_findings.find_cow_growth,
+    memory_findings.find_spawn_copy,
+    shm_findings.find_shm_pressure,
+]
+
+
+def analyze(run: RunData) -> list[Finding]:
+    """Every finding for a run, most severe first."""
+    findings = [f for analyzer in ANALYZERS for f in analyzer(run)]
+    return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))

@@ -1,0 +1,39 @@
+"""Findings about the run as a whole: the script failed, or it never made a DataLoader."""
+
+from __future__ import annotations
+
+from dlprobe.model import Finding, RunData
+
+
+def find_run_problems(run: RunData) -> list[Finding]:
+    findings: list[Finding] = []
+    error = run.script_error
+    exit_code = run.result.get("exit_code")
+    if error is not None:
+        where = f" ({error.get('file')}:{error.get('line')})" if error.get("line") else ""
+        findings.append(
+            Finding(
+                code="script-error",
+                severity="error",
+                title=f"The script raised {error['type']}: {error.get('message', '')}"[:200],
+                detail=f"The training script stopped with an uncaught {error['type']}{where}; "
+                "its traceback is in the script's stderr above and in stderr.log of the run directory.",
+                fix="Fix the error in the script (run it with plain `python` to compare), then probe it again.",
+                evidence={k: error.get(k) for k in ("type", "message", "file", "line")},
+            )
+        )
+    if not run.loaders and run.meta:
+        findings.append(
+            Finding(
+                code="no-loader",
+                severity="info",
+                title="The script created no torch DataLoader, so there was nothing to probe",
+                detail="dlprobe watches torch.utils.data.DataLoader objects (and subclasses) that the script "
+                "iterates over. The script ended" + (f" with exit code {exit_code}" if exit_code is not None else "")
+                + " before iterating any.",
+                fix="Point dlprobe at the script that builds and iterates the DataLoader, with the same arguments "
+                "you train with.",
+                evidence={"exit_code": exit_code},
+            )
+        )
+    return findings

@@ -1,0 +1,1 @@
+"""The bundled demo: a training script with a copy-on-access leak, and its fix."""

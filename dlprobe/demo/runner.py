@@ -1,0 +1,47 @@
+"""`dlprobe demo`: probe the bundled script with the leaky dataset, then with the fix, and compare."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+
+from dlprobe.outputs import write_outputs
+from dlprobe.supervisor import RunOptions, run_script
+from dlprobe.units import format_bytes
+
+DEMO_SCRIPT = Path(__file__).with_name("cow_train.py")
+
+
+def _worst_growth(report: dict) -> int:
+    growth = [
+        (p["uss"]["peak"] or 0) - (p["uss"]["start"] or 0)
+        for p in report["processes"]
+        if p["role"] == "worker" and p["uss"]["start"] is not None
+    ]
+    return max(growth, default=0)
+
+
+def run_demo(out: Path | None, console: Console) -> int:
+    root = out or Path(tempfile.mkdtemp(prefix="dlprobe-demo-"))
+    results = {}
+    for name, args in (("leaky", []), ("fixed", ["--fixed"])):
+        console.rule(f"[bold]dlprobe demo: {name} dataset[/]  (python {DEMO_SCRIPT.name} {' '.join(args)})")
+        outcome = run_script(RunOptions(str(DEMO_SCRIPT), args, str(root / name)))
+        report = write_outputs(outcome.run_dir, console)
+        if outcome.exit_code != 0:
+            console.print(f"[red]the demo script failed with exit code {outcome.exit_code}[/]")
+            return outcome.exit_code
+        results[name] = report
+    console.rule("[bold]what the demo shows[/]")
+    for name, report in results.items():
+        codes = [f["code"] for f in report["findings"]] or ["no findings"]
+        console.print(
+            f"{name:6}: worst worker USS growth {format_bytes(_worst_growth(report)):>10}   findings: {', '.join(codes)}"
+        )
+    console.print(
+        "The leaky dataset keeps one Python dict per sample; each forked worker copies the pages it reads. "
+        f"The fix stores the same data in numpy arrays. Plots: {root}/leaky/memory.png and {root}/fixed/memory.png"
+    )
+    return 0

@@ -1,0 +1,1 @@
+"""Renderers: each turns the report model into one kind of output."""

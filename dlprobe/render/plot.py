@@ -1,0 +1,61 @@
+"""The memory plot: USS (solid) and RSS (dotted) of every process over time, and /dev/shm use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dlprobe.model import RunData
+
+MiB = 1024 * 1024
+
+
+def _label(proc: object) -> str:
+    role = getattr(proc, "role", "")
+    if role == "worker":
+        return f"L{proc.loader_id} worker {proc.worker_id} ({proc.pid})"  # type: ignore[attr-defined]
+    if role == "main":
+        return f"main ({proc.pid})"  # type: ignore[attr-defined]
+    return f"{getattr(proc, 'comm', None) or 'other'} ({proc.pid})"  # type: ignore[attr-defined]
+
+
+def plot_memory(run: RunData, path: Path) -> Path:
+    """Write the PNG and return its path; matplotlib is imported only here, so the probe stays light."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t0 = run.meta.get("started_at") or (run.system.t[0] if run.system.t else 0.0)
+    fig, (ax_mem, ax_shm) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    order = {"main": 0, "worker": 1}
+    procs = sorted(run.processes, key=lambda p: (order.get(p.role, 2), p.loader_id or 0, p.worker_id or 0))
+    for i, proc in enumerate(p for p in procs if p.role in ("main", "worker")):
+        color = colors[i % len(colors)]
+        uss = proc.series.values("uss")
+        rss = proc.series.values("rss")
+        if uss:
+            ax_mem.plot([t - t0 for t, _ in uss], [v / MiB for _, v in uss], color=color, label=f"{_label(proc)} USS")
+        if rss:
+            ax_mem.plot([t - t0 for t, _ in rss], [v / MiB for _, v in rss], color=color, linestyle=":", alpha=0.7)
+    ax_mem.set_ylabel("MiB (solid USS, dotted RSS)")
+    ax_mem.set_title(f"dlprobe: memory per process, {run.meta.get('script', '')}")
+    ax_mem.grid(alpha=0.3)
+    if ax_mem.lines:
+        ax_mem.legend(fontsize=8, loc="upper left")
+    shm = [(t - t0, u / MiB) for t, u in zip(run.system.t, run.system.shm_used) if u is not None]
+    if shm:
+        total = run.system.shm_total
+        label = "/dev/shm used" + (f" (size {total / MiB:,.0f} MiB)" if total else "")
+        ax_shm.plot([t for t, _ in shm], [u for _, u in shm], color="tab:purple", label=label)
+        # Draw the size only when use gets near it; otherwise it flattens the line we care about.
+        if total and max(u for _, u in shm) > 0.25 * total / MiB:
+            ax_shm.axhline(total / MiB, color="tab:red", linestyle="--", label="/dev/shm size")
+        ax_shm.legend(fontsize=8, loc="upper left")
+    ax_shm.set_ylabel("MiB")
+    ax_shm.set_xlabel("seconds since start")
+    ax_shm.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

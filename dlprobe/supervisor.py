@@ -1,0 +1,231 @@
+"""`dlprobe run`: start the unmodified script under the hooks, sample it from outside, outlive it."""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from rich.text import Text
+
+from dlprobe import __version__, procmem
+from dlprobe.errors import DlprobeError
+from dlprobe.live import LiveView
+from dlprobe.rundir import (
+    EVENTS_FILE,
+    META_FILE,
+    RESULT_FILE,
+    SAMPLES_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+    JsonlTail,
+    create_run_dir,
+    write_json,
+)
+from dlprobe.sampler import TICK_S, Sampler
+from dlprobe.target.events import RUN_DIR_ENV
+from dlprobe.units import format_bytes
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+@dataclass
+class RunOptions:
+    script: str
+    args: list[str] = field(default_factory=list)
+    out: str | None = None
+    live: bool = True
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    exit_code: int
+
+
+def check_script(script: str) -> None:
+    path = Path(script)
+    if not path.exists():
+        raise DlprobeError(f"script not found: {script}", hint="give the path of your training script, e.g. train.py")
+    if path.is_dir():
+        raise DlprobeError(f"{script} is a directory, not a script", hint="give the path of a .py file")
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise DlprobeError(f"cannot read {script}: {exc.strerror}", hint="check the file's permissions") from None
+
+
+def machine_facts() -> dict[str, Any]:
+    shm = procmem.shm_usage()
+    mem = procmem.system_memory()
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 1
+    return {
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": usable,
+        "mem_total": mem["total"],
+        "shm_total": shm["total"] if shm else None,
+    }
+
+
+class _Pump(threading.Thread):
+    """Copies one of the script's output pipes to our own stream, byte for byte, and to a log file."""
+
+    def __init__(self, source: BinaryIO, target_fd: int, log_path: Path, view: LiveView) -> None:
+        super().__init__(daemon=True)
+        self.source = source
+        self.target_fd = target_fd
+        self.log_path = log_path
+        self.view = view
+
+    def run(self) -> None:
+        with self.log_path.open("wb") as log:
+            fd = self.source.fileno()
+            while True:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                self.view.forward(self.target_fd, data)
+                try:
+                    log.write(data)
+                    log.flush()
+                except OSError:
+                    pass
+
+
+class Progress:
+    """What the live view shows, folded from the events the hooks write."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, int] = {}
+        self.wait_s: dict[int, float] = {}
+        self.workers: dict[int, tuple[int, int]] = {}
+        self.last_batch_t: float | None = None
+
+    def feed(self, events: list[dict[str, Any]], sampler: Sampler) -> None:
+        for ev in events:
+            kind = ev.get("ev")
+            if kind == "epoch":
+                for w in ev.get("workers") or []:
+                    self.workers[int(w["pid"])] = (ev["loader"], w["worker_id"])
+                    sampler.add_pid(int(w["pid"]))
+            elif kind == "batches":
+                lid = ev["loader"]
+                self.batches[lid] = ev.get("total", 0)
+                self.wait_s[lid] = self.wait_s.get(lid, 0.0) + sum(ev.get("waits") or [])
+                self.last_batch_t = ev["t"]
+
+    def status(self, elapsed: float, sampler: Sampler) -> Text:
+        text = Text()
+        text.append("dlprobe ", style="bold cyan")
+        text.append(f"{elapsed:6.1f}s ")
+        for lid, n in sorted(self.batches.items()):
+            text.append(f" loader{lid}: {n} batches")
+        live_workers = [pid for pid in self.workers if pid not in sampler.gone]
+        uss = [sampler.last.get(pid, {}).get("uss") for pid in live_workers]
+        known = [u for u in uss if u is not None]
+        if live_workers:
+            text.append(f"  workers: {len(live_workers)}")
+            if known:
+                text.append(f" USS max {format_bytes(max(known))}", style="yellow")
+        shm = sampler.last_system.get("shm")
+        if shm:
+            text.append(f"  /dev/shm {format_bytes(shm['used'])}")
+        return text
+
+
+def run_script(options: RunOptions) -> RunOutcome:
+    """Run the script under the probe; returns the run directory and the script's exit code."""
+    check_script(options.script)
+    run_dir = create_run_dir(options.out, options.script)
+    started = time.time()
+    meta: dict[str, Any] = {
+        "dlprobe_version": __version__,
+        "script": options.script,
+        "argv": options.args,
+        "cwd": os.getcwd(),
+        "started_at": started,
+        "machine": machine_facts(),
+    }
+    env = dict(os.environ)
+    env[RUN_DIR_ENV] = str(run_dir.resolve())
+    # The script writes into pipes now; unbuffered keeps its output as timely as on a terminal.
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    command = [sys.executable, "-m", "dlprobe.target.bootstrap", options.script, *options.args]
+    (run_dir / EVENTS_FILE).touch()
+    view = LiveView(options.live)
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    meta["target_pid"] = child.pid
+    meta["cgroup"] = str(procmem.cgroup_memory_dir(child.pid) or "") or None
+    write_json(run_dir / META_FILE, meta)
+
+    assert child.stdout is not None and child.stderr is not None
+    pumps = [
+        _Pump(child.stdout, sys.stdout.fileno(), run_dir / STDOUT_FILE, view),
+        _Pump(child.stderr, sys.stderr.fileno(), run_dir / STDERR_FILE, view),
+    ]
+    for pump in pumps:
+        pump.start()
+
+    previous = {sig: signal.signal(sig, lambda s, _f: child.send_signal(s)) for sig in FORWARDED_SIGNALS}
+    # Ctrl-C reaches the whole process group; the script decides what it means, we keep recording.
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _sample_until_exit(child, run_dir, view, started)
+    finally:
+        for pump in pumps:
+            pump.join(timeout=5)
+        view.close()
+        for sig, handler in previous.items():
+            if sig != signal.SIGINT:
+                signal.signal(sig, handler)
+    returncode = child.returncode
+    exit_code = returncode if returncode >= 0 else 128 - returncode
+    write_json(
+        run_dir / RESULT_FILE,
+        {
+            "returncode": returncode,
+            "exit_code": exit_code,
+            "signal": signal.Signals(-returncode).name if returncode < 0 else None,
+            "ended_at": time.time(),
+        },
+    )
+    signal.signal(signal.SIGINT, previous[signal.SIGINT])
+    return RunOutcome(run_dir, exit_code)
+
+
+def _sample_until_exit(child: subprocess.Popen[bytes], run_dir: Path, view: LiveView, started: float) -> None:
+    cgroup_dir = procmem.cgroup_memory_dir(child.pid)
+    events = JsonlTail(run_dir / EVENTS_FILE)
+    progress = Progress()
+    with (run_dir / SAMPLES_FILE).open("w") as samples:
+        sampler = Sampler(child.pid, samples, cgroup_dir)
+        while True:
+            now = time.time()
+            progress.feed(events.read_new(), sampler)
+            sampler.tick(now)
+            view.update(progress.status(now - started, sampler))
+            try:
+                child.wait(timeout=TICK_S)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        # One last look: workers can outlive the main process for a moment.
+        progress.feed(events.read_new(), sampler)
+        sampler.tick(time.time())

@@ -1,0 +1,1 @@
+"""Code that runs inside the probed training process (and its DataLoader workers)."""

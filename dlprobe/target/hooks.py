@@ -1,0 +1,220 @@
+"""Hooks on torch's DataLoader: loader config, worker pids, and how long the loop waits for each batch."""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.machinery
+import sys
+import time
+import weakref
+from types import ModuleType
+from typing import Any
+
+from dlprobe.target.batch_info import describe_batch
+from dlprobe.target.dataset_inspect import summarize_dataset
+from dlprobe.target.events import get_log
+
+DATALOADER_MODULE = "torch.utils.data.dataloader"
+FLUSH_INTERVAL_S = 0.25  # batch timings are sent in chunks so a fast loop costs one write per chunk
+
+
+class LoaderProbe:
+    """Everything the probe tracks for one DataLoader object."""
+
+    def __init__(self, loader_id: int) -> None:
+        self.loader_id = loader_id
+        self.epoch = -1
+        self.batches = 0
+        self.pending: list[float] = []
+        self.last_flush = time.perf_counter()
+        self.epoch_open = False
+        self.described_batch = False
+
+    def begin_epoch(self, iterator: Any, new_iterator: bool, iter_s: float) -> None:
+        self.flush()
+        self.epoch += 1
+        self.epoch_open = True
+        self.described_batch = False
+        workers = None
+        if new_iterator and hasattr(iterator, "_workers"):
+            workers = [{"worker_id": i, "pid": w.pid} for i, w in enumerate(iterator._workers)]
+        _emit("epoch", loader=self.loader_id, epoch=self.epoch, iter_s=round(iter_s, 6), workers=workers)
+
+    def record_batch(self, wait_s: float, batch: Any) -> None:
+        self.batches += 1
+        self.pending.append(round(wait_s, 6))
+        if not self.described_batch:
+            self.described_batch = True
+            _emit("batch_info", loader=self.loader_id, epoch=self.epoch, **describe_batch(batch))
+        if time.perf_counter() - self.last_flush >= FLUSH_INTERVAL_S:
+            self.flush()
+
+    def end_epoch(self) -> None:
+        if self.epoch_open:
+            self.flush()
+            self.epoch_open = False
+            _emit("epoch_end", loader=self.loader_id, epoch=self.epoch, batches=self.batches)
+
+    def record_error(self, exc: BaseException) -> None:
+        self.flush()
+        cause = exc.__cause__
+        _emit(
+            "loader_error",
+            loader=self.loader_id,
+            epoch=self.epoch,
+            type=type(exc).__name__,
+            message=str(exc)[:4000],
+            cause=f"{type(cause).__name__}: {cause}"[:2000] if cause is not None else None,
+        )
+
+    def flush(self) -> None:
+        self.last_flush = time.perf_counter()
+        if self.pending:
+            waits, self.pending = self.pending, []
+            _emit("batches", loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches)
+
+
+_probes: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary()
+_iterators: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary()
+_all_probes: list[LoaderProbe] = []
+
+
+def _emit(ev: str, **fields: Any) -> None:
+    log = get_log()
+    if log is not None:
+        log.emit(ev, **fields)
+
+
+def _loader_config(loader: Any, loader_id: int) -> dict[str, Any]:
+    ctx = loader.multiprocessing_context
+    return {
+        "loader": loader_id,
+        "batch_size": loader.batch_size,
+        "num_workers": loader.num_workers,
+        "start_method": ctx.get_start_method() if ctx is not None else None,
+        "pin_memory": bool(loader.pin_memory),
+        "prefetch_factor": loader.prefetch_factor,
+        "persistent_workers": bool(loader.persistent_workers),
+        "timeout": loader.timeout,
+        "drop_last": bool(loader.drop_last),
+        "collate_fn": getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__),
+        "custom_batch_sampler": loader.batch_sampler is not None and loader.batch_size is None,
+        "dataset": summarize_dataset(loader.dataset),
+    }
+
+
+def _probe_for(loader: Any) -> LoaderProbe:
+    probe = _probes.get(loader)
+    if probe is None:
+        probe = LoaderProbe(len(_all_probes))
+        _probes[loader] = probe
+        _all_probes.append(probe)
+        try:
+            _emit("loader", **_loader_config(loader, probe.loader_id))
+        except Exception as exc:  # inspection must never break training
+            _emit("loader", loader=probe.loader_id, inspect_error=repr(exc))
+    return probe
+
+
+def _start_method_of(loader: Any, iterator: Any) -> str | None:
+    """The start method the workers really used (asked only once they exist, so nothing gets pinned)."""
+    if not getattr(iterator, "_workers", None):
+        return None
+    ctx = loader.multiprocessing_context
+    if ctx is not None:
+        return str(ctx.get_start_method())
+    import multiprocessing
+
+    return multiprocessing.get_start_method(allow_none=True)
+
+
+def patch_dataloader(module: ModuleType) -> None:
+    """Wrap DataLoader.__iter__ and the iterators' __next__; behaviour and results are unchanged."""
+    loader_cls = module.DataLoader
+    base_iter_cls = module._BaseDataLoaderIter
+    if getattr(loader_cls, "_dlprobe_patched", False):
+        return
+    original_iter = loader_cls.__iter__
+    original_next = base_iter_cls.__next__
+
+    def __iter__(self: Any) -> Any:
+        probe = _probe_for(self)
+        previous = getattr(self, "_iterator", None)
+        start = time.perf_counter()
+        iterator = original_iter(self)
+        new_iterator = iterator is not previous
+        if new_iterator and probe.epoch < 0:
+            method = _start_method_of(self, iterator)
+            if method:
+                _emit("start_method", loader=probe.loader_id, start_method=method)
+        probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
+        _iterators[iterator] = probe
+        return iterator
+
+    def __next__(self: Any) -> Any:
+        probe = _iterators.get(self)
+        if probe is None:
+            return original_next(self)
+        start = time.perf_counter()
+        try:
+            batch = original_next(self)
+        except StopIteration:
+            probe.end_epoch()
+            raise
+        except BaseException as exc:
+            probe.record_error(exc)
+            raise
+        probe.record_batch(time.perf_counter() - start, batch)
+        return batch
+
+    loader_cls.__iter__ = __iter__
+    base_iter_cls.__next__ = __next__
+    loader_cls._dlprobe_patched = True
+
+
+def flush_all() -> None:
+    """Send whatever batch timings are still buffered (at exit, or before an error is reported)."""
+    for probe in _all_probes:
+        try:
+            probe.flush()
+        except Exception:
+            pass
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.inner.create_module(spec)  # type: ignore[no-any-return]
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.inner.exec_module(module)
+        patch_dataloader(module)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches torch's dataloader module the moment the script imports it, so torch loads lazily."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != DATALOADER_MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None
+
+
+def install() -> None:
+    """Install the hooks: patch now if torch's dataloader is already imported, else on import."""
+    module = sys.modules.get(DATALOADER_MODULE)
+    if module is not None:
+        patch_dataloader(module)
+    else:
+        sys.meta_path.insert(0, _PatchOnImport())
+    atexit.register(flush_all)
