@@ -88,7 +88,8 @@ def demo(
 def main() -> None:
     """Console entry point: typer for parsing, then one place for dlprobe's own errors."""
     try:
-        app(standalone_mode=False)
+        # With standalone_mode off, click returns a command's exit code instead of raising it.
+        code = app(standalone_mode=False)
     except DlprobeError as exc:
         console = err_console()
         console.print(f"[bold red]error:[/] {exc.message}", soft_wrap=True)
@@ -106,3 +107,4 @@ def main() -> None:
             exc.show()
             sys.exit(USAGE_EXIT_CODE)
         raise
+    sys.exit(code if isinstance(code, int) else 0)

@@ -122,9 +122,13 @@ class RunData:
         return next((lo for lo in self.loaders if lo.loader_id == loader_id), None)
 
 
-def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord], dict[int, tuple[int, int]]]:
+WorkerStart = dict[int, tuple[int, int, float, dict[str, int] | None]]
+
+
+def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord], WorkerStart]:
+    """Loaders with their epochs and batch waits, and each worker pid's (loader, worker id, start reading)."""
     loaders: dict[int, LoaderRecord] = {}
-    worker_of: dict[int, tuple[int, int]] = {}
+    worker_of: WorkerStart = {}
     for ev in events:
         kind = ev.get("ev")
         lid = ev.get("loader")
@@ -140,7 +144,7 @@ def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecor
         elif kind == "epoch":
             lo.epochs.append(Epoch(ev["epoch"], ev["t"] - ev.get("iter_s", 0.0), ev.get("iter_s", 0.0)))
             for w in ev.get("workers") or []:
-                worker_of[int(w["pid"])] = (lid, int(w["worker_id"]))
+                worker_of[int(w["pid"])] = (lid, int(w["worker_id"]), ev["t"], w.get("memory"))
         elif kind == "batches" and lo.epochs:
             epoch = lo.epochs[-1]
             epoch.waits.extend(ev.get("waits") or [])
@@ -158,6 +162,14 @@ def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecor
     return sorted(loaders.values(), key=lambda lo: lo.loader_id), worker_of
 
 
+def _append(series: Series, t: float, values: dict[str, Any]) -> None:
+    series.t.append(t)
+    series.rss.append(values.get("rss"))
+    series.uss.append(values.get("uss"))
+    series.pss.append(values.get("pss"))
+    series.swap.append(values.get("swap"))
+
+
 def load_run(path: Path) -> RunData:
     """Read a run directory; tolerant of a run that was cut short (missing result, torn lines)."""
     meta = read_json(path / META_FILE)
@@ -173,22 +185,20 @@ def load_run(path: Path) -> RunData:
             pid = int(rec["pid"])
             role = "main" if pid == main_pid else "other"
             loader_id = worker_id = None
+            first: dict[str, int] | None = None
             if pid in worker_of:
                 role = "worker"
-                loader_id, worker_id = worker_of[pid]
-            processes[pid] = ProcessRecord(pid, role, loader_id, worker_id, rec.get("comm"), rec.get("ppid"))
+                loader_id, worker_id, t_start, first = worker_of[pid]
+            proc = ProcessRecord(pid, role, loader_id, worker_id, rec.get("comm"), rec.get("ppid"))
+            if first:  # the reading the hooks took right after the worker started
+                _append(proc.series, t_start, first)
+            processes[pid] = proc
         elif kind == "s":
             t = rec["t"]
             for pid_text, vals in (rec.get("p") or {}).items():
                 proc = processes.get(int(pid_text))
-                if proc is None:
-                    continue
-                s = proc.series
-                s.t.append(t)
-                s.rss.append(vals.get("rss"))
-                s.uss.append(vals.get("uss"))
-                s.pss.append(vals.get("pss"))
-                s.swap.append(vals.get("swap"))
+                if proc is not None:
+                    _append(proc.series, t, vals)
             system.t.append(t)
             shm = rec.get("shm") or {}
             system.shm_used.append(shm.get("used"))

@@ -11,6 +11,7 @@ import weakref
 from types import ModuleType
 from typing import Any
 
+from dlprobe.procmem import read_smaps_rollup
 from dlprobe.target.batch_info import describe_batch
 from dlprobe.target.dataset_inspect import summarize_dataset
 from dlprobe.target.events import get_log
@@ -38,7 +39,12 @@ class LoaderProbe:
         self.described_batch = False
         workers = None
         if new_iterator and hasattr(iterator, "_workers"):
-            workers = [{"worker_id": i, "pid": w.pid} for i, w in enumerate(iterator._workers)]
+            # Read each new worker once right here: a forked worker starts copying pages at once, and the
+            # supervisor hears of the pid only on its next tick, too late for a true starting point.
+            workers = [
+                {"worker_id": i, "pid": w.pid, "memory": read_smaps_rollup(w.pid)}
+                for i, w in enumerate(iterator._workers)
+            ]
         _emit("epoch", loader=self.loader_id, epoch=self.epoch, iter_s=round(iter_s, 6), workers=workers)
 
     def record_batch(self, wait_s: float, batch: Any) -> None:

@@ -1,0 +1,95 @@
+"""`dlprobe run` on real DataLoaders with real workers: copy-on-access growth, start methods, /dev/shm."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import SCRIPTS
+
+MiB = 1024 * 1024
+
+
+def test_leaky_list_dataset_reports_cow_growth_naming_the_attribute(probe):
+    result = probe("leaky_list_dataset.py")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("cow-growth")
+    evidence = finding["evidence"]
+    assert evidence["suspects"][0]["attribute"] == "self.records"
+    assert evidence["suspects"][0]["type"] == "list[dict]"
+    assert evidence["suspects"][0]["items"] == 600_000
+    assert all(w["uss_growth_bytes"] >= 64 * MiB for w in evidence["workers"])
+    # the signature of copy-on-access: private memory grows, RSS barely moves
+    assert all(w["rss_growth_bytes"] < w["uss_growth_bytes"] / 2 for w in evidence["workers"])
+    assert "self.records" in finding["fix"]
+    assert (result.run_dir / "memory.png").stat().st_size > 10_000
+
+
+def test_numpy_dataset_has_no_cow_growth(probe):
+    result = probe("numpy_dataset.py")
+    assert result.returncode == 0, result.stderr
+    assert result.findings("cow-growth") == []
+    report = result.report
+    [loader] = report["loaders"]
+    assert loader["num_workers"] == 2 and loader["start_method"] == "fork"
+    assert loader["batches"] == 600 and loader["suspects"] == []
+    workers = [p for p in report["processes"] if p["role"] == "worker"]
+    assert len(workers) == 2
+    assert all(w["uss"]["peak"] - w["uss"]["start"] < 64 * MiB for w in workers)
+
+
+def test_spawn_loader_is_seen_with_its_workers_and_reports_the_copy(probe):
+    result = probe("start_method_loader.py", "spawn", "96")
+    assert result.returncode == 0, result.stderr
+    report = result.report
+    [loader] = report["loaders"]
+    assert loader["start_method"] == "spawn"
+    assert sorted(w["worker_id"] for w in loader["workers"]) == [0, 1]
+    worker_pids = {w["pid"] for w in loader["workers"]}
+    sampled = {p["pid"] for p in report["processes"] if p["role"] == "worker" and p["samples"] > 0}
+    assert worker_pids == sampled
+    [finding] = result.findings("spawn-copy")
+    assert finding["evidence"]["dataset_est_bytes"] >= 96 * MiB
+    assert finding["evidence"]["total_copied_bytes"] == 2 * finding["evidence"]["dataset_est_bytes"]
+
+
+def test_forkserver_workers_are_found_as_grandchildren(probe):
+    result = probe("start_method_loader.py", "forkserver", "8")
+    assert result.returncode == 0, result.stderr
+    report = result.report
+    main_pid = next(p["pid"] for p in report["processes"] if p["role"] == "main")
+    workers = [p for p in report["processes"] if p["role"] == "worker"]
+    assert len(workers) == 2 and all(w["samples"] > 0 for w in workers)
+    assert report["loaders"][0]["start_method"] == "forkserver"
+    assert result.findings("spawn-copy") == []  # 8 MiB is below the threshold
+    assert main_pid not in {w["pid"] for w in workers}
+
+
+def _can_unshare() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe_cmd = ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1M tmpfs /dev/shm"]
+    return subprocess.run(probe_cmd, capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _can_unshare(), reason="needs root (or user namespaces) to mount a small /dev/shm")
+def test_small_dev_shm_gets_shm_pressure(tmp_path):
+    run_dir = tmp_path / "run"
+    command = (
+        "mount -t tmpfs -o size=64M tmpfs /dev/shm && "
+        f"{sys.executable} -m dlprobe run --quiet --out {run_dir} {SCRIPTS / 'big_batches.py'}"
+    )
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    report = json.loads((run_dir / "report.json").read_text())
+    [finding] = [f for f in report["findings"] if f["code"] == "shm-pressure"]
+    evidence = finding["evidence"]
+    assert evidence["shm_total_bytes"] == 64 * MiB
+    batch_bytes = 16 * 3 * 256 * 256 * 4
+    assert evidence["loaders"][0]["batch_bytes"] == batch_bytes
+    assert evidence["in_flight_estimate_bytes"] == 2 * 2 * batch_bytes

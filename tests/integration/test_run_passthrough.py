@@ -1,0 +1,106 @@
+"""`dlprobe run` leaves the script alone: same stdout, stderr and exit code; bad input gets one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import SCRIPTS, run_dlprobe
+
+
+def _plain(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], capture_output=True, text=True)
+
+
+def test_exit_code_and_output_come_through_unchanged(probe):
+    plain = _plain("fails_after_batches.py", "3")
+    result = probe("fails_after_batches.py", "3", options=["--quiet"])
+    assert plain.returncode == 3
+    assert result.returncode == 3
+    assert result.stdout == plain.stdout
+    assert result.stderr == plain.stderr
+    assert result.report["exit_code"] == 3
+    assert result.report["loaders"][0]["batches"] == 4
+
+
+def test_script_that_raises_keeps_exit_code_and_a_clean_traceback(probe):
+    result = probe("fails_after_batches.py", "raise")
+    assert result.returncode == 1
+    assert "ValueError: bad learning rate" in result.stderr
+    assert "dlprobe/target" not in result.stderr and "runpy" not in result.stderr
+    [finding] = result.findings("script-error")
+    assert finding["evidence"]["type"] == "ValueError"
+    assert finding["evidence"]["line"] == 14  # the `raise` line
+
+
+def test_script_without_a_loader_is_explained(probe):
+    result = probe("no_loader.py")
+    assert result.returncode == 0
+    assert result.stdout == "hello without a loader\n"
+    assert [f["code"] for f in result.report["findings"]] == ["no-loader"]
+    assert "created no torch DataLoader" in result.stderr
+
+
+def test_syntax_error_is_reported_like_python_without_dlprobe_traceback(probe):
+    result = probe("syntax_error.py")
+    assert result.returncode == 1
+    assert "SyntaxError" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.findings("script-error")[0]["evidence"]["type"] == "SyntaxError"
+
+
+def test_missing_script_is_a_usage_error(tmp_path):
+    proc = run_dlprobe(["run", str(tmp_path / "nope.py")], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: script not found")
+    assert "hint:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unwritable_run_directory_is_a_usage_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = run_dlprobe(["run", "--out", str(blocker / "run"), str(SCRIPTS / "no_loader.py")], tmp_path)
+    assert proc.returncode == 2
+    assert "cannot write the run directory" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_report_command_rerenders_a_saved_run(probe, tmp_path):
+    result = probe("fails_after_batches.py", "0", options=["--quiet"])
+    saved = json.loads((result.run_dir / "report.json").read_text())
+    (result.run_dir / "report.json").unlink()
+    (result.run_dir / "memory.png").unlink()
+    out = tmp_path / "again.json"
+    proc = run_dlprobe(["report", str(result.run_dir), "--json", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(out.read_text())
+    assert again == saved
+    assert (result.run_dir / "memory.png").exists()
+    assert "DataLoaders" in proc.stdout
+
+
+def test_report_on_a_non_run_directory_is_a_usage_error(tmp_path):
+    proc = run_dlprobe(["report", str(tmp_path)], tmp_path)
+    assert proc.returncode == 2
+    assert "not a dlprobe run directory" in proc.stderr
+
+
+def test_json_report_has_the_documented_shape(probe, tmp_path):
+    out = tmp_path / "r.json"
+    result = probe("fails_after_batches.py", "0", options=["--quiet", "--json", str(out)])
+    report = json.loads(out.read_text())
+    for key in ("schema_version", "script", "argv", "exit_code", "duration_s", "loaders", "processes", "findings"):
+        assert key in report
+    assert report["argv"] == ["0"]
+    [loader] = report["loaders"]
+    for key in ("dataset_type", "dataset_len", "batch_size", "num_workers", "start_method", "pin_memory",
+                "prefetch_factor", "persistent_workers", "batches", "wait_fraction"):  # fmt: skip
+        assert key in loader
+    assert loader["dataset_type"] == "torch.utils.data.dataset.TensorDataset"
+    roles = sorted(p["role"] for p in report["processes"] if p["role"] in ("main", "worker"))
+    assert roles == ["main", "worker", "worker"]
+    for proc in report["processes"]:
+        for metric in ("rss", "uss", "pss"):
+            assert set(proc[metric]) == {"start", "peak", "end"}
+    assert result.returncode == 0

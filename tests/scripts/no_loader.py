@@ -1,0 +1,3 @@
+"""A script that never creates a DataLoader."""
+
+print("hello without a loader")

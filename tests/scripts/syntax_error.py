@@ -1,0 +1,4 @@
+"""A script that does not parse."""
+
+def broken(:
+    pass
