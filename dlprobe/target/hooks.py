@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import atexit
+import importlib
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import time
 import weakref
@@ -17,6 +19,10 @@ from dlprobe.target.dataset_inspect import summarize_dataset
 from dlprobe.target.events import get_log
 
 DATALOADER_MODULE = "torch.utils.data.dataloader"
+# Commands that need the script's DataLoader but not its training (scan, tune) set these: when loader N is first
+# iterated, the named function "package.module:function" gets the DataLoader, and its int result ends the script.
+TAKEOVER_ENV = "DLPROBE_TAKEOVER"
+TAKEOVER_LOADER_ENV = "DLPROBE_TAKEOVER_LOADER"
 FLUSH_INTERVAL_S = 0.25  # batch timings are sent in chunks so a fast loop costs one write per chunk
 
 
@@ -146,6 +152,8 @@ def patch_dataloader(module: ModuleType) -> None:
 
     def __iter__(self: Any) -> Any:
         probe = _probe_for(self)
+        if probe.epoch < 0:
+            _maybe_take_over(self, probe.loader_id)
         previous = getattr(self, "_iterator", None)
         start = time.perf_counter()
         iterator = original_iter(self)
@@ -177,6 +185,20 @@ def patch_dataloader(module: ModuleType) -> None:
     loader_cls.__iter__ = __iter__
     base_iter_cls.__next__ = __next__
     loader_cls._dlprobe_patched = True
+
+
+def _maybe_take_over(loader: Any, loader_id: int) -> None:
+    """Hand the loader to a dlprobe command instead of letting the script train (never returns if it does)."""
+    target = os.environ.get(TAKEOVER_ENV)
+    if not target or loader_id != int(os.environ.get(TAKEOVER_LOADER_ENV, "0")):
+        return
+    module_name, _, function_name = target.partition(":")
+    function = getattr(importlib.import_module(module_name), function_name)
+    _emit("takeover", loader=loader_id, function=target)
+    flush_all()
+    code = function(loader)
+    _emit("takeover_done", loader=loader_id, exit_code=code)
+    raise SystemExit(code)
 
 
 def flush_all() -> None:
