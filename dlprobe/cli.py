@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -46,9 +45,9 @@ def err_console() -> Console:
 @app.command(context_settings=SCRIPT_COMMAND)
 def run(
     script: str = typer.Argument(..., help="The training script, run unmodified."),
-    script_args: Optional[list[str]] = typer.Argument(None, help="Arguments passed to the script as they are."),
-    out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default ./dlprobe-runs/NAME-TIME)."),
-    json_path: Optional[str] = typer.Option(None, "--json", help="Also write the report as JSON to this path."),
+    script_args: list[str] | None = typer.Argument(None, help="Arguments passed to the script as they are."),
+    out: str | None = typer.Option(None, "--out", "-o", help="Run directory (default ./dlprobe-runs/NAME-TIME)."),
+    json_path: str | None = typer.Option(None, "--json", help="Also write the report as JSON to this path."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary; just the run directory."),
 ) -> None:
     """Run SCRIPT under the probe and report on every DataLoader it creates.
@@ -66,7 +65,7 @@ def run(
 @app.command()
 def report(
     run_dir: str = typer.Argument(..., help="A run directory made by `dlprobe run`."),
-    json_path: Optional[str] = typer.Option(None, "--json", help="Also write the report as JSON to this path."),
+    json_path: str | None = typer.Option(None, "--json", help="Also write the report as JSON to this path."),
 ) -> None:
     """Render the summary, report.json and plot again from a saved run directory."""
     from dlprobe.outputs import write_outputs
@@ -77,7 +76,7 @@ def report(
 
 @app.command()
 def demo(
-    out: Optional[str] = typer.Option(None, "--out", "-o", help="Where to keep the two demo runs."),
+    out: str | None = typer.Option(None, "--out", "-o", help="Where to keep the two demo runs."),
 ) -> None:
     """Probe a bundled training script twice: a leaky dataset, then the same data in numpy arrays."""
     from dlprobe.demo.runner import run_demo

@@ -39,7 +39,7 @@ class Series:
 
     def values(self, metric: str) -> list[tuple[float, int]]:
         """(time, value) pairs where the metric was read."""
-        return [(t, v) for t, v in zip(self.t, getattr(self, metric)) if v is not None]
+        return [(t, v) for t, v in zip(self.t, getattr(self, metric), strict=False) if v is not None]
 
 
 @dataclass
@@ -114,9 +114,7 @@ class RunData:
         return next((e for e in self.events if e.get("ev") == "script_error"), None)
 
     def workers(self, loader_id: int | None = None) -> list[ProcessRecord]:
-        return [
-            p for p in self.processes if p.role == "worker" and (loader_id is None or p.loader_id == loader_id)
-        ]
+        return [p for p in self.processes if p.role == "worker" and (loader_id is None or p.loader_id == loader_id)]
 
     def loader(self, loader_id: int) -> LoaderRecord | None:
         return next((lo for lo in self.loaders if lo.loader_id == loader_id), None)
@@ -144,7 +142,7 @@ def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecor
         elif kind == "epoch":
             lo.epochs.append(Epoch(ev["epoch"], ev["t"] - ev.get("iter_s", 0.0), ev.get("iter_s", 0.0)))
             for w in ev.get("workers") or []:
-                worker_of[int(w["pid"])] = (lid, int(w["worker_id"]), ev["t"], w.get("memory"))
+                worker_of[int(w["pid"])] = (lo.loader_id, int(w["worker_id"]), float(ev["t"]), w.get("memory"))
         elif kind == "batches" and lo.epochs:
             epoch = lo.epochs[-1]
             epoch.waits.extend(ev.get("waits") or [])
@@ -196,9 +194,9 @@ def load_run(path: Path) -> RunData:
         elif kind == "s":
             t = rec["t"]
             for pid_text, vals in (rec.get("p") or {}).items():
-                proc = processes.get(int(pid_text))
-                if proc is not None:
-                    _append(proc.series, t, vals)
+                known = processes.get(int(pid_text))
+                if known is not None:
+                    _append(known.series, t, vals)
             system.t.append(t)
             shm = rec.get("shm") or {}
             system.shm_used.append(shm.get("used"))

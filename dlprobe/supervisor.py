@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from rich.text import Text
 
@@ -84,7 +84,7 @@ def machine_facts() -> dict[str, Any]:
 class _Pump(threading.Thread):
     """Copies one of the script's output pipes to our own stream, byte for byte, and to a log file."""
 
-    def __init__(self, source: BinaryIO, target_fd: int, log_path: Path, view: LiveView) -> None:
+    def __init__(self, source: IO[bytes], target_fd: int, log_path: Path, view: LiveView) -> None:
         super().__init__(daemon=True)
         self.source = source
         self.target_fd = target_fd

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from dlprobe.analysis import memory_findings, run_findings, shm_findings
 from dlprobe.model import SEVERITIES, Finding, RunData

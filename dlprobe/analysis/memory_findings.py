@@ -76,7 +76,8 @@ def find_cow_growth(run: RunData) -> list[Finding]:
         if copy_on_access:
             title = (
                 f"{len(grown)} of {len(rows)} workers of loader {loader.loader_id} each copied up to "
-                f"{format_bytes(worst['uss_growth_bytes'])} of the dataset into private memory (USS) while RSS stayed flat"
+                f"{format_bytes(worst['uss_growth_bytes'])} of the dataset into private memory (USS) "
+                "while RSS stayed flat"
             )
             detail = (
                 "Forked workers share the dataset's pages with the main process until they touch them. Reading a "

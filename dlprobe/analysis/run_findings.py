@@ -29,7 +29,8 @@ def find_run_problems(run: RunData) -> list[Finding]:
                 severity="info",
                 title="The script created no torch DataLoader, so there was nothing to probe",
                 detail="dlprobe watches torch.utils.data.DataLoader objects (and subclasses) that the script "
-                "iterates over. The script ended" + (f" with exit code {exit_code}" if exit_code is not None else "")
+                "iterates over. The script ended"
+                + (f" with exit code {exit_code}" if exit_code is not None else "")
                 + " before iterating any.",
                 fix="Point dlprobe at the script that builds and iterates the DataLoader, with the same arguments "
                 "you train with.",

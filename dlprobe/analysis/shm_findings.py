@@ -35,7 +35,7 @@ def find_shm_pressure(run: RunData) -> list[Finding]:
                 "in_flight_bytes": estimate,
             }
         )
-    in_flight = sum(lo["in_flight_bytes"] for lo in loaders)
+    in_flight = sum(int(lo["in_flight_bytes"] or 0) for lo in loaders)
     if peak < SHM_PRESSURE_SHARE * total and in_flight < IN_FLIGHT_SHARE * total:
         return []
     return [

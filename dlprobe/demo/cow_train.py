@@ -16,14 +16,16 @@ class ListIndexDataset(Dataset):
     """The common pattern: one Python dict per sample. Every read bumps refcounts -> copy-on-write."""
 
     def __init__(self, n: int) -> None:
-        self.samples = [{"path": f"/data/shard{i % 64:02d}/img_{i:09d}.jpg", "label": i % 1000} for i in range(n)]
+        self.samples: list[dict[str, str | int]] = [
+            {"path": f"/data/shard{i % 64:02d}/img_{i:09d}.jpg", "label": i % 1000} for i in range(n)
+        ]
 
     def __len__(self) -> int:
         return len(self.samples)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         sample = self.samples[i]
-        return torch.tensor([len(sample["path"]), i % 7], dtype=torch.float32), sample["label"]
+        return torch.tensor([len(str(sample["path"])), i % 7], dtype=torch.float32), int(sample["label"])
 
 
 class ArrayIndexDataset(Dataset):

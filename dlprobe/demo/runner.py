@@ -37,9 +37,8 @@ def run_demo(out: Path | None, console: Console) -> int:
     console.rule("[bold]what the demo shows[/]")
     for name, report in results.items():
         codes = [f["code"] for f in report["findings"]] or ["no findings"]
-        console.print(
-            f"{name:6}: worst worker USS growth {format_bytes(_worst_growth(report)):>10}   findings: {', '.join(codes)}"
-        )
+        growth = format_bytes(_worst_growth(report))
+        console.print(f"{name:6}: worst worker USS growth {growth:>10}   findings: {', '.join(codes)}")
     console.print(
         "The leaky dataset keeps one Python dict per sample; each forked worker copies the pages it reads. "
         f"The fix stores the same data in numpy arrays. Plots: {root}/leaky/memory.png and {root}/fixed/memory.png"

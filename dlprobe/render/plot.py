@@ -43,7 +43,7 @@ def plot_memory(run: RunData, path: Path) -> Path:
     ax_mem.grid(alpha=0.3)
     if ax_mem.lines:
         ax_mem.legend(fontsize=8, loc="upper left")
-    shm = [(t - t0, u / MiB) for t, u in zip(run.system.t, run.system.shm_used) if u is not None]
+    shm = [(t - t0, u / MiB) for t, u in zip(run.system.t, run.system.shm_used, strict=False) if u is not None]
     if shm:
         total = run.system.shm_total
         label = "/dev/shm used" + (f" (size {total / MiB:,.0f} MiB)" if total else "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -204,10 +205,8 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
 def flush_all() -> None:
     """Send whatever batch timings are still buffered (at exit, or before an error is reported)."""
     for probe in _all_probes:
-        try:
+        with contextlib.suppress(Exception):
             probe.flush()
-        except Exception:
-            pass
 
 
 class _PatchingLoader(importlib.abc.Loader):
@@ -215,7 +214,8 @@ class _PatchingLoader(importlib.abc.Loader):
         self.inner = inner
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self.inner.create_module(spec)  # type: ignore[no-any-return]
+        module: ModuleType | None = self.inner.create_module(spec)
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
         self.inner.exec_module(module)

@@ -16,6 +16,6 @@ class Images(Dataset):
 
 if __name__ == "__main__":
     loader = DataLoader(Images(), batch_size=16, num_workers=2, prefetch_factor=2)
-    for batch in loader:
+    for _batch in loader:
         time.sleep(0.3)
     print("done")

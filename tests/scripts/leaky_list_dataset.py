@@ -24,7 +24,7 @@ if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 600_000
     loader = DataLoader(RecordsDataset(n), batch_size=1000, shuffle=True, num_workers=2)
     checksum = 0
-    for x, y in loader:
+    for _x, y in loader:
         checksum += int(y.sum())
         time.sleep(0.004)  # a training step, so the epoch lasts long enough to watch
     print(f"checksum {checksum}")
