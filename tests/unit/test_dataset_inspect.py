@@ -1,0 +1,47 @@
+"""Dataset summaries name the Python containers that cause copy-on-access, and only those."""
+
+import numpy as np
+import torch
+from torch.utils.data import ConcatDataset, Dataset, Subset
+
+from dlprobe.target.dataset_inspect import summarize_dataset
+
+
+class Records(Dataset):
+    def __init__(self, n):
+        self.records = [{"path": f"/d/{i}.jpg", "label": i} for i in range(n)]
+        self.labels = np.arange(n)
+        self.mean = 0.5
+
+    def __len__(self):
+        return len(self.records)
+
+    def __getitem__(self, i):
+        return self.records[i]
+
+
+def test_list_of_dicts_is_the_suspect_and_numpy_is_not():
+    summary = summarize_dataset(Records(50_000))
+    assert summary["len"] == 50_000 and summary["iterable"] is False
+    [suspect] = summary["suspects"]
+    assert suspect["attribute"] == "self.records"
+    assert suspect["type"] == "list[dict]"
+    assert suspect["items"] == 50_000
+    assert suspect["objects"] > 100_000  # each dict holds a str and an int
+    # the estimate is of the right order: a small dict + str + int is a few hundred bytes
+    assert 5_000_000 < suspect["est_bytes"] < 40_000_000
+    assert summary["est_bytes"] >= suspect["est_bytes"] + 50_000 * 8
+
+
+def test_wrapped_datasets_are_followed():
+    inner = Records(20_000)
+    summary = summarize_dataset(ConcatDataset([Subset(inner, list(range(10))), inner]))
+    attributes = [s["attribute"] for s in summary["suspects"]]
+    assert "self.datasets[1].records" in attributes
+    assert "self.datasets[0].dataset.records" in attributes
+
+
+def test_tensor_only_dataset_has_no_suspects():
+    summary = summarize_dataset(torch.utils.data.TensorDataset(torch.zeros(1000, 3)))
+    assert summary["suspects"] == []
+    assert 1000 * 3 * 4 <= summary["est_bytes"] < 1000 * 3 * 4 + 200  # the tensor plus its tuple

@@ -1,0 +1,70 @@
+"""Loading a run directory (tolerating a torn last line) and the exact terminal text of a summary."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+
+from dlprobe.model import load_run
+from dlprobe.render.terminal import print_summary
+from dlprobe.report import build_report
+
+
+def _write_run(path):
+    (path / "meta.json").write_text(json.dumps({"script": "t.py", "argv": ["--x"], "started_at": 100.0,
+                                                "target_pid": 10, "machine": {}}))  # fmt: skip
+    (path / "result.json").write_text(json.dumps({"exit_code": 0, "ended_at": 112.5}))
+    events = [
+        {"ev": "loader", "t": 101.0, "pid": 10, "loader": 0, "batch_size": 4, "num_workers": 1,
+         "prefetch_factor": 2, "pin_memory": False, "persistent_workers": False,
+         "dataset": {"type": "m.DS", "len": 8, "suspects": [], "est_bytes": 0}},
+        {"ev": "start_method", "t": 101.0, "pid": 10, "loader": 0, "start_method": "fork"},
+        {"ev": "epoch", "t": 101.5, "pid": 10, "loader": 0, "epoch": 0, "iter_s": 0.5,
+         "workers": [{"worker_id": 0, "pid": 11, "memory": {"rss": 300, "uss": 100, "pss": 150, "swap": 0}}]},
+        {"ev": "batches", "t": 103.0, "pid": 10, "loader": 0, "epoch": 0, "waits": [0.5, 0.0], "total": 2},
+        {"ev": "epoch_end", "t": 106.0, "pid": 10, "loader": 0, "epoch": 0, "batches": 2},
+    ]  # fmt: skip
+    lines = [json.dumps(e) for e in events]
+    (path / "events.jsonl").write_text("\n".join(lines) + '\n{"ev": "batc')  # torn by a kill
+    samples = [
+        {"k": "proc", "pid": 10, "ppid": 1, "comm": "python"},
+        {"k": "proc", "pid": 11, "ppid": 10, "comm": "pt_data_worker"},
+        {"k": "s", "t": 102.0, "p": {"10": {"rss": 2000, "uss": 1000, "pss": 1500, "swap": 0},
+                                      "11": {"rss": 300, "uss": 200, "pss": 250, "swap": 0}},
+         "shm": {"used": 10, "total": 1000}, "avail": 5000},
+        {"k": "s", "t": 103.0, "p": {"10": {"rss": 2100}, "11": {"rss": 310}}, "avail": 4000},
+    ]  # fmt: skip
+    (path / "samples.jsonl").write_text("\n".join(json.dumps(s) for s in samples) + "\n")
+
+
+def test_load_run_builds_loaders_workers_and_series(tmp_path):
+    _write_run(tmp_path)
+    run = load_run(tmp_path)
+    [lo] = run.loaders
+    assert lo.start_method == "fork" and lo.waits == [0.5, 0.0]
+    [main] = [p for p in run.processes if p.role == "main"]
+    [w] = run.workers(0)
+    assert (main.pid, w.pid, w.worker_id) == (10, 11, 0)
+    # the hooks' reading at worker start comes first, then the supervisor's
+    assert w.series.uss == [100, 200, None]
+    assert w.series.rss == [300, 300, 310]
+    assert run.system.shm_total == 1000
+
+
+def test_summary_text_at_fixed_width(tmp_path):
+    _write_run(tmp_path)
+    run = load_run(tmp_path)
+    report = build_report(run, [])
+    console = Console(width=100, color_system=None, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    print_summary(report, console)
+    text = console.export_text()
+    expected_lines = [
+        "dlprobe t.py --x  exit code 0, 12.5s",
+        "│      0 │ DS      │   8 │     4 │       1 │ fork  │ prefetch=2 │       2 │  20% │     1.00s │",
+        "│ main              │  10 │  2.1 KiB │    1000 B │   1000 B │  1000 B │  1.5 KiB │",
+        "│ loader 0 worker 0 │  11 │    310 B │     100 B │    200 B │   200 B │    250 B │",
+        "No problems found.",
+    ]
+    for line in expected_lines:
+        assert line in text.splitlines(), f"missing line: {line!r}\n{text}"
