@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import signal
 import subprocess
 import sys
@@ -204,10 +205,17 @@ def run_script(options: RunOptions) -> RunOutcome:
             "exit_code": exit_code,
             "signal": signal.Signals(-returncode).name if returncode < 0 else None,
             "ended_at": time.time(),
+            "supervisor": _own_cost(),
         },
     )
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
     return RunOutcome(run_dir, exit_code)
+
+
+def _own_cost() -> dict[str, float]:
+    """What probing cost: the supervisor's own CPU seconds and peak RSS (the target is not counted)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "max_rss_bytes": usage.ru_maxrss * 1024}
 
 
 def _sample_until_exit(child: subprocess.Popen[bytes], run_dir: Path, view: LiveView, started: float) -> None:
