@@ -18,12 +18,14 @@ def write_outputs(run_dir: Path, console: Console | None, json_path: str | None 
     run, report = report_for(run_dir)
     write_json(run_dir / REPORT_FILE, report)
     problems = []
-    try:
-        from dlprobe.render.plot import plot_memory
+    # No DataLoader, nothing to plot: skipping it saves a second of matplotlib start-up on short scripts.
+    if run.loaders:
+        try:
+            from dlprobe.render.plot import plot_memory
 
-        plot_memory(run, run_dir / PLOT_FILE)
-    except Exception as exc:  # a plotting problem must not lose the report
-        problems.append(f"could not draw {PLOT_FILE}: {exc}")
+            plot_memory(run, run_dir / PLOT_FILE)
+        except Exception as exc:  # a plotting problem must not lose the report
+            problems.append(f"could not draw {PLOT_FILE}: {exc}")
     if console is not None:
         print_summary(report, console, str(run_dir))
         for problem in problems:

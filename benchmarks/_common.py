@@ -1,0 +1,43 @@
+"""Helpers shared by the benchmarks: run commands, alternate A/B rounds, print medians and ratios."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PYTHON = sys.executable
+
+
+def machine() -> str:
+    cpus = len(os.sched_getaffinity(0))
+    with open("/proc/meminfo") as f:
+        mem_kb = int(f.readline().split()[1])
+    return f"{platform.processor() or platform.machine()}, {cpus} cores, {mem_kb / 1024**2:.0f} GiB, " \
+        f"Python {platform.python_version()}, {platform.system()} {platform.release()}"  # fmt: skip
+
+
+def run(
+    cmd: list[str], cwd: Path | None = None, timeout: float = 600
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    return proc, elapsed
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def parse_metric(stdout: str, name: str) -> float:
+    for line in stdout.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise SystemExit(f"no '{name}' line in output:\n{stdout[-1000:]}")
