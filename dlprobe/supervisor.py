@@ -228,7 +228,8 @@ def _sample_until_exit(child: subprocess.Popen[bytes], run_dir: Path, view: Live
             now = time.time()
             progress.feed(events.read_new(), sampler)
             sampler.tick(now)
-            view.update(progress.status(now - started, sampler))
+            if view.enabled:
+                view.update(progress.status(now - started, sampler))
             try:
                 child.wait(timeout=TICK_S)
                 break
