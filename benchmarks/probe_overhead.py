@@ -32,7 +32,7 @@ def grow(_worker_id):
 
 class Work(Dataset):
     def __len__(self):
-        return 100_000
+        return 10_000_000
     def __getitem__(self, i):
         x = np.random.default_rng(i).standard_normal(2048)
         for _ in range(4):
