@@ -84,6 +84,11 @@ def demo(
     raise typer.Exit(run_demo(Path(out) if out else None, err_console()))
 
 
+from dlprobe.check.cli import check as _check  # noqa: E402  (one module owns the long option list)
+
+app.command(name="check", context_settings=SCRIPT_COMMAND)(_check)
+
+
 def main() -> None:
     """Console entry point: typer for parsing, then one place for dlprobe's own errors."""
     try:

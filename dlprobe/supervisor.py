@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import IO, Any
 
 from rich.text import Text
@@ -37,12 +38,18 @@ from dlprobe.units import format_bytes
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
+# Called every tick with the time, the new events and the target, e.g. by `dlprobe check` to end a bounded run.
+TickHook = Callable[[float, list[dict[str, Any]], subprocess.Popen[bytes]], None]
+
+
 @dataclass
 class RunOptions:
     script: str
     args: list[str] = field(default_factory=list)
     out: str | None = None
     live: bool = True
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for the target
+    on_tick: TickHook | None = None
 
 
 @dataclass
@@ -168,6 +175,7 @@ def run_script(options: RunOptions) -> RunOutcome:
     env[RUN_DIR_ENV] = str(run_dir.resolve())
     # The script writes into pipes now; unbuffered keeps its output as timely as on a terminal.
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(options.env)
     command = [sys.executable, "-m", "dlprobe.target.bootstrap", options.script, *options.args]
     (run_dir / EVENTS_FILE).touch()
     view = LiveView(options.live)
@@ -188,7 +196,7 @@ def run_script(options: RunOptions) -> RunOutcome:
     # Ctrl-C reaches the whole process group; the script decides what it means, we keep recording.
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        _sample_until_exit(child, run_dir, view, started)
+        _sample_until_exit(child, run_dir, view, started, options.on_tick)
     finally:
         for pump in pumps:
             pump.join(timeout=5)
@@ -218,7 +226,9 @@ def _own_cost() -> dict[str, float]:
     return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "max_rss_bytes": usage.ru_maxrss * 1024}
 
 
-def _sample_until_exit(child: subprocess.Popen[bytes], run_dir: Path, view: LiveView, started: float) -> None:
+def _sample_until_exit(
+    child: subprocess.Popen[bytes], run_dir: Path, view: LiveView, started: float, on_tick: TickHook | None = None
+) -> None:
     cgroup_dir = procmem.cgroup_memory_dir(child.pid)
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
@@ -226,7 +236,10 @@ def _sample_until_exit(child: subprocess.Popen[bytes], run_dir: Path, view: Live
         sampler = Sampler(child.pid, samples, cgroup_dir)
         while True:
             now = time.time()
-            progress.feed(events.read_new(), sampler)
+            new_events = events.read_new()
+            progress.feed(new_events, sampler)
+            if on_tick is not None:
+                on_tick(now, new_events, child)
             sampler.tick(now)
             if view.enabled:
                 view.update(progress.status(now - started, sampler))

@@ -18,6 +18,7 @@ from dlprobe.procmem import read_smaps_rollup
 from dlprobe.target.batch_info import describe_batch
 from dlprobe.target.dataset_inspect import summarize_dataset
 from dlprobe.target.events import get_log
+from dlprobe.target.run_limits import LIMITS
 
 DATALOADER_MODULE = "torch.utils.data.dataloader"
 # Commands that need the script's DataLoader but not its training (scan, tune) set these: when loader N is first
@@ -171,6 +172,8 @@ def patch_dataloader(module: ModuleType) -> None:
         probe = _iterators.get(self)
         if probe is None:
             return original_next(self)
+        if LIMITS.active:  # `dlprobe check` bounds the run: stop before fetching one batch too many
+            LIMITS.enforce(sum(p.batches for p in _all_probes))
         start = time.perf_counter()
         try:
             batch = original_next(self)
@@ -200,6 +203,14 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
     code = function(loader)
     _emit("takeover_done", loader=loader_id, exit_code=code)
     raise SystemExit(code)
+
+
+def reset() -> None:
+    """Forget every loader seen so far, so an in-process probe session (dlprobe.api) starts at loader 0."""
+    flush_all()
+    _probes.clear()
+    _iterators.clear()
+    _all_probes.clear()
 
 
 def flush_all() -> None:
