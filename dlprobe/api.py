@@ -6,9 +6,10 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Iterable
+from typing import Any
 
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError

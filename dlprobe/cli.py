@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from dlprobe import __version__
 from dlprobe.errors import USAGE_EXIT_CODE, DlprobeError
@@ -96,9 +97,10 @@ def main() -> None:
         code = app(standalone_mode=False)
     except DlprobeError as exc:
         console = err_console()
-        console.print(f"[bold red]error:[/] {exc.message}", soft_wrap=True)
+        # escape: messages quote user text such as "[tool.dlprobe]", which is not markup
+        console.print(f"[bold red]error:[/] {escape(exc.message)}", soft_wrap=True)
         if exc.hint:
-            console.print(f"[bold]hint:[/] {exc.hint}", soft_wrap=True)
+            console.print(f"[bold]hint:[/] {escape(exc.hint)}", soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -1,4 +1,4 @@
-"""pytest plugin: `@pytest.mark.dlprobe(max_worker_uss_growth="100 MB")` fails a test whose DataLoaders break a limit."""
+"""pytest plugin: `@pytest.mark.dlprobe(max_worker_uss_growth="100 MB")` fails a test whose loaders break a limit."""
 
 from __future__ import annotations
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import difflib
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dlprobe.errors import DlprobeError
 from dlprobe.model import SEVERITIES

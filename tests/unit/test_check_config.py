@@ -18,8 +18,8 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_units_are_parsed_and_sources_recorded(tmp_path):
-    cfg_file = write(tmp_path / "c.toml", 'max_worker_uss_growth = "200 MB"\nmax_seconds = "2m"\n'
-                     'max_wait_fraction = "40%"\nmax_batches = 50\nfail_on = ["cow-growth", "input-bound"]\n')  # fmt: skip
+    text = 'max_worker_uss_growth = "200 MB"\nmax_seconds = "2m"\nmax_wait_fraction = "40%"\nmax_batches = 50\n'
+    cfg_file = write(tmp_path / "c.toml", text + 'fail_on = ["cow-growth", "input-bound"]\n')
     config = load_config(str(cfg_file), {}, cwd=tmp_path)
     assert config.max_worker_uss_growth == 200 * MB
     assert config.max_seconds == 120.0

@@ -88,6 +88,16 @@ def test_baseline_within_margin_passes_and_regression_fails():
     assert absolute["baseline worker_uss_growth"].threshold == "<= 110.0 MiB (100.0 MiB + 10.0 MiB)"
 
 
+def test_baseline_margin_never_goes_below_the_noise_floor():
+    base = make_report(first_batch_s=0.2)
+    out = rules({"fail_on": []}, make_report(first_batch_s=0.4), baseline=base)
+    assert out["baseline first_batch_wait"].status == "pass"  # 10% of 0.2 s would be measuring noise
+    assert out["baseline first_batch_wait"].threshold == "<= 0.45s (0.20s + 0.25s noise floor)"
+    assert rules({"fail_on": []}, make_report(first_batch_s=0.5), baseline=base)[
+        "baseline first_batch_wait"
+    ].status == ("fail")
+
+
 def test_baseline_metric_missing_on_one_side_is_skipped():
     out = rules({"fail_on": []}, make_report(shm_peak=5 * MB), baseline=make_report(shm_peak=None))
     assert out["baseline shm_peak"].status == "skip"

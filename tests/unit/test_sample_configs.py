@@ -62,7 +62,7 @@ def test_ci_strict_is_strict(tmp_path):
     assert verdicts(config, slower, baseline=base)["baseline first_batch_wait"] == "pass"
     assert verdicts(config, slower, baseline=base)["baseline wait_fraction"] == "pass"
     assert verdicts(config, make_report(first_batch_s=3.1), baseline=base)["baseline first_batch_wait"] == "fail"
-    assert verdicts(config, make_report(wait_fraction=0.12), baseline=base)["baseline wait_fraction"] == "fail"
+    assert verdicts(config, make_report(wait_fraction=0.125), baseline=base)["baseline wait_fraction"] == "fail"
     assert verdicts(config, make_report(worker_uss=((0, 101 * MB),)))["max_worker_uss_growth"] == "fail"
 
 
