@@ -48,5 +48,5 @@ def check_summary(rows: list[RuleResult], exit_code: int, run_dir: str | None = 
             parts.append(line)
     parts.append(verdict(rows, exit_code))
     if run_dir:
-        parts.append(Text(f"Run saved in {run_dir} (report.json, check.json)", style="dim"))
+        parts.append(Text(f"Verdict saved in {run_dir}/check.json", style="dim"))
     return Group(*parts)

@@ -159,7 +159,7 @@ EXPECTED_TABLE = (
 max_worker_uss_growth: per-worker USS growth was 140.0 MiB, above the limit 100 MiB  [ci.toml]
 fail_on cow-growth: workers copied the dataset  [ci.toml]
 check FAILED: 2 of 4 rules passed, 1 skipped (nothing measured)
-Run saved in runs/x (report.json, check.json)
+Verdict saved in runs/x/check.json
 """
 )
 
