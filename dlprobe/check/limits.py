@@ -62,7 +62,7 @@ class RunWatch:
             kind, lid = ev.get("ev"), ev.get("loader")
             if kind in ("epoch", "batches") and isinstance(lid, int):
                 self.open_since[lid] = ev["t"]
-            elif kind in ("epoch_end", "loader_error"):
+            elif kind in ("epoch_end", "loader_error", "iter_closed"):
                 self.open_since.pop(lid, None)  # type: ignore[arg-type]
             elif kind == STOP_EVENT and self.stop is None:
                 self._request(Stop(str(ev.get("reason")), ev["t"]), ev["t"] + HOOK_GRACE_S)

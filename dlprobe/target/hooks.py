@@ -166,6 +166,9 @@ def patch_dataloader(module: ModuleType) -> None:
                 _emit("start_method", loader=probe.loader_id, start_method=method)
         probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
         _iterators[iterator] = probe
+        if new_iterator:
+            # A loop left with `break` never sees StopIteration; the iterator's end tells watchers it is over.
+            weakref.finalize(iterator, _emit, "iter_closed", loader=probe.loader_id)
         return iterator
 
     def __next__(self: Any) -> Any:

@@ -153,3 +153,10 @@ def test_bad_input_is_one_error_line_with_a_hint_and_exit_2(tmp_path, name, text
     assert rest and rest[0].startswith("hint: ")
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "dlprobe-runs").exists()  # refused before the script ran
+
+
+def test_a_loop_left_with_break_is_not_a_hang(tmp_path):
+    proc, _, verdict = check(tmp_path, "break_then_pause.py", "4", options=["--hang-timeout", "2s"])
+    assert proc.returncode == 0, proc.stderr
+    assert verdict["stop"] is None and by_rule(verdict)["hang_timeout"]["status"] == "pass"
+    assert proc.stdout == "saved\n"
