@@ -59,22 +59,17 @@ class ConfigError(DlprobeError):
         super().__init__(f"{where}: {problem}", hint=hint)
 
 
-def _expect_string(value: Any, what: str, example: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(f"{value!r} has no unit; expected {what} as a string like {example}")
+def _unit_text(value: Any, what: str, example: str) -> str:
+    """The text of a size or duration; a bare number or a negative amount is refused with what to write."""
+    if isinstance(value, bool) or not isinstance(value, str) or re.fullmatch(r"\s*[0-9]*\.?[0-9]+\s*", value):
+        raise ValueError(f"{value!r} has no unit; expected {what} with a unit, like {example}")
     if value.strip().startswith("-"):
         raise ValueError(f"{value!r} is negative; expected {what} of zero or more, like {example}")
     return value
 
 
-def _expect_unit(text: str, what: str, example: str) -> str:
-    if re.fullmatch(r"\s*[0-9]*\.?[0-9]+\s*", text):
-        raise ValueError(f"{text!r} has no unit; expected {what} with a unit, like {example}")
-    return text
-
-
 def parse_size(value: Any) -> int:
-    text = _expect_unit(_expect_string(value, "a size", '"200 MB"'), "a size", '"200 MB"')
+    text = _unit_text(value, "a size", '"200 MB"')
     try:
         return parse_bytes(text)
     except ValueError:
@@ -84,7 +79,7 @@ def parse_size(value: Any) -> int:
 
 
 def parse_seconds(value: Any) -> float:
-    text = _expect_unit(_expect_string(value, "a duration", '"90s"'), "a duration", '"90s"')
+    text = _unit_text(value, "a duration", '"90s"')
     try:
         return parse_duration(text)
     except ValueError:
@@ -93,23 +88,22 @@ def parse_seconds(value: Any) -> float:
         ) from None
 
 
+def _share(value: Any) -> float:
+    """ "40%" -> 0.4; a plain number is already a share."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            pass
+    raise ValueError(f'{value!r} is not a share; expected a percentage like "40%" or a number like 0.4')
+
+
 def parse_fraction(value: Any) -> float:
     """0.4 or "40%": a share between 0 and 1."""
-    if isinstance(value, str) and value.strip().endswith("%"):
-        number = value.strip()[:-1].strip()
-        try:
-            share = float(number) / 100
-        except ValueError:
-            raise ValueError(f'{value!r} is not a percentage; expected e.g. "40%" or 0.4') from None
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        share = float(value)
-    else:
-        try:
-            share = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f'{value!r} is not a share; expected a number from 0 to 1 or a percentage like "40%"'
-            ) from None
+    share = _share(value)
     if not 0 <= share <= 1:
         raise ValueError(f'{value!r} is out of range; expected a share from 0 to 1 (0.4) or a percentage ("40%")')
     return share
@@ -150,22 +144,10 @@ def parse_path(value: Any) -> str:
 
 
 def parse_margin(value: Any) -> float:
-    """The global margin: a percentage ("10%") or a share (0.1)."""
+    """A relative margin: "10%" (or the share 0.1), zero or more."""
     if isinstance(value, str) and not value.strip().endswith("%"):
         raise ValueError(f'{value!r} is not a percentage; expected e.g. "10%"')
-    return _nonnegative_share(value)
-
-
-def _nonnegative_share(value: Any) -> float:
-    if isinstance(value, str):
-        try:
-            share = float(value.strip().rstrip("%")) / 100
-        except ValueError:
-            raise ValueError(f'{value!r} is not a percentage; expected e.g. "10%"') from None
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        share = float(value)
-    else:
-        raise ValueError(f'{value!r} is not a percentage; expected e.g. "10%"')
+    share = _share(value)
     if share < 0:
         raise ValueError(f'{value!r} is negative; expected a margin of 0% or more, like "10%"')
     return share
@@ -192,7 +174,7 @@ def parse_margins(value: Any) -> dict[str, tuple[str, float]]:
             raise ValueError(f"unknown metric {metric!r}{_did_you_mean(metric, METRIC_UNITS)}; "
                              f"expected one of {', '.join(BASELINE_METRICS)}")  # fmt: skip
         if isinstance(margin, str) and margin.strip().endswith("%"):
-            out[metric] = ("relative", _nonnegative_share(margin))
+            out[metric] = ("relative", parse_margin(margin))
         else:
             try:
                 out[metric] = ("absolute", float(METRIC_UNITS[metric](margin)))
