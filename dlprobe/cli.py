@@ -87,8 +87,8 @@ def demo(
 @app.command()
 def triage(
     logfile: str = typer.Argument(..., help="The failed run's stderr (or `-` for stdin); gzip ok."),
-    json_path: Optional[str] = typer.Option(None, "--json", help="Also write the result as JSON to this path."),
-    kernel_log: Optional[str] = typer.Option(
+    json_path: str | None = typer.Option(None, "--json", help="Also write the result as JSON to this path."),
+    kernel_log: str | None = typer.Option(
         None, "--kernel-log", help="Read OOM kills from this saved `dmesg`/kern.log instead of this machine's."
     ),
     no_machine: bool = typer.Option(False, "--no-machine", help="The run failed elsewhere: do not check this machine."),
@@ -127,8 +127,9 @@ def main() -> None:
         sys.exit(130)
     except Exception as exc:
         # click's usage errors (missing argument, bad option); typer >= 0.2x vendors click, so no import here.
-        if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
-            exc.show()
+        show = getattr(exc, "show", None)
+        if callable(show) and hasattr(exc, "exit_code"):
+            show()
             sys.exit(USAGE_EXIT_CODE)
         raise
     sys.exit(code if isinstance(code, int) else 0)

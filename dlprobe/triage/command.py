@@ -66,7 +66,8 @@ def _no_failure_reason(scan: LogScan) -> str:
               "memory, too many open files, ...) is in it.")  # fmt: skip
     last = next((t for t in reversed(scan.tracebacks) if t.exception and not t.original), None)
     if last is not None:
-        reason += f" Its last traceback ends in `{last.exception}: {last.message}` (line {last.end_line}), not a DataLoader error."
+        reason += (f" Its last traceback ends in `{last.exception}: {last.message}` (line {last.end_line}), "
+                   "not a DataLoader error.")  # fmt: skip
     return reason + " A run that hung without a DataLoader timeout prints nothing: run it under `dlprobe run` instead."
 
 

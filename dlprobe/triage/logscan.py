@@ -8,7 +8,7 @@ import re
 import zlib
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from dlprobe.triage.patterns import BY_ID, Match, exception_line, has_keyword, match_line
 
@@ -140,6 +140,9 @@ class _Scanner:
         return self.block is not None
 
     def segment(self, raw: bytes, line: int) -> None:
+        if len(raw) > MAX_SEGMENT:
+            raw = raw[:MAX_SEGMENT]
+            self.scan.truncated_lines += 1
         if not raw or (self.block is None and not has_keyword(raw)):
             return
         text = _clean(raw)
@@ -227,9 +230,11 @@ def scan_stream(stream: IO[bytes], source: str) -> LogScan:
     dropping = False  # the current line outgrew MAX_SEGMENT: its head was kept, skip the rest of it
     line = 1
     last_byte = b""
+    # read1: a torn gzip then still yields everything before the tear, and a pipe is read as it comes.
+    read = getattr(stream, "read1", stream.read)
     while True:
         try:
-            chunk = stream.read(CHUNK_SIZE)
+            chunk = read(CHUNK_SIZE)
         except (OSError, EOFError, zlib.error) as exc:  # a torn gzip or a failing disk: keep what was read
             scan.read_error = str(exc) or type(exc).__name__
             break
@@ -256,8 +261,7 @@ def scan_stream(stream: IO[bytes], source: str) -> LogScan:
                 dropping = False
         if len(carry) > MAX_SEGMENT:
             if not dropping:
-                scanner.segment(carry[:MAX_SEGMENT], line)
-                scan.truncated_lines += 1
+                scanner.segment(carry, line)  # counted as truncated there
             dropping = True
             carry = b""
     if carry and not dropping:
@@ -269,7 +273,7 @@ def scan_stream(stream: IO[bytes], source: str) -> LogScan:
 
 def open_log(stream: IO[bytes]) -> tuple[IO[bytes], bool]:
     """The stream to read, decompressing gzip (logs copied from clusters often are); True when it was."""
-    buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream)  # type: ignore[arg-type]
+    buffered: Any = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(cast(Any, stream))
     if buffered.peek(2)[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=buffered), True  # type: ignore[return-value]
-    return buffered, False
+        return cast(IO[bytes], gzip.GzipFile(fileobj=buffered)), True
+    return cast(IO[bytes], buffered), False

@@ -8,9 +8,10 @@ import resource
 import subprocess
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import IO, Any
 
 from dlprobe import procmem
 
@@ -152,9 +153,8 @@ def read_kernel_log(path: str | None = None) -> KernelLog:
 def check_machine(kernel_log: str | None = None) -> MachineFacts:
     """Read everything a triage may use about this machine; nothing here raises."""
     cgroup_dir = procmem.cgroup_memory_dir(os.getpid())
-    cgroup = procmem.cgroup_memory(cgroup_dir)
-    if cgroup is not None:
-        cgroup = {**cgroup, "path": str(cgroup_dir)}
+    memory = procmem.cgroup_memory(cgroup_dir)
+    cgroup: dict[str, Any] | None = None if memory is None else {**memory, "path": str(cgroup_dir)}
     try:
         nofile: tuple[int, int] | None = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (OSError, ValueError):

@@ -125,9 +125,10 @@ def _oom_candidates(deaths: list[Death], scan: LogScan, machine: MachineFacts, k
     if unknown:
         detail = ("The log says the worker exited but not how (the cause message is missing, e.g. an older torch or "
                   "a cut log). " + _kernel_note(machine, pids))  # fmt: skip
-        finding = _finding("worker-killed", f"{worker} exited unexpectedly, cause not in the log", detail,
-                           "run it under `dlprobe run` (below): it records every worker's exit status and signal, "
-                           "its memory, and the kernel's OOM kills.", POSSIBLE, cause="unknown", **common, **facts)  # fmt: skip
+        fix = ("run it under `dlprobe run` (below): it records every worker's exit status and signal, its memory, "
+               "and the kernel's OOM kills.")  # fmt: skip
+        finding = _finding("worker-killed", f"{worker} exited unexpectedly, cause not in the log", detail, fix,
+                           POSSIBLE, cause="unknown", **common, **facts)  # fmt: skip
         return [Candidate(60, line, finding)]
     if near:
         score, confidence = 88, LIKELY
