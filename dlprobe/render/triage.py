@@ -49,11 +49,14 @@ def _messages(result: dict[str, Any]) -> Table:
 
 def _machine(result: dict[str, Any]) -> Text:
     machine = result["machine"]
+    kernel = machine["kernel"]
     text = Text("This machine: ", style="bold")
     if not machine["checked"]:
         text.append("not checked", style="dim")
+        if kernel["readable"]:
+            kills = len(kernel["kills"])
+            text.append(f"; kernel log ({kernel['source']}): {kills} OOM {'kill' if kills == 1 else 'kills'}")
         return text
-    kernel = machine["kernel"]
     parts = []
     if kernel["readable"]:
         kills = kernel["kills"]

@@ -13,7 +13,7 @@ from dlprobe import __version__
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir import write_json
 from dlprobe.triage.logscan import LogScan, open_log, scan_stream
-from dlprobe.triage.machine import MachineFacts, check_machine, log_time
+from dlprobe.triage.machine import KernelLog, MachineFacts, check_machine, log_time, read_kernel_log
 from dlprobe.triage.patterns import BY_ID, FAILURE
 from dlprobe.triage.rank import diagnose, reproduce
 
@@ -76,7 +76,11 @@ def triage(path: str, machine_check: bool = True, kernel_log: str | None = None)
     scan = read_log(path)
     failure_seen = any(BY_ID[m.id].kind == FAILURE for m in scan.matches)
     # Only look at the machine when the log shows something to explain (dmesg can be slow on big hosts).
-    machine = check_machine(kernel_log) if machine_check and failure_seen else MachineFacts(checked=False)
+    if machine_check and failure_seen:
+        machine = check_machine(kernel_log)
+    else:  # a kernel log saved on the machine that failed is still worth reading
+        kernel = read_kernel_log(kernel_log) if kernel_log and failure_seen else KernelLog(None, "not checked")
+        machine = MachineFacts(checked=False, kernel=kernel)
     findings = diagnose(scan, machine, log_time(None if path == STDIN else Path(path)))
     failures = [f for f in findings if f.severity == "error"]
     return {

@@ -142,7 +142,7 @@ def _oom_candidates(deaths: list[Death], scan: LogScan, machine: MachineFacts, k
     elif not machine.kernel.readable:
         score, confidence = 72, LIKELY
         detail = ("SIGKILL cannot be caught, so the worker printed nothing; it is what the kernel's OOM killer "
-                  f"sends. The kernel log could not be read here to confirm ({machine.kernel.error}).")  # fmt: skip
+                  f"sends. No kernel log to confirm it: {machine.kernel.error}.")  # fmt: skip
     else:
         score, confidence = 55, POSSIBLE
         detail = "SIGKILL is what the kernel's OOM killer sends, but " + _kernel_note(machine, pids)
@@ -162,10 +162,8 @@ def _oom_candidates(deaths: list[Death], scan: LogScan, machine: MachineFacts, k
 
 
 def _kernel_note(machine: MachineFacts, pids: list[int]) -> str:
-    if not machine.checked:
-        return "the machine was not checked (--no-machine)."
     if not machine.kernel.readable:
-        return f"the kernel log could not be read here ({machine.kernel.error})."
+        return f"there was no kernel log to check ({machine.kernel.error})."
     return (f"the kernel log ({machine.kernel.source}) has no OOM kill for {_pids_text(pids)}; if the run was on "
             "another machine or container, check its `dmesg` or pass it with --kernel-log.")  # fmt: skip
 
@@ -464,13 +462,14 @@ def _exception_candidates(scan: LogScan) -> list[Candidate]:
                "`__getitem__` and use a `collate_fn` that drops them")  # fmt: skip
         fix += ". `dlprobe run` (below) names the dataset index each worker was loading when it failed."
         where = f" at {frame}" if frame else ""
+        ids = _worker_ids(wrappers)
         detail = (f"`{exc}: {message}` was raised in worker {m.fields['worker_id']}{where} and re-raised in the main "
                   "process. PyTorch does not print the sample index" + (", but the error message names one." if index
                   else "."))  # fmt: skip
         finding = _finding(
             "bad-sample", f"{exc} raised while loading a sample in DataLoader worker {m.fields['worker_id']}",
             detail, fix, CONFIRMED if message else LIKELY, cause="exception", exception=exc, message=message or None,
-            worker_id=m.fields["worker_id"], worker_ids=_worker_ids(wrappers), frame=frame,
+            worker_id=m.fields["worker_id"], worker_ids=ids if len(ids) > 1 else None, frame=frame,
             index=int(index.group(1)) if index else None, line=m.line, occurrences=len(wrappers))  # fmt: skip
         out.append(Candidate(90, m.line, finding))
     return out

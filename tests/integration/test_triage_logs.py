@@ -246,6 +246,23 @@ def test_unwritable_json_path_is_a_usage_error_after_the_summary(tmp_path):
     assert "error: cannot write --json" in proc.stderr
 
 
+def test_kernel_log_saved_on_the_failed_node_confirms_the_oom(tmp_path):
+    log = tmp_path / "job.err"
+    log.write_text("RuntimeError: DataLoader worker (pid 4321) is killed by signal: Killed. \n")
+    dmesg = tmp_path / "dmesg.txt"
+    dmesg.write_text(
+        "[ 12.5] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),task=pt_data_worker,pid=4321,uid=1000\n"
+        "[ 12.5] Out of memory: Killed process 4321 (pt_data_worker) total-vm:9000000kB, anon-rss:8388608kB\n"
+    )
+    proc, result = triage(tmp_path, log, "--kernel-log", str(dmesg), "--no-machine")
+    assert proc.returncode == 0
+    first = result["findings"][0]
+    assert (first["evidence"]["cause"], first["evidence"]["confidence"]) == ("oom", "confirmed")
+    assert first["evidence"]["kernel_kills"][0]["anon_rss_bytes"] == 8 * 1024 * MiB
+    assert result["machine"]["checked"] is False and result["machine"]["shm"] is None
+    assert "the machine ran out of memory" in first["detail"]
+
+
 def test_gzip_log_on_stdin(tmp_path):
     import gzip
 

@@ -158,6 +158,20 @@ def test_nul_byte_after_the_worker_message_is_a_line_break_not_junk():
     assert scan.lines == 7
 
 
+def test_a_worker_crash_line_interleaved_into_a_traceback_does_not_hide_its_exception():
+    # The worker's message (NUL-terminated) lands between the main process's frames and its exception line.
+    log = (
+        b'Traceback (most recent call last):\n  File "/home/u/train.py", line 86, in <module>\n'
+        b"ERROR: Unexpected segmentation fault encountered in worker.\n"
+        b"\x00RuntimeError: DataLoader worker (pid 6271) is killed by signal: Segmentation fault. \n"
+    )
+    scan = scan_stream(io.BytesIO(log), "t")
+    [block] = scan.tracebacks
+    assert block.exception == "RuntimeError"
+    assert block.message == "DataLoader worker (pid 6271) is killed by signal: Segmentation fault."
+    assert block.end_line == 4
+
+
 def test_worker_exception_keeps_the_original_error_and_the_users_frame():
     scan = scan_stream(io.BytesIO(WORKER_EXCEPTION_LOG), "t")
     [wrapper] = scan.of("S9")
