@@ -90,6 +90,32 @@ from dlprobe.check.cli import check as _check  # noqa: E402  (one module owns th
 app.command(name="check", context_settings=SCRIPT_COMMAND)(_check)
 
 
+@app.command()
+def triage(
+    logfile: str = typer.Argument(..., help="The failed run's stderr (or `-` for stdin); gzip ok."),
+    json_path: str | None = typer.Option(None, "--json", help="Also write the result as JSON to this path."),
+    kernel_log: str | None = typer.Option(
+        None, "--kernel-log", help="Read OOM kills from this saved `dmesg`/kern.log instead of this machine's."
+    ),
+    no_machine: bool = typer.Option(False, "--no-machine", help="The run failed elsewhere: do not check this machine."),
+) -> None:
+    """Explain a DataLoader failure that already happened, from its log: causes ranked, evidence, fix.
+
+    Exit code 0 when causes were found, 1 when the log shows no DataLoader failure, 2 for usage errors.
+    """
+    from dlprobe.triage.command import exit_code, triage_log_to
+
+    result = triage_log_to(logfile, json_path, out_console(), not no_machine, kernel_log)
+    raise typer.Exit(exit_code(result))
+
+
+def out_console() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = 120
+    return console
+
+
 def main() -> None:
     """Console entry point: typer for parsing, then one place for dlprobe's own errors."""
     try:
@@ -107,10 +133,10 @@ def main() -> None:
     except typer.Abort:
         sys.exit(130)
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+        # click's usage errors (missing argument, bad option); typer >= 0.2x vendors click, so no import here.
+        show = getattr(exc, "show", None)
+        if callable(show) and hasattr(exc, "exit_code"):
+            show()
             sys.exit(USAGE_EXIT_CODE)
         raise
     sys.exit(code if isinstance(code, int) else 0)
