@@ -25,5 +25,5 @@ class PngFolder(Dataset):
 
 if __name__ == "__main__":
     loader = DataLoader(PngFolder(sys.argv[1]), batch_size=4, num_workers=2)
-    for images, labels in loader:
+    for _images, _labels in loader:
         pass

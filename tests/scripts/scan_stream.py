@@ -19,5 +19,5 @@ class Stream(IterableDataset):
 
 
 if __name__ == "__main__":
-    for batch in DataLoader(Stream(), batch_size=4):
+    for _batch in DataLoader(Stream(), batch_size=4):
         pass

@@ -49,5 +49,5 @@ if __name__ == "__main__":
         loader = DataLoader(HoldsALock(), batch_size=2, num_workers=2, multiprocessing_context="spawn")
     else:
         loader = DataLoader(EmptyStream(), batch_size=2)
-    for batch in loader:
+    for _batch in loader:
         pass
