@@ -211,6 +211,9 @@ class Scanner:
     def _lost(self, slot: Slot, kind: str, detail: str) -> None:
         """The worker in `slot` is gone: blame its current sample, requeue the rest of its chunks, replace it."""
         at = self.state[2 * slot.number]
+        if self.stop.set:  # Ctrl-C reaches the whole process group: a worker it ended is not a bad sample
+            self.slots[slot.number] = None
+            return
         if at == STARTING:
             raise ScanSetupError(
                 f"a scan worker died while starting ({detail}) under the {self.plan.start_method} start method",

@@ -119,7 +119,7 @@ def _check_reached_scan(result: ScanResult, script: str, loader: int, interrupts
         count = len(result.loaders_seen)
         raise DlprobeError(
             f"--loader {loader}: the script iterated only {count} DataLoader{'s' if count != 1 else ''} "
-            f"(numbered 0 to {count - 1}) before it ended ({ended})",
+            f"(loader {'0' if count == 1 else f'0 to {count - 1}'}) before it ended ({ended})",
             hint="loaders are numbered from 0 in the order the script first iterates them",
         )
     raise DlprobeError(

@@ -156,7 +156,8 @@ def compare(signature: Signature, majority: Signature) -> tuple[str, str] | None
         return "shape", f"structure {describe(signature)}, expected {describe(majority)}"
     for (path, a), (_, b) in zip(mine, theirs, strict=True):
         if len(a) > 2 and a[1] != b[1]:
-            return "shape", f"{path} has shape {_dims(a[1])}, expected {_dims(b[1])}"
+            what = "length" if a[0].startswith("long ") else "shape"
+            return "shape", f"{path} has {what} {_dims(a[1])}, expected {_dims(b[1])}"
     for (path, a), (_, b) in zip(mine, theirs, strict=True):
         if a != b:
             return "dtype", f"{path} has dtype {a[-1]}, expected {b[-1]}"

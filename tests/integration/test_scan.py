@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.conftest import SCRIPTS, run_dlprobe
@@ -45,10 +46,12 @@ def test_planted_bad_samples_are_found_exactly_and_the_exclude_file_lets_trainin
     assert by_index[41]["detail"].startswith("sample[0] has dtype float64, expected float32")
     assert "Inf" in by_index[50]["detail"] and "NaN" in by_index[17]["detail"]
     assert "index 29" in proc.stdout and "worker killed by SIGSEGV" in proc.stdout
+    # The hung and the crashed workers were replaced and every worker was ended: nothing is left running.
+    script = str(SCRIPTS / "scan_planted.py")
+    assert not [p for p in psutil.process_iter(["cmdline"]) if script in (p.info["cmdline"] or [])]
 
     # Without the exclude file this training loop dies (segfault, hang, None); with it, it finishes.
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    script = str(SCRIPTS / "scan_planted.py")
     trained = subprocess.run(
         [sys.executable, script, "--train-excluding", str(exclude)], capture_output=True, text=True, timeout=60, env=env
     )
