@@ -88,6 +88,11 @@ def test_range_and_sample_check_only_the_chosen_indices(tmp_path):
     assert result["scanned"] == 20
     assert _kinds(result) == {i: kind for i, kind in PLANTED.items() if 10 <= i < 30}
 
+    proc, result = _scan(tmp_path, "--sample", "16", "--sample-timeout", "1", str(SCRIPTS / "scan_planted.py"))
+    assert proc.returncode in (0, 1), proc.stderr
+    assert result["scanned"] == 16 and result["selection"] == "random 16 (seed 0)"
+    assert all(PLANTED[index] == kind for index, kind in _kinds(result).items())
+
 
 def test_iterable_dataset_is_scanned_in_order_and_reports_positions(tmp_path):
     proc, result = _scan(tmp_path, str(SCRIPTS / "scan_stream.py"))
