@@ -116,6 +116,34 @@ def out_console() -> Console:
     return console
 
 
+@app.command(context_settings=SCRIPT_COMMAND)
+def scan(
+    script: str = typer.Argument(..., help="The training script; it runs until its DataLoader, then stops."),
+    script_args: list[str] | None = typer.Argument(None, help="Arguments passed to the script as they are."),
+    loader: int = typer.Option(0, "--loader", help="Which DataLoader: 0 is the first one the script iterates."),
+    workers: int | None = typer.Option(None, "--workers", "-w", help="Worker processes (default: usable cores)."),
+    sample_timeout: str | None = typer.Option(None, "--sample-timeout", help="Time limit per sample (default 60s)."),
+    range_text: str | None = typer.Option(None, "--range", help="Only indices START:STOP (either may be left out)."),
+    sample: int | None = typer.Option(None, "--sample", help="Only N indices picked at random."),
+    seed: int = typer.Option(0, "--seed", help="Seed for --sample."),
+    start_method: str = typer.Option("auto", "--start-method", help="auto (the loader's), fork, spawn or forkserver."),
+    json_path: str | None = typer.Option(None, "--json", help="Write the result as JSON to this path."),
+    exclude_out: str | None = typer.Option(None, "--exclude-out", help="Write the bad indices to this file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
+) -> None:
+    """Check every sample of the script's DataLoader dataset without training; list the bad ones and why.
+
+    Exit code 0 when every sample is good, 1 when some are bad, 2 when the scan cannot run, 130 on Ctrl-C.
+    """
+    from dlprobe.scan.command import scan as run_scan_command
+    from dlprobe.scan.options import build_options
+
+    options = build_options(workers, sample_timeout, range_text, sample, seed, start_method)
+    console = None if quiet else Console(highlight=False)
+    code = run_scan_command(script, list(script_args or []), loader, options, json_path, exclude_out, console)
+    raise typer.Exit(code)
+
+
 def main() -> None:
     """Console entry point: typer for parsing, then one place for dlprobe's own errors."""
     try:
