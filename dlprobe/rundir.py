@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,20 +61,25 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text())
 
 
+def _records(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """The JSON objects among lines; a torn line (its writer was killed mid-write) is skipped."""
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield record
+
+
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Records of a JSON-lines file; a torn last line (the writer was killed) is skipped."""
+    """Records of a JSON-lines file."""
     try:
         f = path.open("rb")
     except OSError:
         return
     with f:
-        for raw in f:
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                yield record
+        yield from _records(f)
 
 
 class JsonlTail:
@@ -96,15 +101,7 @@ class JsonlTail:
         data = self.partial + chunk
         lines = data.split(b"\n")
         self.partial = lines.pop()
-        out = []
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                out.append(record)
-        return out
+        return list(_records(lines))
 
 
 def open_run_dir(path: str) -> Path:
