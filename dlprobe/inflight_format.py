@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +40,16 @@ LOOP_STATES = {OUTSIDE: "outside", CREATING_ITERATOR: "creating-iterator", WAITI
 
 HEADER = struct.Struct("<4sHHiiii")  # magic, version, role, pid, loader, worker, faulthandler signal
 SEQ = struct.Struct("<Q")
-FETCH = struct.Struct("<IIqddiiq")  # phase, kind, fetches, t_fetch, t_sample, pos, n, current index
+FETCH = struct.Struct("<IIqdiidq")  # phase, kind, fetches, t_fetch, n, pos, t_sample, current index
+SAMPLE = struct.Struct("<idq")  # pos, t_sample, current index: the one store made per sample
 FAILED = struct.Struct("<IIqdiiq")  # phase, kind, fetch number, t_fetch, pos, n, current index
 LOOP = struct.Struct("<Iiiqdq")  # state, loader, awaited worker, awaited task, since, batches received
 
 OFF_HEADER = 0
 OFF_SEQ = 24
 OFF_FETCH = 32
+OFF_BATCH_LEN = OFF_FETCH + 24
+OFF_SAMPLE = OFF_FETCH + 28
 OFF_FAILED = OFF_FETCH + FETCH.size  # 80
 OFF_LOOP = OFF_FAILED + FAILED.size  # 120
 OFF_INDICES = 160
@@ -74,7 +78,7 @@ def decode(buf: bytes) -> dict[str, Any] | None:
     _, version, role, pid, loader, worker, fh_signal = HEADER.unpack_from(buf, OFF_HEADER)
     if version != VERSION:
         return None
-    phase, kind, fetches, t_fetch, t_sample, pos, n, current = FETCH.unpack_from(buf, OFF_FETCH)
+    phase, kind, fetches, t_fetch, n, pos, t_sample, current = FETCH.unpack_from(buf, OFF_FETCH)
     indices = INDICES.unpack_from(buf, OFF_INDICES)
     f_phase, f_kind, f_fetch, f_t, f_pos, f_n, f_current = FAILED.unpack_from(buf, OFF_FAILED)
     f_indices = FAILED_INDICES.unpack_from(buf, OFF_FAILED_INDICES)
@@ -91,7 +95,7 @@ def decode(buf: bytes) -> dict[str, Any] | None:
         "fetches": fetches,
         "t_fetch": t_fetch or None,
         "t_sample": t_sample or None,
-        "pos": pos if pos >= 0 else None,
+        "pos": pos if pos >= 0 and fetches else None,
         "batch_len": n,
         "index": None if current == NOT_AN_INT or fetches == 0 else current,
         "indices": _index_list(indices, n, kind, indices[0]) if fetches else [],
@@ -121,21 +125,33 @@ def decode(buf: bytes) -> dict[str, Any] | None:
     return slot
 
 
-def read_slot(path: Path, retries: int = 20) -> dict[str, Any] | None:
-    """A consistent snapshot of a slot (the seqlock is even and unchanged around the read)."""
+def read_slot(path: Path, retries: int = 50) -> dict[str, Any] | None:
+    """A consistent snapshot of a slot: the sequence counter is even and unchanged around the read.
+
+    If the writer keeps it odd (it died in the middle of an update) or never lets a read through, the last
+    read is returned with "torn": True.
+    """
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        buf = b""
-        for _ in range(retries):
+        buf, torn = b"", True
+        for attempt in range(retries):
             before = os.pread(fd, SEQ.size, OFF_SEQ)
             buf = os.pread(fd, SLOT_SIZE, 0)
             after = os.pread(fd, SEQ.size, OFF_SEQ)
-            if len(before) == SEQ.size and before == after and SEQ.unpack(before)[0] % 2 == 0:
+            if len(before) < SEQ.size:
                 break
-        return decode(buf)
+            if before == after and SEQ.unpack(before)[0] % 2 == 0:
+                torn = False
+                break
+            if attempt >= 10:
+                time.sleep(0.0005)  # let a busy writer finish its update
+        slot = decode(buf)
+        if slot is not None:
+            slot["torn"] = torn
+        return slot
     except OSError:
         return None
     finally:

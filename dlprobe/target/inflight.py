@@ -40,16 +40,19 @@ from dlprobe.inflight_format import (
     MAX_FAILED_INDICES,
     MAX_INDICES,
     NOT_AN_INT,
+    OFF_BATCH_LEN,
     OFF_FAILED,
     OFF_FAILED_INDICES,
     OFF_FETCH,
     OFF_HEADER,
     OFF_INDICES,
     OFF_LOOP,
+    OFF_SAMPLE,
     OFF_SEQ,
     OUTSIDE,
     ROLE_MAIN,
     ROLE_WORKER,
+    SAMPLE,
     SEQ,
     SLOT_SIZE,
     STACKS_DIR,
@@ -63,11 +66,11 @@ from dlprobe.target.events import get_log
 # A real-time signal, because the script may well use SIGUSR1/SIGUSR2 itself.
 DUMP_SIGNAL = signal.SIGRTMIN + 5
 
-_SAMPLE = struct.Struct("<di")  # t_sample, pos (inside FETCH, at offset 24)
-_CURRENT = struct.Struct("<q")  # current index (inside FETCH, at offset 40)
 _PHASE = struct.Struct("<I")
-_OFF_SAMPLE = OFF_FETCH + 24
-_OFF_CURRENT = OFF_FETCH + 40
+# bound once: the per-sample path is a handful of C calls
+_pack_seq = SEQ.pack_into
+_pack_sample = SAMPLE.pack_into
+_now = time.time
 _index_structs: dict[int, struct.Struct] = {}
 
 
@@ -114,11 +117,17 @@ class Slot:
         self._close()
         self.phase = phase
 
+    def set_batch_len(self, n: int) -> None:
+        self._open()
+        struct.pack_into("<i", self.mm, OFF_BATCH_LEN, n)
+        self._close()
+
     def begin(self, kind: int, indices: Any, first: int | None = None) -> None:
         """A new batch; `indices` are the sampler's indices (map) or None (iterable: `first` stream position)."""
         if self.phase in (GETITEM, COLLATE) and not self.failed_kept:
             self._keep_failed()  # the previous fetch never finished: it raised inside the dataset or collate
         self.fetches += 1
+        values: Any
         if kind == KIND_ITERABLE:
             values = [first if first is not None else NOT_AN_INT]
             n = len(indices) if isinstance(indices, Sequence) else 1
@@ -126,32 +135,34 @@ class Slot:
             hasattr(indices, "__len__") and hasattr(indices, "__getitem__")
         ):
             n = len(indices)
-            values = [_as_int(v) for v in indices[:MAX_INDICES]]
+            values = indices[:MAX_INDICES]
         else:  # a one-shot iterable of indices: never iterate it here; the per-sample records still come
             n, values = 0, []
         k = len(values)
         packer = _index_structs.get(k)
         if packer is None:
             packer = _index_structs[k] = struct.Struct(f"<{k}q")
-        now = time.time()
-        current = values[0] if values else NOT_AN_INT
+        now = _now()
+        current = _as_int(values[0]) if k else NOT_AN_INT
         self._open()
-        FETCH.pack_into(self.mm, OFF_FETCH, GETITEM, kind, self.fetches, now, now, -1, n, current)
-        packer.pack_into(self.mm, OFF_INDICES, *values)
+        FETCH.pack_into(self.mm, OFF_FETCH, GETITEM, kind, self.fetches, now, n, -1, now, current)
+        try:  # ints, numpy ints and integer tensors pack as they are
+            packer.pack_into(self.mm, OFF_INDICES, *values)
+        except (struct.error, TypeError):
+            packer.pack_into(self.mm, OFF_INDICES, *[_as_int(v) for v in values])
         self._close()
         self.phase = GETITEM
 
     def sample(self, pos: int, index: Any) -> None:
         mm = self.mm
-        self.seq += 1
-        SEQ.pack_into(mm, OFF_SEQ, self.seq)
-        _SAMPLE.pack_into(mm, _OFF_SAMPLE, time.time(), pos)
-        _CURRENT.pack_into(mm, _OFF_CURRENT, index if type(index) is int else _as_int(index))
-        self.seq += 1
-        SEQ.pack_into(mm, OFF_SEQ, self.seq)
+        seq = self.seq + 2
+        self.seq = seq
+        _pack_seq(mm, OFF_SEQ, seq - 1)
+        _pack_sample(mm, OFF_SAMPLE, pos, _now(), index if type(index) is int else _as_int(index))
+        _pack_seq(mm, OFF_SEQ, seq)
 
     def _keep_failed(self) -> None:
-        phase, kind, fetches, t_fetch, _t_sample, pos, n, current = FETCH.unpack_from(self.mm, OFF_FETCH)
+        phase, kind, fetches, t_fetch, n, pos, _t_sample, current = FETCH.unpack_from(self.mm, OFF_FETCH)
         first = struct.unpack_from(f"<{MAX_FAILED_INDICES}q", self.mm, OFF_INDICES)
         self._open()
         FAILED.pack_into(self.mm, OFF_FAILED, phase, kind, fetches, t_fetch, pos, n, current)
@@ -294,9 +305,10 @@ def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
         else:
             slot.begin(KIND_MAP, possibly_batched_index)
             dataset = self.dataset
+            sample = slot.sample
             data = []
             for pos, idx in enumerate(possibly_batched_index):
-                slot.sample(pos, idx)
+                sample(pos, idx)
                 data.append(dataset[idx])
     else:
         slot.begin(KIND_UNBATCHED, (possibly_batched_index,))
@@ -325,6 +337,8 @@ def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
                 self.ended = True
                 break
         self._dlprobe_pos = start + len(data)
+        if self.ended:
+            slot.set_batch_len(len(data))  # the stream ran out inside this batch
         if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
             slot.set_phase(ENDED)
             raise StopIteration
