@@ -232,3 +232,17 @@ def test_bad_hang_options_are_usage_errors(tmp_path):
     proc = run_dlprobe(["run", "--on-hang", "later", FAULTY, "ok"], tmp_path)
     assert proc.returncode == 2 and "--on-hang must be one of wait, stop" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_on_hang_wait_keeps_the_run_and_a_recovered_stall_is_a_warning(tmp_path):
+    run_dir = tmp_path / "run"
+    options = ["--hang-timeout", "2", "--on-hang", "wait"]
+    proc = run_dlprobe(["run", "--out", str(run_dir), *options, str(SCRIPTS / "slow_sample.py"), "5"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "done: 32 samples\n"
+    assert "still waiting (--on-hang wait" in proc.stderr
+    report = _report(run_dir)
+    finding = _finding(report, "worker-hang")
+    assert finding["severity"] == "warning" and finding["title"].startswith("(recovered later)")
+    assert finding["evidence"]["cause"] == "sleep" and finding["evidence"]["index"] == 13
+    assert "__getitem__" in finding["evidence"]["stuck_frame"]
