@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from dlprobe.analysis.shm_findings import in_flight_bytes
+from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.stats import metric_summary
 from dlprobe.model import Finding, LoaderRecord, RunData
 from dlprobe.units import format_bytes
@@ -148,7 +149,7 @@ def _batch_evidence(held: dict[str, Any]) -> dict[str, Any]:
         # in collate the whole batch is at fault, not the last sample fetched
         "index": held.get("index") if held.get("phase") != "collate" else None,
         "batch_indices": held.get("indices"),
-        "position_in_batch": held.get("pos"),
+        "position_in_batch": held.get("pos") if held.get("phase") != "collate" else None,
         "phase": held.get("phase"),
         "index_kind": held.get("kind"),
     }
@@ -246,7 +247,7 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
     title = f"Sample {what} {index} raises {last or exc_type} (loader {lo.loader_id}, worker {worker_id})"
     detail = (
         f"Worker {worker_id} raised {exc_type} on {what} {index} (position {held.get('pos')} of the batch "
-        f"{held.get('indices')}, during {held.get('phase')})"
+        f"{indices_text(held.get('indices'))}, during {held.get('phase')})"
         + (f" in {where}" if where else "")
         + f"; PyTorch re-raised it in the training loop as 'Caught {exc_type} in DataLoader worker process "
         f"{worker_id}.', which does not say which sample it was."
@@ -269,7 +270,8 @@ def _shm_exhausted(run: RunData, lo: LoaderRecord, evidence: dict[str, Any], mes
     )
     detail = (
         "Workers hand each batch to the training process through a file in /dev/shm; "
-        f"worker {evidence.get('worker_id')} could not allocate one for the batch {evidence.get('batch_indices')} "
+        f"worker {evidence.get('worker_id')} could not allocate one for the batch "
+        f"{indices_text(evidence.get('batch_indices'))} "
         f"({message or evidence.get('signal')})."
     )
     if batch:

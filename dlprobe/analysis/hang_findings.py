@@ -9,6 +9,7 @@ from dlprobe.analysis.stack_causes import (
     Cause,
     classify,
     frame_text,
+    indices_text,
     innermost_user_frame,
     main_thread,
     main_wait_cause,
@@ -126,7 +127,7 @@ def _worker_hang(run: RunData, record: dict[str, Any], stuck: list[dict[str, Any
     detail = (
         f"The training loop waited {waited:.0f}s for batch {loop.get('awaited_task')} of loader {loader_id}, "
         f"which worker {proc.get('worker_id')} is still making ({slot.get('phase')} of {what} {index}, "
-        f"position {slot.get('pos')} in the batch {slot.get('indices')}). The worker is {cause.summary}."
+        f"position {slot.get('pos')} in the batch {indices_text(slot.get('indices'))}). The worker is {cause.summary}."
     )
     if len(stuck) > 1:
         detail += f" {len(stuck) - 1} more worker(s) are stuck the same way (see evidence)."

@@ -33,6 +33,13 @@ class Cause:
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
+def indices_text(indices: list[Any] | None, limit: int = 8) -> str:
+    """A batch's indices for a sentence: the first few, and how many there are."""
+    indices = indices or []
+    shown = ", ".join(str(i) for i in indices[:limit])
+    return f"[{shown}, ... ({len(indices)} in all)]" if len(indices) > limit else f"[{shown}]"
+
+
 def frame_text(frame: dict[str, Any]) -> str:
     """`name (file.py:line)` the way py-spy prints it, plus the source line when known."""
     if frame.get("native"):

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from dlprobe.hang import procstate, stacks
-from dlprobe.inflight_format import STACKS_DIR, read_all, read_slot, slot_path
+from dlprobe.inflight_format import FAULTHANDLER_FILE, STACKS_DIR, read_all, read_slot, slot_path
 from dlprobe.model import HANGS_DIR
 
 DEFAULT_HANG_TIMEOUT_S = 60.0
 ON_HANG_CHOICES = ("wait", "stop")
 CPU_WINDOW_S = 0.5  # two readings this far apart tell a blocked process from a busy one
+PARALLEL_DUMPS = 4
 
 
 class HangWatch:
@@ -125,19 +127,25 @@ def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) ->
         problem = {"kind": "missing", "advice": stacks.MISSING_ADVICE}
     folder = run_dir / STACKS_DIR
     folder.mkdir(exist_ok=True)
-    for entry in processes:
-        if entry["role"] not in ("main", "worker") or entry.get("gone"):
-            continue
+    targets = [e for e in processes if e["role"] in ("main", "worker") and not e.get("gone")]
+    results: dict[int, stacks.DumpResult] = {}
+    if exe is not None and targets:
+        # the first dump tells whether py-spy may attach at all; the others then run side by side
+        first = stacks.py_spy_dump(exe, targets[0]["pid"])
+        results[targets[0]["pid"]] = first
+        if first.permission_denied:
+            problem = {"kind": "permission", "error": first.error, "advice": stacks.PERMISSION_ADVICE}
+        else:
+            with ThreadPoolExecutor(max_workers=PARALLEL_DUMPS) as pool:
+                pids = [e["pid"] for e in targets[1:]]
+                results.update(zip(pids, pool.map(lambda pid: stacks.py_spy_dump(exe, pid), pids), strict=True))
+    for entry in targets:
         pid = entry["pid"]
-        result = None
-        if exe is not None and (problem is None or problem["kind"] != "permission"):
-            result = stacks.py_spy_dump(exe, pid)
-            if result.permission_denied:
-                problem = {"kind": "permission", "error": result.error, "advice": stacks.PERMISSION_ADVICE}
+        result = results.get(pid)
         if result is None or not result.threads:
             signum = (entry.get("inflight") or {}).get("faulthandler_signal")
-            if signum:
-                fallback = stacks.faulthandler_dump(pid, signum, folder / f"faulthandler-{pid}.txt")
+            if signum:  # only processes whose hooks registered the signal: for any other it would be fatal
+                fallback = stacks.faulthandler_dump(pid, signum, folder / FAULTHANDLER_FILE)
                 if fallback.threads or result is None:
                     result = fallback
         if result is None:

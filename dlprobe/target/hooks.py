@@ -164,7 +164,7 @@ def patch_dataloader(module: ModuleType) -> None:
         try:
             iterator = original_iter(self)
         finally:
-            self.worker_init_fn = user_init  # the wrapper only travels to the workers as they start
+            inflight.restore_worker_init(self, user_init)  # the wrapper only travels to the workers as they start
             inflight.loop_outside(probe.loader_id, probe.batches)
         new_iterator = iterator is not previous
         if new_iterator and probe.epoch < 0:

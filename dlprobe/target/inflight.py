@@ -26,6 +26,7 @@ from dlprobe.inflight_format import (
     ENDED,
     FAILED,
     FAILED_INDICES,
+    FAULTHANDLER_FILE,
     FETCH,
     GETITEM,
     HEADER,
@@ -193,7 +194,7 @@ def _register_dump_signal(run_dir: str, slot: Slot) -> None:
     global _dump_file
     folder = Path(run_dir) / STACKS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    _dump_file = open(folder / f"faulthandler-{os.getpid()}.txt", "a")  # noqa: SIM115 - kept open for the handler
+    _dump_file = open(folder / FAULTHANDLER_FILE, "a")  # noqa: SIM115 - kept open for the handler
     faulthandler.register(DUMP_SIGNAL, file=_dump_file, all_threads=True, chain=False)
     slot.set_faulthandler_signal(int(DUMP_SIGNAL))
 
@@ -242,13 +243,24 @@ class InflightInit:
             slot.set_phase(IDLE)
 
 
+_NOT_SWAPPED = object()
+
+
 def wrap_worker_init(loader: Any, loader_id: int) -> Any:
-    """Swap the loader's worker_init_fn for the recording wrapper; returns what to put back."""
-    original = loader.worker_init_fn
-    if _run_dir is None or not loader.num_workers:
-        return original
-    loader.worker_init_fn = InflightInit(original, _run_dir, loader_id)
+    """Swap the loader's worker_init_fn for the recording wrapper; returns what restore_worker_init puts back."""
+    if _run_dir is None or not getattr(loader, "num_workers", 0):
+        return _NOT_SWAPPED
+    try:
+        original = loader.worker_init_fn
+        loader.worker_init_fn = InflightInit(original, _run_dir, loader_id)
+    except Exception:  # a subclass with a read-only worker_init_fn: no in-flight records, same training
+        return _NOT_SWAPPED
     return original
+
+
+def restore_worker_init(loader: Any, original: Any) -> None:
+    if original is not _NOT_SWAPPED:
+        loader.worker_init_fn = original
 
 
 def fork_state() -> dict[str, Any]:

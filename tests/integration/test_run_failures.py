@@ -89,15 +89,18 @@ def test_lock_held_at_fork_is_named(tmp_path):
     _assert_no_leftovers(report)
 
 
-def test_without_py_spy_the_targets_faulthandler_gives_the_stack(tmp_path):
-    proc, run_dir = _probe_faulty(tmp_path, "hang", options=HANG_OPTIONS, env={"DLPROBE_PY_SPY": "/nonexistent"})
+def test_when_ptrace_is_refused_the_targets_faulthandler_gives_the_stack(tmp_path):
+    refusing = tmp_path / "py-spy"  # stands in for py-spy in a container without SYS_PTRACE
+    refusing.write_text('#!/bin/sh\necho "Error: Failed to attach: Operation not permitted (os error 1)" >&2\nexit 1\n')
+    refusing.chmod(0o755)
+    proc, run_dir = _probe_faulty(tmp_path, "hang", options=HANG_OPTIONS, env={"DLPROBE_PY_SPY": str(refusing)})
     assert proc.returncode == 143, proc.stderr
     report = _report(run_dir)
     finding = _finding(report, "worker-hang")
     assert finding["evidence"]["stack_tool"] == "faulthandler"
     assert "misbehave" in finding["evidence"]["stuck_frame"]
     assert finding["evidence"]["index"] == 13
-    assert "pip install py-spy" in finding["detail"]
+    assert "--cap-add SYS_PTRACE" in finding["detail"] and "ptrace_scope" in finding["detail"]
     _assert_no_leftovers(report)
 
 

@@ -87,3 +87,23 @@ def test_oom_kills_for_our_pids_after_the_start():
 
 def test_unreadable_kernel_log_is_said_so(tmp_path):
     assert kernlog.read_records(str(tmp_path / "no-kmsg")) is None
+
+
+def _fake_py_spy(tmp_path, body: str) -> str:
+    exe = tmp_path / "py-spy"
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_ptrace_refusal_is_reported_as_a_permission_problem(tmp_path):
+    exe = _fake_py_spy(tmp_path, 'echo "Error: Failed to attach: Operation not permitted (os error 1)" >&2\nexit 1\n')
+    result = stacks.py_spy_dump(exe, os.getpid())
+    assert result.permission_denied and "Operation not permitted" in result.error and not result.threads
+
+
+def test_native_unwinding_failure_falls_back_to_python_frames(tmp_path):
+    thread = '[{"thread_name": "MainThread", "frames": []}]'
+    body = f'case "$*" in *--native*) echo "native unwinding failed" >&2; exit 1;; esac\necho \'{thread}\'\n'
+    result = stacks.py_spy_dump(_fake_py_spy(tmp_path, body), os.getpid())
+    assert result.tool == "py-spy" and result.threads[0]["name"] == "MainThread"
