@@ -22,6 +22,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 WORKER_MB = int(sys.argv[2])
+BATCHES = int(sys.argv[3])
 _ballast = []
 
 def grow(_worker_id):
@@ -31,7 +32,7 @@ def grow(_worker_id):
 
 class Work(Dataset):
     def __len__(self):
-        return 100_000
+        return 10_000_000
     def __getitem__(self, i):
         x = np.random.default_rng(i).standard_normal(2048)
         for _ in range(4):
@@ -45,7 +46,7 @@ if __name__ == "__main__":
     for _ in range(10):   # warm up: workers started, memory allocated
         next(it)
     n, start = 0, time.perf_counter()
-    for _ in range(300):
+    for _ in range(BATCHES):
         next(it)
         n += 1
     print("throughput", n / (time.perf_counter() - start))
@@ -63,19 +64,20 @@ def max_uss_gap(run_dir: Path) -> float:
                     if "uss" in vals:
                         seen.setdefault(pid, []).append(rec["t"])
     meta = json.loads((run_dir / "meta.json").read_text())
-    gaps = [b - a for pid, ts in seen.items() if int(pid) != meta["target_pid"] for a, b in zip(ts, ts[1:])]
+    workers = [ts for pid, ts in seen.items() if int(pid) != meta["target_pid"]]
+    gaps = [b - a for ts in workers for a, b in zip(ts, ts[1:], strict=False)]
     return max(gaps, default=float("nan"))
 
 
-def scenario(name: str, workers: int, worker_mb: int, rounds: int, tmp: Path) -> None:
+def scenario(name: str, workers: int, worker_mb: int, rounds: int, tmp: Path, batches: int) -> None:
     script = tmp / "loader_bound.py"
     plain, probed, cpu_share, max_rss, gaps = [], [], [], [], []
     for i in range(rounds):
-        proc, _ = run([PYTHON, str(script), str(workers), str(worker_mb)])
+        proc, _ = run([PYTHON, str(script), str(workers), str(worker_mb), str(batches)])
         plain.append(parse_metric(proc.stdout, "throughput"))
         run_dir = tmp / f"{name}-{i}"
         proc, _ = run([PYTHON, "-m", "dlprobe", "run", "--quiet", "--out", str(run_dir), str(script), str(workers),
-                       str(worker_mb)])  # fmt: skip
+                       str(worker_mb), str(batches)])  # fmt: skip
         probed.append(parse_metric(proc.stdout, "throughput"))
         result = json.loads((run_dir / "result.json").read_text())
         meta = json.loads((run_dir / "meta.json").read_text())
@@ -83,7 +85,7 @@ def scenario(name: str, workers: int, worker_mb: int, rounds: int, tmp: Path) ->
         cpu_share.append(result["supervisor"]["cpu_s"] / wall)
         max_rss.append(result["supervisor"]["max_rss_bytes"] / 1e6)
         gaps.append(max_uss_gap(run_dir))
-    ratio = median([p / q for p, q in zip(probed, plain)])
+    ratio = median([p / q for p, q in zip(probed, plain, strict=True)])
     print(f"\n{name}: {workers} workers x {worker_mb} MB, {rounds} rounds")
     print(f"  throughput plain   median {median(plain):8.1f} batches/s")
     print(f"  throughput probed  median {median(probed):8.1f} batches/s")
@@ -96,14 +98,15 @@ def scenario(name: str, workers: int, worker_mb: int, rounds: int, tmp: Path) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=3000, help="batches timed per run (after warm-up)")
     args = parser.parse_args()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         (tmp / "loader_bound.py").write_text(LOADER_SCRIPT)
-        scenario("loader-bound, 2 small workers", 2, 0, args.rounds, tmp)
-        scenario("loader-bound, 4 workers of ~1 GB", 4, 1000, args.rounds, tmp)
-        scenario("loader-bound, 8 workers of ~200 MB", 8, 200, args.rounds, tmp)
+        scenario("loader-bound, 2 small workers", 2, 0, args.rounds, tmp, args.batches)
+        scenario("loader-bound, 4 workers of ~1 GB", 4, 1000, args.rounds, tmp, args.batches)
+        scenario("loader-bound, 8 workers of ~200 MB", 8, 200, args.rounds, tmp, args.batches)
 
 
 if __name__ == "__main__":

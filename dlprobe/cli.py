@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from dlprobe import __version__
 from dlprobe.errors import USAGE_EXIT_CODE, DlprobeError
@@ -61,7 +62,7 @@ def run(
     from dlprobe.outputs import write_outputs
     from dlprobe.supervisor import RunOptions, run_script
 
-    options = RunOptions(script, list(script_args or []), out, not quiet, hang_timeout, on_hang)
+    options = RunOptions(script, list(script_args or []), out, not quiet, hang_timeout=hang_timeout, on_hang=on_hang)
     outcome = run_script(options)
     write_outputs(outcome.run_dir, None if quiet else err_console(), json_path)
     raise typer.Exit(outcome.exit_code)
@@ -89,6 +90,37 @@ def demo(
     raise typer.Exit(run_demo(Path(out) if out else None, err_console()))
 
 
+from dlprobe.check.cli import check as _check  # noqa: E402  (one module owns the long option list)
+
+app.command(name="check", context_settings=SCRIPT_COMMAND)(_check)
+
+
+@app.command()
+def triage(
+    logfile: str = typer.Argument(..., help="The failed run's stderr (or `-` for stdin); gzip ok."),
+    json_path: str | None = typer.Option(None, "--json", help="Also write the result as JSON to this path."),
+    kernel_log: str | None = typer.Option(
+        None, "--kernel-log", help="Read OOM kills from this saved `dmesg`/kern.log instead of this machine's."
+    ),
+    no_machine: bool = typer.Option(False, "--no-machine", help="The run failed elsewhere: do not check this machine."),
+) -> None:
+    """Explain a DataLoader failure that already happened, from its log: causes ranked, evidence, fix.
+
+    Exit code 0 when causes were found, 1 when the log shows no DataLoader failure, 2 for usage errors.
+    """
+    from dlprobe.triage.command import exit_code, triage_log_to
+
+    result = triage_log_to(logfile, json_path, out_console(), not no_machine, kernel_log)
+    raise typer.Exit(exit_code(result))
+
+
+def out_console() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = 120
+    return console
+
+
 def main() -> None:
     """Console entry point: typer for parsing, then one place for dlprobe's own errors."""
     try:
@@ -96,19 +128,20 @@ def main() -> None:
         code = app(standalone_mode=False)
     except DlprobeError as exc:
         console = err_console()
-        console.print(f"[bold red]error:[/] {exc.message}", soft_wrap=True)
+        # escape: messages quote user text such as "[tool.dlprobe]", which is not markup
+        console.print(f"[bold red]error:[/] {escape(exc.message)}", soft_wrap=True)
         if exc.hint:
-            console.print(f"[bold]hint:[/] {exc.hint}", soft_wrap=True)
+            console.print(f"[bold]hint:[/] {escape(exc.hint)}", soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
         sys.exit(130)
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+        # click's usage errors (missing argument, bad option); typer >= 0.2x vendors click, so no import here.
+        show = getattr(exc, "show", None)
+        if callable(show) and hasattr(exc, "exit_code"):
+            show()
             sys.exit(USAGE_EXIT_CODE)
         raise
     sys.exit(code if isinstance(code, int) else 0)

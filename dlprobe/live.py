@@ -43,7 +43,7 @@ class LiveView:
     def forward(self, fd: int, data: bytes) -> None:
         """Write the script's own bytes unchanged, keeping the status line out of their way."""
         with self.lock:
-            if self.tty and fd == self.stream.fileno():
+            if self.tty:  # stdout and stderr usually share the terminal: clear the line either way
                 self._erase()
             _write_all(fd, data)
             if data:

@@ -14,9 +14,12 @@ from dlprobe import procmem
 TICK_S = 0.25  # cheap readings (statm, /dev/shm, meminfo, cgroup) this often
 # smaps_rollup walks page tables; a full round is repeated at most every MAX_FULL_S (so every worker's
 # USS is read at least once a second) and no more often than keeps its cost near FULL_BUDGET of a core.
-MIN_FULL_S = 0.25
+MIN_FULL_S = 0.5
 MAX_FULL_S = 1.0
 FULL_BUDGET = 0.04
+# Walking the process table to find descendants costs more than everything else; workers are announced by
+# the hooks' events at once, so the walk only catches the rest (forkserver, resource tracker) now and then.
+DISCOVER_EVERY_S = 2.0
 
 
 class Sampler:
@@ -33,6 +36,7 @@ class Sampler:
         self.last: dict[int, dict[str, int]] = {}
         self.last_system: dict[str, Any] = {}
         self.full_cost_s = 0.0
+        self.next_discover = 0.0
 
     def _write(self, record: dict[str, Any]) -> None:
         self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -62,9 +66,10 @@ class Sampler:
             self.add_pid(child.pid)
 
     def tick(self, now: float) -> None:
-        full = now >= self.next_full
-        if full:
+        if now >= self.next_discover:
             self.discover()
+            self.next_discover = now + DISCOVER_EVERY_S
+        full = now >= self.next_full
         readings: dict[str, dict[str, int]] = {}
         start = time.perf_counter()
         for pid in sorted(self.known - self.gone):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -39,12 +40,18 @@ from dlprobe.units import format_bytes
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
+# Called every tick with the time, the new events and the target, e.g. by `dlprobe check` to end a bounded run.
+TickHook = Callable[[float, list[dict[str, Any]], subprocess.Popen[bytes]], None]
+
+
 @dataclass
 class RunOptions:
     script: str
     args: list[str] = field(default_factory=list)
     out: str | None = None
     live: bool = True
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for the target
+    on_tick: TickHook | None = None
     hang_timeout: float = DEFAULT_HANG_TIMEOUT_S
     on_hang: str = "wait"
 
@@ -186,6 +193,7 @@ def run_script(options: RunOptions) -> RunOutcome:
     env[RUN_DIR_ENV] = str(run_dir.resolve())
     # The script writes into pipes now; unbuffered keeps its output as timely as on a terminal.
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(options.env)
     command = [sys.executable, "-m", "dlprobe.target.bootstrap", options.script, *options.args]
     (run_dir / EVENTS_FILE).touch()
     view = LiveView(options.live)
@@ -208,7 +216,7 @@ def run_script(options: RunOptions) -> RunOutcome:
     guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text))
     known: set[int] = set()
     try:
-        known = _sample_until_exit(child, run_dir, view, started, guard)
+        known = _sample_until_exit(child, run_dir, view, started, guard, options.on_tick)
     finally:
         for pump in pumps:
             pump.join(timeout=5)
@@ -245,7 +253,12 @@ def _notice(view: LiveView, text: str) -> None:
 
 
 def _sample_until_exit(
-    child: subprocess.Popen[bytes], run_dir: Path, view: LiveView, started: float, guard: RunGuard
+    child: subprocess.Popen[bytes],
+    run_dir: Path,
+    view: LiveView,
+    started: float,
+    guard: RunGuard,
+    on_tick: TickHook | None = None,
 ) -> set[int]:
     cgroup_dir = procmem.cgroup_memory_dir(child.pid)
     events = JsonlTail(run_dir / EVENTS_FILE)
@@ -254,10 +267,14 @@ def _sample_until_exit(
         sampler = Sampler(child.pid, samples, cgroup_dir)
         while True:
             now = time.time()
-            progress.feed(events.read_new(), sampler)
+            new_events = events.read_new()
+            progress.feed(new_events, sampler)
+            if on_tick is not None:
+                on_tick(now, new_events, child)
             sampler.tick(now)
             guard.tick(now, sorted(sampler.known - sampler.gone), progress.workers)
-            view.update(progress.status(now - started, sampler))
+            if view.enabled:
+                view.update(progress.status(now - started, sampler))
             try:
                 child.wait(timeout=TICK_S)
                 break

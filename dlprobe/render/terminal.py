@@ -106,7 +106,17 @@ def _evidence_lines(evidence: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _worker_growth_line(row: dict[str, Any]) -> str:
+    return (
+        f"worker {row['worker_id']} (pid {row['pid']}): USS {format_bytes(row.get('uss_start_bytes'))} -> "
+        f"{format_bytes(row.get('uss_peak_bytes'))} (+{format_bytes(row['uss_growth_bytes'])}), "
+        f"PSS +{format_bytes(row.get('pss_growth_bytes'))}, RSS +{format_bytes(row.get('rss_growth_bytes'))}"
+    )
+
+
 def _compact(value: Any, key: str = "") -> str:
+    if isinstance(value, dict) and "uss_growth_bytes" in value and "worker_id" in value:
+        return _worker_growth_line(value)
     if isinstance(value, dict):
         return ", ".join(f"{k}={_compact(v, k)}" for k, v in value.items() if v is not None)
     if isinstance(value, int) and not isinstance(value, bool) and key.endswith("bytes"):

@@ -19,6 +19,7 @@ from dlprobe.target import inflight
 from dlprobe.target.batch_info import describe_batch
 from dlprobe.target.dataset_inspect import summarize_dataset
 from dlprobe.target.events import RUN_DIR_ENV, get_log
+from dlprobe.target.run_limits import LIMITS
 
 DATALOADER_MODULE = "torch.utils.data.dataloader"
 # Commands that need the script's DataLoader but not its training (scan, tune) set these: when loader N is first
@@ -175,12 +176,17 @@ def patch_dataloader(module: ModuleType) -> None:
             inflight.emit_fork_state(probe.loader_id, threads)
         probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
         _iterators[iterator] = probe
+        if new_iterator:
+            # A loop left with `break` never sees StopIteration; the iterator's end tells watchers it is over.
+            weakref.finalize(iterator, _emit, "iter_closed", loader=probe.loader_id)
         return iterator
 
     def __next__(self: Any) -> Any:
         probe = _iterators.get(self)
         if probe is None:
             return original_next(self)
+        if LIMITS.active:  # `dlprobe check` bounds the run: stop before fetching one batch too many
+            LIMITS.enforce(sum(p.batches for p in _all_probes))
         inflight.loop_waiting(probe.loader_id, self, probe.batches)
         start = time.perf_counter()
         try:
@@ -215,6 +221,14 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
     code = function(loader)
     _emit("takeover_done", loader=loader_id, exit_code=code)
     raise SystemExit(code)
+
+
+def reset() -> None:
+    """Forget every loader seen so far, so an in-process probe session (dlprobe.api) starts at loader 0."""
+    flush_all()
+    _probes.clear()
+    _iterators.clear()
+    _all_probes.clear()
 
 
 def flush_all() -> None:
