@@ -50,6 +50,10 @@ def run(
     out: str | None = typer.Option(None, "--out", "-o", help="Run directory (default ./dlprobe-runs/NAME-TIME)."),
     json_path: str | None = typer.Option(None, "--json", help="Also write the report as JSON to this path."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary; just the run directory."),
+    hang_timeout: float = typer.Option(
+        60.0, "--hang-timeout", help="Seconds without a batch before stacks are dumped as a hang; 0 turns it off."
+    ),
+    on_hang: str = typer.Option("wait", "--on-hang", help="After a hang is recorded: wait (keep waiting) or stop."),
 ) -> None:
     """Run SCRIPT under the probe and report on every DataLoader it creates.
 
@@ -58,7 +62,8 @@ def run(
     from dlprobe.outputs import write_outputs
     from dlprobe.supervisor import RunOptions, run_script
 
-    outcome = run_script(RunOptions(script, list(script_args or []), out, live=not quiet))
+    options = RunOptions(script, list(script_args or []), out, not quiet, hang_timeout=hang_timeout, on_hang=on_hang)
+    outcome = run_script(options)
     write_outputs(outcome.run_dir, None if quiet else err_console(), json_path)
     raise typer.Exit(outcome.exit_code)
 

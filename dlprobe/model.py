@@ -6,7 +6,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlprobe import inflight_format
 from dlprobe.rundir import EVENTS_FILE, META_FILE, RESULT_FILE, SAMPLES_FILE, read_json, read_jsonl
+
+HANGS_DIR = "hangs"
+KERNEL_FILE = "kernel.json"
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -95,6 +99,7 @@ class SystemSeries:
     available: list[int | None] = field(default_factory=list)
     cgroup_usage: list[int | None] = field(default_factory=list)
     cgroup_limit: int | None = None
+    cgroup_oom_kills: list[int | None] = field(default_factory=list)
 
 
 @dataclass
@@ -108,6 +113,12 @@ class RunData:
     processes: list[ProcessRecord]
     system: SystemSeries
     events: list[dict[str, Any]]
+    # Failure evidence: each process's last in-flight slot (by pid), hang records, when each pid vanished,
+    # and the kernel's OOM-kill lines for our pids.
+    inflight: dict[int, dict[str, Any]] = field(default_factory=dict)
+    hangs: list[dict[str, Any]] = field(default_factory=list)
+    gone: dict[int, float] = field(default_factory=dict)
+    kernel: dict[str, Any] = field(default_factory=dict)
 
     @property
     def script_error(self) -> dict[str, Any] | None:
@@ -177,6 +188,7 @@ def load_run(path: Path) -> RunData:
     main_pid = meta.get("target_pid")
     processes: dict[int, ProcessRecord] = {}
     system = SystemSeries()
+    gone: dict[int, float] = {}
     for rec in read_jsonl(path / SAMPLES_FILE):
         kind = rec.get("k")
         if kind == "proc":
@@ -204,6 +216,31 @@ def load_run(path: Path) -> RunData:
             system.available.append(rec.get("avail"))
             cg = rec.get("cg") or {}
             system.cgroup_usage.append(cg.get("usage"))
+            system.cgroup_oom_kills.append(cg.get("oom_kill"))
             if cg.get("limit"):
                 system.cgroup_limit = cg["limit"]
-    return RunData(path, meta, result, loaders, list(processes.values()), system, events)
+        elif kind == "gone":
+            gone[int(rec["pid"])] = rec["t"]
+    run = RunData(path, meta, result, loaders, list(processes.values()), system, events, gone=gone)
+    load_failure_records(run)
+    return run
+
+
+def _hang_number(path: Path) -> int:
+    tail = path.stem.rpartition("-")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def load_failure_records(run: RunData) -> None:
+    """In-flight slots, hang records and kernel OOM lines, where the run has them."""
+    run.inflight = inflight_format.read_all(run.path)
+    for hang_file in sorted((run.path / HANGS_DIR).glob("hang-*.json"), key=_hang_number):
+        try:
+            run.hangs.append(read_json(hang_file))
+        except (OSError, ValueError):
+            continue
+    if (run.path / KERNEL_FILE).exists():
+        try:
+            run.kernel = read_json(run.path / KERNEL_FILE)
+        except (OSError, ValueError):
+            pass

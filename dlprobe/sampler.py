@@ -78,6 +78,7 @@ class Sampler:
                 rss = procmem.read_rss(pid)
                 if rss is None:
                     self.gone.add(pid)
+                    self._write({"k": "gone", "pid": pid, "t": round(now, 3)})
                     continue
                 values = {"rss": rss}
             readings[str(pid)] = values

@@ -19,6 +19,8 @@ from rich.text import Text
 
 from dlprobe import __version__, procmem
 from dlprobe.errors import DlprobeError
+from dlprobe.hang.guard import RunGuard
+from dlprobe.hang.watch import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
 from dlprobe.live import LiveView
 from dlprobe.rundir import (
     EVENTS_FILE,
@@ -50,6 +52,8 @@ class RunOptions:
     live: bool = True
     env: dict[str, str] = field(default_factory=dict)  # extra environment for the target
     on_tick: TickHook | None = None
+    hang_timeout: float = DEFAULT_HANG_TIMEOUT_S
+    on_hang: str = "wait"
 
 
 @dataclass
@@ -69,6 +73,19 @@ def check_script(script: str) -> None:
             pass
     except OSError as exc:
         raise DlprobeError(f"cannot read {script}: {exc.strerror}", hint="check the file's permissions") from None
+
+
+def check_hang_options(options: RunOptions) -> None:
+    if options.hang_timeout < 0:
+        raise DlprobeError(
+            f"--hang-timeout must be 0 (off) or a number of seconds, not {options.hang_timeout:g}",
+            hint=f"e.g. --hang-timeout {DEFAULT_HANG_TIMEOUT_S:g}",
+        )
+    if options.on_hang not in ON_HANG_CHOICES:
+        raise DlprobeError(
+            f"--on-hang must be one of {', '.join(ON_HANG_CHOICES)}, not {options.on_hang!r}",
+            hint="wait: keep waiting after the stacks are saved; stop: end the run",
+        )
 
 
 def machine_facts() -> dict[str, Any]:
@@ -161,6 +178,7 @@ class Progress:
 def run_script(options: RunOptions) -> RunOutcome:
     """Run the script under the probe; returns the run directory and the script's exit code."""
     check_script(options.script)
+    check_hang_options(options)
     run_dir = create_run_dir(options.out, options.script)
     started = time.time()
     meta: dict[str, Any] = {
@@ -195,8 +213,10 @@ def run_script(options: RunOptions) -> RunOutcome:
     previous = {sig: signal.signal(sig, lambda s, _f: child.send_signal(s)) for sig in FORWARDED_SIGNALS}
     # Ctrl-C reaches the whole process group; the script decides what it means, we keep recording.
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text))
+    known: set[int] = set()
     try:
-        _sample_until_exit(child, run_dir, view, started, options.on_tick)
+        known = _sample_until_exit(child, run_dir, view, started, guard, options.on_tick)
     finally:
         for pump in pumps:
             pump.join(timeout=5)
@@ -214,6 +234,7 @@ def run_script(options: RunOptions) -> RunOutcome:
             "signal": signal.Signals(-returncode).name if returncode < 0 else None,
             "ended_at": time.time(),
             "supervisor": _own_cost(),
+            **guard.finish(known),
         },
     )
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
@@ -226,9 +247,19 @@ def _own_cost() -> dict[str, float]:
     return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "max_rss_bytes": usage.ru_maxrss * 1024}
 
 
+def _notice(view: LiveView, text: str) -> None:
+    if view.enabled:
+        view.forward(sys.stderr.fileno(), f"[dlprobe] {text}\n".encode())
+
+
 def _sample_until_exit(
-    child: subprocess.Popen[bytes], run_dir: Path, view: LiveView, started: float, on_tick: TickHook | None = None
-) -> None:
+    child: subprocess.Popen[bytes],
+    run_dir: Path,
+    view: LiveView,
+    started: float,
+    guard: RunGuard,
+    on_tick: TickHook | None = None,
+) -> set[int]:
     cgroup_dir = procmem.cgroup_memory_dir(child.pid)
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
@@ -241,6 +272,7 @@ def _sample_until_exit(
             if on_tick is not None:
                 on_tick(now, new_events, child)
             sampler.tick(now)
+            guard.tick(now, sorted(sampler.known - sampler.gone), progress.workers)
             if view.enabled:
                 view.update(progress.status(now - started, sampler))
             try:
@@ -251,3 +283,4 @@ def _sample_until_exit(
         # One last look: workers can outlive the main process for a moment.
         progress.feed(events.read_new(), sampler)
         sampler.tick(time.time())
+    return sampler.known

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dlprobe.analysis import memory_findings, run_findings, shm_findings
+from dlprobe.analysis import death_findings, hang_findings, memory_findings, run_findings, shm_findings
 from dlprobe.model import SEVERITIES, Finding, RunData
 
 Analyzer = Callable[[RunData], list[Finding]]
 
 ANALYZERS: list[Analyzer] = [
+    hang_findings.find_hangs,  # the specific diagnoses first: they explain a script-error that follows
+    death_findings.find_worker_deaths,
     run_findings.find_run_problems,
     memory_findings.find_cow_growth,
     memory_findings.find_spawn_copy,

@@ -13,6 +13,11 @@ from dlprobe.units import format_bytes
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 MAX_EVIDENCE_ITEMS = 6
+MAX_NUMBERS = 16
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 def _pct(x: float | None) -> str:
@@ -87,7 +92,11 @@ def processes_table(report: dict[str, Any]) -> Table:
 def _evidence_lines(evidence: dict[str, Any]) -> list[str]:
     lines = []
     for key, value in evidence.items():
-        if isinstance(value, list):
+        if isinstance(value, list) and value and all(_is_number(i) for i in value):
+            shown = ", ".join("?" if i is None else str(i) for i in value[:MAX_NUMBERS])
+            more = f", ... ({len(value)} in all)" if len(value) > MAX_NUMBERS else ""
+            lines.append(f"{key}: [{shown}{more}]")  # e.g. a batch's indices: one line, not one per index
+        elif isinstance(value, list):
             for item in value[:MAX_EVIDENCE_ITEMS]:
                 lines.append(f"{key}: {_compact(item, key)}")
             if len(value) > MAX_EVIDENCE_ITEMS:

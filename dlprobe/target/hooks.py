@@ -15,9 +15,10 @@ from types import ModuleType
 from typing import Any
 
 from dlprobe.procmem import read_smaps_rollup
+from dlprobe.target import inflight
 from dlprobe.target.batch_info import describe_batch
 from dlprobe.target.dataset_inspect import summarize_dataset
-from dlprobe.target.events import get_log
+from dlprobe.target.events import RUN_DIR_ENV, get_log
 from dlprobe.target.run_limits import LIMITS
 
 DATALOADER_MODULE = "torch.utils.data.dataloader"
@@ -157,13 +158,22 @@ def patch_dataloader(module: ModuleType) -> None:
         if probe.epoch < 0:
             _maybe_take_over(self, probe.loader_id)
         previous = getattr(self, "_iterator", None)
+        inflight.loop_creating_iterator(probe.loader_id)
+        user_init = inflight.wrap_worker_init(self, probe.loader_id)
+        threads = inflight.fork_state() if self.num_workers else None
         start = time.perf_counter()
-        iterator = original_iter(self)
+        try:
+            iterator = original_iter(self)
+        finally:
+            inflight.restore_worker_init(self, user_init)  # the wrapper only travels to the workers as they start
+            inflight.loop_outside(probe.loader_id, probe.batches)
         new_iterator = iterator is not previous
         if new_iterator and probe.epoch < 0:
             method = _start_method_of(self, iterator)
             if method:
                 _emit("start_method", loader=probe.loader_id, start_method=method)
+        if new_iterator and threads is not None and getattr(iterator, "_workers", None):
+            inflight.emit_fork_state(probe.loader_id, threads)
         probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
         _iterators[iterator] = probe
         if new_iterator:
@@ -177,6 +187,7 @@ def patch_dataloader(module: ModuleType) -> None:
             return original_next(self)
         if LIMITS.active:  # `dlprobe check` bounds the run: stop before fetching one batch too many
             LIMITS.enforce(sum(p.batches for p in _all_probes))
+        inflight.loop_waiting(probe.loader_id, self, probe.batches)
         start = time.perf_counter()
         try:
             batch = original_next(self)
@@ -186,12 +197,16 @@ def patch_dataloader(module: ModuleType) -> None:
         except BaseException as exc:
             probe.record_error(exc)
             raise
+        finally:
+            inflight.loop_outside(probe.loader_id, probe.batches)
         probe.record_batch(time.perf_counter() - start, batch)
         return batch
 
     loader_cls.__iter__ = __iter__
     base_iter_cls.__next__ = __next__
     loader_cls._dlprobe_patched = True
+    with contextlib.suppress(Exception):  # loaders without workers fetch in this process: record those too
+        inflight.patch_fetchers()
 
 
 def _maybe_take_over(loader: Any, loader_id: int) -> None:
@@ -254,6 +269,9 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 
 def install() -> None:
     """Install the hooks: patch now if torch's dataloader is already imported, else on import."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    if run_dir:
+        inflight.start_main(run_dir)
     module = sys.modules.get(DATALOADER_MODULE)
     if module is not None:
         patch_dataloader(module)

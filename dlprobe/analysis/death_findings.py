@@ -1,0 +1,340 @@
+"""Dead-worker findings: `worker-killed` (with the cause: oom, shm, segfault, abort, exit, unknown),
+`bad-sample` (a Python exception in a worker) and `shm-exhausted`, from PyTorch's messages, the workers'
+in-flight slots, the memory samples, the cgroup's OOM counter and the kernel log."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from dlprobe.analysis.shm_findings import in_flight_bytes
+from dlprobe.analysis.stack_causes import indices_text
+from dlprobe.analysis.stats import metric_summary
+from dlprobe.model import Finding, LoaderRecord, RunData
+from dlprobe.units import format_bytes
+
+_CAUGHT = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
+_KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: ([^.]+)\.")
+_EXIT = re.compile(r"DataLoader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)\.")
+_EXITED = re.compile(r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly")
+_TB_FILE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_SHM_ERROR = re.compile(r"unable to allocate shared memory|unable to write to file </torch_|No space left on device")
+
+SIGNAL_CAUSES = {
+    "Killed": "oom",
+    "Bus error": "shm",
+    "Segmentation fault": "segfault",
+    "Aborted": "abort",
+    "Floating point exception": "fpe",
+    "Illegal instruction": "sigill",
+    "Terminated": "terminated",
+}
+NATIVE_CRASH_FIX = (
+    "Native code crashed on this sample. Re-run it alone with num_workers=0 (dataset[{index}]) under "
+    "`python -X faulthandler` to see the crashing frame; PYTHONFAULTHANDLER=1 makes workers print theirs to stderr. "
+    "Usual culprits: a C decoder fed a corrupt file, fork-unsafe native state created before the workers were "
+    "forked (OpenCV, h5py/lmdb handles opened in __init__), mismatched library builds."
+)
+SHM_FIXES = (
+    "Give the job more shared memory (docker run --shm-size=8g or --ipc=host; on Kubernetes mount an "
+    "emptyDir with medium: Memory at /dev/shm), or need less of it: lower prefetch_factor, num_workers or "
+    "the batch size."
+)
+
+
+def _error_text(error: dict[str, Any]) -> str:
+    return f"{error.get('message') or ''}\n{error.get('cause') or ''}"
+
+
+def _last_line(message: str) -> str:
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _user_frame_from_traceback(message: str) -> str | None:
+    frames = [m for m in _TB_FILE.finditer(message)]
+    for match in reversed(frames):
+        path = match.group(1)
+        if any(part in path for part in ("site-packages", "dist-packages", "/lib/python3", "/dlprobe/")):
+            continue
+        return f"{match.group(3)} ({path.rsplit('/', 1)[-1]}:{match.group(2)})"
+    return None
+
+
+def _worker_pids(run: RunData, loader_id: int) -> dict[int, dict[int, int]]:
+    """epoch -> {worker_id: pid}; a later epoch of persistent workers keeps the last known pids."""
+    out: dict[int, dict[int, int]] = {}
+    last: dict[int, int] = {}
+    for ev in run.events:
+        if ev.get("ev") == "epoch" and ev.get("loader") == loader_id:
+            if ev.get("workers"):
+                last = {int(w["worker_id"]): int(w["pid"]) for w in ev["workers"]}
+            out[int(ev.get("epoch", 0))] = dict(last)
+    return out
+
+
+def _slot_for(
+    run: RunData, loader_id: int, epoch: int | None, worker_id: int | None, pid: int | None
+) -> dict[str, Any]:
+    if pid is None and worker_id is not None:
+        by_epoch = _worker_pids(run, loader_id)
+        pid = (by_epoch.get(epoch if epoch is not None else -1) or {}).get(worker_id)
+        if pid is None:
+            candidates = [
+                s for s in run.inflight.values() if s.get("loader_id") == loader_id and s.get("worker_id") == worker_id
+            ]
+            if candidates:
+                return max(candidates, key=lambda s: s.get("t_fetch") or 0)
+    return run.inflight.get(pid, {}) if pid is not None else {}
+
+
+def _held(slot: dict[str, Any], prefer_failed: bool) -> dict[str, Any]:
+    """The batch a worker was on when it failed: its first failed fetch, else the fetch in progress."""
+    failed = slot.get("failed")
+    if prefer_failed and failed:
+        return failed
+    if slot.get("phase") in ("getitem", "collate", "worker_init_fn"):
+        return slot
+    return failed or {}
+
+
+def _memory(run: RunData, pid: int) -> dict[str, Any]:
+    proc = next((p for p in run.processes if p.pid == pid), None)
+    if proc is None:
+        return {}
+    out: dict[str, Any] = {}
+    for metric in ("rss", "uss", "pss"):
+        summary = metric_summary(proc.series, metric)
+        out[f"last_{metric}_bytes"] = summary["end"]
+        out[f"peak_{metric}_bytes"] = summary["peak"]
+    return out
+
+
+def _oom_evidence(run: RunData, pid: int) -> dict[str, Any]:
+    evidence: dict[str, Any] = {}
+    kills = [k for k in (run.kernel.get("kills") or []) if k.get("pid") == pid]
+    if kills:
+        evidence["kernel_log"] = kills[0].get("line")
+    counts = [c for c in run.system.cgroup_oom_kills if c is not None]
+    if counts and max(counts) > counts[0]:
+        evidence["cgroup_oom_kills"] = max(counts) - counts[0]
+    usage = [u for u in run.system.cgroup_usage if u is not None]
+    limit = run.system.cgroup_limit
+    if limit and usage and max(usage) >= 0.95 * limit:
+        evidence["cgroup_peak_bytes"] = max(usage)
+        evidence["cgroup_limit_bytes"] = limit
+    available = [a for a in run.system.available if a is not None]
+    total = (run.meta.get("machine") or {}).get("mem_total")
+    if total and available and min(available) <= 0.03 * total:
+        evidence["available_min_bytes"] = min(available)
+    return evidence
+
+
+def _shm_numbers(run: RunData, lo: LoaderRecord | None) -> dict[str, Any]:
+    used = [u for u in run.system.shm_used if u is not None]
+    numbers: dict[str, Any] = {"shm_total_bytes": run.system.shm_total, "shm_peak_bytes": max(used) if used else None}
+    if lo is not None:
+        batch_bytes = (lo.batch_info or {}).get("bytes")
+        numbers["batch_bytes"] = batch_bytes
+        numbers["num_workers"] = lo.num_workers
+        numbers["prefetch_factor"] = lo.config.get("prefetch_factor")
+        numbers["in_flight_estimate_bytes"] = (
+            in_flight_bytes(lo.num_workers, lo.config.get("prefetch_factor"), batch_bytes) or None
+        )
+    return numbers
+
+
+def _batch_evidence(held: dict[str, Any]) -> dict[str, Any]:
+    return {
+        # in collate the whole batch is at fault, not the last sample fetched
+        "index": held.get("index") if held.get("phase") != "collate" else None,
+        "batch_indices": held.get("indices"),
+        "position_in_batch": held.get("pos") if held.get("phase") != "collate" else None,
+        "phase": held.get("phase"),
+        "index_kind": held.get("kind"),
+    }
+
+
+def _killed(run: RunData, lo: LoaderRecord, error: dict[str, Any], pid: int, how: str, code: int | None) -> Finding:
+    slot = _slot_for(run, lo.loader_id, error.get("epoch"), None, pid)
+    held = _held(slot, prefer_failed=False)
+    worker_id = slot.get("worker_id")
+    if worker_id is None:
+        proc = next((p for p in run.processes if p.pid == pid), None)
+        worker_id = proc.worker_id if proc else None
+    oom = _oom_evidence(run, pid)
+    if code is not None:
+        cause, status = "exit", f"exit code {code}"
+    else:
+        cause, status = SIGNAL_CAUSES.get(how, "unknown"), f"signal {how}"
+        if cause == "oom" and not oom:
+            cause = "unknown"
+    index = held.get("index")
+    on = f" while on index {index}" if index is not None else ""
+    title = f"Loader {lo.loader_id} worker {worker_id} (pid {pid}) was killed ({status}): {cause}{on}"
+    detail, fix = _killed_text(cause, how, code, oom, held)
+    evidence = {
+        "pid": pid,
+        "worker_id": worker_id,
+        "cause": cause,
+        "signal": how if code is None else None,
+        "exit_code": code,
+        **_batch_evidence(held),
+        **_memory(run, pid),
+        **oom,
+        "message": _last_line(error.get("cause") or error.get("message") or ""),
+    }
+    if cause == "shm":
+        evidence.update(_shm_numbers(run, lo))
+    return Finding("worker-killed", "error", title, detail, fix, evidence, lo.loader_id)
+
+
+def _killed_text(cause: str, how: str, code: int | None, oom: dict[str, Any], held: dict[str, Any]) -> tuple[str, str]:
+    index = held.get("index")
+    if cause == "oom":
+        seen = ", ".join(sorted(oom))
+        return (
+            f"The kernel's OOM killer ended the worker (SIGKILL) when memory ran out (seen: {seen}).",
+            "Lower what each worker holds: fix any cow-growth finding, lower num_workers, prefetch_factor or the "
+            "batch size, bound caches in the dataset, or raise the memory limit (docker --memory, Kubernetes "
+            "limits, SLURM --mem).",
+        )
+    if cause == "shm":
+        return (
+            "A bus error in a worker means a write to a shared-memory page of /dev/shm that could not be backed: "
+            "/dev/shm is full.",
+            SHM_FIXES,
+        )
+    if cause in ("segfault", "abort", "fpe", "sigill"):
+        return (f"The worker died from {how}: a crash in native code.", NATIVE_CRASH_FIX.format(index=index))
+    if cause == "exit":
+        return (
+            f"The worker ended itself with exit code {code} (os._exit or a C library's exit), so no Python "
+            "traceback was sent.",
+            f"Find what calls exit on this sample: run dataset[{index}] with num_workers=0, or "
+            "strace -f -e trace=exit_group.",
+        )
+    if cause == "terminated":
+        return ("Something sent the worker SIGTERM.", "Look for a job scheduler or watchdog that ends processes.")
+    return (
+        f"The worker died ({how if code is None else f'exit code {code}'}) and no OOM-kill was seen (no cgroup "
+        "OOM count, no kernel log line, memory not at a limit): something outside sent the signal.",
+        "Check the job scheduler's logs (memory enforcement outside this cgroup, preemption) and `dmesg` on the host.",
+    )
+
+
+def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: str, worker_id: int) -> Finding:
+    slot = _slot_for(run, lo.loader_id, error.get("epoch"), worker_id, None)
+    held = _held(slot, prefer_failed=True)
+    message = error.get("message") or ""
+    last = _last_line(message)
+    where = _user_frame_from_traceback(message)
+    index = held.get("index")
+    evidence = {
+        "pid": slot.get("pid"),
+        "worker_id": worker_id,
+        "cause": "exception",
+        "exception": exc_type,
+        "error": last,
+        "raised_in": where,
+        **_batch_evidence(held),
+    }
+    if _SHM_ERROR.search(message):
+        evidence["cause"] = "shm"
+        evidence.update(_shm_numbers(run, lo))
+        return _shm_exhausted(run, lo, evidence, last)
+    what = "stream position" if held.get("kind") == "iterable" else "index"
+    title = f"Sample {what} {index} raises {last or exc_type} (loader {lo.loader_id}, worker {worker_id})"
+    detail = (
+        f"Worker {worker_id} raised {exc_type} on {what} {index} (position {held.get('pos')} of the batch "
+        f"{indices_text(held.get('indices'))}, during {held.get('phase')})"
+        + (f" in {where}" if where else "")
+        + f"; PyTorch re-raised it in the training loop as 'Caught {exc_type} in DataLoader worker process "
+        f"{worker_id}.', which does not say which sample it was."
+    )
+    fix = (
+        f"Look at sample {index}: reproduce with dataset[{index}] in a plain Python shell and fix the data or the "
+        "code; if bad samples are expected, catch the error in __getitem__, return None, and drop Nones in a "
+        "collate_fn."
+    )
+    return Finding("bad-sample", "error", title, detail, fix, evidence, lo.loader_id)
+
+
+def _shm_exhausted(run: RunData, lo: LoaderRecord, evidence: dict[str, Any], message: str) -> Finding:
+    total = evidence.get("shm_total_bytes")
+    batch = evidence.get("batch_bytes")
+    title = (
+        f"Out of shared memory: /dev/shm ({format_bytes(total)}) could not hold the batches of loader {lo.loader_id}"
+        if total
+        else f"Out of shared memory in loader {lo.loader_id}"
+    )
+    detail = (
+        "Workers hand each batch to the training process through a file in /dev/shm; "
+        f"worker {evidence.get('worker_id')} could not allocate one for the batch "
+        f"{indices_text(evidence.get('batch_indices'))} "
+        f"({message or evidence.get('signal')})."
+    )
+    if batch:
+        detail += (
+            f" A batch is {format_bytes(batch)}; up to num_workers x prefetch_factor of them wait in /dev/shm, "
+            f"~{format_bytes(evidence.get('in_flight_estimate_bytes'))}."
+        )
+    return Finding("shm-exhausted", "error", title, detail, SHM_FIXES, evidence, lo.loader_id)
+
+
+def _findings_for_error(run: RunData, lo: LoaderRecord, error: dict[str, Any]) -> list[Finding]:
+    text = _error_text(error)
+    caught = _CAUGHT.search(text)
+    if caught:
+        return [_exception(run, lo, error, caught.group(1), int(caught.group(2)))]
+    found: list[Finding] = []
+    for match in _KILLED.finditer(text):
+        finding = _killed(run, lo, error, int(match.group(1)), match.group(2).strip(), None)
+        found.append(finding)
+        if finding.evidence["cause"] == "shm":
+            found.append(_shm_exhausted(run, lo, finding.evidence, f"signal {match.group(2)}"))
+    for match in _EXIT.finditer(text):
+        found.append(_killed(run, lo, error, int(match.group(1)), "exit", int(match.group(2))))
+    if not found:
+        exited = _EXITED.search(text)
+        for pid_text in exited.group(1).split(",") if exited else []:
+            found.append(_killed(run, lo, error, int(pid_text), "unknown", None))
+    return found
+
+
+def _loader_of_pids(run: RunData, text: str) -> LoaderRecord | None:
+    """The loader a worker pid named in an error belonged to."""
+    for match in re.finditer(r"pid(?:\(s\))? ([\d, ]+)\)", text):
+        for pid_text in match.group(1).split(","):
+            pid = int(pid_text)
+            slot = run.inflight.get(pid) or {}
+            proc = next((p for p in run.processes if p.pid == pid), None)
+            loader_id = slot.get("loader_id") if slot else (proc.loader_id if proc else None)
+            if loader_id is not None:
+                return run.loader(loader_id)
+    return None
+
+
+def _errors(run: RunData) -> list[tuple[LoaderRecord, dict[str, Any]]]:
+    """Loader errors, plus the script's own error when PyTorch raised it outside next() (its SIGCHLD handler
+    can fire anywhere in the training loop)."""
+    errors = [(lo, error) for lo in run.loaders for error in lo.errors]
+    script_error = run.script_error
+    if script_error is not None:
+        text = _error_text(script_error)
+        lo = _loader_of_pids(run, text) or (run.loaders[0] if len(run.loaders) == 1 else None)
+        if lo is not None and (_KILLED.search(text) or _EXIT.search(text) or _EXITED.search(text)):
+            errors.append((lo, script_error))
+    return errors
+
+
+def find_worker_deaths(run: RunData) -> list[Finding]:
+    findings: list[Finding] = []
+    seen: set[tuple[str, Any, Any]] = set()
+    for lo, error in _errors(run):
+        for finding in _findings_for_error(run, lo, error):
+            key = (finding.code, finding.evidence.get("pid"), finding.evidence.get("index"))
+            if key not in seen:  # the same death can be re-raised by later next() calls
+                seen.add(key)
+                findings.append(finding)
+    return findings

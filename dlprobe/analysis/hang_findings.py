@@ -1,0 +1,203 @@
+"""Hang findings: `worker-hang` (a worker holds the batch the loop waits for and makes no progress) and
+`main-hang` (the training process itself is stuck while the workers are idle), from the hang records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlprobe.analysis.stack_causes import (
+    Cause,
+    classify,
+    frame_text,
+    indices_text,
+    innermost_user_frame,
+    main_thread,
+    main_wait_cause,
+    own_frames,
+    user_frames,
+)
+from dlprobe.model import Finding, RunData
+
+BUSY_PHASES = ("getitem", "collate", "worker_init_fn")
+MAX_STACK_LINES = 12
+
+
+def _fork_threads(run: RunData, loader_id: int | None) -> list[str] | None:
+    states = [e for e in run.events if e.get("ev") == "fork_state" and e.get("loader") == loader_id]
+    if not states:
+        return None
+    return list(states[-1].get("py_threads") or [])
+
+
+def _age(slot: dict[str, Any], t: float) -> float | None:
+    since = slot.get("t_sample") or slot.get("t_fetch")
+    return round(t - since, 1) if since else None
+
+
+def _stuck_workers(record: dict[str, Any], loader_id: int | None) -> list[dict[str, Any]]:
+    """The workers holding a batch: the one the loop waits for first, then any other that is busy too."""
+    loop = record.get("loop") or {}
+    awaited = loop.get("awaited_worker")
+    busy = []
+    for proc in record.get("processes") or []:
+        slot = proc.get("inflight") or {}
+        if proc.get("role") != "worker" or slot.get("phase") not in BUSY_PHASES:
+            continue
+        if loader_id is not None and proc.get("loader_id") not in (loader_id, None):
+            continue
+        busy.append(proc)
+    waited = record.get("waited_s") or 0.0
+    awaited_procs = [p for p in busy if awaited is not None and p.get("worker_id") == awaited]
+    # other workers count as stuck only if they have held their sample about as long as the loop has waited
+    others = [p for p in busy if p not in awaited_procs and (_age(p["inflight"], record["t"]) or 0) >= 0.8 * waited]
+    return awaited_procs + others
+
+
+def _stack_lines(thread: dict[str, Any] | None) -> list[str]:
+    """The stuck thread's frames, the user's own frames first (innermost first), then the rest."""
+    if thread is None:
+        return []
+    frames = own_frames(thread)
+    mine = [frame_text(f) for f in frames if f.get("user")]
+    rest = [frame_text(f) for f in frames if not f.get("user")]
+    return (mine + rest)[:MAX_STACK_LINES]
+
+
+def _stack_note(record: dict[str, Any], proc: dict[str, Any]) -> str:
+    problem = record.get("stack_problem") or {}
+    why = {"missing": "py-spy is not installed", "permission": "py-spy was not allowed to attach"}.get(
+        problem.get("kind", ""), "py-spy gave no stack"
+    )
+    advice = f" {problem['advice']}" if problem.get("advice") else ""
+    if proc.get("stack_tool") == "faulthandler":
+        return f" The stacks come from the process's own faulthandler (Python frames only) because {why}.{advice}"
+    if not proc.get("stack"):
+        return f" No stack could be taken ({proc.get('stack_error') or why}).{advice}"
+    return ""
+
+
+def _where(proc: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    thread = main_thread(proc.get("stack") or [])
+    frame = innermost_user_frame(thread)
+    return thread, (frame_text(frame) if frame else "")
+
+
+def _evidence(
+    record: dict[str, Any], proc: dict[str, Any], cause: Cause, thread: dict[str, Any] | None
+) -> dict[str, Any]:
+    slot = proc.get("inflight") or {}
+    frame = innermost_user_frame(thread)
+    return {
+        "pid": proc.get("pid"),
+        "worker_id": proc.get("worker_id"),
+        "cause": cause.cause,
+        "index": slot.get("index"),
+        "batch_indices": slot.get("indices"),
+        "position_in_batch": slot.get("pos"),
+        "phase": slot.get("phase"),
+        "index_kind": slot.get("kind"),
+        "stuck_s": _age(slot, record["t"]) if slot else None,
+        "waited_s": record.get("waited_s"),
+        "stuck_frame": frame_text(frame) if frame else None,
+        "user_frames": [frame_text(f) for f in user_frames(thread)][:MAX_STACK_LINES],
+        **{k: v for k, v in cause.evidence.items() if v is not None},
+        "stack_tool": proc.get("stack_tool"),
+        "stack": _stack_lines(thread),
+        "hang_record": f"hangs/hang-{record.get('number')}.json",
+    }
+
+
+def _worker_hang(run: RunData, record: dict[str, Any], stuck: list[dict[str, Any]]) -> Finding:
+    loop = record.get("loop") or {}
+    loader_id = loop.get("loader_id")
+    lo = run.loader(loader_id) if loader_id is not None else None
+    start_method = lo.start_method if lo else None
+    proc = stuck[0]
+    cause = classify(proc, _fork_threads(run, loader_id), start_method)
+    thread, where = _where(proc)
+    slot = proc.get("inflight") or {}
+    index = slot.get("index")
+    what = "stream position" if slot.get("kind") == "iterable" else "index"
+    title = (
+        f"Loader {loader_id} worker {proc.get('worker_id')} (pid {proc.get('pid')}) hangs on {what} {index}"
+        + (f" in {where.split('  `')[0]}" if where else "")
+        + f": {cause.cause}"
+    )
+    waited = record.get("waited_s")
+    detail = (
+        f"The training loop waited {waited:.0f}s for batch {loop.get('awaited_task')} of loader {loader_id}, "
+        f"which worker {proc.get('worker_id')} is still making ({slot.get('phase')} of {what} {index}, "
+        f"position {slot.get('pos')} in the batch {indices_text(slot.get('indices'))}). The worker is {cause.summary}."
+    )
+    if len(stuck) > 1:
+        detail += f" {len(stuck) - 1} more worker(s) are stuck the same way (see evidence)."
+    detail += _stack_note(record, proc)
+    if record.get("on_hang") == "stop":
+        detail += " dlprobe stopped the run (--on-hang stop)."
+    evidence = _evidence(record, proc, cause, thread)
+    if len(stuck) > 1:
+        evidence["also_stuck"] = [
+            {"pid": p.get("pid"), "worker_id": p.get("worker_id"), "index": (p.get("inflight") or {}).get("index")}
+            for p in stuck[1:]
+        ]
+    return Finding("worker-hang", "error", title, detail, cause.fix, evidence, loader_id)
+
+
+def _main_hang(run: RunData, record: dict[str, Any]) -> Finding | None:
+    main = next((p for p in record.get("processes") or [] if p.get("role") == "main"), None)
+    if main is None:
+        return None
+    loop = record.get("loop") or {}
+    loader_id = loop.get("loader_id")
+    slot = main.get("inflight") or {}
+    fetching = slot.get("phase") in BUSY_PHASES
+    cause = classify(main, None, None) if fetching else main_wait_cause(main)
+    thread, where = _where(main)
+    state = loop.get("state")
+    doing = (
+        "creating the loader's iterator (starting workers)" if state == "creating-iterator" else "waiting for a batch"
+    )
+    title = f"The training process (pid {main.get('pid')}) is stuck {doing} of loader {loader_id}"
+    if fetching:
+        title += f", in {slot.get('phase')} of index {slot.get('index')}"
+    title += f": {cause.cause}"
+    workers = [p for p in record.get("processes") or [] if p.get("role") == "worker"]
+    idle = [p for p in workers if (p.get("inflight") or {}).get("phase") not in BUSY_PHASES]
+    if workers:
+        context = f"No batch for {record.get('waited_s', 0):.0f}s while {len(idle)} of {len(workers)} workers are idle."
+    else:
+        context = f"No batch for {record.get('waited_s', 0):.0f}s; the loader has no workers, so the training "
+        context += "process fetches and collates the samples itself."
+    detail = (
+        f"{context} The training process is {cause.summary}"
+        + (f", at {where}" if where else "")
+        + "."
+        + _stack_note(record, main)
+    )
+    if record.get("on_hang") == "stop":
+        detail += " dlprobe stopped the run (--on-hang stop)."
+    return Finding("main-hang", "error", title, detail, cause.fix, _evidence(record, main, cause, thread), loader_id)
+
+
+def _recovered(run: RunData, record: dict[str, Any]) -> bool:
+    """A batch of the same loader arrived after the dump: it was a stall, not a hang (--on-hang wait)."""
+    loader_id = (record.get("loop") or {}).get("loader_id")
+    return any(
+        e.get("ev") == "batches" and e.get("loader") == loader_id and e.get("t", 0) > record["t"] for e in run.events
+    )
+
+
+def find_hangs(run: RunData) -> list[Finding]:
+    findings = []
+    for record in run.hangs:
+        loop = record.get("loop") or {}
+        stuck = _stuck_workers(record, loop.get("loader_id"))
+        finding = _worker_hang(run, record, stuck) if stuck else _main_hang(run, record)
+        if finding is None:
+            continue
+        if _recovered(run, record):
+            finding.severity = "warning"
+            finding.title = f"(recovered later) {finding.title}"
+            finding.detail += " Batches arrived again later, so this was a long stall rather than a hang."
+        findings.append(finding)
+    return findings

@@ -1,0 +1,176 @@
+"""The in-flight slot: a fixed binary layout each process keeps in inflight/<pid>.bin, and its reader.
+
+A worker (or the training process) writes which dataset indices it is fetching into a small memory-mapped
+file; the supervisor reads the file whenever it needs to, even after the writer died. Writes go through a
+sequence counter (odd while an update is in progress) so a reader never uses a half-written record.
+This module is shared by both sides, so it imports neither torch nor anything heavy.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+INFLIGHT_DIR = "inflight"
+STACKS_DIR = "stacks"  # stack dumps: py-spy JSON and the targets' own faulthandler output
+# Every process of the target appends here when signalled; the supervisor signals one process at a time.
+FAULTHANDLER_FILE = "faulthandler.txt"
+MAGIC = b"DLPI"
+VERSION = 1
+SLOT_SIZE = 4096  # one page
+MAX_INDICES = 256  # indices kept per batch; bigger batches keep the first ones plus the sample in flight
+MAX_FAILED_INDICES = 64
+NOT_AN_INT = -(2**63)  # an index that is not an int (a custom sampler's key) is stored as this
+
+ROLE_MAIN, ROLE_WORKER = 1, 2
+ROLES = {ROLE_MAIN: "main", ROLE_WORKER: "worker"}
+
+# Fetch phases (what the process does with the batch it holds).
+IDLE, INIT, GETITEM, COLLATE, DONE, ENDED = 0, 1, 2, 3, 4, 5
+PHASES = {IDLE: "idle", INIT: "worker_init_fn", GETITEM: "getitem", COLLATE: "collate", DONE: "done", ENDED: "ended"}
+
+# How the indices are to be read.
+KIND_MAP, KIND_GETITEMS, KIND_ITERABLE, KIND_UNBATCHED = 0, 1, 2, 3
+KINDS = {KIND_MAP: "map", KIND_GETITEMS: "getitems", KIND_ITERABLE: "iterable", KIND_UNBATCHED: "unbatched"}
+
+# The training loop's own state (main process only).
+OUTSIDE, CREATING_ITERATOR, WAITING = 0, 1, 2
+LOOP_STATES = {OUTSIDE: "outside", CREATING_ITERATOR: "creating-iterator", WAITING: "waiting-for-batch"}
+
+HEADER = struct.Struct("<4sHHiiii")  # magic, version, role, pid, loader, worker, faulthandler signal
+SEQ = struct.Struct("<Q")
+FETCH = struct.Struct("<IIqdiidq")  # phase, kind, fetches, t_fetch, n, pos, t_sample, current index
+SAMPLE = struct.Struct("<idq")  # pos, t_sample, current index: the one store made per sample
+FAILED = struct.Struct("<IIqdiiq")  # phase, kind, fetch number, t_fetch, pos, n, current index
+LOOP = struct.Struct("<Iiiqdq")  # state, loader, awaited worker, awaited task, since, batches received
+
+OFF_HEADER = 0
+OFF_SEQ = 24
+OFF_FETCH = 32
+OFF_BATCH_LEN = OFF_FETCH + 24
+OFF_SAMPLE = OFF_FETCH + 28
+OFF_FAILED = OFF_FETCH + FETCH.size  # 80
+OFF_LOOP = OFF_FAILED + FAILED.size  # 120
+OFF_INDICES = 160
+OFF_FAILED_INDICES = OFF_INDICES + 8 * MAX_INDICES
+INDICES = struct.Struct(f"<{MAX_INDICES}q")
+FAILED_INDICES = struct.Struct(f"<{MAX_FAILED_INDICES}q")
+assert OFF_LOOP + LOOP.size <= OFF_INDICES
+assert OFF_FAILED_INDICES + FAILED_INDICES.size <= SLOT_SIZE
+
+
+def slot_path(run_dir: str | Path, pid: int) -> Path:
+    return Path(run_dir) / INFLIGHT_DIR / f"{pid}.bin"
+
+
+def _index_list(values: tuple[int, ...], n: int, kind: int, first: int) -> list[int | None]:
+    """The batch's indices as far as they were stored (None for an index that is not an int)."""
+    if kind == KIND_ITERABLE:
+        return list(range(first, first + n)) if first != NOT_AN_INT else []
+    return [None if v == NOT_AN_INT else v for v in values[: min(n, len(values))]]
+
+
+def decode(buf: bytes) -> dict[str, Any] | None:
+    """A slot's bytes as plain data; None when it is not a slot."""
+    if len(buf) < SLOT_SIZE or buf[:4] != MAGIC:
+        return None
+    _, version, role, pid, loader, worker, fh_signal = HEADER.unpack_from(buf, OFF_HEADER)
+    if version != VERSION:
+        return None
+    phase, kind, fetches, t_fetch, n, pos, t_sample, current = FETCH.unpack_from(buf, OFF_FETCH)
+    indices = INDICES.unpack_from(buf, OFF_INDICES)
+    f_phase, f_kind, f_fetch, f_t, f_pos, f_n, f_current = FAILED.unpack_from(buf, OFF_FAILED)
+    f_indices = FAILED_INDICES.unpack_from(buf, OFF_FAILED_INDICES)
+    l_state, l_loader, l_worker, l_task, l_since, l_batches = LOOP.unpack_from(buf, OFF_LOOP)
+    slot: dict[str, Any] = {
+        "pid": pid,
+        "role": ROLES.get(role, "?"),
+        "loader_id": loader if loader >= 0 else None,
+        "worker_id": worker if worker >= 0 else None,
+        "faulthandler_signal": fh_signal or None,
+        "seq": SEQ.unpack_from(buf, OFF_SEQ)[0],
+        "phase": PHASES.get(phase, "?"),
+        "kind": KINDS.get(kind, "?"),
+        "fetches": fetches,
+        "t_fetch": t_fetch or None,
+        "t_sample": t_sample or None,
+        "pos": pos if pos >= 0 and fetches else None,
+        "batch_len": n,
+        "index": None if current == NOT_AN_INT or fetches == 0 else current,
+        "indices": _index_list(indices, n, kind, indices[0]) if fetches else [],
+        "failed": None,
+        "loop": None,
+    }
+    if f_fetch:
+        slot["failed"] = {
+            "phase": PHASES.get(f_phase, "?"),
+            "kind": KINDS.get(f_kind, "?"),
+            "fetch": f_fetch,
+            "t_fetch": f_t,
+            "pos": f_pos if f_pos >= 0 else None,
+            "batch_len": f_n,
+            "index": None if f_current == NOT_AN_INT else f_current,
+            "indices": _index_list(f_indices, f_n, f_kind, f_indices[0]),
+        }
+    if role == ROLE_MAIN:
+        slot["loop"] = {
+            "state": LOOP_STATES.get(l_state, "?"),
+            "loader_id": l_loader if l_loader >= 0 else None,
+            "awaited_worker": l_worker if l_worker >= 0 else None,
+            "awaited_task": l_task if l_task >= 0 else None,
+            "since": l_since or None,
+            "batches": l_batches,
+        }
+    return slot
+
+
+def read_slot(path: Path, retries: int = 50) -> dict[str, Any] | None:
+    """A consistent snapshot of a slot: the sequence counter is even and unchanged around the read.
+
+    If the writer keeps it odd (it died in the middle of an update) or never lets a read through, the last
+    read is returned with "torn": True.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        buf, torn = b"", True
+        for attempt in range(retries):
+            before = os.pread(fd, SEQ.size, OFF_SEQ)
+            buf = os.pread(fd, SLOT_SIZE, 0)
+            after = os.pread(fd, SEQ.size, OFF_SEQ)
+            if len(before) < SEQ.size:
+                break
+            if before == after and SEQ.unpack(before)[0] % 2 == 0:
+                torn = False
+                break
+            if attempt >= 10:
+                time.sleep(0.0005)  # let a busy writer finish its update
+        slot = decode(buf)
+        if slot is not None:
+            slot["torn"] = torn
+        return slot
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_all(run_dir: Path) -> dict[int, dict[str, Any]]:
+    """Every slot in a run directory, by pid."""
+    slots: dict[int, dict[str, Any]] = {}
+    folder = Path(run_dir) / INFLIGHT_DIR
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return slots
+    for name in names:
+        if name.endswith(".bin") and name[:-4].isdigit():
+            slot = read_slot(folder / name)
+            if slot is not None:
+                slots[int(name[:-4])] = slot
+    return slots

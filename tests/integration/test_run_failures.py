@@ -1,0 +1,251 @@
+"""`dlprobe run` on workers that hang, crash, get OOM-killed, run out of /dev/shm or raise, all on index 13
+of tests/scripts/faulty_worker.py: each run must name the code, the cause, the worker and the index, and
+leave no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from dlprobe.inflight_format import read_all
+from tests.conftest import SCRIPTS, run_dlprobe
+
+FAULTY = str(SCRIPTS / "faulty_worker.py")
+HANG_OPTIONS = ["--quiet", "--hang-timeout", "3", "--on-hang", "stop"]
+
+
+def _report(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "report.json").read_text())
+
+
+def _finding(report: dict[str, Any], code: str) -> dict[str, Any]:
+    found = [f for f in report["findings"] if f["code"] == code]
+    assert found, f"no {code} finding in {[f['code'] for f in report['findings']]}"
+    return found[0]
+
+
+def _assert_no_leftovers(report: dict[str, Any]) -> None:
+    """No process of the run is left: every pid the report knows is gone (or a reused pid running
+    something else)."""
+    deadline = time.monotonic() + 5
+    while True:
+        alive = []
+        for proc in report["processes"]:
+            try:
+                p = psutil.Process(proc["pid"])
+                if p.status() != psutil.STATUS_ZOMBIE and any("faulty_worker" in part for part in p.cmdline()):
+                    alive.append(proc["pid"])
+            except psutil.Error:
+                continue
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert alive == [], f"processes left behind: {alive}"
+
+
+def _probe_faulty(tmp_path: Path, mode: str, *args: str, options: list[str] | None = None, env=None):
+    run_dir = tmp_path / f"run-{mode}"
+    cmd = ["run", "--out", str(run_dir), *(options or ["--quiet"]), FAULTY, mode, *args]
+    return run_dlprobe(cmd, tmp_path, timeout=120, env=env), run_dir
+
+
+def test_blocked_sample_is_a_worker_hang_with_the_users_frame(tmp_path):
+    proc, run_dir = _probe_faulty(tmp_path, "hang", options=HANG_OPTIONS)
+    assert proc.returncode == 143, proc.stderr  # dlprobe ended it with SIGTERM
+    report = _report(run_dir)
+    finding = _finding(report, "worker-hang")
+    ev = finding["evidence"]
+    assert ev["cause"] == "blocked-read" and ev["worker_id"] == 0
+    assert ev["index"] == 13 and ev["batch_indices"] == [12, 13] and ev["phase"] == "getitem"
+    assert "misbehave" in ev["stuck_frame"] and "faulty_worker.py" in ev["stuck_frame"]
+    assert ev["stack"][0] == ev["stuck_frame"]  # the user's frame comes first, before torch and stdlib
+    assert ev["fd_target"].startswith("pipe:")
+    assert ev["stack_tool"].startswith("py-spy")
+    assert "misbehave" in finding["title"]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["stopped_by"] and result["survivors"] == []
+    assert list((run_dir / "stacks").glob("hang1-*.json")), "py-spy output is kept in the run directory"
+    _assert_no_leftovers(report)
+
+
+def test_lock_held_at_fork_is_named(tmp_path):
+    proc, run_dir = _probe_faulty(tmp_path, "lock", options=HANG_OPTIONS)
+    assert proc.returncode == 143, proc.stderr
+    report = _report(run_dir)
+    ev = _finding(report, "worker-hang")["evidence"]
+    assert ev["cause"] == "fork-lock"
+    assert ev["index"] == 13 and ev["worker_id"] == 0
+    assert "misbehave" in ev["stuck_frame"] and "LOCK" in ev["stuck_frame"]
+    assert any("hold_lock_forever" in t for t in ev["threads_at_fork"])
+    _assert_no_leftovers(report)
+
+
+def test_when_ptrace_is_refused_the_targets_faulthandler_gives_the_stack(tmp_path):
+    refusing = tmp_path / "py-spy"  # stands in for py-spy in a container without SYS_PTRACE
+    refusing.write_text('#!/bin/sh\necho "Error: Failed to attach: Operation not permitted (os error 1)" >&2\nexit 1\n')
+    refusing.chmod(0o755)
+    proc, run_dir = _probe_faulty(tmp_path, "hang", options=HANG_OPTIONS, env={"DLPROBE_PY_SPY": str(refusing)})
+    assert proc.returncode == 143, proc.stderr
+    report = _report(run_dir)
+    finding = _finding(report, "worker-hang")
+    assert finding["evidence"]["stack_tool"] == "faulthandler"
+    assert "misbehave" in finding["evidence"]["stuck_frame"]
+    assert finding["evidence"]["index"] == 13
+    assert "--cap-add SYS_PTRACE" in finding["detail"] and "ptrace_scope" in finding["detail"]
+    _assert_no_leftovers(report)
+
+
+def test_hang_without_workers_is_a_main_hang_on_the_index(tmp_path):
+    proc, run_dir = _probe_faulty(tmp_path, "hang", "0", options=HANG_OPTIONS)
+    assert proc.returncode == 143, proc.stderr
+    report = _report(run_dir)
+    ev = _finding(report, "main-hang")["evidence"]
+    assert ev["index"] == 13 and ev["cause"] == "blocked-read" and "misbehave" in ev["stuck_frame"]
+    assert report["findings"][0]["code"] == "main-hang"
+    _assert_no_leftovers(report)
+
+
+def test_segfault_on_a_sample_is_a_killed_worker_with_the_index(tmp_path):
+    proc, run_dir = _probe_faulty(tmp_path, "segfault")
+    assert proc.returncode == 1
+    assert "Segmentation fault" in proc.stderr  # the script's own error still comes through
+    report = _report(run_dir)
+    finding = _finding(report, "worker-killed")
+    ev = finding["evidence"]
+    assert ev["cause"] == "segfault" and ev["signal"] == "Segmentation fault"
+    assert ev["worker_id"] == 0 and ev["index"] == 13 and ev["batch_indices"] == [12, 13]
+    assert ev["last_rss_bytes"] > 0
+    assert report["findings"][0]["code"] == "worker-killed"  # before the generic script-error
+    _assert_no_leftovers(report)
+
+
+def test_exception_on_a_sample_is_a_bad_sample_with_the_index(tmp_path):
+    proc, run_dir = _probe_faulty(tmp_path, "exception")
+    assert proc.returncode == 1
+    report = _report(run_dir)
+    finding = _finding(report, "bad-sample")
+    ev = finding["evidence"]
+    assert ev["worker_id"] == 0 and ev["index"] == 13 and ev["position_in_batch"] == 1
+    assert ev["exception"] == "ValueError"
+    assert ev["error"] == "ValueError: corrupt record at index 13"
+    assert ev["raised_in"].startswith("misbehave (faulty_worker.py:")
+    _assert_no_leftovers(report)
+
+
+def _memory_cgroup(name: str, limit: int) -> Path | None:
+    root = Path("/sys/fs/cgroup/memory")
+    if not (root / "memory.limit_in_bytes").exists() or os.geteuid() != 0:
+        return None
+    group = root / name
+    try:
+        group.mkdir()
+        (group / "memory.limit_in_bytes").write_text(str(limit))
+    except OSError:
+        if group.exists():
+            group.rmdir()
+        return None
+    return group
+
+
+def test_real_oom_kill_in_a_memory_cgroup_is_named_oom(tmp_path):
+    group = _memory_cgroup(f"dlprobe-test-oom-{os.getpid()}", 600 * 1024 * 1024)
+    if group is None:
+        pytest.skip("needs root and a cgroup v1 memory controller to make a memory cgroup")
+    run_dir = tmp_path / "run"
+    try:
+        command = (
+            f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -m dlprobe run --quiet --out {run_dir} "
+            f"{FAULTY} oom"
+        )
+        proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    finally:
+        for _ in range(50):  # the processes have exited once the cgroup is empty; then it can go
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+    assert proc.returncode == 1, proc.stderr
+    report = _report(run_dir)
+    ev = _finding(report, "worker-killed")["evidence"]
+    assert ev["cause"] == "oom" and ev["signal"] == "Killed"
+    assert ev["worker_id"] == 0 and ev["index"] == 13
+    assert ev.get("cgroup_oom_kills", 0) >= 1 or "kernel_log" in ev
+    _assert_no_leftovers(report)
+
+
+def _can_unshare() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe_cmd = ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1M tmpfs /dev/shm"]
+    return subprocess.run(probe_cmd, capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _can_unshare(), reason="needs root (or user namespaces) to mount a small /dev/shm")
+def test_too_small_dev_shm_is_shm_exhausted(tmp_path):
+    run_dir = tmp_path / "run"
+    command = (
+        "mount -t tmpfs -o size=8M tmpfs /dev/shm && "
+        f"exec {sys.executable} -m dlprobe run --quiet --out {run_dir} {FAULTY} shm"
+    )
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    report = _report(run_dir)
+    finding = _finding(report, "shm-exhausted")
+    ev = finding["evidence"]
+    assert ev["shm_total_bytes"] == 8 * 1024 * 1024
+    assert ev["worker_id"] in (0, 1) and 13 in ev["batch_indices"] and ev["phase"] == "collate"
+    assert "--shm-size" in finding["fix"] and "--ipc=host" in finding["fix"]
+    assert (run_dir / "stderr.log").read_bytes().count(b"unable to allocate shared memory") >= 1
+    _assert_no_leftovers(report)
+
+
+def test_probe_keeps_batches_seeds_and_worker_init_fn_under_spawn(tmp_path):
+    script = str(SCRIPTS / "worker_init_loader.py")
+    plain = subprocess.run([sys.executable, script, "spawn"], capture_output=True, text=True, timeout=120)
+    run_dir = tmp_path / "run"
+    probed = run_dlprobe(["run", "--quiet", "--out", str(run_dir), script, "spawn"], tmp_path, timeout=120)
+    assert plain.returncode == 0 and probed.returncode == 0, probed.stderr
+    assert probed.stdout == plain.stdout  # same batches, same worker ids and random numbers, fn restored
+    slots = [s for s in read_all(run_dir).values() if s["role"] == "worker"]
+    assert sorted((s["loader_id"], s["worker_id"]) for s in slots) == [(0, 0), (1, 0), (1, 1)]
+    # map-style: the last batch each worker fetched, as printed by the script; iterable: stream positions
+    printed = {tuple(row[0] for row in json.loads(line.split(" ", 1)[1])) for line in plain.stdout.splitlines()
+               if line.startswith("map [")}  # fmt: skip
+    for slot in slots:
+        assert slot["phase"] == "done"
+        if slot["kind"] == "map":
+            assert slot["fetches"] == 6 and tuple(slot["indices"]) in printed
+        else:
+            assert slot["fetches"] == 3 and slot["kind"] == "iterable" and slot["indices"] == [8, 9]
+
+
+def test_bad_hang_options_are_usage_errors(tmp_path):
+    proc = run_dlprobe(["run", "--hang-timeout", "-1", FAULTY, "ok"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --hang-timeout")
+    proc = run_dlprobe(["run", "--on-hang", "later", FAULTY, "ok"], tmp_path)
+    assert proc.returncode == 2 and "--on-hang must be one of wait, stop" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_on_hang_wait_keeps_the_run_and_a_recovered_stall_is_a_warning(tmp_path):
+    run_dir = tmp_path / "run"
+    options = ["--hang-timeout", "2", "--on-hang", "wait"]
+    proc = run_dlprobe(["run", "--out", str(run_dir), *options, str(SCRIPTS / "slow_sample.py"), "5"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "done: 32 samples\n"
+    assert "still waiting (--on-hang wait" in proc.stderr
+    report = _report(run_dir)
+    finding = _finding(report, "worker-hang")
+    assert finding["severity"] == "warning" and finding["title"].startswith("(recovered later)")
+    assert finding["evidence"]["cause"] == "sleep" and finding["evidence"]["index"] == 13
+    assert "__getitem__" in finding["evidence"]["stuck_frame"]

@@ -1,0 +1,183 @@
+"""worker-hang, main-hang, worker-killed, bad-sample and shm-exhausted from fake runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlprobe.analysis import analyze
+from dlprobe.analysis.death_findings import find_worker_deaths
+from dlprobe.analysis.hang_findings import find_hangs
+from dlprobe.model import SystemSeries
+from tests.unit import fakes
+from tests.unit.test_stack_causes import native, py, worker
+
+MiB = 1024 * 1024
+
+
+def slot(pid: int, wid: int | None, phase: str, indices: list[int], index: int, t: float = 100.0, **kw) -> dict:
+    role = "worker" if wid is not None else "main"
+    base = {"pid": pid, "role": role, "loader_id": 0 if wid is not None else None, "worker_id": wid,
+            "phase": phase, "kind": "map", "indices": indices, "index": index, "pos": indices.index(index),
+            "t_fetch": t, "t_sample": t, "fetches": 7, "failed": None}  # fmt: skip
+    return {**base, **kw}
+
+
+def hang_record(processes: list[dict[str, Any]], awaited: int | None = 0, t: float = 110.0) -> dict[str, Any]:
+    loop = {"state": "waiting-for-batch", "loader_id": 0, "awaited_worker": awaited, "awaited_task": 6, "since": 104.0}
+    return {"number": 1, "t": t, "waited_s": t - 104.0, "loop": loop, "processes": processes, "on_hang": "stop"}
+
+
+def stuck_worker() -> dict[str, Any]:
+    proc = worker([native("read"), py("misbehave", "os.read(r, 1)")], wchan="anon_pipe_read", syscall="read",
+                  fd_target="pipe:[9]")  # fmt: skip
+    return {**proc, "pid": 11, "role": "worker", "loader_id": 0, "worker_id": 0, "stack_tool": "py-spy-native",
+            "inflight": slot(11, 0, "getitem", [12, 13], 13)}  # fmt: skip
+
+
+def idle_worker(pid: int = 12, wid: int = 1) -> dict[str, Any]:
+    proc = worker([py("select", user=False)], wchan="poll_schedule_timeout", syscall="poll")
+    return {**proc, "pid": pid, "role": "worker", "loader_id": 0, "worker_id": wid,
+            "inflight": slot(pid, wid, "done", [18, 19], 19)}  # fmt: skip
+
+
+def main_proc(phase: str = "idle") -> dict[str, Any]:
+    frames = [py("_try_get_data", user=False), py("<module>", "for batch in loader:")]
+    return {"pid": 10, "role": "main", "state": "S", "wchan": "poll_schedule_timeout", "syscall": "poll",
+            "cpu_share": 0.0, "stack": [{"name": "MainThread", "frames": frames}],
+            "inflight": slot(10, None, phase, [12, 13], 13)}  # fmt: skip
+
+
+def test_worker_holding_the_awaited_batch_is_the_hang_with_its_frame_first():
+    run = fakes.run([fakes.loader()], [])
+    run.hangs = [hang_record([main_proc(), stuck_worker(), idle_worker()])]
+    [finding] = find_hangs(run)
+    ev = finding.evidence
+    assert finding.code == "worker-hang" and finding.severity == "error"
+    assert (ev["worker_id"], ev["index"], ev["cause"]) == (0, 13, "blocked-read")
+    assert ev["stuck_frame"].startswith("misbehave (train.py:10)")
+    assert ev["stack"][0] == ev["stuck_frame"] and ev["stack"][-1].startswith("_worker_loop")
+    assert "<module>" not in " ".join(ev["user_frames"])  # the parent's frames at fork are not the worker's
+    assert "stopped the run" in finding.detail
+
+
+def test_idle_workers_make_it_a_main_hang():
+    run = fakes.run([fakes.loader()], [])
+    run.hangs = [hang_record([main_proc(), idle_worker(11, 0), idle_worker()])]
+    [finding] = find_hangs(run)
+    assert finding.code == "main-hang" and finding.evidence["cause"] == "queue-wait"
+    assert "2 of 2 workers are idle" in finding.detail
+
+
+def test_a_stall_that_recovers_is_a_warning():
+    run = fakes.run([fakes.loader()], [], events=[{"ev": "batches", "loader": 0, "t": 120.0, "waits": [16.0]}])
+    run.hangs = [hang_record([main_proc(), stuck_worker()])]
+    [finding] = find_hangs(run)
+    assert finding.severity == "warning" and finding.title.startswith("(recovered later)")
+
+
+def test_faulthandler_fallback_names_the_permission_fix():
+    proc = {**stuck_worker(), "stack_tool": "faulthandler"}
+    record = hang_record([main_proc(), proc])
+    record["stack_problem"] = {"kind": "permission", "advice": "add --cap-add SYS_PTRACE"}
+    run = fakes.run([fakes.loader()], [])
+    run.hangs = [record]
+    [finding] = find_hangs(run)
+    assert "faulthandler" in finding.detail and "SYS_PTRACE" in finding.detail
+
+
+def _error(message: str, cause: str | None = None) -> dict[str, Any]:
+    return {"t": 105.0, "loader": 0, "epoch": 0, "type": "RuntimeError", "message": message, "cause": cause}
+
+
+def _dead_run(error: dict[str, Any], system: SystemSeries | None = None, kernel: dict | None = None):
+    lo = fakes.loader(batch_bytes=12 * MiB)
+    lo.errors = [error]
+    events = [{"ev": "epoch", "loader": 0, "epoch": 0, "t": 101.0, "workers": [{"worker_id": 0, "pid": 11}]}]
+    proc = fakes.worker(11, 0, fakes.series([10 * MiB, 300 * MiB], [150 * MiB, 440 * MiB]))
+    run = fakes.run([lo], [proc], system=system, events=events)
+    run.inflight = {11: slot(11, 0, "getitem", [12, 13], 13)}
+    run.kernel = kernel or {}
+    return run
+
+
+KILLED = "DataLoader worker (pid(s) 11) exited unexpectedly"
+
+
+def test_sigkill_with_an_oom_count_is_oom_and_without_evidence_unknown():
+    system = SystemSeries(cgroup_oom_kills=[0, 0, 1], cgroup_usage=[1, 2, 3], cgroup_limit=600 * MiB)
+    run = _dead_run(_error(KILLED, "RuntimeError: DataLoader worker (pid 11) is killed by signal: Killed. "), system)
+    [finding] = find_worker_deaths(run)
+    ev = finding.evidence
+    assert (finding.code, ev["cause"], ev["worker_id"], ev["index"]) == ("worker-killed", "oom", 0, 13)
+    assert ev["cgroup_oom_kills"] == 1 and ev["last_rss_bytes"] == 440 * MiB and ev["peak_uss_bytes"] == 300 * MiB
+    kernel = {"kills": [{"pid": 11, "line": "Memory cgroup out of memory: Killed process 11 (pt_data_worker)"}]}
+    run = _dead_run(_error(KILLED, "RuntimeError: DataLoader worker (pid 11) is killed by signal: Killed. "),
+                    kernel=kernel)  # fmt: skip
+    assert find_worker_deaths(run)[0].evidence["kernel_log"].startswith("Memory cgroup")
+    run = _dead_run(_error(KILLED, "RuntimeError: DataLoader worker (pid 11) is killed by signal: Killed. "))
+    assert find_worker_deaths(run)[0].evidence["cause"] == "unknown"
+
+
+def test_bus_error_is_a_killed_worker_and_shm_exhausted():
+    cause = (
+        "RuntimeError: DataLoader worker (pid 11) is killed by signal: Bus error. It is possible that "
+        "dataloader's workers are out of shared memory. Please try to raise your shared memory limit."
+    )
+    system = SystemSeries(shm_used=[0, 60 * MiB], shm_total=64 * MiB)
+    codes = {f.code: f for f in find_worker_deaths(_dead_run(_error(KILLED, cause), system))}
+    assert codes["worker-killed"].evidence["cause"] == "shm"
+    shm = codes["shm-exhausted"].evidence
+    assert shm["shm_total_bytes"] == 64 * MiB and shm["in_flight_estimate_bytes"] == 2 * 2 * 12 * MiB
+    assert "--shm-size" in codes["shm-exhausted"].fix
+
+
+def test_segfault_abort_and_exit_codes():
+    for how, cause in (("Segmentation fault", "segfault"), ("Aborted", "abort")):
+        text = f"RuntimeError: DataLoader worker (pid 11) is killed by signal: {how}. "
+        [finding] = find_worker_deaths(_dead_run(_error(KILLED, text)))
+        assert finding.evidence["cause"] == cause and "dataset[13]" in finding.fix
+    text = ("RuntimeError: DataLoader worker (pid 11) exited unexpectedly with exit code 3. Details are lost due "
+            "to multiprocessing. Rerunning with num_workers=0 may give better error trace.")  # fmt: skip
+    [finding] = find_worker_deaths(_dead_run(_error(KILLED, text)))
+    assert finding.evidence["cause"] == "exit" and finding.evidence["exit_code"] == 3
+
+
+def test_death_raised_outside_next_comes_from_the_script_error():
+    run = _dead_run(_error(KILLED))
+    run.loaders[0].errors = []
+    run.events.append({"ev": "script_error", "type": "RuntimeError",
+                       "message": "DataLoader worker (pid 11) is killed by signal: Segmentation fault. "})  # fmt: skip
+    findings = analyze(run)
+    assert [f.code for f in findings][:2] == ["worker-killed", "script-error"]
+
+
+CAUGHT = """Caught ValueError in DataLoader worker process 0.
+Original Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/worker.py", line 374, in _worker_loop
+    data = fetcher.fetch(index)
+  File "/home/u/train.py", line 67, in misbehave
+    raise ValueError(f"corrupt record at index {FAULT_INDEX}")
+ValueError: corrupt record at index 13
+"""
+
+
+def test_exception_is_a_bad_sample_from_the_first_failed_fetch():
+    run = _dead_run({**_error(CAUGHT), "type": "ValueError"})
+    failed = {"phase": "getitem", "kind": "map", "fetch": 4, "pos": 1, "index": 13, "indices": [12, 13]}
+    run.inflight = {11: slot(11, 0, "done", [16, 17], 17, failed=failed)}  # the worker went on afterwards
+    [finding] = find_worker_deaths(run)
+    ev = finding.evidence
+    assert finding.code == "bad-sample" and (ev["index"], ev["worker_id"], ev["exception"]) == (13, 0, "ValueError")
+    assert ev["error"] == "ValueError: corrupt record at index 13" and ev["raised_in"] == "misbehave (train.py:67)"
+
+
+def test_shm_allocation_error_in_collate_is_shm_exhausted_without_an_index():
+    message = CAUGHT.replace("ValueError", "RuntimeError").replace(
+        "RuntimeError: corrupt record at index 13",
+        "RuntimeError: unable to allocate shared memory(shm) for file </torch_1_2_0>: No space left on device (28)",
+    )
+    run = _dead_run(_error(message), SystemSeries(shm_used=[0], shm_total=8 * MiB))
+    run.inflight = {11: slot(11, 0, "collate", list(range(16)), 15)}
+    [finding] = find_worker_deaths(run)
+    assert finding.code == "shm-exhausted" and finding.evidence["index"] is None
+    assert 13 in finding.evidence["batch_indices"] and "8.0 MiB" in finding.title

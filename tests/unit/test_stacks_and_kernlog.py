@@ -1,0 +1,109 @@
+"""Parsing py-spy JSON and faulthandler text into one frame model; OOM lines from the kernel log."""
+
+from __future__ import annotations
+
+import os
+
+from dlprobe import kernlog
+from dlprobe.hang import stacks
+
+USER_FILE = "/home/u/project/train.py"
+TORCH_FILE = "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/fetch.py"
+
+PY_SPY = [
+    {
+        "thread_name": "MainThread",
+        "os_thread_id": 7,
+        "active": False,
+        "frames": [
+            {"name": "read", "filename": "/usr/lib/libc.so.6", "module": "/usr/lib/libc.so.6", "line": 0},
+            {"name": "Dataset.misbehave", "filename": USER_FILE, "module": None, "line": 54},
+            {"name": "_MapDatasetFetcher.fetch", "filename": TORCH_FILE, "module": None, "line": 52},
+        ],
+    }
+]
+
+FAULTHANDLER = f"""Thread 0x00007f1 (most recent call first):
+  File "/lib/python3.11/threading.py", line 327 in wait
+
+Current thread 0x00007f0 (most recent call first):
+  File "{USER_FILE}", line 54 in misbehave
+  File "{TORCH_FILE}", line 52 in fetch
+"""
+
+
+def test_py_spy_json_marks_native_and_user_frames():
+    [thread] = stacks.parse_py_spy(PY_SPY)
+    frames = thread["frames"]
+    assert [f["native"] for f in frames] == [True, False, False]
+    assert [f["user"] for f in frames] == [False, True, False]
+    assert thread["name"] == "MainThread" and frames[1]["line"] == 54
+
+
+def test_faulthandler_text_gives_the_same_model():
+    threads = stacks.parse_faulthandler(FAULTHANDLER)
+    assert [t["name"] for t in threads] == [None, "current"]
+    assert [(f["name"], f["line"], f["user"]) for f in threads[1]["frames"]] == [
+        ("misbehave", 54, True),
+        ("fetch", 52, False),
+    ]
+
+
+def test_source_lines_are_attached_where_the_file_is_readable(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("a = 1\nwith LOCK:\n    pass\n")
+    [thread] = stacks.parse_faulthandler(
+        f'Current thread 0x1 (most recent call first):\n  File "{script}", line 2 in f\n'
+    )
+    assert thread["frames"][0]["code"] == "with LOCK:"
+
+
+def test_stdlib_and_dlprobe_are_not_user_code():
+    assert not stacks.is_user_file(os.__file__)
+    assert not stacks.is_user_file(stacks.__file__)
+    assert not stacks.is_user_file("<frozen runpy>")
+    assert stacks.is_user_file(USER_FILE)
+
+
+def test_py_spy_override_that_does_not_exist_disables_it(monkeypatch):
+    monkeypatch.setenv(stacks.PY_SPY_ENV, "/nonexistent/py-spy")
+    assert stacks.find_py_spy() is None
+
+
+RECORDS = [
+    (5.0, "Memory cgroup out of memory: Killed process 11 (pt_data_worker) total-vm:1240288kB, "
+          "anon-rss:565068kB, file-rss:21788kB, shmem-rss:0kB, UID:0 pgtables:1396kB oom_score_adj:0"),
+    (6.0, "Out of memory: Killed process 99 (python) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB"),
+    (1.0, "Memory cgroup out of memory: Killed process 12 (pt_data_worker) anon-rss:1kB"),
+]  # fmt: skip
+
+
+def test_oom_kills_for_our_pids_after_the_start():
+    found = kernlog.oom_kills({11, 12}, after_s=2.0, records=RECORDS)
+    assert found["readable"] is True
+    [kill] = found["kills"]
+    assert kill["pid"] == 11 and kill["cgroup"] is True and kill["anon_rss_bytes"] == 565068 * 1024
+
+
+def test_unreadable_kernel_log_is_said_so(tmp_path):
+    assert kernlog.read_records(str(tmp_path / "no-kmsg")) is None
+
+
+def _fake_py_spy(tmp_path, body: str) -> str:
+    exe = tmp_path / "py-spy"
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_ptrace_refusal_is_reported_as_a_permission_problem(tmp_path):
+    exe = _fake_py_spy(tmp_path, 'echo "Error: Failed to attach: Operation not permitted (os error 1)" >&2\nexit 1\n')
+    result = stacks.py_spy_dump(exe, os.getpid())
+    assert result.permission_denied and "Operation not permitted" in result.error and not result.threads
+
+
+def test_native_unwinding_failure_falls_back_to_python_frames(tmp_path):
+    thread = '[{"thread_name": "MainThread", "frames": []}]'
+    body = f'case "$*" in *--native*) echo "native unwinding failed" >&2; exit 1;; esac\necho \'{thread}\'\n'
+    result = stacks.py_spy_dump(_fake_py_spy(tmp_path, body), os.getpid())
+    assert result.tool == "py-spy" and result.threads[0]["name"] == "MainThread"
