@@ -13,7 +13,7 @@ from dlprobe.check.config import CheckConfig, load_config
 from dlprobe.check.limits import RunWatch, Stop
 from dlprobe.check.rules import RuleResult, evaluate, failed, script_failed
 from dlprobe.errors import DlprobeError
-from dlprobe.rundir import EVENTS_FILE, read_jsonl, write_json
+from dlprobe.rundir import EVENTS_FILE, RESULT_FILE, read_json, read_jsonl, write_json
 from dlprobe.target.run_limits import STOP_EVENT
 
 CHECK_FILE = "check.json"
@@ -56,6 +56,15 @@ def _stop_from_events(run_dir: Path) -> Stop | None:
     return None
 
 
+def _hang_stop(run_dir: Path, hang_timeout: float | None) -> Stop | None:
+    """The run's hang guard ended the run (--on-hang stop): a failed hang rule."""
+    result_file = run_dir / RESULT_FILE
+    result = read_json(result_file) if result_file.exists() else {}
+    if not str(result.get("stopped_by", "")).startswith("dlprobe: --on-hang stop"):
+        return None
+    return Stop("hang", float(result.get("ended_at", 0.0)), hang_timeout)
+
+
 def _baseline_for(config: CheckConfig, update: bool) -> dict[str, Any] | None:
     if update and not config.baseline:
         raise DlprobeError(
@@ -82,12 +91,17 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
         raise DlprobeError(f"cannot write --junit {options.junit}: no such directory {junit_path.parent}",
                            hint="create the directory first, or pass a path in an existing one")  # fmt: skip
 
-    watch = RunWatch(config.max_batches, config.max_seconds, config.hang_timeout)
+    # Hangs are `dlprobe run`'s job (stacks, stuck worker, clean stop of the whole tree); the watch only
+    # enforces max_batches and max_seconds.
+    watch = RunWatch(config.max_batches, config.max_seconds)
     run_options = RunOptions(options.script, options.args, options.out, live=not options.quiet, env=watch.env(),
                              on_tick=watch.on_tick)  # fmt: skip
+    if config.hang_timeout is not None:
+        run_options.hang_timeout = config.hang_timeout
+        run_options.on_hang = "stop"
     outcome = run_script(run_options)
     report = write_outputs(outcome.run_dir, None if options.quiet else console)
-    stop = watch.stop or _stop_from_events(outcome.run_dir)
+    stop = watch.stop or _stop_from_events(outcome.run_dir) or _hang_stop(outcome.run_dir, config.hang_timeout)
     rows = evaluate(config, report, stop, baseline, config.baseline or "")
     code = exit_code_for(rows, report, stop)
 

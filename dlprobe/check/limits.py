@@ -1,4 +1,7 @@
-"""Bounds a checked run from the supervisor: the time limit, the hang timeout, and the stop that follows."""
+"""Bounds a checked run from the supervisor: the batch and time limits, and the stop that follows.
+
+Hangs are not handled here: `dlprobe run`'s hang guard (dlprobe/hang/) dumps the stacks and stops the tree.
+"""
 
 from __future__ import annotations
 
@@ -39,11 +42,9 @@ class Stop:
 class RunWatch:
     """Folds the target's events each supervisor tick; asks it to stop at a limit, then insists."""
 
-    def __init__(self, max_batches: int | None, max_seconds: float | None, hang_timeout: float | None) -> None:
+    def __init__(self, max_batches: int | None, max_seconds: float | None) -> None:
         self.max_batches = max_batches
         self.deadline = time.time() + max_seconds if max_seconds is not None else None
-        self.hang_timeout = hang_timeout
-        self.open_since: dict[int, float] = {}  # loader -> when its current epoch last showed progress
         self.stop: Stop | None = None
         self.escalate_at = 0.0
         self.sent: list[str] = []
@@ -59,12 +60,7 @@ class RunWatch:
 
     def _fold(self, events: list[dict[str, Any]]) -> None:
         for ev in events:
-            kind, lid = ev.get("ev"), ev.get("loader")
-            if kind in ("epoch", "batches") and isinstance(lid, int):
-                self.open_since[lid] = ev["t"]
-            elif kind in ("epoch_end", "loader_error", "iter_closed"):
-                self.open_since.pop(lid, None)  # type: ignore[arg-type]
-            elif kind == STOP_EVENT and self.stop is None:
+            if ev.get("ev") == STOP_EVENT and self.stop is None:
                 self._request(Stop(str(ev.get("reason")), ev["t"]), ev["t"] + HOOK_GRACE_S)
 
     def _request(self, stop: Stop, escalate_at: float) -> None:
@@ -73,12 +69,6 @@ class RunWatch:
 
     def on_tick(self, now: float, events: list[dict[str, Any]], child: subprocess.Popen[bytes]) -> None:
         self._fold(events)
-        if self.stop is None and self.hang_timeout is not None:
-            for lid, since in self.open_since.items():
-                if now - since > self.hang_timeout:
-                    # The loop is stuck in a batch wait; the hooks cannot act, so interrupt it at once.
-                    self._request(Stop("hang", now, now - since, lid), now)
-                    break
         if self.stop is None and self.deadline is not None and now >= self.deadline:
             self._request(Stop("max_seconds", now), now + HOOK_GRACE_S)
         if self.stop is not None and now >= self.escalate_at:
