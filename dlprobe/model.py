@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.rundir import EVENTS_FILE, META_FILE, RESULT_FILE, SAMPLES_FILE, read_json, read_jsonl
+from dlprobe.stackfile import StackProfile, load_stacks
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -108,6 +109,7 @@ class RunData:
     processes: list[ProcessRecord]
     system: SystemSeries
     events: list[dict[str, Any]]
+    stacks: StackProfile | None = None  # py-spy samples of the main process and workers (stacks.txt)
 
     @property
     def script_error(self) -> dict[str, Any] | None:
@@ -206,4 +208,4 @@ def load_run(path: Path) -> RunData:
             system.cgroup_usage.append(cg.get("usage"))
             if cg.get("limit"):
                 system.cgroup_limit = cg["limit"]
-    return RunData(path, meta, result, loaders, list(processes.values()), system, events)
+    return RunData(path, meta, result, loaders, list(processes.values()), system, events, load_stacks(path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import resource
@@ -17,6 +18,7 @@ from typing import IO, Any
 from rich.text import Text
 
 from dlprobe import __version__, procmem
+from dlprobe.cpus import cpu_facts
 from dlprobe.errors import DlprobeError
 from dlprobe.live import LiveView
 from dlprobe.rundir import (
@@ -31,6 +33,7 @@ from dlprobe.rundir import (
     write_json,
 )
 from dlprobe.sampler import TICK_S, Sampler
+from dlprobe.stack_recorder import StackRecorder
 from dlprobe.target.events import RUN_DIR_ENV
 from dlprobe.units import format_bytes
 
@@ -43,6 +46,8 @@ class RunOptions:
     args: list[str] = field(default_factory=list)
     out: str | None = None
     live: bool = True
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. the takeover variables for tune
+    time_limit_s: float | None = None  # kill the whole process tree after this long (tune's budget)
 
 
 @dataclass
@@ -67,17 +72,14 @@ def check_script(script: str) -> None:
 def machine_facts() -> dict[str, Any]:
     shm = procmem.shm_usage()
     mem = procmem.system_memory()
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 1
     return {
         "host": platform.node(),
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": usable,
+        # cpu_count, cpu_affinity, cpu_quota (cgroup, in cores) and usable_cores (the smallest of them)
+        **cpu_facts(),
         "mem_total": mem["total"],
+        "mem_available": mem["available"],
         "shm_total": shm["total"] if shm else None,
     }
 
@@ -168,6 +170,7 @@ def run_script(options: RunOptions) -> RunOutcome:
     env[RUN_DIR_ENV] = str(run_dir.resolve())
     # The script writes into pipes now; unbuffered keeps its output as timely as on a terminal.
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(options.extra_env)
     command = [sys.executable, "-m", "dlprobe.target.bootstrap", options.script, *options.args]
     (run_dir / EVENTS_FILE).touch()
     view = LiveView(options.live)
@@ -187,9 +190,12 @@ def run_script(options: RunOptions) -> RunOutcome:
     previous = {sig: signal.signal(sig, lambda s, _f: child.send_signal(s)) for sig in FORWARDED_SIGNALS}
     # Ctrl-C reaches the whole process group; the script decides what it means, we keep recording.
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    timed_out = False
+    stacks = StackRecorder(child.pid, run_dir)
     try:
-        _sample_until_exit(child, run_dir, view, started)
+        timed_out = _sample_until_exit(child, run_dir, view, started, stacks, options.time_limit_s)
     finally:
+        stacks.stop()
         for pump in pumps:
             pump.join(timeout=5)
         view.close()
@@ -206,6 +212,7 @@ def run_script(options: RunOptions) -> RunOutcome:
             "signal": signal.Signals(-returncode).name if returncode < 0 else None,
             "ended_at": time.time(),
             "supervisor": _own_cost(),
+            "time_limit_hit": timed_out,
         },
     )
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
@@ -218,18 +225,47 @@ def _own_cost() -> dict[str, float]:
     return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "max_rss_bytes": usage.ru_maxrss * 1024}
 
 
-def _sample_until_exit(child: subprocess.Popen[bytes], run_dir: Path, view: LiveView, started: float) -> None:
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a process and every descendant (workers included)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        victims = [*root.children(recursive=True), root]
+    except psutil.Error:
+        return
+    for proc in victims:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+
+
+def _sample_until_exit(
+    child: subprocess.Popen[bytes],
+    run_dir: Path,
+    view: LiveView,
+    started: float,
+    stacks: StackRecorder,
+    time_limit_s: float | None = None,
+) -> bool:
+    """Sample until the target exits; True when it was killed for running past time_limit_s."""
     cgroup_dir = procmem.cgroup_memory_dir(child.pid)
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
+    timed_out = False
     with (run_dir / SAMPLES_FILE).open("w") as samples:
         sampler = Sampler(child.pid, samples, cgroup_dir)
         while True:
             now = time.time()
-            progress.feed(events.read_new(), sampler)
+            new = events.read_new()
+            progress.feed(new, sampler)
+            if not stacks.started and any(ev.get("ev") == "loader" for ev in new):
+                stacks.start()  # from the first loader on; start-up is sampled inside the target
             sampler.tick(now)
             if view.enabled:
                 view.update(progress.status(now - started, sampler))
+            if time_limit_s is not None and now - started > time_limit_s and not timed_out:
+                timed_out = True
+                _kill_tree(child.pid)
             try:
                 child.wait(timeout=TICK_S)
                 break
@@ -238,3 +274,4 @@ def _sample_until_exit(child: subprocess.Popen[bytes], run_dir: Path, view: Live
         # One last look: workers can outlive the main process for a moment.
         progress.feed(events.read_new(), sampler)
         sampler.tick(time.time())
+    return timed_out

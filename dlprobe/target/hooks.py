@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -15,9 +16,11 @@ from types import ModuleType
 from typing import Any
 
 from dlprobe.procmem import read_smaps_rollup
+from dlprobe.target import runtime_state, startup_profile
 from dlprobe.target.batch_info import describe_batch
 from dlprobe.target.dataset_inspect import summarize_dataset
 from dlprobe.target.events import get_log
+from dlprobe.target.sample_hashes import DuplicateCounter
 
 DATALOADER_MODULE = "torch.utils.data.dataloader"
 # Commands that need the script's DataLoader but not its training (scan, tune) set these: when loader N is first
@@ -38,12 +41,15 @@ class LoaderProbe:
         self.last_flush = time.perf_counter()
         self.epoch_open = False
         self.described_batch = False
+        self.hash_samples = False  # IterableDatasets: count repeated samples (workers without sharding)
+        self.dupes: DuplicateCounter | None = None
 
     def begin_epoch(self, iterator: Any, new_iterator: bool, iter_s: float) -> None:
         self.flush()
         self.epoch += 1
         self.epoch_open = True
         self.described_batch = False
+        self.dupes = DuplicateCounter() if self.hash_samples else None
         workers = None
         if new_iterator and hasattr(iterator, "_workers"):
             # Read each new worker once right here: a forked worker starts copying pages at once, and the
@@ -60,6 +66,11 @@ class LoaderProbe:
         if not self.described_batch:
             self.described_batch = True
             _emit("batch_info", loader=self.loader_id, epoch=self.epoch, **describe_batch(batch))
+        if self.dupes is not None:
+            try:
+                self.dupes.add_batch(batch)
+            except Exception:  # an odd batch must never break training; stop counting instead
+                self.dupes = None
         if time.perf_counter() - self.last_flush >= FLUSH_INTERVAL_S:
             self.flush()
 
@@ -86,11 +97,14 @@ class LoaderProbe:
         if self.pending:
             waits, self.pending = self.pending, []
             _emit("batches", loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches)
+        if self.dupes is not None and self.dupes.changed:
+            _emit("dupes", loader=self.loader_id, epoch=self.epoch, **self.dupes.summary())
 
 
 _probes: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary()
 _iterators: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary()
 _all_probes: list[LoaderProbe] = []
+_created: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
 def _emit(ev: str, **fields: Any) -> None:
@@ -113,6 +127,7 @@ def _loader_config(loader: Any, loader_id: int) -> dict[str, Any]:
         "drop_last": bool(loader.drop_last),
         "collate_fn": getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__),
         "custom_batch_sampler": loader.batch_sampler is not None and loader.batch_size is None,
+        "created_t": _created.get(loader),
         "dataset": summarize_dataset(loader.dataset),
     }
 
@@ -123,6 +138,7 @@ def _probe_for(loader: Any) -> LoaderProbe:
         probe = LoaderProbe(len(_all_probes))
         _probes[loader] = probe
         _all_probes.append(probe)
+        probe.hash_samples = bool(getattr(loader, "_dataset_kind", 0))  # _DatasetKind.Iterable == 1
         try:
             _emit("loader", **_loader_config(loader, probe.loader_id))
         except Exception as exc:  # inspection must never break training
@@ -148,14 +164,25 @@ def patch_dataloader(module: ModuleType) -> None:
     base_iter_cls = module._BaseDataLoaderIter
     if getattr(loader_cls, "_dlprobe_patched", False):
         return
+    original_init = loader_cls.__init__
     original_iter = loader_cls.__iter__
     original_next = base_iter_cls.__next__
+    runtime_state.record_baseline()
+
+    @functools.wraps(original_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        _created.setdefault(self, time.time())
+        startup_profile.mark_loader_created()
+        original_init(self, *args, **kwargs)
 
     def __iter__(self: Any) -> Any:
+        startup_profile.stop("iter")  # before any worker is forked
         probe = _probe_for(self)
         if probe.epoch < 0:
             _maybe_take_over(self, probe.loader_id)
         previous = getattr(self, "_iterator", None)
+        if self.num_workers > 0 and (previous is None or not self.persistent_workers):
+            _emit("fork_state", loader=probe.loader_id, epoch=probe.epoch + 1, **runtime_state.fork_snapshot())
         start = time.perf_counter()
         iterator = original_iter(self)
         new_iterator = iterator is not previous
@@ -181,8 +208,11 @@ def patch_dataloader(module: ModuleType) -> None:
             probe.record_error(exc)
             raise
         probe.record_batch(time.perf_counter() - start, batch)
+        if probe.batches == 2:  # by now the loop has had one step to move a batch to a device
+            _emit("accel", loader=probe.loader_id, **runtime_state.accel_state(self))
         return batch
 
+    loader_cls.__init__ = __init__
     loader_cls.__iter__ = __iter__
     base_iter_cls.__next__ = __next__
     loader_cls._dlprobe_patched = True
@@ -240,6 +270,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 
 def install() -> None:
     """Install the hooks: patch now if torch's dataloader is already imported, else on import."""
+    startup_profile.start()
     module = sys.modules.get(DATALOADER_MODULE)
     if module is not None:
         patch_dataloader(module)
