@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 from dlprobe.analysis.loop_timing import loop_timing
 from dlprobe.analysis.throughput_findings import INPUT_BOUND_SHARE
@@ -14,20 +15,14 @@ MIN_SAMPLES = 20
 TOP_FUNCTIONS = 6
 _FETCH = re.compile(r"^_(Map|Iterable)DatasetFetcher\.fetch ")
 # Checked innermost-out per sample, first match wins; each is (category, frame pattern).
-CATEGORIES = (
+_READ = r"^(open|read|readinto|read_bytes|load|fromfile|stat) |.*(h5py|lmdb|/io\.py|numpy/lib/_?npyio).*"
+_SEND = r".*(multiprocessing/queues\.py|multiprocessing/reduction|torch/multiprocessing/reductions).*"
+CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("decode", re.compile(r"(PIL/|ImageFile\.py|Image\.py).*|.*(decode|imdecode|imread|torchvision/io/).*", re.I)),
-    (
-        "file read",
-        re.compile(
-            r"^(open|read|readinto|read_bytes|load|fromfile|stat) |.*(h5py|lmdb|/io\.py|numpy/lib/npyio|numpy/lib/_npyio).*"
-        ),
-    ),  # noqa: E501
+    ("file read", re.compile(_READ)),
     ("transforms", re.compile(r".*(transforms|albumentations|augment|kornia).*", re.I)),
     ("collate", re.compile(r".*collate.*")),
-    (
-        "send to main process",
-        re.compile(r".*(multiprocessing/queues\.py|multiprocessing/reduction|torch/multiprocessing/reductions).*"),
-    ),  # noqa: E501
+    ("send to main process", re.compile(_SEND)),
 )
 _LIBRARY = re.compile(r"\((<|torch/|multiprocessing/|threading\.py|queue\.py)")
 
@@ -68,10 +63,13 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
             # The innermost frame that is not torch/multiprocessing plumbing: the user's (or a library's) code.
             own = next((f for f in reversed(s.frames) if not _LIBRARY.search(f)), s.frames[-1] if s.frames else "?")
             functions[own] += s.count
-        shares = [{"category": c, "share": round(n / total, 3), "samples": n} for c, n in categories.most_common()]
-        top = [{"function": f, "share": round(n / total, 3), "samples": n}
-               for f, n in functions.most_common(TOP_FUNCTIONS)]  # fmt: skip
-        main_cat = shares[0]["category"]
+        shares: list[dict[str, Any]] = [
+            {"category": c, "share": round(n / total, 3), "samples": n} for c, n in categories.most_common()
+        ]
+        top: list[dict[str, Any]] = [
+            {"function": f, "share": round(n / total, 3), "samples": n} for f, n in functions.most_common(TOP_FUNCTIONS)
+        ]
+        main_cat = str(shares[0]["category"])
         fix = {
             "decode": "Decode faster (pillow-simd, torchvision.io.decode_jpeg, PIL's draft() for JPEG downscaling) or "
             "store pre-decoded/resized data (uint8 arrays, WebDataset shards at training resolution).",

@@ -12,8 +12,8 @@ from dlprobe.model import Finding, LoaderRecord, RunData
 SLOW_CONSTRUCT_S = 2.0  # building the dataset (imports excluded) before the loader existed
 SLOW_WORKER_START_S = 2.0  # iter() plus the first batch
 SLOW_RESTART_S = 1.0  # extra first-batch time of every later epoch when workers are not persistent
-HOT_SHARE = 0.5
-WALK_SHARE = 0.3  # file-system frames in this share of construction time make it a directory walk  # the hot path follows children holding at least this share of the phase
+HOT_SHARE = 0.5  # the hot path follows children holding at least this share of the phase
+WALK_SHARE = 0.3  # file-system frames in this share of construction time make it a directory walk
 _FS_FILES = re.compile(
     r"(^|/)(os|glob|pathlib|genericpath|posixpath|shutil|fnmatch)\.py$|^<frozen (os|genericpath|posixpath)>$"
     r"|torchvision/datasets/folder\.py$"
@@ -129,7 +129,7 @@ def find_slow_start(run: RunData) -> list[Finding]:
                 fixes.append(
                     (
                         f"Build the file index once and load it (a .npy/.parquet/CSV of paths and labels written by a "
-                        f"one-off script) instead of walking the directory in {hot['function'] if hot else '__init__'}; "
+                        f"one-off script) instead of walking the directory in {hot['function'] if hot else 'it'}; "
                         "filter by extension before joining paths and skip per-file checks at start-up"
                     )
                     if walk
@@ -207,7 +207,7 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None
         what = "OpenMP/MKL intra-op pool after a parallel torch op" if openmp_pool else "native threads"
         causes.append(f"{native_extra} native thread(s) started since import ({what}: OpenCV, tokenizers, BLAS)")
         fixes.append(
-            "keep workers at one intra-op thread (don't call torch.set_num_threads(>1) in workers; cv2.setNumThreads(0); "
+            "keep workers at one intra-op thread (no torch.set_num_threads(>1) in workers; cv2.setNumThreads(0); "
             "TOKENIZERS_PARALLELISM=false)"
         )
     if cuda:

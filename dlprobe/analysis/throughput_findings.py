@@ -22,10 +22,8 @@ NO_ACCELERATOR_WARNING = (
 
 def suggest_workers(current: int, per_batch_load_s: float, step_s: float, cores: int) -> int:
     """Workers needed so that batches are ready as fast as the loop consumes them, within the usable cores."""
-    if step_s <= 1e-4:
-        needed = cores  # the loop does no work of its own: only the cores bound it
-    else:
-        needed = math.ceil(HEADROOM * per_batch_load_s / step_s)
+    # A loop with no work of its own always waits: only the cores bound it.
+    needed = cores if step_s <= 1e-4 else math.ceil(HEADROOM * per_batch_load_s / step_s)
     return max(current + 1, min(needed, cores)) if current < cores else current
 
 
@@ -102,7 +100,7 @@ def find_input_bound(run: RunData) -> list[Finding]:
 
 def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, int, list[dict[str, Any]]] | None:
     """(largest per-worker USS projected to a full epoch, largest measured, rows) or None without readings."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for proc in run.workers(loader.loader_id):
         uss = metric_summary(proc.series, "uss")
         if uss["peak"] is None:
@@ -111,8 +109,8 @@ def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, in
                      "uss_growth_bytes": growth(proc.series, "uss")})  # fmt: skip
     if not rows:
         return None
-    peak = max(r["uss_peak_bytes"] for r in rows)
-    grown = max(r["uss_growth_bytes"] for r in rows)
+    peak = int(max(r["uss_peak_bytes"] for r in rows))
+    grown = int(max(r["uss_growth_bytes"] for r in rows))
     # If the run saw only part of an epoch, growth so far is extended to the whole epoch.
     fraction = 1.0
     length, batch = loader.dataset.get("len"), loader.config.get("batch_size")
@@ -211,7 +209,7 @@ def find_pin_memory(run: RunData) -> list[Finding]:
                 Finding(
                     code="pin-memory",
                     severity="info",
-                    title=f"Loader {loader.loader_id} sets pin_memory=True but there is no accelerator, so nothing is pinned",
+                    title=f"Loader {loader.loader_id} sets pin_memory=True but there is no accelerator to pin for",
                     detail=f"PyTorch warns '{NO_ACCELERATOR_WARNING}' and loads batches unpinned.",
                     fix="Drop pin_memory=True on machines without a GPU (e.g. pin_memory=torch.cuda.is_available()).",
                     evidence=evidence,

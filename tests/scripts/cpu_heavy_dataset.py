@@ -32,7 +32,7 @@ if __name__ == "__main__":
     batches = int(sys.argv[2]) if len(sys.argv) > 2 else 40
     loader = DataLoader(CpuHeavyDataset(16 * batches), batch_size=16, num_workers=num_workers)
     total = 0
-    for x, y in loader:
+    for _x, y in loader:
         total += int(y.sum())
         time.sleep(0.002)  # the training step
     print(f"total {total}")

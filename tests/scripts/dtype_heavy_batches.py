@@ -17,6 +17,5 @@ class WideDataset(Dataset):
 
 if __name__ == "__main__":
     loader = DataLoader(WideDataset(), batch_size=32, num_workers=0)
-    for features, pixels, labels in loader:
-        pass
-    print(features.dtype, pixels.dtype, labels.dtype)
+    dtypes = [tuple(str(t.dtype) for t in batch) for batch in loader]
+    print(dtypes[0])

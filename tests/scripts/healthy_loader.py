@@ -23,8 +23,8 @@ class FeatureDataset(Dataset):
 if __name__ == "__main__":
     loader = DataLoader(FeatureDataset(640), batch_size=32, shuffle=True, num_workers=2)
     total = 0
-    for epoch in range(2):
-        for x, y in loader:
+    for _epoch in range(2):
+        for _x, y in loader:
             total += int(y.sum())
             time.sleep(0.02)  # the training step dominates
     print(f"total {total}")
