@@ -232,6 +232,12 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
     raise SystemExit(code)
 
 
+def probe_id(loader: Any) -> int | None:
+    """The id the probe gave a loader (its events carry it), or None if it was never iterated."""
+    probe = _probes.get(loader)
+    return probe.loader_id if probe is not None else None
+
+
 def flush_all() -> None:
     """Send whatever batch timings are still buffered (at exit, or before an error is reported)."""
     for probe in _all_probes:

@@ -8,7 +8,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from dlprobe.target.startup_profile import THREAD_NAME
+OWN_THREAD_PREFIX = "dlprobe-"  # the probe's own threads (start-up sampler, tune's watchdog) are not the user's
 
 _baseline: dict[str, int] | None = None
 
@@ -34,7 +34,7 @@ def _python_threads() -> list[dict[str, Any]]:
     return [
         {"name": t.name, "daemon": t.daemon}
         for t in threading.enumerate()
-        if t is not main and not t.name.startswith(THREAD_NAME)
+        if t is not main and not t.name.startswith(OWN_THREAD_PREFIX)
     ]
 
 
@@ -42,7 +42,7 @@ def record_baseline() -> None:
     """Threads right after torch's DataLoader module is imported: numpy's BLAS pool is there already and harmless."""
     global _baseline
     if _baseline is None:
-        own = sum(1 for t in threading.enumerate() if t.name.startswith(THREAD_NAME))
+        own = sum(1 for t in threading.enumerate() if t.name.startswith(OWN_THREAD_PREFIX))
         _baseline = {"os_threads": len(_os_threads()) - own, "python_threads": len(_python_threads())}
 
 
