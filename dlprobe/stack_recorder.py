@@ -7,14 +7,21 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from dlprobe.rundir import write_json
 
 STACKS_FILE = "stacks.txt"  # py-spy's raw (collapsed) format: one line per distinct stack, with its count
 STACKS_META_FILE = "stacks.json"
 RATE_ENV = "DLPROBE_STACK_RATE"
-DEFAULT_RATE = 20  # samples/s: enough to rank hotspots over a run, cheap enough to leave on
+DEFAULT_RATE = 10  # samples/s: enough to rank hotspots within the window; ~3% of a core for 9 processes
+# Sampling costs the target CPU, so it runs only where it can pay off: once the loop is seen waiting for data
+# (hotspots are reported only then), and for a bounded window.
+START_WAIT_SHARE = 0.3
+START_AFTER_S = 1.0  # of batches seen, so the first batches' start-up does not decide
+WINDOW_S = 20.0
 
 
 def find_py_spy() -> str | None:
@@ -26,7 +33,7 @@ def find_py_spy() -> str | None:
 
 
 class StackRecorder:
-    """Runs one `py-spy record --subprocesses --nonblocking` for the whole tree; never pauses the target."""
+    """One `py-spy record --subprocesses --nonblocking` for the whole tree while the loop starves; never pauses it."""
 
     def __init__(self, pid: int, run_dir: Path) -> None:
         self.pid = pid
@@ -38,6 +45,31 @@ class StackRecorder:
         except ValueError:
             self.rate = DEFAULT_RATE
         self.started = False
+        self.started_at: float | None = None
+        self.first_batch_t: float | None = None
+        self.wait_s = 0.0
+
+    def observe(self, events: list[dict[str, Any]], now: float) -> None:
+        """Start when the loop has waited for data a large share of the time; stop after the window."""
+        for ev in events:
+            if ev.get("ev") == "batches":
+                waits = ev.get("waits") or []
+                if self.first_batch_t is None:
+                    self.first_batch_t = ev["t"] - sum(waits)
+                    waits = waits[1:]  # the first batch is start-up, not steady waiting
+                self.wait_s += sum(waits)
+        if not self.started and self.first_batch_t is not None:
+            span = now - self.first_batch_t
+            if span >= START_AFTER_S and self.wait_s >= START_WAIT_SHARE * span:
+                self.start()
+        elif self.started_at is not None and now - self.started_at > WINDOW_S:
+            self.finish()
+
+    def finish(self) -> None:
+        """End the sampling window early: py-spy writes what it has on SIGINT."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        self.started_at = None
 
     def start(self) -> None:
         if self.started:
@@ -52,6 +84,7 @@ class StackRecorder:
             return
         command = [exe, "record", "--pid", str(self.pid), "--subprocesses", "--nonblocking", "--rate", str(self.rate),
                    "--format", "raw", "--output", str(self.run_dir / STACKS_FILE)]  # fmt: skip
+        self.started_at = time.time()
         try:
             self.proc = subprocess.Popen(
                 command,
@@ -79,7 +112,7 @@ class StackRecorder:
             if proc.returncode not in (0, -signal.SIGINT) and not (self.run_dir / STACKS_FILE).exists():
                 self.error = _log_tail(self.run_dir / "py-spy.log") or f"py-spy exited with {proc.returncode}"
         if self.started:
-            write_json(self.run_dir / STACKS_META_FILE, {"rate": self.rate, "error": self.error})
+            write_json(self.run_dir / STACKS_META_FILE, {"rate": self.rate, "error": self.error, "window_s": WINDOW_S})
 
 
 def _log_tail(path: Path) -> str | None:

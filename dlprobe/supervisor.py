@@ -258,8 +258,7 @@ def _sample_until_exit(
             now = time.time()
             new = events.read_new()
             progress.feed(new, sampler)
-            if not stacks.started and any(ev.get("ev") == "loader" for ev in new):
-                stacks.start()  # from the first loader on; start-up is sampled inside the target
+            stacks.observe(new, now)  # py-spy only while the loop waits for data; start-up is sampled inside
             sampler.tick(now)
             if view.enabled:
                 view.update(progress.status(now - started, sampler))

@@ -11,7 +11,7 @@ from dlprobe.analysis.throughput_findings import INPUT_BOUND_SHARE
 from dlprobe.model import Finding, LoaderRecord, RunData
 from dlprobe.stackfile import StackCount
 
-MIN_SAMPLES = 20
+MIN_SAMPLES = 10
 TOP_FUNCTIONS = 6
 _FETCH = re.compile(r"^_(Map|Iterable)DatasetFetcher\.fetch ")
 # Checked innermost-out per sample, first match wins; each is (category, frame pattern).

@@ -14,7 +14,7 @@ ADVICE = {"input-bound", "too-many-workers", "pin-memory", "dtype-waste", "itera
 
 
 def test_cpu_heavy_loader_without_workers_is_input_bound_with_a_higher_suggestion(probe):
-    result = probe("cpu_heavy_dataset.py", "0", "40")
+    result = probe("cpu_heavy_dataset.py", "0", "80")
     assert result.returncode == 0, result.stderr
     [finding] = result.findings("input-bound")
     evidence = finding["evidence"]
