@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from dlprobe import __version__
 from dlprobe.errors import USAGE_EXIT_CODE, DlprobeError
@@ -122,6 +123,65 @@ def demo(
     raise typer.Exit(run_demo(Path(out) if out else None, err_console()))
 
 
+from dlprobe.check.cli import check as _check  # noqa: E402  (one module owns the long option list)
+
+app.command(name="check", context_settings=SCRIPT_COMMAND)(_check)
+
+
+@app.command()
+def triage(
+    logfile: str = typer.Argument(..., help="The failed run's stderr (or `-` for stdin); gzip ok."),
+    json_path: str | None = typer.Option(None, "--json", help="Also write the result as JSON to this path."),
+    kernel_log: str | None = typer.Option(
+        None, "--kernel-log", help="Read OOM kills from this saved `dmesg`/kern.log instead of this machine's."
+    ),
+    no_machine: bool = typer.Option(False, "--no-machine", help="The run failed elsewhere: do not check this machine."),
+) -> None:
+    """Explain a DataLoader failure that already happened, from its log: causes ranked, evidence, fix.
+
+    Exit code 0 when causes were found, 1 when the log shows no DataLoader failure, 2 for usage errors.
+    """
+    from dlprobe.triage.command import exit_code, triage_log_to
+
+    result = triage_log_to(logfile, json_path, out_console(), not no_machine, kernel_log)
+    raise typer.Exit(exit_code(result))
+
+
+def out_console() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = 120
+    return console
+
+
+@app.command(context_settings=SCRIPT_COMMAND)
+def scan(
+    script: str = typer.Argument(..., help="The training script; it runs until its DataLoader, then stops."),
+    script_args: list[str] | None = typer.Argument(None, help="Arguments passed to the script as they are."),
+    loader: int = typer.Option(0, "--loader", help="Which DataLoader: 0 is the first one the script iterates."),
+    workers: int | None = typer.Option(None, "--workers", "-w", help="Worker processes (default: usable cores)."),
+    sample_timeout: str | None = typer.Option(None, "--sample-timeout", help="Time limit per sample (default 60s)."),
+    range_text: str | None = typer.Option(None, "--range", help="Only indices START:STOP (either may be left out)."),
+    sample: int | None = typer.Option(None, "--sample", help="Only N indices picked at random."),
+    seed: int = typer.Option(0, "--seed", help="Seed for --sample."),
+    start_method: str = typer.Option("auto", "--start-method", help="auto (the loader's), fork, spawn or forkserver."),
+    json_path: str | None = typer.Option(None, "--json", help="Write the result as JSON to this path."),
+    exclude_out: str | None = typer.Option(None, "--exclude-out", help="Write the bad indices to this file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
+) -> None:
+    """Check every sample of the script's DataLoader dataset without training; list the bad ones and why.
+
+    Exit code 0 when every sample is good, 1 when some are bad, 2 when the scan cannot run, 130 on Ctrl-C.
+    """
+    from dlprobe.scan.command import scan as run_scan_command
+    from dlprobe.scan.options import build_options
+
+    options = build_options(workers, sample_timeout, range_text, sample, seed, start_method)
+    console = None if quiet else Console(highlight=False)
+    code = run_scan_command(script, list(script_args or []), loader, options, json_path, exclude_out, console)
+    raise typer.Exit(code)
+
+
 def main() -> None:
     """Console entry point: typer for parsing, then one place for dlprobe's own errors."""
     try:
@@ -129,19 +189,20 @@ def main() -> None:
         code = app(standalone_mode=False)
     except DlprobeError as exc:
         console = err_console()
-        console.print(f"[bold red]error:[/] {exc.message}", soft_wrap=True)
+        # escape: messages quote user text such as "[tool.dlprobe]", which is not markup
+        console.print(f"[bold red]error:[/] {escape(exc.message)}", soft_wrap=True)
         if exc.hint:
-            console.print(f"[bold]hint:[/] {exc.hint}", soft_wrap=True)
+            console.print(f"[bold]hint:[/] {escape(exc.hint)}", soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
         sys.exit(130)
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+        # click's usage errors (missing argument, bad option); typer >= 0.2x vendors click, so no import here.
+        show = getattr(exc, "show", None)
+        if callable(show) and hasattr(exc, "exit_code"):
+            show()
             sys.exit(USAGE_EXIT_CODE)
         raise
     sys.exit(code if isinstance(code, int) else 0)

@@ -7,7 +7,7 @@ from typing import Any
 
 from dlprobe import __version__
 from dlprobe.analysis import analyze
-from dlprobe.analysis.stats import metric_summary, wait_summary
+from dlprobe.analysis.stats import job_pss_peak, metric_summary, wait_summary
 from dlprobe.model import Finding, RunData, load_run
 
 SCHEMA_VERSION = 1
@@ -79,6 +79,7 @@ def build_report(run: RunData, findings: list[Finding]) -> dict[str, Any]:
             "available_min": min(available) if available else None,
             "cgroup_limit": system.cgroup_limit,
             "cgroup_peak": max(cg_usage) if cg_usage else None,
+            "pss_total_peak": job_pss_peak(run.processes),
         },
         "findings": [f.to_dict() for f in findings],
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import resource
@@ -11,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -40,14 +40,18 @@ from dlprobe.units import format_bytes
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
+# Called every tick with the time, the new events and the target, e.g. by `dlprobe check` to end a bounded run.
+TickHook = Callable[[float, list[dict[str, Any]], subprocess.Popen[bytes]], None]
+
+
 @dataclass
 class RunOptions:
     script: str
     args: list[str] = field(default_factory=list)
     out: str | None = None
     live: bool = True
-    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. the takeover variables for tune
-    time_limit_s: float | None = None  # kill the whole process tree after this long (tune's budget)
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for the target
+    on_tick: TickHook | None = None
 
 
 @dataclass
@@ -170,7 +174,7 @@ def run_script(options: RunOptions) -> RunOutcome:
     env[RUN_DIR_ENV] = str(run_dir.resolve())
     # The script writes into pipes now; unbuffered keeps its output as timely as on a terminal.
     env.setdefault("PYTHONUNBUFFERED", "1")
-    env.update(options.extra_env)
+    env.update(options.env)
     command = [sys.executable, "-m", "dlprobe.target.bootstrap", options.script, *options.args]
     (run_dir / EVENTS_FILE).touch()
     view = LiveView(options.live)
@@ -190,10 +194,9 @@ def run_script(options: RunOptions) -> RunOutcome:
     previous = {sig: signal.signal(sig, lambda s, _f: child.send_signal(s)) for sig in FORWARDED_SIGNALS}
     # Ctrl-C reaches the whole process group; the script decides what it means, we keep recording.
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    timed_out = False
     stacks = StackRecorder(child.pid, run_dir)
     try:
-        timed_out = _sample_until_exit(child, run_dir, view, started, stacks, options.time_limit_s)
+        _sample_until_exit(child, run_dir, view, started, stacks, options.on_tick)
     finally:
         stacks.stop()
         for pump in pumps:
@@ -212,7 +215,6 @@ def run_script(options: RunOptions) -> RunOutcome:
             "signal": signal.Signals(-returncode).name if returncode < 0 else None,
             "ended_at": time.time(),
             "supervisor": _own_cost(),
-            "time_limit_hit": timed_out,
         },
     )
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
@@ -225,46 +227,29 @@ def _own_cost() -> dict[str, float]:
     return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "max_rss_bytes": usage.ru_maxrss * 1024}
 
 
-def _kill_tree(pid: int) -> None:
-    """SIGKILL a process and every descendant (workers included)."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        victims = [*root.children(recursive=True), root]
-    except psutil.Error:
-        return
-    for proc in victims:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-
-
 def _sample_until_exit(
     child: subprocess.Popen[bytes],
     run_dir: Path,
     view: LiveView,
     started: float,
     stacks: StackRecorder,
-    time_limit_s: float | None = None,
-) -> bool:
-    """Sample until the target exits; True when it was killed for running past time_limit_s."""
+    on_tick: TickHook | None = None,
+) -> None:
     cgroup_dir = procmem.cgroup_memory_dir(child.pid)
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
-    timed_out = False
     with (run_dir / SAMPLES_FILE).open("w") as samples:
         sampler = Sampler(child.pid, samples, cgroup_dir)
         while True:
             now = time.time()
-            new = events.read_new()
-            progress.feed(new, sampler)
-            stacks.observe(new, now)  # py-spy only while the loop waits for data; start-up is sampled inside
+            new_events = events.read_new()
+            progress.feed(new_events, sampler)
+            stacks.observe(new_events, now)  # py-spy only while the loop waits for data; start-up is sampled inside
+            if on_tick is not None:
+                on_tick(now, new_events, child)
             sampler.tick(now)
             if view.enabled:
                 view.update(progress.status(now - started, sampler))
-            if time_limit_s is not None and now - started > time_limit_s and not timed_out:
-                timed_out = True
-                _kill_tree(child.pid)
             try:
                 child.wait(timeout=TICK_S)
                 break
@@ -273,4 +258,3 @@ def _sample_until_exit(
         # One last look: workers can outlive the main process for a moment.
         progress.feed(events.read_new(), sampler)
         sampler.tick(time.time())
-    return timed_out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.model import LoaderRecord, Series
+from dlprobe.model import LoaderRecord, ProcessRecord, Series
 
 
 def metric_summary(series: Series, metric: str) -> dict[str, int | None]:
@@ -41,4 +41,15 @@ def wait_summary(loader: LoaderRecord) -> dict[str, Any]:
         "first_batch_s": round(first[0], 4) if first else None,
         "median_wait_s": round(waits[len(waits) // 2], 6) if waits else None,
         "p95_wait_s": round(waits[int(len(waits) * 0.95)], 6) if waits else None,
+        "max_wait_s": round(max([*waits, *(e.iter_s for e in loader.epochs)]), 6) if loader.epochs else None,
     }
+
+
+def job_pss_peak(processes: list[ProcessRecord]) -> int | None:
+    """Peak of the whole job's PSS: the largest sum over one sampling round (the peaks of processes need not
+    coincide, so the sum of their peaks would overstate it)."""
+    rounds: dict[float, int] = {}
+    for proc in processes:
+        for t, v in proc.series.values("pss"):
+            rounds[t] = rounds.get(t, 0) + v
+    return max(rounds.values()) if rounds else None

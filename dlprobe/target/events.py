@@ -27,6 +27,9 @@ class EventLog:
             # A full disk must never break the training run; the probe just loses detail.
             pass
 
+    def close(self) -> None:
+        os.close(self._fd)
+
 
 _log: EventLog | None = None
 

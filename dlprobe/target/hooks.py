@@ -20,6 +20,7 @@ from dlprobe.target import runtime_state, startup_profile
 from dlprobe.target.batch_info import describe_batch
 from dlprobe.target.dataset_inspect import summarize_dataset
 from dlprobe.target.events import get_log
+from dlprobe.target.run_limits import LIMITS
 from dlprobe.target.sample_hashes import DuplicateCounter
 
 DATALOADER_MODULE = "torch.utils.data.dataloader"
@@ -192,12 +193,17 @@ def patch_dataloader(module: ModuleType) -> None:
                 _emit("start_method", loader=probe.loader_id, start_method=method)
         probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
         _iterators[iterator] = probe
+        if new_iterator:
+            # A loop left with `break` never sees StopIteration; the iterator's end tells watchers it is over.
+            weakref.finalize(iterator, _emit, "iter_closed", loader=probe.loader_id)
         return iterator
 
     def __next__(self: Any) -> Any:
         probe = _iterators.get(self)
         if probe is None:
             return original_next(self)
+        if LIMITS.active:  # `dlprobe check` bounds the run: stop before fetching one batch too many
+            LIMITS.enforce(sum(p.batches for p in _all_probes))
         start = time.perf_counter()
         try:
             batch = original_next(self)
@@ -236,6 +242,14 @@ def probe_id(loader: Any) -> int | None:
     """The id the probe gave a loader (its events carry it), or None if it was never iterated."""
     probe = _probes.get(loader)
     return probe.loader_id if probe is not None else None
+
+
+def reset() -> None:
+    """Forget every loader seen so far, so an in-process probe session (dlprobe.api) starts at loader 0."""
+    flush_all()
+    _probes.clear()
+    _iterators.clear()
+    _all_probes.clear()
 
 
 def flush_all() -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from dlprobe import __version__
 from dlprobe.cpus import cpu_facts
@@ -38,6 +42,26 @@ class TuneOptions:
     loader: int = 0
     max_workers: int | None = None
     tolerance: float = 0.05
+
+
+class _TimeLimit:
+    """A supervisor tick hook: kills the script and its workers once an attempt runs past its time."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.deadline = time.time() + limit_s
+        self.hit = False
+
+    def __call__(self, now: float, _events: list[dict[str, Any]], child: subprocess.Popen[bytes]) -> None:
+        if self.hit or now < self.deadline or child.poll() is not None:
+            return
+        self.hit = True
+        try:
+            victims = [*psutil.Process(child.pid).children(recursive=True), psutil.Process(child.pid)]
+        except psutil.Error:
+            return
+        for proc in victims:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
 
 
 def _tune_dir(options: TuneOptions) -> Path:
@@ -79,16 +103,9 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
                             "num_workers": t["num_workers"], "prefetch_factor": t.get("prefetch_factor"),
                             "pin_memory": t.get("pin_memory")} for t in trials]}  # fmt: skip
         env = {TAKEOVER_ENV: RUNNER, TAKEOVER_LOADER_ENV: str(options.loader), CONFIG_ENV: json.dumps(config)}
-        outcome = run_script(
-            RunOptions(
-                options.script,
-                options.args,
-                str(root / f"attempt-{attempt}"),
-                live=False,
-                extra_env=env,
-                time_limit_s=max(1.0, remaining) + GRACE_S,
-            )  # fmt: skip
-        )
+        limit = _TimeLimit(max(1.0, remaining) + GRACE_S)
+        attempt_dir = str(root / f"attempt-{attempt}")
+        outcome = run_script(RunOptions(options.script, options.args, attempt_dir, live=False, env=env, on_tick=limit))
         run = load_run(outcome.run_dir)
         first_run = first_run or run
         loader_info = next((e for e in run.events if e.get("ev") == "tune_loader"), None)
@@ -96,7 +113,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
             _no_takeover(run, options, outcome.exit_code)
         info = info or loader_info
         memory = memory or memory_available(run)
-        rows, lost = collect_trials(run, batches_per_epoch(info))
+        rows, lost = collect_trials(run, batches_per_epoch(info), timed_out=limit.hit)
         trials += rows
         attempts.append({"run_dir": str(outcome.run_dir), "exit_code": outcome.exit_code, "trials": len(rows)})
         if outcome.exit_code == EXIT_NO_BATCHES:

@@ -84,7 +84,9 @@ def project_epoch_bytes(trial: dict[str, Any], batches_per_epoch: int | None) ->
     return int(nw * per_worker + shm)
 
 
-def collect_trials(run: RunData, batches_per_epoch: int | None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+def collect_trials(
+    run: RunData, batches_per_epoch: int | None, timed_out: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Trial rows of one attempt, and the trial that was running when its process died (or None)."""
     ends = {e["key"]: e for e in events_of(run, "trial_end")}
     rows = []
@@ -97,7 +99,7 @@ def collect_trials(run: RunData, batches_per_epoch: int | None) -> tuple[list[di
         base = {k: start.get(k) for k in ("key", "num_workers", "prefetch_factor", "pin_memory", "stage")}
         if end is None:
             signal = run.result.get("signal")
-            status = "hung" if run.result.get("time_limit_hit") else "crashed"
+            status = "hung" if timed_out else "crashed"
             lost = base | {"status": status, "error": f"the process died ({signal or run.result.get('exit_code')})"}
             rows.append(lost)
             continue

@@ -1,0 +1,115 @@
+"""Bounds a checked run from the supervisor: the time limit, the hang timeout, and the stop that follows."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from dlprobe.target.run_limits import STOP_AFTER_BATCHES_ENV, STOP_AT_ENV, STOP_EVENT
+
+HOOK_GRACE_S = 3.0  # the hooks stop the loop cleanly at its next batch; signals only if that does not happen
+SIGNAL_STEP_S = 5.0  # then SIGINT, SIGTERM and SIGKILL, this far apart
+
+
+@dataclass
+class Stop:
+    """Why dlprobe ended the run early; `stall_s` is how long no batch came when it was a hang."""
+
+    reason: str  # max_batches | max_seconds | hang
+    at: float
+    stall_s: float | None = None
+    loader_id: int | None = None
+    signals: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "at": round(self.at, 3),
+            "stall_s": None if self.stall_s is None else round(self.stall_s, 3),
+            "loader_id": self.loader_id,
+            "signals": list(self.signals),
+        }
+
+
+class RunWatch:
+    """Folds the target's events each supervisor tick; asks it to stop at a limit, then insists."""
+
+    def __init__(self, max_batches: int | None, max_seconds: float | None, hang_timeout: float | None) -> None:
+        self.max_batches = max_batches
+        self.deadline = time.time() + max_seconds if max_seconds is not None else None
+        self.hang_timeout = hang_timeout
+        self.open_since: dict[int, float] = {}  # loader -> when its current epoch last showed progress
+        self.stop: Stop | None = None
+        self.escalate_at = 0.0
+        self.sent: list[str] = []
+
+    def env(self) -> dict[str, str]:
+        """What the hooks inside the target need to stop the loop themselves."""
+        env = {}
+        if self.max_batches is not None:
+            env[STOP_AFTER_BATCHES_ENV] = str(self.max_batches)
+        if self.deadline is not None:
+            env[STOP_AT_ENV] = repr(self.deadline)
+        return env
+
+    def _fold(self, events: list[dict[str, Any]]) -> None:
+        for ev in events:
+            kind, lid = ev.get("ev"), ev.get("loader")
+            if kind in ("epoch", "batches") and isinstance(lid, int):
+                self.open_since[lid] = ev["t"]
+            elif kind in ("epoch_end", "loader_error", "iter_closed"):
+                self.open_since.pop(lid, None)  # type: ignore[arg-type]
+            elif kind == STOP_EVENT and self.stop is None:
+                self._request(Stop(str(ev.get("reason")), ev["t"]), ev["t"] + HOOK_GRACE_S)
+
+    def _request(self, stop: Stop, escalate_at: float) -> None:
+        self.stop = stop
+        self.escalate_at = escalate_at
+
+    def on_tick(self, now: float, events: list[dict[str, Any]], child: subprocess.Popen[bytes]) -> None:
+        self._fold(events)
+        if self.stop is None and self.hang_timeout is not None:
+            for lid, since in self.open_since.items():
+                if now - since > self.hang_timeout:
+                    # The loop is stuck in a batch wait; the hooks cannot act, so interrupt it at once.
+                    self._request(Stop("hang", now, now - since, lid), now)
+                    break
+        if self.stop is None and self.deadline is not None and now >= self.deadline:
+            self._request(Stop("max_seconds", now), now + HOOK_GRACE_S)
+        if self.stop is not None and now >= self.escalate_at:
+            self._escalate(child)
+
+    def _escalate(self, child: subprocess.Popen[bytes]) -> None:
+        if child.poll() is not None:
+            return
+        step = len(self.sent)
+        if step == 0:
+            child.send_signal(signal.SIGINT)  # KeyboardInterrupt: the script's own cleanup runs
+            self.sent.append("SIGINT")
+        elif step == 1:
+            child.send_signal(signal.SIGTERM)
+            self.sent.append("SIGTERM")
+        else:
+            _kill_tree(child.pid)
+            self.sent.append("SIGKILL")
+        assert self.stop is not None
+        self.stop.signals = tuple(self.sent)
+        self.escalate_at = time.time() + SIGNAL_STEP_S
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL the target and its descendants (workers would notice their parent's death only seconds later)."""
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass

@@ -1,0 +1,195 @@
+"""Evaluates a check's rules against a report: each rule's threshold, observed value and pass/fail/skip."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dlprobe.check.config import BASELINE_METRICS, CheckConfig
+from dlprobe.check.limits import Stop
+from dlprobe.check.metrics import KINDS, format_metric, report_metrics
+from dlprobe.model import SEVERITIES
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+# config key -> (metric it limits, what the metric is, in words)
+THRESHOLD_RULES = {
+    "max_worker_uss_growth": ("worker_uss_growth", "per-worker USS growth"),
+    "max_worker_uss": ("worker_uss_peak", "peak per-worker USS"),
+    "max_total_pss": ("total_pss", "peak PSS of the whole job"),
+    "max_shm_peak": ("shm_peak", "peak /dev/shm use"),
+    "max_wait_fraction": ("wait_fraction", "share of the loop spent waiting for batches"),
+    "max_first_batch_wait": ("first_batch_wait", "wait for the first batch"),
+}
+# The smallest change a baseline comparison counts: below these, two runs of the same code differ anyway.
+NOISE_FLOOR = {
+    "worker_uss_growth": 8 * 1024 * 1024,
+    "worker_uss_peak": 8 * 1024 * 1024,
+    "total_pss": 32 * 1024 * 1024,
+    "shm_peak": 8 * 1024 * 1024,
+    "wait_fraction": 0.02,
+    "first_batch_wait": 0.25,
+}
+STOP_WORDS = {"max_batches": "after max_batches", "max_seconds": "at max_seconds", "hang": "for a hang"}
+
+
+@dataclass
+class RuleResult:
+    """One row of the check: what was limited, the limit, what was seen, and the verdict."""
+
+    rule: str
+    threshold: str
+    observed: str
+    status: str
+    message: str = ""
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def script_failed(report: dict[str, Any], stop: Stop | None) -> bool:
+    """The script ended badly on its own (dlprobe stopping it on purpose is not a failure of the script)."""
+    if stop is not None:
+        return False
+    return report.get("exit_code") not in (0, None) or report.get("signal") is not None
+
+
+def _script_rule(report: dict[str, Any], stop: Stop | None) -> RuleResult:
+    code, sig = report.get("exit_code"), report.get("signal")
+    batches = sum(lo.get("batches") or 0 for lo in report.get("loaders", []))
+    observed = f"exit {code}" + (f" ({sig})" if sig else "")
+    if stop is not None:
+        observed = f"stopped {STOP_WORDS.get(stop.reason, stop.reason)} ({batches:,} batches), {observed}"
+        return RuleResult("script_exit", "exit 0", observed, PASS, "dlprobe ended the run at its limit")
+    if script_failed(report, stop):
+        errors = [f for f in report.get("findings", []) if f.get("code") == "script-error"]
+        why = errors[0]["title"] if errors else f"the script exited with {observed}"
+        return RuleResult("script_exit", "exit 0", observed, FAIL, why)
+    return RuleResult("script_exit", "exit 0", f"{observed} ({batches:,} batches)", PASS)
+
+
+def _threshold_rule(key: str, limit: float, observed: float | None, what: str, metric: str, source: str,
+                    raw: str) -> RuleResult:  # fmt: skip
+    threshold = f"<= {raw}"
+    if observed is None:
+        return RuleResult(key, threshold, "-", SKIP, f"nothing measured for the {what}", source)
+    shown = format_metric(metric, observed)
+    if observed > limit:
+        message = f"{what} was {shown}, above the limit {raw}"
+        if KINDS[metric] == "bytes" and "ib" not in raw.lower():  # "200 MB" is decimal; observed values are MiB
+            message += f" ({format_metric(metric, limit)})"
+        return RuleResult(key, threshold, shown, FAIL, message, source)
+    return RuleResult(key, threshold, shown, PASS, "", source)
+
+
+def _raw(config: CheckConfig, key: str) -> str:
+    return config.raw.get(key) or format_metric(THRESHOLD_RULES.get(key, (key, ""))[0], getattr(config, key))
+
+
+def _hang_rule(config: CheckConfig, metrics: dict[str, float | None], stop: Stop | None) -> RuleResult:
+    assert config.hang_timeout is not None
+    raw = _raw(config, "hang_timeout")
+    source = config.sources.get("hang_timeout", "")
+    if stop is not None and stop.reason == "hang":
+        stalled = format_metric("longest_wait", stop.stall_s)
+        message = (f"loader {stop.loader_id} delivered no batch for {stalled} (limit {raw}); "
+                   "dlprobe stopped the script")  # fmt: skip
+        return RuleResult("hang_timeout", f"< {raw}", f"no batch for {stalled}", FAIL, message, source)
+    longest = metrics["longest_wait"]
+    if longest is None:
+        return RuleResult("hang_timeout", f"< {raw}", "-", SKIP, "no batch was waited for", source)
+    shown = format_metric("longest_wait", longest)
+    if longest >= config.hang_timeout:
+        return RuleResult("hang_timeout", f"< {raw}", f"longest wait {shown}", FAIL,
+                          f"one batch took {shown} to arrive (limit {raw})", source)  # fmt: skip
+    return RuleResult("hang_timeout", f"< {raw}", f"longest wait {shown}", PASS, "", source)
+
+
+def _finding_rules(config: CheckConfig, findings: list[dict[str, Any]]) -> list[RuleResult]:
+    rows = []
+    source = config.sources.get("fail_on", "default")
+    for code in config.fail_on:
+        found = [f for f in findings if f.get("code") == code]
+        if found:
+            first = found[0]
+            more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+            rows.append(RuleResult(f"fail_on {code}", "absent", f"present ({first.get('severity')})", FAIL,
+                                   f"{first.get('title')}{more}", source))  # fmt: skip
+        else:
+            rows.append(RuleResult(f"fail_on {code}", "absent", "absent", PASS, "", source))
+    if config.fail_on_severity is not None:
+        worst = SEVERITIES.index(config.fail_on_severity)
+        found = [f for f in findings if f.get("severity") in SEVERITIES[: worst + 1]]
+        name = f"fail_on_severity {config.fail_on_severity}"
+        threshold = f"no {config.fail_on_severity}" + (" or worse" if worst else "")
+        source = config.sources.get("fail_on_severity", "")
+        if found:
+            codes = ", ".join(dict.fromkeys(f["code"] for f in found))
+            rows.append(RuleResult(name, threshold, f"{len(found)}: {codes}", FAIL,
+                                   "; ".join(f"{f['code']}: {f['title']}" for f in found), source))  # fmt: skip
+        else:
+            rows.append(RuleResult(name, threshold, "none", PASS, "", source))
+    return rows
+
+
+def allowed_value(config: CheckConfig, metric: str, base: float) -> tuple[float, str]:
+    """The largest value that is not a regression against the baseline, and how it was worked out.
+
+    A margin never goes below the metric's measuring noise (NOISE_FLOOR), or a 0.2 s first batch that took
+    0.23 s would fail a 10% margin on every other CI run.
+    """
+    kind, margin = config.baseline_margins.get(metric, ("relative", config.baseline_margin))
+    slack = base * margin if kind == "relative" else margin
+    how = f"{100 * margin:g}%" if kind == "relative" else format_metric(metric, margin)
+    if slack < NOISE_FLOOR[metric]:
+        slack, how = NOISE_FLOOR[metric], f"{format_metric(metric, NOISE_FLOOR[metric])} noise floor"
+    return base + slack, f"{format_metric(metric, base)} + {how}"
+
+
+def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseline: dict[str, Any],
+                   baseline_path: str) -> list[RuleResult]:  # fmt: skip
+    """One rule per metric: fail when the run is worse than the baseline by more than the margin."""
+    base_metrics = report_metrics(baseline)
+    rows = []
+    for metric in BASELINE_METRICS:
+        name = f"baseline {metric}"
+        base, now = base_metrics.get(metric), metrics.get(metric)
+        if base is None or now is None:
+            missing = "the baseline" if base is None else "this run"
+            rows.append(RuleResult(name, "-", format_metric(metric, now), SKIP, f"{missing} has no {metric}",
+                                   baseline_path))  # fmt: skip
+            continue
+        allowed, how = allowed_value(config, metric, base)
+        threshold = f"<= {format_metric(metric, allowed)} ({how})"
+        shown = format_metric(metric, now)
+        if now > allowed:
+            message = (
+                f"{metric} regressed: {shown} against {format_metric(metric, base)} in {baseline_path} ({how} allowed)"
+            )
+            rows.append(RuleResult(name, threshold, shown, FAIL, message, baseline_path))
+        else:
+            rows.append(RuleResult(name, threshold, shown, PASS, "", baseline_path))
+    return rows
+
+
+def evaluate(config: CheckConfig, report: dict[str, Any], stop: Stop | None = None,
+             baseline: dict[str, Any] | None = None, baseline_path: str = "") -> list[RuleResult]:  # fmt: skip
+    """Every rule of the config, in a fixed order: the script, thresholds, hang, findings, baseline."""
+    metrics = report_metrics(report)
+    rows = [_script_rule(report, stop)]
+    for key, (metric, what) in THRESHOLD_RULES.items():
+        limit = getattr(config, key)
+        if limit is not None:
+            rows.append(_threshold_rule(key, float(limit), metrics[metric], what, metric,
+                                        config.sources.get(key, ""), _raw(config, key)))  # fmt: skip
+    if config.hang_timeout is not None:
+        rows.append(_hang_rule(config, metrics, stop))
+    rows.extend(_finding_rules(config, report.get("findings", [])))
+    if baseline is not None:
+        rows.extend(baseline_rules(config, metrics, baseline, baseline_path))
+    return rows
+
+
+def failed(rows: list[RuleResult]) -> list[RuleResult]:
+    return [r for r in rows if r.status == FAIL]

@@ -1,0 +1,52 @@
+"""The check's verdict in the terminal: one table row per rule, then why each failing rule failed."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from dlprobe.check.rules import FAIL, PASS, RuleResult
+
+STATUS_STYLE = {PASS: "green", FAIL: "bold red", "skip": "dim"}
+VERDICTS = {0: ("PASSED", "bold green"), 1: ("FAILED", "bold red"), 3: ("SCRIPT FAILED", "bold red")}
+
+
+def rules_table(rows: list[RuleResult]) -> Table:
+    table = Table(title="dlprobe check", title_justify="left")
+    table.add_column("rule", no_wrap=True)
+    table.add_column("threshold")
+    table.add_column("observed")
+    table.add_column("result", no_wrap=True)
+    for row in rows:
+        table.add_row(row.rule, row.threshold, row.observed, Text(row.status.upper(), style=STATUS_STYLE[row.status]))
+    return table
+
+
+def verdict(rows: list[RuleResult], exit_code: int) -> Text:
+    failed = [r for r in rows if r.status == FAIL]
+    word, style = VERDICTS.get(exit_code, ("FAILED", "bold red"))
+    text = Text()
+    text.append(f"check {word}", style=style)
+    counted = [r for r in rows if r.status != "skip"]
+    text.append(f": {len(counted) - len(failed)} of {len(counted)} rules passed")
+    skipped = len(rows) - len(counted)
+    if skipped:
+        text.append(f", {skipped} skipped (nothing measured)")
+    return text
+
+
+def check_summary(rows: list[RuleResult], exit_code: int, run_dir: str | None = None) -> Group:
+    parts: list[Table | Text] = [rules_table(rows)]
+    for row in rows:
+        if row.status == FAIL:
+            line = Text()
+            line.append(f"{row.rule}: ", style="bold red")
+            line.append(row.message)
+            if row.source:
+                line.append(f"  [{row.source}]", style="dim")
+            parts.append(line)
+    parts.append(verdict(rows, exit_code))
+    if run_dir:
+        parts.append(Text(f"Verdict saved in {run_dir}/check.json", style="dim"))
+    return Group(*parts)

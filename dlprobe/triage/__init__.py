@@ -1,0 +1,1 @@
+"""`dlprobe triage LOGFILE`: explain a DataLoader failure that already happened, from its log and the machine."""

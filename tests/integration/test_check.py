@@ -1,0 +1,162 @@
+"""`dlprobe check` on real loaders: one config gates the leaky and the clean dataset; baselines, JUnit, limits."""
+
+from __future__ import annotations
+
+import json
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import SCRIPTS, run_dlprobe
+
+GATE = """\
+max_batches = 400
+max_worker_uss_growth = "64 MiB"
+fail_on = ["cow-growth", "no-loader"]
+"""
+
+
+def check(tmp_path: Path, script: str, *args: str, options: list[str] = (), name: str = "run"):  # type: ignore[assignment]
+    run_dir = tmp_path / name
+    proc = run_dlprobe(["check", "--quiet", "--out", str(run_dir), *options, str(SCRIPTS / script), *args], tmp_path)
+    verdict = json.loads((run_dir / "check.json").read_text()) if (run_dir / "check.json").exists() else None
+    return proc, run_dir, verdict
+
+
+def by_rule(verdict: dict) -> dict[str, dict]:
+    return {r["rule"]: r for r in verdict["rules"]}
+
+
+def junit_cases(path: Path) -> dict[str, ET.Element]:
+    root = ET.parse(path).getroot()
+    return {case.get("name"): case for case in root.iter("testcase")}
+
+
+def gone(pids: list[int]) -> bool:
+    """True once none of the pids is a live process (zombies of other parents do not count)."""
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture(scope="module")
+def clean_baseline(tmp_path_factory):
+    """The clean numpy dataset, checked with the gate, writing a baseline from its report."""
+    tmp_path = tmp_path_factory.mktemp("clean")
+    (tmp_path / "gate.toml").write_text(GATE)
+    baseline = tmp_path / "baseline.json"
+    options = ["--config", str(tmp_path / "gate.toml"), "--baseline", str(baseline), "--update-baseline",
+               "--junit", str(tmp_path / "junit.xml")]  # fmt: skip
+    proc, run_dir, verdict = check(tmp_path, "numpy_dataset.py", options=options)
+    return tmp_path, proc, run_dir, verdict, baseline
+
+
+def test_clean_loader_passes_the_gate_and_writes_the_baseline(clean_baseline):
+    tmp_path, proc, run_dir, verdict, baseline = clean_baseline
+    assert proc.returncode == 0, proc.stderr
+    assert verdict["passed"] and verdict["stop"]["reason"] == "max_batches"
+    rules = by_rule(verdict)
+    assert rules["max_worker_uss_growth"]["status"] == "pass"
+    assert rules["fail_on cow-growth"]["status"] == "pass"
+    assert "check PASSED" in proc.stderr
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["loaders"][0]["batches"] == 400  # stopped cleanly at the limit, not one batch more
+    assert "checksum" not in proc.stdout  # the loop really ended there
+    assert json.loads(baseline.read_text()) == report
+    cases = junit_cases(tmp_path / "junit.xml")
+    assert list(cases) == [r["rule"] for r in verdict["rules"]]
+    assert not any(case.find("failure") is not None for case in cases.values())
+
+
+def test_leaky_loader_fails_the_same_gate_and_regresses_against_the_baseline(clean_baseline, tmp_path):
+    base_dir, *_, baseline = clean_baseline
+    junit = tmp_path / "junit.xml"
+    options = ["--config", str(base_dir / "gate.toml"), "--baseline", str(baseline), "--junit", str(junit)]
+    proc, run_dir, verdict = check(tmp_path, "leaky_list_dataset.py", options=options)
+    assert proc.returncode == 1, proc.stderr
+    rules = by_rule(verdict)
+    assert rules["max_worker_uss_growth"]["status"] == "fail"
+    assert rules["fail_on cow-growth"]["status"] == "fail"
+    assert rules["baseline worker_uss_growth"]["status"] == "fail"
+    assert rules["script_exit"]["status"] == "pass"
+    assert "max_worker_uss_growth: per-worker USS growth was" in proc.stderr
+    assert "check FAILED" in proc.stderr
+    cases = junit_cases(junit)
+    assert list(cases) == list(rules)  # one testcase per rule
+    failure = cases["max_worker_uss_growth"].find("failure")
+    assert failure is not None and failure.get("message") == rules["max_worker_uss_growth"]["message"]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert gone([w["pid"] for w in report["loaders"][0]["workers"]] + [report["processes"][0]["pid"]])
+
+
+def test_script_failure_gets_its_own_exit_code(tmp_path):
+    junit = tmp_path / "j.xml"
+    proc, _, verdict = check(tmp_path, "fails_after_batches.py", "raise", options=["--junit", str(junit)])
+    assert proc.returncode == 3
+    assert "ValueError: bad learning rate" in proc.stderr  # the script's own stderr still comes through
+    assert by_rule(verdict)["script_exit"]["status"] == "fail"
+    assert junit_cases(junit)["script_exit"].find("failure") is not None
+    assert "check SCRIPT FAILED" in proc.stderr
+
+
+def test_hang_timeout_stops_a_hung_loader_and_fails(tmp_path):
+    proc, run_dir, verdict = check(tmp_path, "faulty_worker.py", "hang", options=["--hang-timeout", "2s"])
+    assert proc.returncode == 1, proc.stderr
+    assert verdict["stop"]["reason"] == "hang" and verdict["stop"]["stall_s"] >= 2
+    assert by_rule(verdict)["hang_timeout"]["status"] == "fail"
+    assert by_rule(verdict)["script_exit"]["status"] == "pass"
+    report = json.loads((run_dir / "report.json").read_text())
+    assert gone([p["pid"] for p in report["processes"]])
+
+
+def test_max_seconds_ends_an_endless_run_without_failing_it(tmp_path):
+    proc, run_dir, verdict = check(tmp_path, "endless_loader.py", options=["--max-seconds", "6s"])
+    assert proc.returncode == 0, proc.stderr
+    assert verdict["stop"]["reason"] == "max_seconds" and verdict["stop"]["signals"] == []
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["exit_code"] == 0  # stopped by the hooks at a batch boundary, not by a signal
+    assert by_rule(verdict)["script_exit"]["status"] == "pass"
+
+
+BAD_INPUT = [
+    ("malformed.toml", 'max_seconds = "90s\n', [], "malformed.toml: not valid TOML"),
+    ("unknown.toml", 'max_worker_us = "1 GB"\n', [], "unknown.toml: key 'max_worker_us': unknown key"),
+    ("unitless.toml", "max_total_pss = 200\n", [], "unitless.toml: key 'max_total_pss': 200 has no unit"),
+    ("negative.toml", 'max_shm_peak = "-1 GB"\n', [], "negative.toml: key 'max_shm_peak': '-1 GB' is negative"),
+    ("ok.toml", "", ["--baseline", "missing.json"], "baseline missing.json: no such file"),
+    ("ok.toml", "", ["--baseline", "old.json"], "baseline old.json: key 'schema_version' is 0, expected 1"),
+    ("ok.toml", "", ["--max-seconds", "10"], "--max-seconds: key 'max_seconds': '10' has no unit"),
+    (None, '[tool.dlprobe]\nhang_timeout = "soon"\n', [], "pyproject.toml [tool.dlprobe]: key 'hang_timeout'"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "options", "message"), BAD_INPUT, ids=[b[3][:40] for b in BAD_INPUT])
+def test_bad_input_is_one_error_line_with_a_hint_and_exit_2(tmp_path, name, text, options, message):
+    (tmp_path / "old.json").write_text(json.dumps({"schema_version": 0, "findings": []}))
+    if name is None:
+        (tmp_path / "pyproject.toml").write_text(text)
+        config = []
+    else:
+        (tmp_path / name).write_text(text)
+        config = ["--config", name]
+    proc = run_dlprobe(["check", *config, *options, str(SCRIPTS / "no_loader.py")], tmp_path)
+    assert proc.returncode == 2
+    first, *rest = proc.stderr.splitlines()
+    assert first.startswith("error: ") and message in first, proc.stderr
+    assert rest and rest[0].startswith("hint: ")
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "dlprobe-runs").exists()  # refused before the script ran
+
+
+def test_a_loop_left_with_break_is_not_a_hang(tmp_path):
+    proc, _, verdict = check(tmp_path, "break_then_pause.py", "4", options=["--hang-timeout", "2s"])
+    assert proc.returncode == 0, proc.stderr
+    assert verdict["stop"] is None and by_rule(verdict)["hang_timeout"]["status"] == "pass"
+    assert proc.stdout == "saved\n"

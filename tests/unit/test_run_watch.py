@@ -1,0 +1,64 @@
+"""RunWatch: when a bounded run is stopped (hang, time limit, the hooks' own stop) and how hard."""
+
+from __future__ import annotations
+
+import signal
+
+from dlprobe.check.limits import HOOK_GRACE_S, RunWatch
+from dlprobe.target.run_limits import STOP_AFTER_BATCHES_ENV, STOP_AT_ENV
+
+
+class FakeChild:
+    pid = 999_999_999
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+
+    def poll(self) -> None:
+        return None
+
+    def send_signal(self, sig: int) -> None:
+        self.signals.append(sig)
+
+
+def ev(kind: str, t: float, **fields):
+    return {"ev": kind, "t": t, **fields}
+
+
+def test_no_batch_for_the_timeout_is_a_hang_and_interrupts_at_once():
+    watch, child = RunWatch(None, None, hang_timeout=10.0), FakeChild()
+    watch.on_tick(100.0, [ev("epoch", 100.0, loader=0), ev("batches", 101.0, loader=0)], child)  # type: ignore[arg-type]
+    watch.on_tick(110.5, [], child)  # type: ignore[arg-type]
+    assert watch.stop is None and child.signals == []
+    watch.on_tick(111.5, [], child)  # type: ignore[arg-type]
+    assert watch.stop is not None and watch.stop.reason == "hang" and watch.stop.loader_id == 0
+    assert watch.stop.stall_s == 10.5
+    assert child.signals == [signal.SIGINT]
+
+
+def test_a_finished_or_abandoned_loop_is_not_a_hang():
+    for end in ("epoch_end", "iter_closed", "loader_error"):
+        watch, child = RunWatch(None, None, hang_timeout=10.0), FakeChild()
+        watch.on_tick(100.0, [ev("epoch", 100.0, loader=0), ev(end, 101.0, loader=0)], child)  # type: ignore[arg-type]
+        watch.on_tick(500.0, [], child)  # type: ignore[arg-type]
+        assert watch.stop is None, end
+
+
+def test_the_hooks_stop_gets_a_grace_period_then_signals_in_order():
+    watch, child = RunWatch(5, None, None), FakeChild()
+    assert watch.env() == {STOP_AFTER_BATCHES_ENV: "5"}
+    watch.on_tick(100.0, [ev("stop", 100.0, reason="max_batches")], child)  # type: ignore[arg-type]
+    assert watch.stop is not None and watch.stop.reason == "max_batches" and child.signals == []
+    watch.on_tick(100.0 + HOOK_GRACE_S + 0.1, [], child)  # type: ignore[arg-type]
+    assert child.signals == [signal.SIGINT]
+    watch.escalate_at = 0.0
+    watch.on_tick(200.0, [], child)  # type: ignore[arg-type]
+    assert child.signals == [signal.SIGINT, signal.SIGTERM]
+    assert watch.stop.signals == ("SIGINT", "SIGTERM")
+
+
+def test_time_limit_is_passed_to_the_hooks_and_enforced_from_outside():
+    watch, child = RunWatch(None, 30.0, None), FakeChild()
+    assert watch.deadline is not None and float(watch.env()[STOP_AT_ENV]) == watch.deadline
+    watch.on_tick(watch.deadline + 0.1, [], child)  # type: ignore[arg-type]
+    assert watch.stop is not None and watch.stop.reason == "max_seconds" and child.signals == []

@@ -1,0 +1,231 @@
+"""Ranking of triage causes on hand-written logs and fake machine facts; the kernel OOM-line parser."""
+
+from __future__ import annotations
+
+import io
+
+from dlprobe.triage.logscan import scan_stream
+from dlprobe.triage.machine import KernelLog, MachineFacts, parse_oom_lines
+from dlprobe.triage.rank import diagnose, reproduce
+
+MiB = 1024 * 1024
+NOW = 1_700_000_000.0
+BOOT = NOW - 1000.0
+
+# What this machine's kernel printed for a real cgroup OOM kill of a DataLoader worker.
+DMESG = [
+    "[  895.795425] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+    "oom_memcg=/dlprobe-t,task_memcg=/dlprobe-t,task=pt_data_worker,pid=6565,uid=0",
+    "[  895.795449] Memory cgroup out of memory: Killed process 6565 (pt_data_worker) total-vm:1043728kB, "
+    "anon-rss:384484kB, file-rss:21872kB, shmem-rss:0kB, UID:0 pgtables:1036kB oom_score_adj:0",
+    "[ 1200.000001] Out of memory: Killed process 777 (python) total-vm:9043728kB, anon-rss:8000000kB, file-rss:0kB",
+]
+
+TRACEBACK = 'Traceback (most recent call last):\n  File "/home/u/train.py", line 84, in <module>\n    for b in dl:\n'
+
+
+def scan_of(text: str):
+    return scan_stream(io.BytesIO(text.encode()), "test.log")
+
+
+def machine(kills=(), readable=True, shm_total=64 * MiB, cgroup=None, nofile=(1024, 4096)) -> MachineFacts:
+    kernel = KernelLog("dmesg", kills=list(kills)) if readable else KernelLog(None, "dmesg: Operation not permitted")
+    return MachineFacts(True, kernel, {"total": shm_total, "used": 0}, cgroup, nofile, 16 << 30)
+
+
+def killed(pid: int, signal: str = "Killed") -> str:
+    return (
+        TRACEBACK + f"RuntimeError: DataLoader worker (pid {pid}) is killed by signal: {signal}. \n\n"
+        "The above exception was the direct cause of the following exception:\n\n" + TRACEBACK
+        + f"RuntimeError: DataLoader worker (pid(s) {pid}) exited unexpectedly\n"
+    )  # fmt: skip
+
+
+def top(findings):
+    f = findings[0]
+    return f.code, f.evidence.get("cause"), f.evidence.get("confidence")
+
+
+def test_parse_oom_lines_merges_the_oom_kill_and_killed_process_lines():
+    kills = parse_oom_lines(DMESG, boot_time=BOOT)
+    assert [(k.pid, k.comm, k.cgroup) for k in kills] == [(6565, "pt_data_worker", True), (777, "python", False)]
+    assert kills[0].memcg == "/dlprobe-t"
+    assert kills[0].anon_rss_bytes == 384484 * 1024
+    assert kills[0].time == BOOT + 895.795425
+    assert parse_oom_lines(["Jan 1 host kernel: random line", "oom_reaper: reaped process 6565"]) == []
+
+
+def test_sigkill_with_a_kernel_oom_kill_for_that_pid_is_confirmed_oom():
+    kills = parse_oom_lines(DMESG, boot_time=BOOT)
+    findings = diagnose(scan_of(killed(6565)), machine(kills), NOW)
+    assert top(findings) == ("worker-killed", "oom", "confirmed")
+    ev = findings[0].evidence
+    assert ev["pids"] == [6565] and ev["signal"] == "SIGKILL"
+    assert ev["kernel_kills"][0]["pid"] == 6565
+    assert len([f for f in findings if f.severity == "error"]) == 1  # S1 and S3 are one death, not two
+
+
+def test_sigkill_without_kernel_evidence_ranks_oom_first_then_an_outside_kill():
+    # the kernel's only worker OOM kill is another pid, from long before this log was written
+    findings = diagnose(scan_of(killed(4242)), machine(parse_oom_lines(DMESG, BOOT)), NOW + 5000)
+    assert top(findings) == ("worker-killed", "oom", "possible")
+    assert findings[1].evidence["cause"] == "external-kill"
+    assert "no OOM kill for 4242" in findings[0].detail
+
+
+def test_sigkill_with_an_unreadable_kernel_log_is_likely_oom_and_says_why_unconfirmed():
+    findings = diagnose(scan_of(killed(4242)), machine(readable=False), NOW)
+    assert top(findings) == ("worker-killed", "oom", "likely")
+    assert "Operation not permitted" in findings[0].detail
+
+
+def test_a_worker_oom_kill_near_the_logs_time_counts_across_pid_namespaces():
+    lines = ["[  990.000000] Memory cgroup out of memory: Killed process 99123 (pt_data_worker) anon-rss:1kB"]
+    findings = diagnose(scan_of(killed(12)), machine(parse_oom_lines(lines, BOOT)), NOW)
+    assert top(findings) == ("worker-killed", "oom", "likely")
+    assert findings[0].evidence["kernel_kills"][0]["pid"] == 99123
+
+
+def test_cgroup_oom_kill_count_makes_oom_likely():
+    findings = diagnose(scan_of(killed(12)), machine(cgroup={"limit": 1 << 30, "oom_kill": 3, "path": "/x"}), NOW)
+    assert top(findings) == ("worker-killed", "oom", "likely")
+    assert findings[0].evidence["cgroup_oom_kills"] == 3
+
+
+def test_exit_code_only_with_kernel_oom_for_that_pid_is_oom():
+    text = TRACEBACK + "RuntimeError: DataLoader worker (pid(s) 6565) exited unexpectedly\n"
+    findings = diagnose(scan_of(text), machine(parse_oom_lines(DMESG, BOOT)), NOW)
+    assert top(findings) == ("worker-killed", "oom", "confirmed")
+    findings = diagnose(scan_of(text), machine(), NOW)
+    assert top(findings) == ("worker-killed", "unknown", "possible")
+
+
+def test_bus_error_ranks_shm_first_and_native_mmap_second():
+    text = (
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
+        "\x00" + killed(325, "Bus error")
+    )
+    findings = diagnose(scan_of(text), machine(shm_total=64 * MiB), NOW)
+    assert top(findings) == ("shm-exhausted", "shm", "likely")
+    assert findings[0].evidence["pids"] == [325] and findings[0].evidence["signal"] == "SIGBUS"
+    assert findings[0].evidence["line"] == 1  # the worker's own ERROR line comes first
+    assert "Docker's default" in findings[0].detail
+    assert findings[1].evidence["cause"] == "bus"
+
+
+def test_segfault_marker_alone_still_names_the_crash():
+    text = "ERROR: Unexpected segmentation fault encountered in worker.\n\x00"
+    findings = diagnose(scan_of(text), machine(), NOW)
+    assert top(findings) == ("worker-killed", "segfault", "likely")
+
+
+def test_abort_carries_the_native_messages_before_it():
+    text = "terminate called after throwing an instance of 'std::bad_alloc'\n" + killed(77, "Aborted")
+    findings = diagnose(scan_of(text), machine(), NOW)
+    assert top(findings)[:2] == ("worker-killed", "abort")
+    assert findings[0].evidence["native_messages"] == [
+        "terminate called after throwing an instance of 'std::bad_alloc'"
+    ]
+    assert reproduce(scan_of(text), findings)["command"].startswith("PYTHONFAULTHANDLER=1 dlprobe run ")
+
+
+def worker_error(exc: str, message: str, worker: int = 0) -> str:
+    return (
+        TRACEBACK + f"{exc}: Caught {exc} in DataLoader worker process {worker}.\n"
+        "Original Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/worker.py", line 374, in _worker_loop\n'
+        '  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/collate.py", line 273, in collate\n'
+        '  File "/home/u/data.py", line 40, in __getitem__\n'
+        f"{exc}: {message}\n"
+    )  # fmt: skip
+
+
+def test_worker_exception_is_a_bad_sample_with_index_worker_and_frame():
+    findings = diagnose(scan_of(worker_error("KeyError", "'missing label for sample 1234'", 1)), machine(), NOW)
+    assert top(findings) == ("bad-sample", "exception", "confirmed")
+    ev = findings[0].evidence
+    assert ev["exception"] == "KeyError" and ev["worker_id"] == 1 and ev["index"] == 1234
+    assert ev["frame"] == "/home/u/data.py:40 in __getitem__"
+
+
+def test_shm_allocation_failure_in_a_worker_is_shm_not_a_bad_sample():
+    msg = "unable to allocate shared memory(shm) for file </torch_6606_151_0>: No space left on device (28)"
+    findings = diagnose(scan_of(worker_error("RuntimeError", msg)), machine(shm_total=8 * MiB), NOW)
+    assert top(findings) == ("shm-exhausted", "shm", "confirmed")
+    assert findings[0].evidence["worker_ids"] == [0]
+    assert findings[0].evidence["shm_total_bytes"] == 8 * MiB
+    assert [f.code for f in findings if f.severity == "error"] == ["shm-exhausted"]
+
+
+def test_collate_and_cuda_errors_in_workers_get_their_own_cause():
+    findings = diagnose(scan_of(worker_error("RuntimeError", "Trying to resize storage that is not resizable")),
+                        machine(), NOW)  # fmt: skip
+    assert top(findings) == ("collate-error", "shape-mismatch", "confirmed")
+    findings = diagnose(scan_of(worker_error("AttributeError", "'NoneType' object has no attribute 'numel'")),
+                        machine(), NOW)  # fmt: skip
+    assert top(findings)[:2] == ("collate-error", "none-sample")
+    cuda = "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn'"
+    assert top(diagnose(scan_of(worker_error("RuntimeError", cuda)), machine(), NOW))[0] == "cuda-fork"
+
+
+def test_stack_shape_error_counts_only_when_it_came_out_of_the_loader():
+    msg = "stack expects each tensor to be equal size, but got [3, 64, 64] at entry 0 and [3, 64, 60] at entry 5"
+    in_loader = (
+        TRACEBACK + '  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/collate.py", line 2, in c\n'
+        f"RuntimeError: {msg}\n"
+    )  # fmt: skip
+    assert top(diagnose(scan_of(in_loader), machine(), NOW))[:2] == ("collate-error", "shape-mismatch")
+    elsewhere = TRACEBACK + f'  File "/home/u/model.py", line 2, in forward\nRuntimeError: {msg}\n'
+    assert diagnose(scan_of(elsewhere), machine(), NOW) == []
+
+
+def test_timeout_with_the_tokenizers_banner_names_tokenizers_first():
+    text = (
+        "huggingface/tokenizers: The current process just got forked, after parallelism has already been used. "
+        "Disabling parallelism to avoid deadlocks...\n"
+        + TRACEBACK + "RuntimeError: DataLoader timed out after 20 seconds\n"
+    )  # fmt: skip
+    findings = diagnose(scan_of(text), machine(), NOW)
+    assert [(f.code, f.evidence["cause"]) for f in findings] == [("worker-hang", "tokenizers-fork"),
+                                                                  ("worker-hang", "unknown")]  # fmt: skip
+    assert findings[0].evidence["timeout_s"] == 20.0
+    command = reproduce(scan_of(text), findings)["command"]
+    assert command == "dlprobe run --hang-timeout 10 /home/u/train.py ..."
+
+
+def test_too_many_open_files_reports_the_limit():
+    text = TRACEBACK + (
+        "RuntimeError: Too many open files. Communication with the workers is no longer possible. Please increase "
+        "the limit using `ulimit -n` in the shell or change the sharing strategy by calling "
+        "`torch.multiprocessing.set_sharing_strategy('file_system')` at the beginning of your code\n"
+    )
+    findings = diagnose(scan_of(text), machine(nofile=(256, 4096)), NOW)
+    assert top(findings)[0] == "too-many-open-files"
+    assert findings[0].evidence["nofile_soft"] == 256 and "256" in findings[0].detail
+
+
+def test_a_shell_killed_line_is_the_main_process_killed():
+    findings = diagnose(scan_of("epoch 1 step 5\nKilled\n"), machine(parse_oom_lines(DMESG[2:], BOOT)), NOW)
+    assert top(findings) == ("main-killed", "oom", "likely")
+    assert findings[0].evidence["kernel_kills"][0]["comm"] == "python"
+
+
+def test_warnings_alone_are_not_failures():
+    text = (
+        "UserWarning: This DataLoader will create 8 worker processes in total. Our suggested max number of worker "
+        "in current system is 2, which is smaller than what this DataLoader is going to create.\n"
+    )
+    findings = diagnose(scan_of(text), machine(), NOW)
+    assert [(f.code, f.severity) for f in findings] == [("too-many-workers", "warning")]
+
+
+def test_the_reproduce_command_quotes_the_script_and_admits_when_it_is_unknown():
+    text = (
+        TRACEBACK.replace("/home/u/train.py", "/home/u/my runs/train.py")
+        + "RuntimeError: DataLoader timed out after 3 seconds\n"
+    )
+    scan = scan_of(text)
+    assert "'/home/u/my runs/train.py'" in reproduce(scan, diagnose(scan, machine(), NOW))["command"]
+    bare = scan_of("RuntimeError: DataLoader worker (pid 5) exited unexpectedly with exit code 3. Details are lost\n")
+    result = reproduce(bare, diagnose(bare, machine(), NOW))
+    assert result["script"] is None and "does not show the script" in result["note"]
