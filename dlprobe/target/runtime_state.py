@@ -29,12 +29,23 @@ def _os_threads() -> list[str]:
     return names
 
 
+# multiprocessing's queue feeder threads only write to their own queue's pipe, which no forked worker of another
+# loader ever uses; a feeder of the previous epoch's queues is often still shutting down at the next fork.
+BENIGN_THREADS = ("QueueFeederThread",)
+
+
+def _alive(thread: threading.Thread) -> bool:
+    """The OS thread still exists (a Thread object outlives its thread for a moment while it is being joined)."""
+    native = getattr(thread, "native_id", None)
+    return native is None or os.path.exists(f"/proc/self/task/{native}")
+
+
 def _python_threads() -> list[dict[str, Any]]:
     main = threading.main_thread()
     return [
         {"name": t.name, "daemon": t.daemon}
         for t in threading.enumerate()
-        if t is not main and not t.name.startswith(OWN_THREAD_PREFIX)
+        if t is not main and not t.name.startswith(OWN_THREAD_PREFIX) and t.name not in BENIGN_THREADS and _alive(t)
     ]
 
 
