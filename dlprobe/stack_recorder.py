@@ -82,8 +82,10 @@ class StackRecorder:
         if exe is None:
             self.error = "py-spy not found (pip install py-spy)"
             return
-        command = [exe, "record", "--pid", str(self.pid), "--subprocesses", "--nonblocking", "--rate", str(self.rate),
-                   "--format", "raw", "--output", str(self.run_dir / STACKS_FILE)]  # fmt: skip
+        # --idle: a sample blocked on a read is loading time too; hotspots drop workers idling for their next index.
+        output = str(self.run_dir / STACKS_FILE)
+        command = [exe, "record", "--pid", str(self.pid), "--subprocesses", "--nonblocking", "--idle",
+                   "--rate", str(self.rate), "--format", "raw", "--output", output]  # fmt: skip
         self.started_at = time.time()
         try:
             self.proc = subprocess.Popen(

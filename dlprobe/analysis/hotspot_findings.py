@@ -24,6 +24,7 @@ CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("collate", re.compile(r".*collate.*")),
     ("send to main process", re.compile(_SEND)),
 )
+_LINE = re.compile(r":\d+\)$")
 _LIBRARY = re.compile(r"\((<|torch/|multiprocessing/|threading\.py|queue\.py)")
 
 
@@ -39,11 +40,10 @@ def _loading_samples(run: RunData, loader: LoaderRecord) -> list[StackCount]:
     """Samples of this loader's workers; with num_workers=0, the main process's samples inside fetch()."""
     if run.stacks is None:
         return []
-    if loader.num_workers:
-        pids = {p.pid for p in run.workers(loader.loader_id)}
-        return [s for s in run.stacks.stacks if s.pid in pids]
-    main = run.meta.get("target_pid")
-    return [s for s in run.stacks.stacks if s.pid == main and any(_FETCH.match(f) for f in s.frames)]
+    # Only samples inside fetch(): a worker waiting for its next index, or the loop's own work, is not loading.
+    workers = {p.pid for p in run.workers(loader.loader_id)}
+    pids = workers if loader.num_workers else {run.meta.get("target_pid")}
+    return [s for s in run.stacks.stacks if s.pid in pids and any(_FETCH.match(f) for f in s.frames)]
 
 
 def find_worker_hotspots(run: RunData) -> list[Finding]:
@@ -62,7 +62,7 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
             categories[_category(s.frames)] += s.count
             # The innermost frame that is not torch/multiprocessing plumbing: the user's (or a library's) code.
             own = next((f for f in reversed(s.frames) if not _LIBRARY.search(f)), s.frames[-1] if s.frames else "?")
-            functions[own] += s.count
+            functions[_LINE.sub(")", own)] += s.count  # one row per function, whichever of its lines was running
         shares: list[dict[str, Any]] = [
             {"category": c, "share": round(n / total, 3), "samples": n} for c, n in categories.most_common()
         ]

@@ -101,7 +101,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         config = {"deadline": deadline - SHUTDOWN_S, "batches": options.batches, "workers": counts,
                   "done": [{"key": t["key"], "stage": t.get("stage"), "samples_per_s": t.get("samples_per_s"),
                             "num_workers": t["num_workers"], "prefetch_factor": t.get("prefetch_factor"),
-                            "pin_memory": t.get("pin_memory")} for t in trials]}  # fmt: skip
+                            "pin_memory": t.get("pin_memory"), "status": t.get("status")} for t in trials]}  # fmt: skip
         env = {TAKEOVER_ENV: RUNNER, TAKEOVER_LOADER_ENV: str(options.loader), CONFIG_ENV: json.dumps(config)}
         limit = _TimeLimit(max(1.0, remaining) + GRACE_S)
         attempt_dir = str(root / f"attempt-{attempt}")

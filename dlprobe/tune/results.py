@@ -90,35 +90,42 @@ def collect_trials(
     """Trial rows of one attempt, and the trial that was running when its process died (or None)."""
     ends = {e["key"]: e for e in events_of(run, "trial_end")}
     rows = []
-    for ev in events_of(run, "trial_skipped"):
-        rows.append({k: ev.get(k) for k in ("key", "num_workers", "prefetch_factor", "pin_memory", "stage")}
-                    | {"status": "skipped", "error": ev.get("reason")})  # fmt: skip
     lost = None
-    for start in events_of(run, "trial_start"):
-        end = ends.get(start["key"])
-        base = {k: start.get(k) for k in ("key", "num_workers", "prefetch_factor", "pin_memory", "stage")}
+    for ev in run.events:  # in the order the trials ran
+        kind = ev.get("ev")
+        base = {k: ev.get(k) for k in ("key", "num_workers", "prefetch_factor", "pin_memory", "stage")}
+        if kind == "trial_skipped":
+            rows.append(base | {"status": "skipped", "error": ev.get("reason")})
+        if kind != "trial_start":
+            continue
+        end = ends.get(ev["key"])
         if end is None:
-            signal = run.result.get("signal")
             status = "hung" if timed_out else "crashed"
-            lost = base | {"status": status, "error": f"the process died ({signal or run.result.get('exit_code')})"}
+            reason = run.result.get("signal") or f"exit code {run.result.get('exit_code')}"
+            lost = base | {"status": status, "error": f"the process died ({reason})"}
             rows.append(lost)
             continue
-        row = base | {k: end.get(k) for k in ("status", "error", "batches", "samples", "first_batch_s",
-                                              "samples_per_s", "measured_batches", "passes", "loader_id")}  # fmt: skip
-        row["duration_s"] = round(end["t"] - start["t"], 3)
-        steady_from = start["t"] + (end.get("first_batch_s") or 0.0)
-        row.update(_worker_memory(run, end.get("loader_id"), steady_from, end["t"]))
-        shm_base, shm_peak = _window(run, start["t"], end["t"])
-        row["shm_peak_delta_bytes"] = (
-            max(0, shm_peak - shm_base) if shm_peak is not None and shm_base is not None else None
-        )
-        dupes = [d for d in events_of(run, "dupes", end.get("loader_id"))] if end.get("loader_id") is not None else []
-        if dupes and dupes[-1]["samples"] and dupes[-1]["duplicates"] >= DUPLICATE_SHARE * dupes[-1]["samples"]:
-            row["duplicates"] = dupes[-1]["duplicates"]
-            row["status"] = "duplicates" if row["status"] == "ok" else row["status"]
-        row["projected_epoch_bytes"] = project_epoch_bytes(row, batches_per_epoch)
-        rows.append(row)
+        rows.append(_finished_row(run, base, ev, end, batches_per_epoch))
     return rows, lost
+
+
+def _finished_row(
+    run: RunData, base: dict[str, Any], start: dict[str, Any], end: dict[str, Any], batches_per_epoch: int | None
+) -> dict[str, Any]:
+    row = base | {k: end.get(k) for k in ("status", "error", "batches", "samples", "first_batch_s", "samples_per_s",
+                                          "measured_batches", "passes", "loader_id")}  # fmt: skip
+    row["duration_s"] = round(end["t"] - start["t"], 3)
+    steady_from = start["t"] + (end.get("first_batch_s") or 0.0)
+    row.update(_worker_memory(run, end.get("loader_id"), steady_from, end["t"]))
+    shm_base, shm_peak = _window(run, start["t"], end["t"])
+    row["shm_peak_delta_bytes"] = max(0, shm_peak - shm_base) if shm_peak is not None and shm_base is not None else None
+    loader_id = end.get("loader_id")
+    dupes = events_of(run, "dupes", loader_id) if loader_id is not None else []
+    if dupes and dupes[-1]["samples"] and dupes[-1]["duplicates"] >= DUPLICATE_SHARE * dupes[-1]["samples"]:
+        row["duplicates"] = dupes[-1]["duplicates"]
+        row["status"] = "duplicates" if row["status"] == "ok" else row["status"]
+    row["projected_epoch_bytes"] = project_epoch_bytes(row, batches_per_epoch)
+    return row
 
 
 def recommend(trials: list[dict[str, Any]], budget: int | None, tolerance: float) -> tuple[dict[str, Any] | None, str]:

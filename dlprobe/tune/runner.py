@@ -121,10 +121,12 @@ def _leaves(batch: Any, depth: int = 0) -> list[Any]:
     return [batch]
 
 
-def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float) -> dict[str, Any]:
+def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, deadline: float) -> dict[str, Any]:
     """Time one trial: first batch, then throughput after the pipeline has filled."""
     nw, pf = spec["num_workers"], spec["prefetch_factor"]
-    trial_loader = build(loader, nw, pf, spec["pin_memory"], timeout=max(5.0, time_cap))
+    # A hung trial is given up after its share of the budget plus a grace, but never past the sweep's deadline.
+    give_up = max(1.0, min(time_cap + HANG_GRACE_S, deadline - time.time()))
+    trial_loader = build(loader, nw, pf, spec["pin_memory"], timeout=round(min(max(5.0, time_cap), give_up), 1))
     start = time.perf_counter()
     stamps: list[float] = []
     counts: list[int] = []
@@ -132,7 +134,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float) ->
     result: dict[str, Any] = {"status": "ok", "error": None}
     iterator = None
     # Workers are bounded by the DataLoader's own timeout; the main process needs a watchdog of its own.
-    watchdog = _Watchdog(spec, time_cap + HANG_GRACE_S) if nw == 0 else None
+    watchdog = _Watchdog(spec, give_up) if nw == 0 else None
     try:
         iterator = iter(trial_loader)
         result["loader_id"] = hooks.probe_id(trial_loader)
@@ -233,7 +235,11 @@ def run_trials(loader: Any) -> int:
     while i < len(plan) or not staged:
         if i >= len(plan):
             staged = True
-            ok = [r for r in done.values() if r.get("samples_per_s") and r.get("stage") == "workers"]
+            ok = [
+                r
+                for r in done.values()
+                if r.get("status") == "ok" and r.get("samples_per_s") and r.get("stage") == "workers"
+            ]
             if ok:
                 best = max(ok, key=lambda r: r["samples_per_s"])
                 plan += [t for t in later_stages(best, accelerator) if t["key"] not in {p["key"] for p in plan}]
@@ -249,7 +255,7 @@ def run_trials(loader: Any) -> int:
             done[spec["key"]] = spec
             continue
         _emit("trial_start", **spec)
-        result = measure(loader, spec, batches, max(MIN_TRIAL_S, remaining / left))
+        result = measure(loader, spec, batches, max(MIN_TRIAL_S, remaining / left), deadline)
         record = spec | result
         done[spec["key"]] = record
         _emit("trial_end", **record)
