@@ -80,6 +80,44 @@ def report(
     write_outputs(open_run_dir(run_dir), Console(highlight=False), json_path)
 
 
+@app.command(context_settings=SCRIPT_COMMAND)
+def tune(
+    script: str = typer.Argument(..., help="The training script; it runs up to its DataLoader and does not train."),
+    script_args: list[str] | None = typer.Argument(None, help="Arguments passed to the script as they are."),
+    budget: str = typer.Option("120s", "--budget", help="Time for the whole sweep, e.g. 60s or 5m."),
+    batches: int = typer.Option(40, "--batches", help="Batches timed per trial."),
+    loader: int = typer.Option(0, "--loader", help="Which DataLoader to tune, by the order the script iterates them."),
+    max_workers: int | None = typer.Option(
+        None, "--max-workers", help="Highest num_workers to try (default 2x cores)."
+    ),
+    tolerance: float = typer.Option(0.05, "--tolerance", help="Within this share of the best counts as as fast."),
+    out: str | None = typer.Option(None, "--out", "-o", help="Directory for the trials (default ./dlprobe-runs/...)."),
+    json_path: str | None = typer.Option(None, "--json", help="Also write the trials and `recommended` here."),
+) -> None:
+    """Measure the script's DataLoader under other num_workers, prefetch_factor and pin_memory settings."""
+    from dlprobe.tune.output import tune_and_report
+    from dlprobe.units import parse_duration
+
+    try:
+        budget_s = parse_duration(budget)
+    except ValueError as exc:
+        raise DlprobeError(str(exc), hint="e.g. --budget 120s") from None
+    raise typer.Exit(
+        tune_and_report(
+            script,
+            list(script_args or []),
+            budget_s,
+            batches,
+            loader,
+            max_workers,
+            tolerance,
+            out,
+            json_path,
+            err_console(),
+        )  # fmt: skip
+    )
+
+
 @app.command()
 def demo(
     out: str | None = typer.Option(None, "--out", "-o", help="Where to keep the two demo runs."),

@@ -8,6 +8,7 @@ from typing import Any
 
 from dlprobe import inflight_format
 from dlprobe.rundir import EVENTS_FILE, META_FILE, RESULT_FILE, SAMPLES_FILE, read_json, read_jsonl
+from dlprobe.stackfile import StackProfile, load_stacks
 
 HANGS_DIR = "hangs"
 KERNEL_FILE = "kernel.json"
@@ -119,6 +120,7 @@ class RunData:
     hangs: list[dict[str, Any]] = field(default_factory=list)
     gone: dict[int, float] = field(default_factory=dict)
     kernel: dict[str, Any] = field(default_factory=dict)
+    stacks: StackProfile | None = None  # py-spy samples of the main process and workers (stacks.txt)
 
     @property
     def script_error(self) -> dict[str, Any] | None:
@@ -221,7 +223,9 @@ def load_run(path: Path) -> RunData:
                 system.cgroup_limit = cg["limit"]
         elif kind == "gone":
             gone[int(rec["pid"])] = rec["t"]
-    run = RunData(path, meta, result, loaders, list(processes.values()), system, events, gone=gone)
+    run = RunData(
+        path, meta, result, loaders, list(processes.values()), system, events, gone=gone, stacks=load_stacks(path)
+    )
     load_failure_records(run)
     return run
 

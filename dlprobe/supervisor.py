@@ -18,6 +18,7 @@ from typing import IO, Any
 from rich.text import Text
 
 from dlprobe import __version__, procmem
+from dlprobe.cpus import cpu_facts
 from dlprobe.errors import DlprobeError
 from dlprobe.hang.guard import RunGuard
 from dlprobe.hang.watch import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
@@ -34,6 +35,7 @@ from dlprobe.rundir import (
     write_json,
 )
 from dlprobe.sampler import TICK_S, Sampler
+from dlprobe.stack_recorder import StackRecorder
 from dlprobe.target.events import RUN_DIR_ENV
 from dlprobe.units import format_bytes
 
@@ -91,17 +93,14 @@ def check_hang_options(options: RunOptions) -> None:
 def machine_facts() -> dict[str, Any]:
     shm = procmem.shm_usage()
     mem = procmem.system_memory()
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 1
     return {
         "host": platform.node(),
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": usable,
+        # cpu_count, cpu_affinity, cpu_quota (cgroup, in cores) and usable_cores (the smallest of them)
+        **cpu_facts(),
         "mem_total": mem["total"],
+        "mem_available": mem["available"],
         "shm_total": shm["total"] if shm else None,
     }
 
@@ -214,10 +213,12 @@ def run_script(options: RunOptions) -> RunOutcome:
     # Ctrl-C reaches the whole process group; the script decides what it means, we keep recording.
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
     guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text))
+    stacks = StackRecorder(child.pid, run_dir)
     known: set[int] = set()
     try:
-        known = _sample_until_exit(child, run_dir, view, started, guard, options.on_tick)
+        known = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick)
     finally:
+        stacks.stop()
         for pump in pumps:
             pump.join(timeout=5)
         view.close()
@@ -258,6 +259,7 @@ def _sample_until_exit(
     view: LiveView,
     started: float,
     guard: RunGuard,
+    stacks: StackRecorder,
     on_tick: TickHook | None = None,
 ) -> set[int]:
     cgroup_dir = procmem.cgroup_memory_dir(child.pid)
@@ -269,6 +271,7 @@ def _sample_until_exit(
             now = time.time()
             new_events = events.read_new()
             progress.feed(new_events, sampler)
+            stacks.observe(new_events, now)  # py-spy only while the loop waits for data; start-up is sampled inside
             if on_tick is not None:
                 on_tick(now, new_events, child)
             sampler.tick(now)

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dlprobe.analysis import death_findings, hang_findings, memory_findings, run_findings, shm_findings
+from dlprobe.analysis import (
+    batch_findings,
+    death_findings,
+    hang_findings,
+    hotspot_findings,
+    memory_findings,
+    run_findings,
+    shm_findings,
+    startup_findings,
+    throughput_findings,
+)
 from dlprobe.model import SEVERITIES, Finding, RunData
 
 Analyzer = Callable[[RunData], list[Finding]]
@@ -16,6 +26,14 @@ ANALYZERS: list[Analyzer] = [
     memory_findings.find_cow_growth,
     memory_findings.find_spawn_copy,
     shm_findings.find_shm_pressure,
+    throughput_findings.find_input_bound,
+    throughput_findings.find_too_many_workers,
+    throughput_findings.find_pin_memory,
+    batch_findings.find_dtype_waste,
+    batch_findings.find_iterable_duplicates,
+    startup_findings.find_slow_start,
+    startup_findings.find_fork_hazard,
+    hotspot_findings.find_worker_hotspots,
 ]
 
 

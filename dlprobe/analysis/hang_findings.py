@@ -26,7 +26,8 @@ def _fork_threads(run: RunData, loader_id: int | None) -> list[str] | None:
     states = [e for e in run.events if e.get("ev") == "fork_state" and e.get("loader") == loader_id]
     if not states:
         return None
-    return list(states[-1].get("py_threads") or [])
+    threads = states[-1].get("python_threads") or []
+    return [t["name"] if isinstance(t, dict) else str(t) for t in threads]
 
 
 def _age(slot: dict[str, Any], t: float) -> float | None:

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 MAX_LEAVES = 32
+RANGE_MAX_ELEMENTS = 64_000_000  # value range of integer leaves is read up to this size (numpy, single thread)
 
 
 def describe_batch(batch: Any) -> dict[str, Any]:
@@ -20,10 +21,15 @@ def _visit(obj: Any, path: str, leaves: list[dict[str, Any]], depth: int) -> int
     np = sys.modules.get("numpy")
     if torch is not None and isinstance(obj, torch.Tensor):
         nbytes = obj.element_size() * obj.nelement()
-        leaves.append({"path": path, "dtype": str(obj.dtype), "shape": list(obj.shape), "bytes": nbytes})
+        leaf = {"path": path, "dtype": str(obj.dtype), "shape": list(obj.shape), "bytes": nbytes}
+        if np is not None and obj.device.type == "cpu" and not obj.is_floating_point() and not obj.is_complex():
+            leaf.update(_int_range(np, obj.detach().numpy()))
+        leaves.append(leaf)
         return int(nbytes)
     if np is not None and isinstance(obj, np.ndarray):
-        leaves.append({"path": path, "dtype": str(obj.dtype), "shape": list(obj.shape), "bytes": obj.nbytes})
+        leaf = {"path": path, "dtype": str(obj.dtype), "shape": list(obj.shape), "bytes": obj.nbytes}
+        leaf.update(_int_range(np, obj))
+        leaves.append(leaf)
         return int(obj.nbytes)
     if depth > 6:
         return 0
@@ -32,3 +38,16 @@ def _visit(obj: Any, path: str, leaves: list[dict[str, Any]], depth: int) -> int
     if isinstance(obj, (list, tuple)):
         return sum(_visit(v, f"{path}[{i}]", leaves, depth + 1) for i, v in enumerate(obj))
     return 0
+
+
+def _int_range(np: Any, array: Any) -> dict[str, int]:
+    """min/max of an integer array, so 'int64 pixels' can be told from real 64-bit values.
+
+    numpy, not torch: a torch reduction could start the OpenMP pool in the training process.
+    """
+    if array.dtype.kind not in "iu" or array.size == 0 or array.size > RANGE_MAX_ELEMENTS:
+        return {}
+    try:
+        return {"min": int(array.min()), "max": int(array.max())}
+    except Exception:
+        return {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -15,11 +16,12 @@ from types import ModuleType
 from typing import Any
 
 from dlprobe.procmem import read_smaps_rollup
-from dlprobe.target import inflight
+from dlprobe.target import inflight, runtime_state, startup_profile
 from dlprobe.target.batch_info import describe_batch
 from dlprobe.target.dataset_inspect import summarize_dataset
 from dlprobe.target.events import RUN_DIR_ENV, get_log
 from dlprobe.target.run_limits import LIMITS
+from dlprobe.target.sample_hashes import DuplicateCounter
 
 DATALOADER_MODULE = "torch.utils.data.dataloader"
 # Commands that need the script's DataLoader but not its training (scan, tune) set these: when loader N is first
@@ -40,12 +42,15 @@ class LoaderProbe:
         self.last_flush = time.perf_counter()
         self.epoch_open = False
         self.described_batch = False
+        self.hash_samples = False  # IterableDatasets: count repeated samples (workers without sharding)
+        self.dupes: DuplicateCounter | None = None
 
     def begin_epoch(self, iterator: Any, new_iterator: bool, iter_s: float) -> None:
         self.flush()
         self.epoch += 1
         self.epoch_open = True
         self.described_batch = False
+        self.dupes = DuplicateCounter() if self.hash_samples else None
         workers = None
         if new_iterator and hasattr(iterator, "_workers"):
             # Read each new worker once right here: a forked worker starts copying pages at once, and the
@@ -62,6 +67,11 @@ class LoaderProbe:
         if not self.described_batch:
             self.described_batch = True
             _emit("batch_info", loader=self.loader_id, epoch=self.epoch, **describe_batch(batch))
+        if self.dupes is not None:
+            try:
+                self.dupes.add_batch(batch)
+            except Exception:  # an odd batch must never break training; stop counting instead
+                self.dupes = None
         if time.perf_counter() - self.last_flush >= FLUSH_INTERVAL_S:
             self.flush()
 
@@ -88,11 +98,14 @@ class LoaderProbe:
         if self.pending:
             waits, self.pending = self.pending, []
             _emit("batches", loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches)
+        if self.dupes is not None and self.dupes.changed:
+            _emit("dupes", loader=self.loader_id, epoch=self.epoch, **self.dupes.summary())
 
 
 _probes: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary()
 _iterators: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary()
 _all_probes: list[LoaderProbe] = []
+_created: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
 def _emit(ev: str, **fields: Any) -> None:
@@ -115,6 +128,7 @@ def _loader_config(loader: Any, loader_id: int) -> dict[str, Any]:
         "drop_last": bool(loader.drop_last),
         "collate_fn": getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__),
         "custom_batch_sampler": loader.batch_sampler is not None and loader.batch_size is None,
+        "created_t": _created.get(loader),
         "dataset": summarize_dataset(loader.dataset),
     }
 
@@ -125,6 +139,7 @@ def _probe_for(loader: Any) -> LoaderProbe:
         probe = LoaderProbe(len(_all_probes))
         _probes[loader] = probe
         _all_probes.append(probe)
+        probe.hash_samples = bool(getattr(loader, "_dataset_kind", 0))  # _DatasetKind.Iterable == 1
         try:
             _emit("loader", **_loader_config(loader, probe.loader_id))
         except Exception as exc:  # inspection must never break training
@@ -150,17 +165,29 @@ def patch_dataloader(module: ModuleType) -> None:
     base_iter_cls = module._BaseDataLoaderIter
     if getattr(loader_cls, "_dlprobe_patched", False):
         return
+    original_init = loader_cls.__init__
     original_iter = loader_cls.__iter__
     original_next = base_iter_cls.__next__
+    runtime_state.record_baseline()
+
+    @functools.wraps(original_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        _created.setdefault(self, time.time())
+        startup_profile.mark_loader_created()
+        original_init(self, *args, **kwargs)
 
     def __iter__(self: Any) -> Any:
+        startup_profile.stop("iter")  # before any worker is forked
         probe = _probe_for(self)
         if probe.epoch < 0:
             _maybe_take_over(self, probe.loader_id)
         previous = getattr(self, "_iterator", None)
         inflight.loop_creating_iterator(probe.loader_id)
         user_init = inflight.wrap_worker_init(self, probe.loader_id)
-        threads = inflight.fork_state() if self.num_workers else None
+        if self.num_workers > 0 and (previous is None or not self.persistent_workers):
+            # Threads, OpenMP and CUDA state right before the fork: a thread holding a lock now leaves it
+            # locked forever in every worker (hang causes and the fork-hazard finding read this).
+            _emit("fork_state", loader=probe.loader_id, epoch=probe.epoch + 1, **runtime_state.fork_snapshot())
         start = time.perf_counter()
         try:
             iterator = original_iter(self)
@@ -172,8 +199,6 @@ def patch_dataloader(module: ModuleType) -> None:
             method = _start_method_of(self, iterator)
             if method:
                 _emit("start_method", loader=probe.loader_id, start_method=method)
-        if new_iterator and threads is not None and getattr(iterator, "_workers", None):
-            inflight.emit_fork_state(probe.loader_id, threads)
         probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
         _iterators[iterator] = probe
         if new_iterator:
@@ -200,8 +225,11 @@ def patch_dataloader(module: ModuleType) -> None:
         finally:
             inflight.loop_outside(probe.loader_id, probe.batches)
         probe.record_batch(time.perf_counter() - start, batch)
+        if probe.batches == 2:  # by now the loop has had one step to move a batch to a device
+            _emit("accel", loader=probe.loader_id, **runtime_state.accel_state(self))
         return batch
 
+    loader_cls.__init__ = __init__
     loader_cls.__iter__ = __iter__
     base_iter_cls.__next__ = __next__
     loader_cls._dlprobe_patched = True
@@ -221,6 +249,12 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
     code = function(loader)
     _emit("takeover_done", loader=loader_id, exit_code=code)
     raise SystemExit(code)
+
+
+def probe_id(loader: Any) -> int | None:
+    """The id the probe gave a loader (its events carry it), or None if it was never iterated."""
+    probe = _probes.get(loader)
+    return probe.loader_id if probe is not None else None
 
 
 def reset() -> None:
@@ -272,6 +306,7 @@ def install() -> None:
     run_dir = os.environ.get(RUN_DIR_ENV)
     if run_dir:
         inflight.start_main(run_dir)
+    startup_profile.start()
     module = sys.modules.get(DATALOADER_MODULE)
     if module is not None:
         patch_dataloader(module)

@@ -13,7 +13,6 @@ import mmap
 import os
 import signal
 import struct
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -61,7 +60,6 @@ from dlprobe.inflight_format import (
     WAITING,
     slot_path,
 )
-from dlprobe.target.events import get_log
 
 # faulthandler dumps every thread's Python stack on this signal: the fallback when py-spy cannot attach.
 # A real-time signal, because the script may well use SIGUSR1/SIGUSR2 itself.
@@ -263,16 +261,6 @@ def restore_worker_init(loader: Any, original: Any) -> None:
         loader.worker_init_fn = original
 
 
-def fork_state() -> dict[str, Any]:
-    """Threads alive in the training process right before it forks workers (they may hold locks)."""
-    try:
-        os_threads = len(os.listdir("/proc/self/task"))
-    except OSError:
-        os_threads = None
-    names = [t.name for t in threading.enumerate() if t is not threading.current_thread()]
-    return {"os_threads": os_threads, "py_threads": names}
-
-
 def loop_creating_iterator(loader_id: int) -> None:
     if _slot is not None:
         _slot.loop(CREATING_ITERATOR, loader_id)
@@ -295,12 +283,6 @@ def loop_waiting(loader_id: int, iterator: Any, batches: int) -> None:
 def loop_outside(loader_id: int, batches: int) -> None:
     if _slot is not None:
         _slot.loop(OUTSIDE, loader_id, -1, -1, batches)
-
-
-def emit_fork_state(loader_id: int, state: dict[str, Any]) -> None:
-    log = get_log()
-    if log is not None:
-        log.emit("fork_state", loader=loader_id, **state)
 
 
 # --- the fetchers, with the same logic as torch.utils.data._utils.fetch, plus the records -----------------

@@ -1,0 +1,103 @@
+"""Where data-loading time goes, from py-spy samples of the workers (or of the main process with no workers)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from dlprobe.analysis.loop_timing import loop_timing
+from dlprobe.analysis.throughput_findings import INPUT_BOUND_SHARE
+from dlprobe.model import Finding, LoaderRecord, RunData
+from dlprobe.stackfile import StackCount
+
+MIN_SAMPLES = 10
+TOP_FUNCTIONS = 6
+_FETCH = re.compile(r"^_(Map|Iterable)DatasetFetcher\.fetch ")
+# Checked innermost-out per sample, first match wins; each is (category, frame pattern).
+_READ = r"^(open|read|readinto|read_bytes|load|fromfile|stat) |.*(h5py|lmdb|/io\.py|numpy/lib/_?npyio).*"
+_SEND = r".*(multiprocessing/queues\.py|multiprocessing/reduction|torch/multiprocessing/reductions).*"
+CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("decode", re.compile(r"(PIL/|ImageFile\.py|Image\.py).*|.*(decode|imdecode|imread|torchvision/io/).*", re.I)),
+    ("file read", re.compile(_READ)),
+    ("transforms", re.compile(r".*(transforms|albumentations|augment|kornia).*", re.I)),
+    ("collate", re.compile(r".*collate.*")),
+    ("send to main process", re.compile(_SEND)),
+)
+_LINE = re.compile(r":\d+\)$")
+_LIBRARY = re.compile(r"\((<|torch/|multiprocessing/|threading\.py|queue\.py)")
+
+
+def _category(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        for name, pattern in CATEGORIES:
+            if pattern.match(frame):
+                return name
+    return "dataset code"
+
+
+def _loading_samples(run: RunData, loader: LoaderRecord) -> list[StackCount]:
+    """Samples of this loader's workers; with num_workers=0, the main process's samples inside fetch()."""
+    if run.stacks is None:
+        return []
+    # Only samples inside fetch(): a worker waiting for its next index, or the loop's own work, is not loading.
+    workers = {p.pid for p in run.workers(loader.loader_id)}
+    pids = workers if loader.num_workers else {run.meta.get("target_pid")}
+    return [s for s in run.stacks.stacks if s.pid in pids and any(_FETCH.match(f) for f in s.frames)]
+
+
+def find_worker_hotspots(run: RunData) -> list[Finding]:
+    findings = []
+    for loader in run.loaders:
+        timing = loop_timing(loader)
+        if timing is None or timing.wait_share < INPUT_BOUND_SHARE:
+            continue  # the loop is not waiting for data, so making loading faster would not speed it up
+        samples = _loading_samples(run, loader)
+        total = sum(s.count for s in samples)
+        if total < MIN_SAMPLES:
+            continue
+        categories: Counter[str] = Counter()
+        functions: Counter[str] = Counter()
+        for s in samples:
+            categories[_category(s.frames)] += s.count
+            # The innermost frame that is not torch/multiprocessing plumbing: the user's (or a library's) code.
+            own = next((f for f in reversed(s.frames) if not _LIBRARY.search(f)), s.frames[-1] if s.frames else "?")
+            functions[_LINE.sub(")", own)] += s.count  # one row per function, whichever of its lines was running
+        shares: list[dict[str, Any]] = [
+            {"category": c, "share": round(n / total, 3), "samples": n} for c, n in categories.most_common()
+        ]
+        top: list[dict[str, Any]] = [
+            {"function": f, "share": round(n / total, 3), "samples": n} for f, n in functions.most_common(TOP_FUNCTIONS)
+        ]
+        main_cat = str(shares[0]["category"])
+        fix = {
+            "decode": "Decode faster (pillow-simd, torchvision.io.decode_jpeg, PIL's draft() for JPEG downscaling) or "
+            "store pre-decoded/resized data (uint8 arrays, WebDataset shards at training resolution).",
+            "file read": "Read less and from faster storage: copy the data to local disk, pack small files into "
+            "shards (tar/WebDataset, LMDB), memory-map arrays instead of loading them per sample.",
+            "transforms": "Make augmentations cheaper: crop/resize before other transforms, work on uint8, or run "
+            "them batched on the GPU (torchvision.transforms.v2 on tensors, kornia).",
+            "collate": "Collate less: return tensors (not lists of numbers) from __getitem__, avoid per-sample "
+            "Python objects, or use a simpler collate_fn.",
+            "send to main process": "Send less per batch: narrower dtypes (see dtype-waste), fewer/lighter fields.",
+            "dataset code": f"Speed up {top[0]['function']} (the top function below): it is your dataset's own code.",
+        }[main_cat]
+        where = "workers" if loader.num_workers else "main process (num_workers=0) inside fetch()"
+        findings.append(
+            Finding(
+                code="worker-hotspots",
+                severity="info",
+                title=f"Loader {loader.loader_id}'s data loading time goes to "
+                + ", ".join(f"{s['category']} {100 * s['share']:.0f}%" for s in shares[:3])
+                + f"; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)",
+                detail=(
+                    f"{total:,} py-spy samples of the {where} at {run.stacks.rate if run.stacks else '?'} Hz while "
+                    f"the loop waited for data {100 * timing.wait_share:.0f}% of the time, so this is the work to "
+                    "make cheaper."
+                ),
+                fix=fix,
+                evidence={"samples": total, "categories": shares, "top_functions": top},
+                loader_id=loader.loader_id,
+            )
+        )
+    return findings

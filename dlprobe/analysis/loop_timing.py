@@ -1,0 +1,62 @@
+"""Steady-state timing of a training loop: how long it waits for data and how long its own step takes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlprobe.model import LoaderRecord, RunData
+
+
+@dataclass
+class LoopTiming:
+    batches: int  # steady batches: the first batch of each epoch (start-up) is left out
+    wait_s: float  # time spent inside next(iterator) for those batches
+    span_s: float  # wall time those batches covered
+    median_wait_s: float
+    p95_wait_s: float
+
+    @property
+    def wait_share(self) -> float:
+        return self.wait_s / self.span_s if self.span_s > 0 else 0.0
+
+    @property
+    def mean_wait_s(self) -> float:
+        return self.wait_s / self.batches if self.batches else 0.0
+
+    @property
+    def step_s(self) -> float:
+        """The loop's own work per batch (forward/backward, logging): span minus waiting."""
+        return max(0.0, self.span_s - self.wait_s) / self.batches if self.batches else 0.0
+
+
+def loop_timing(loader: LoaderRecord) -> LoopTiming | None:
+    """Timing over all epochs after each epoch's first batch; None without at least 2 steady batches."""
+    waits: list[float] = []
+    span = 0.0
+    for epoch in loader.epochs:
+        end = epoch.t_end or epoch.t_last_batch
+        if len(epoch.waits) < 2 or end is None:
+            continue
+        first_done = epoch.t_start + epoch.iter_s + epoch.waits[0]
+        span += max(0.0, end - first_done)
+        waits.extend(epoch.waits[1:])
+    if len(waits) < 2 or span <= 0:
+        return None
+    ordered = sorted(waits)
+    return LoopTiming(
+        batches=len(waits),
+        wait_s=sum(waits),
+        span_s=span,
+        median_wait_s=ordered[len(ordered) // 2],
+        p95_wait_s=ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))],
+    )
+
+
+def usable_cores(run: RunData) -> int:
+    """Cores the script may use: affinity mask and cgroup quota (older runs recorded only the affinity)."""
+    machine = run.meta.get("machine", {})
+    return int(machine.get("usable_cores") or machine.get("cpu_affinity") or machine.get("cpu_count") or 1)
+
+
+def events_of(run: RunData, kind: str, loader_id: int | None = None) -> list[dict]:
+    return [e for e in run.events if e.get("ev") == kind and (loader_id is None or e.get("loader") == loader_id)]

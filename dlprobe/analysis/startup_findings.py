@@ -1,0 +1,246 @@
+"""Findings about how the loader starts: a slow path to the first batch, and threads or CUDA alive at fork."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from dlprobe.analysis.loop_timing import events_of, loop_timing
+from dlprobe.model import Finding, LoaderRecord, RunData
+
+SLOW_CONSTRUCT_S = 2.0  # building the dataset (imports excluded) before the loader existed
+SLOW_WORKER_START_S = 2.0  # iter() plus the first batch
+SLOW_RESTART_S = 1.0  # extra first-batch time of every later epoch when workers are not persistent
+HOT_SHARE = 0.5  # the hot path follows children holding at least this share of the phase
+WALK_SHARE = 0.3  # file-system frames in this share of construction time make it a directory walk
+_FS_FILES = re.compile(
+    r"(^|/)(os|glob|pathlib|genericpath|posixpath|shutil|fnmatch)\.py$|^<frozen (os|genericpath|posixpath)>$"
+    r"|torchvision/datasets/folder\.py$"
+)
+_FS_FUNCS = re.compile(r"walk|scandir|listdir|glob|find_classes|make_dataset|iterdir|stat|exists|is(file|dir)")
+
+Frame = tuple[str, str]
+
+
+def _is_library(filename: str) -> bool:
+    return filename.startswith("<") or "/lib/python3" in filename or "-packages/" in filename
+
+
+def _is_import(frames: list[list[Any]]) -> bool:
+    return any(f[0].startswith("<frozen importlib") for f in frames)
+
+
+def _is_fs(frame: list[Any]) -> bool:
+    return bool(_FS_FILES.search(frame[0])) and bool(_FS_FUNCS.search(frame[1]))
+
+
+def frame_label(frame: list[Any] | tuple[Any, ...]) -> str:
+    return f"{frame[1]} ({os.path.basename(frame[0])}:{frame[2]})" if len(frame) > 2 else f"{frame[1]} ({frame[0]})"
+
+
+def hot_path(stacks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """From the outermost frame down, the chain of calls that holds at least HOT_SHARE of the time."""
+    total = sum(s["seconds"] for s in stacks)
+    path: list[dict[str, Any]] = []
+    current = stacks
+    depth = 0
+    while current and total > 0:
+        by_frame: dict[Frame, list[dict[str, Any]]] = {}
+        for s in current:
+            if len(s["frames"]) > depth:
+                f = s["frames"][depth]
+                by_frame.setdefault((f[0], f[1]), []).append(s)
+        if not by_frame:
+            break
+        (file, func), group = max(by_frame.items(), key=lambda kv: sum(s["seconds"] for s in kv[1]))
+        seconds = sum(s["seconds"] for s in group)
+        if seconds < HOT_SHARE * total:
+            break
+        line = max(group, key=lambda s: s["seconds"])["frames"][depth][2]
+        path.append({"frame": frame_label((file, func, line)), "file": file, "function": func,
+                     "seconds": round(seconds, 3), "share": round(seconds / total, 3)})  # fmt: skip
+        current = group
+        depth += 1
+    return path
+
+
+def _startup_phases(run: RunData, loader: LoaderRecord) -> dict[str, Any] | None:
+    start = next(iter(events_of(run, "start")), None)
+    if start is None or not loader.epochs or not loader.epochs[0].waits:
+        return None
+    epoch = loader.epochs[0]
+    created = loader.config.get("created_t") or epoch.t_start
+    profile = next(iter(events_of(run, "startup_profile")), None)
+    stacks = (profile or {}).get("stacks") or []
+    before = [s for s in stacks if s["phase"] == "before_loader"]
+    imports_s = sum(s["seconds"] for s in before if _is_import(s["frames"]))
+    return {
+        "script_to_first_batch_s": round(epoch.t_start + epoch.iter_s + epoch.waits[0] - start["t"], 3),
+        "script_to_loader_s": round(created - start["t"], 3),
+        "imports_s": round(imports_s, 3),
+        "dataset_construction_s": round(max(0.0, created - start["t"] - imports_s), 3),
+        "loader_to_iter_s": round(epoch.t_start - created, 3),
+        "worker_start_s": round(epoch.iter_s, 3),
+        "first_batch_wait_s": round(epoch.waits[0], 3),
+        "_construct_stacks": [s for s in before if not _is_import(s["frames"])],
+    }
+
+
+def _restart_cost(loader: LoaderRecord) -> float:
+    """Mean extra time to the first batch of epochs after the first (workers started again each epoch)."""
+    if loader.num_workers == 0 or loader.config.get("persistent_workers") or len(loader.epochs) < 2:
+        return 0.0
+    timing = loop_timing(loader)
+    steady = timing.median_wait_s if timing else 0.0
+    later = [e.iter_s + e.waits[0] - steady for e in loader.epochs[1:] if e.waits]
+    return sum(later) / len(later) if later else 0.0
+
+
+def find_slow_start(run: RunData) -> list[Finding]:
+    findings = []
+    first_loader = min((lo for lo in run.loaders if lo.epochs), key=lambda lo: lo.epochs[0].t_start, default=None)
+    for loader in run.loaders:
+        phases = _startup_phases(run, loader) if loader is first_loader else None
+        restart = _restart_cost(loader)
+        causes: list[str] = []
+        fixes: list[str] = []
+        evidence: dict[str, Any] = {}
+        if phases is not None:
+            construct_stacks = phases.pop("_construct_stacks")
+            evidence["phases"] = phases
+            if phases["dataset_construction_s"] >= SLOW_CONSTRUCT_S:
+                path = hot_path(construct_stacks)
+                # The user's frame that calls into the file system (or the deepest user frame): the line to change.
+                first_fs = next((i for i, p in enumerate(path) if _is_fs([p["file"], p["function"]])), len(path))
+                user = [p for p in path[:first_fs] if not _is_library(p["file"])]
+                hot = user[-1] if user else (path[-1] if path else None)
+                fs_s = sum(s["seconds"] for s in construct_stacks if any(_is_fs(f) for f in s["frames"]))
+                walk = fs_s >= WALK_SHARE * sum(s["seconds"] for s in construct_stacks)
+                where = f", {100 * hot['share']:.0f}% of it in {hot['frame']}" if hot else ""
+                causes.append(
+                    f"building the dataset took {phases['dataset_construction_s']:.1f} s before the DataLoader "
+                    f"existed{where}" + (" (a directory walk: file-system calls under it)" if walk else "")
+                )
+                evidence.update({"hot_path": [p["frame"] for p in path],
+                                 "hot_function": hot["frame"] if hot else None,
+                                 "hot_share": hot["share"] if hot else None,
+                                 "file_system_s": round(fs_s, 3), "directory_walk": walk})  # fmt: skip
+                fixes.append(
+                    (
+                        f"Build the file index once and load it (a .npy/.parquet/CSV of paths and labels written by a "
+                        f"one-off script) instead of walking the directory in {hot['function'] if hot else 'it'}; "
+                        "filter by extension before joining paths and skip per-file checks at start-up"
+                    )
+                    if walk
+                    else f"Make {hot['function'] if hot else 'the constructor'} cheaper or cache its result on disk"
+                )
+            if phases["worker_start_s"] + phases["first_batch_wait_s"] >= SLOW_WORKER_START_S:
+                method = loader.start_method or "fork"
+                causes.append(
+                    f"starting {loader.num_workers} {method} worker(s) and getting the first batch took "
+                    f"{phases['worker_start_s'] + phases['first_batch_wait_s']:.1f} s"
+                )
+                if method in ("spawn", "forkserver"):
+                    fixes.append("keep the dataset object small (it is pickled into every spawn/forkserver worker)")
+        if restart >= SLOW_RESTART_S:
+            causes.append(f"every later epoch waited {restart:.1f} s more for its first batch while workers restarted")
+            evidence["restart_per_epoch_s"] = round(restart, 3)
+        if restart >= SLOW_RESTART_S or (causes and loader.num_workers and not loader.config.get("persistent_workers")):
+            fixes.append("DataLoader(..., persistent_workers=True) so workers start once, not every epoch")
+        if not causes:
+            continue
+        total = (phases or {}).get("script_to_first_batch_s")
+        findings.append(
+            Finding(
+                code="slow-start",
+                severity="warning",
+                title=f"Loader {loader.loader_id} is slow to start"
+                + (f" (first batch {total:.1f} s after the script started)" if total is not None else "")
+                + ": "
+                + "; ".join(causes),
+                detail=(
+                    "Start-up time is paid before any training happens (and on every restart or job retry). The "
+                    "phases below come from timestamps in the training process; the hot path from sampling its "
+                    "main thread's stack until the first DataLoader was iterated (imports are left out)."
+                ),
+                fix="; ".join(dict.fromkeys(fixes)) + ".",
+                evidence=evidence,
+                loader_id=loader.loader_id,
+            )
+        )
+    return findings
+
+
+def find_fork_hazard(run: RunData) -> list[Finding]:
+    findings = []
+    for loader in run.loaders:
+        if (loader.start_method or "fork") != "fork":
+            continue
+        for state in events_of(run, "fork_state", loader.loader_id):
+            finding = _fork_finding(loader, state)
+            if finding is not None:
+                findings.append(finding)
+                break  # the first risky fork is enough evidence
+    return findings
+
+
+def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None:
+    threads = state.get("python_threads") or []
+    baseline = state.get("baseline") or {}
+    native = state.get("os_threads", 1) - 1 - len(threads)
+    native_before = baseline.get("os_threads", 1) - 1 - baseline.get("python_threads", 0) if baseline else 0
+    native_extra = max(0, native - native_before)
+    cuda = bool(state.get("cuda_initialized"))
+    openmp_pool = native_extra > 0 and state.get("openmp") and (state.get("torch_threads") or 1) > 1
+    if not threads and not cuda and not native_extra:
+        return None
+    causes, fixes = [], []
+    if threads:
+        names = ", ".join(t["name"] for t in threads[:6])
+        causes.append(f"{len(threads)} Python thread(s) running ({names})")
+        fixes.append(
+            "start background threads after the DataLoader's workers exist (or in worker_init_fn), and never share "
+            "their locks with __getitem__"
+        )
+    if native_extra:
+        what = "OpenMP/MKL intra-op pool after a parallel torch op" if openmp_pool else "native threads"
+        causes.append(f"{native_extra} native thread(s) started since import ({what}: OpenCV, tokenizers, BLAS)")
+        fixes.append(
+            "keep workers at one intra-op thread (no torch.set_num_threads(>1) in workers; cv2.setNumThreads(0); "
+            "TOKENIZERS_PARALLELISM=false)"
+        )
+    if cuda:
+        causes.append("CUDA initialised in the parent")
+        fixes.append(
+            "keep samples on the CPU in the Dataset and move batches to the GPU in the loop; if workers must use "
+            "CUDA, multiprocessing_context='spawn' (forked workers fail with 'Cannot re-initialize CUDA in forked "
+            "subprocess.')"
+        )
+    fixes.append("or multiprocessing_context='forkserver'/'spawn', which start workers without the parent's threads")
+    severity = "warning" if threads or cuda else "info"
+    return Finding(
+        code="fork-hazard",
+        severity=severity,
+        title=f"Loader {loader.loader_id} forked its workers (epoch {state.get('epoch')}) with " + " and ".join(causes),
+        detail=(
+            "fork() copies only the calling thread: a lock another thread held at that instant stays locked forever "
+            "in every worker (a hang with no error), and GNU OpenMP's pool state is not fork-safe. Python 3.12+ warns "
+            "'This process ... is multi-threaded, use of fork() may lead to deadlocks in the child.'"
+        ),
+        fix="; ".join(fixes) + ".",
+        evidence={
+            k: state.get(k)
+            for k in (
+                "epoch",
+                "os_threads",
+                "os_thread_names",
+                "python_threads",
+                "torch_threads",
+                "openmp",
+                "cuda_initialized",
+            )
+        }
+        | {"native_threads_since_import": native_extra},  # fmt: skip
+        loader_id=loader.loader_id,
+    )

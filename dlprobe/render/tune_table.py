@@ -1,0 +1,89 @@
+"""The terminal view of a tune result: one row per trial, the recommendation and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from dlprobe.units import format_bytes
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def trials_table(result: dict[str, Any]) -> Table:
+    table = Table(
+        title="Trials: samples/s once the pipeline filled; per-worker USS peak (+ steady growth); /dev/shm in flight; "
+        "projected memory for a full epoch",
+        title_justify="left",
+    )
+    with_pin = any(t.get("pin_memory") for t in result["trials"])
+    columns = ["workers", "prefetch", *(["pin"] if with_pin else []), "status", "samples/s", "of best", "1st batch",
+               "USS/worker", "shm", "epoch mem", "fits"]  # fmt: skip
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("status", "pin") else "right", no_wrap=True)
+    chosen = result.get("recommended") or {}
+    for t in result["trials"]:
+        mark = (
+            chosen
+            and t.get("status") == "ok"
+            and all(t.get(k) == chosen.get(k) for k in ("num_workers", "prefetch_factor", "pin_memory"))
+        )
+        first = t.get("first_batch_s")
+        fits = t.get("fits_memory")
+        uss = format_bytes(t.get("worker_uss_peak_bytes"))
+        if t.get("worker_uss_growth_bytes"):
+            uss += f" (+{format_bytes(t['worker_uss_growth_bytes'])})"
+        cells = [str(t["num_workers"]), "-" if not t.get("prefetch_factor") else str(t["prefetch_factor"])]
+        if with_pin:
+            cells.append("yes" if t.get("pin_memory") else "no")
+        cells += [
+            t.get("status") or "?",
+            _rate(t.get("samples_per_s")),
+            "-" if t.get("vs_best") is None else f"{100 * t['vs_best']:.0f}%",
+            "-" if first is None else f"{first:.2f}s",
+            uss,
+            format_bytes(t.get("shm_peak_delta_bytes")),
+            format_bytes(t.get("projected_epoch_bytes")),
+            "-" if fits is None else ("yes" if fits else "NO"),
+        ]
+        table.add_row(*cells, style="bold green" if mark else None)
+    return table
+
+
+def tune_summary(result: dict[str, Any], plot_path: str | None = None) -> Group:
+    cpu = result.get("cpu") or {}
+    memory = result.get("memory") or {}
+    head = Text()
+    head.append("dlprobe tune", style="bold cyan")
+    head.append(
+        f" {result['script']} (loader {result['loader']})  {len(result['trials'])} trials in "
+        f"{result['elapsed_s']:.0f}s of a {result['budget_s']:.0f}s budget; {cpu.get('usable_cores')} usable "
+        f"core(s), {format_bytes(memory.get('budget_bytes'))} memory available ({memory.get('source')})"
+    )
+    parts: list[RenderableType] = [head, trials_table(result)]
+    for t in result["trials"]:
+        if t.get("error"):
+            parts.append(Text(f"  trial {t['key']}: {t['status']}: {t['error']}", style="yellow"))
+    for note in result.get("notes") or []:
+        parts.append(Text(f"note: {note}", style="dim"))
+    chosen = result.get("recommended")
+    if chosen:
+        settings = [f"num_workers={chosen['num_workers']}"]
+        if chosen["num_workers"]:
+            settings += [f"prefetch_factor={chosen['prefetch_factor']}", "persistent_workers=True"]
+        if chosen.get("pin_memory"):
+            settings.append("pin_memory=True")
+        line = Text("recommended: ", style="bold green")
+        line.append(f"DataLoader(..., {', '.join(settings)})", style="bold")
+        parts.append(line)
+    else:
+        parts.append(Text("no recommendation", style="bold red"))
+    parts.append(Text(f"why: {result['reason']}"))
+    if plot_path:
+        parts.append(Text(f"Saved {result['dir']}/tune.json and {plot_path}", style="dim"))
+    return Group(*parts)

@@ -1,0 +1,91 @@
+"""What the training process looks like at the moments that matter: threads at fork, CUDA and pinning in use."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections import Counter
+from typing import Any
+
+OWN_THREAD_PREFIX = "dlprobe-"  # the probe's own threads (start-up sampler, tune's watchdog) are not the user's
+
+_baseline: dict[str, int] | None = None
+
+
+def _os_threads() -> list[str]:
+    """The kernel's name (comm) of every thread of this process."""
+    names = []
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return []
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            continue
+    return names
+
+
+# multiprocessing's queue feeder threads only write to their own queue's pipe, which no forked worker of another
+# loader ever uses; a feeder of the previous epoch's queues is often still shutting down at the next fork.
+BENIGN_THREADS = ("QueueFeederThread",)
+
+
+def _alive(thread: threading.Thread) -> bool:
+    """The OS thread still exists (a Thread object outlives its thread for a moment while it is being joined)."""
+    native = getattr(thread, "native_id", None)
+    return native is None or os.path.exists(f"/proc/self/task/{native}")
+
+
+def _python_threads() -> list[dict[str, Any]]:
+    main = threading.main_thread()
+    return [
+        {"name": t.name, "daemon": t.daemon}
+        for t in threading.enumerate()
+        if t is not main and not t.name.startswith(OWN_THREAD_PREFIX) and t.name not in BENIGN_THREADS and _alive(t)
+    ]
+
+
+def record_baseline() -> None:
+    """Threads right after torch's DataLoader module is imported: numpy's BLAS pool is there already and harmless."""
+    global _baseline
+    if _baseline is None:
+        own = sum(1 for t in threading.enumerate() if t.name.startswith(OWN_THREAD_PREFIX))
+        _baseline = {"os_threads": len(_os_threads()) - own, "python_threads": len(_python_threads())}
+
+
+def fork_snapshot() -> dict[str, Any]:
+    """Threads alive, OpenMP and CUDA state just before a DataLoader forks its workers."""
+    os_names = _os_threads()
+    python_threads = _python_threads()
+    torch = sys.modules.get("torch")
+    state: dict[str, Any] = {
+        "os_threads": len(os_names),
+        "os_thread_names": dict(Counter(os_names)),
+        "python_threads": python_threads,
+        "baseline": _baseline,
+    }
+    if torch is not None:
+        try:
+            state["torch_threads"] = int(torch.get_num_threads())
+            state["openmp"] = bool(torch.backends.openmp.is_available())
+            # is_initialized() never initialises CUDA itself, unlike is_available(), so the probe cannot poison fork.
+            state["cuda_initialized"] = bool(torch.cuda.is_initialized())
+        except Exception:
+            pass
+    return state
+
+
+def accel_state(iterator: Any) -> dict[str, Any]:
+    """Whether the script uses CUDA by its second batch, and whether the iterator really pins memory."""
+    torch = sys.modules.get("torch")
+    state: dict[str, Any] = {"pin_effective": getattr(iterator, "_pin_memory", None)}
+    if torch is not None:
+        try:
+            state["cuda_initialized"] = bool(torch.cuda.is_initialized())
+        except Exception:
+            state["cuda_initialized"] = None
+    return state

@@ -1,0 +1,107 @@
+"""Counts repeated samples in an IterableDataset's batches by hashing each sample's bytes as batches arrive."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from typing import Any
+
+MAX_SAMPLES = 200_000  # per epoch; enough to see duplication, bounded memory (8-byte digests)
+ROW_BYTES = 8192  # a sample bigger than this is hashed from an evenly strided subset of its elements
+
+
+def _rows(leaf: Any, n: int) -> list[bytes] | None:
+    """Per-sample bytes of one batch leaf with n samples, or None when the leaf is not per-sample."""
+    torch = sys.modules.get("torch")
+    np = sys.modules.get("numpy")
+    if torch is not None and isinstance(leaf, torch.Tensor):
+        if leaf.device.type != "cpu" or np is None or leaf.dim() == 0 or leaf.shape[0] != n:
+            return None
+        leaf = leaf.detach().numpy()
+    if np is not None and isinstance(leaf, np.ndarray):
+        if leaf.ndim == 0 or leaf.shape[0] != n or leaf.dtype == object:
+            return None
+        flat = leaf.reshape(n, -1)
+        step = max(1, flat.shape[1] * flat.itemsize // ROW_BYTES)
+        if step > 1:
+            flat = flat[:, ::step]
+        return [flat[i].tobytes() for i in range(n)]
+    if (
+        isinstance(leaf, (list, tuple))
+        and len(leaf) == n
+        and all(isinstance(v, (str, bytes, int, float)) for v in leaf)
+    ):
+        return [repr(v).encode() for v in leaf]
+    return None
+
+
+def _leaves(batch: Any, out: list[Any], depth: int = 0) -> None:
+    if isinstance(batch, dict) and depth < 4:
+        for v in batch.values():
+            _leaves(v, out, depth + 1)
+    elif (
+        isinstance(batch, (list, tuple))
+        and depth < 4
+        and not all(isinstance(v, (str, bytes, int, float)) for v in batch)
+    ):
+        for v in batch:
+            _leaves(v, out, depth + 1)
+    else:
+        out.append(batch)
+
+
+def _batch_size(leaves: list[Any]) -> int | None:
+    for leaf in leaves:
+        shape = getattr(leaf, "shape", None)
+        if shape is not None and len(shape) > 0:
+            return int(shape[0])
+    return None
+
+
+class DuplicateCounter:
+    """Samples seen and distinct samples in one epoch of one loader."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.seen: set[bytes] = set()
+        self.duplicates = 0
+        self.first_duplicate_at: int | None = None
+        self.unhashable = False
+        self.changed = False
+
+    def add_batch(self, batch: Any) -> None:
+        if self.unhashable or self.samples >= MAX_SAMPLES:
+            return
+        leaves: list[Any] = []
+        _leaves(batch, leaves)
+        n = _batch_size(leaves)
+        if n is None:
+            self.unhashable = True
+            return
+        per_leaf = [rows for rows in (_rows(leaf, n) for leaf in leaves) if rows is not None]
+        if not per_leaf:
+            self.unhashable = True
+            return
+        for i in range(n):
+            h = hashlib.blake2b(digest_size=8)
+            for rows in per_leaf:
+                h.update(rows[i])
+            digest = h.digest()
+            if digest in self.seen:
+                self.duplicates += 1
+                if self.first_duplicate_at is None:
+                    self.first_duplicate_at = self.samples
+            else:
+                self.seen.add(digest)
+            self.samples += 1
+        self.changed = True
+
+    def summary(self) -> dict[str, Any]:
+        self.changed = False
+        return {
+            "samples": self.samples,
+            "unique": len(self.seen),
+            "duplicates": self.duplicates,
+            "first_duplicate_at": self.first_duplicate_at,
+            "capped": self.samples >= MAX_SAMPLES,
+        }

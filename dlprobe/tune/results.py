@@ -1,0 +1,176 @@
+"""Turns tune attempts (run directories) into trial rows with memory, and picks the recommended configuration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlprobe.analysis.loop_timing import events_of
+from dlprobe.model import RunData
+
+MEMORY_SHARE = 0.9  # a configuration fits when its projected memory stays under this share of what is available
+DUPLICATE_SHARE = 0.2
+MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to extend to an epoch
+
+
+def memory_available(run: RunData) -> dict[str, Any]:
+    """What the trials' workers may use: the cgroup limit less current use, or MemAvailable, at the start."""
+    system = run.system
+    available = next((a for a in system.available if a is not None), None)
+    out: dict[str, Any] = {"mem_available_bytes": available, "cgroup_limit_bytes": system.cgroup_limit}
+    budget = available
+    usage = next((u for u in system.cgroup_usage if u is not None), None)
+    if system.cgroup_limit and usage is not None:
+        left = system.cgroup_limit - usage
+        budget = left if budget is None else min(budget, left)
+    out["budget_bytes"] = budget
+    out["source"] = "cgroup limit" if system.cgroup_limit and budget != available else "MemAvailable"
+    return out
+
+
+def _window(run: RunData, start: float, end: float) -> tuple[int | None, int | None]:
+    """/dev/shm use at the start of a window and its peak inside it."""
+    inside = [u for t, u in zip(run.system.t, run.system.shm_used, strict=False) if start <= t <= end and u is not None]
+    before = [u for t, u in zip(run.system.t, run.system.shm_used, strict=False) if t <= start and u is not None]
+    base = before[-1] if before else (inside[0] if inside else None)
+    return base, max(inside) if inside else None
+
+
+def _worker_memory(run: RunData, loader_id: int | None, steady_from: float, end: float) -> dict[str, Any]:
+    """Per-worker USS peak, and growth over the steady part of the trial (after its first batch).
+
+    Growth right after fork is the worker touching its inherited pages once; only the steady growth says what a
+    longer epoch will add.
+    """
+    peaks, growths = [], []
+    steady_s = 0.0
+    for proc in run.workers(loader_id) if loader_id is not None else []:
+        values = proc.series.values("uss")
+        if not values:
+            continue
+        peaks.append(max(v for _, v in values))
+        steady = [(t, v) for t, v in values if steady_from <= t <= end + 1.0]
+        if len(steady) >= 2:
+            growths.append(max(0, steady[-1][1] - steady[0][1]))
+            steady_s = max(steady_s, steady[-1][0] - steady[0][0])
+    if not peaks:
+        return {"worker_uss_peak_bytes": None, "worker_uss_growth_bytes": None, "steady_window_s": None}
+    return {
+        "worker_uss_peak_bytes": max(peaks),
+        "worker_uss_growth_bytes": max(growths) if growths else None,
+        "steady_window_s": round(steady_s, 3),
+    }
+
+
+def project_epoch_bytes(trial: dict[str, Any], batches_per_epoch: int | None) -> int | None:
+    """Workers' memory at the end of a full epoch: the steady growth per batch, extended to the epoch's batches."""
+    nw = trial["num_workers"]
+    shm = trial.get("shm_peak_delta_bytes") or 0
+    if nw == 0:
+        return shm
+    peak = trial.get("worker_uss_peak_bytes")
+    if peak is None:
+        return None
+    per_worker = peak
+    grown, window, duration = (
+        trial.get("worker_uss_growth_bytes"),
+        trial.get("steady_window_s"),
+        trial.get("duration_s"),
+    )
+    made = trial.get("batches") or 0
+    if batches_per_epoch and grown and window and duration and made and window >= MIN_GROWTH_WINDOW_S:
+        batches_in_window = made * min(1.0, window / duration)
+        per_batch = grown / max(1.0, batches_in_window / nw)  # each worker makes 1/nw of the batches
+        per_worker = peak + int(per_batch * max(0, batches_per_epoch - made) / nw)
+    return int(nw * per_worker + shm)
+
+
+def collect_trials(
+    run: RunData, batches_per_epoch: int | None, timed_out: bool = False
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Trial rows of one attempt, and the trial that was running when its process died (or None)."""
+    ends = {e["key"]: e for e in events_of(run, "trial_end")}
+    rows = []
+    lost = None
+    for ev in run.events:  # in the order the trials ran
+        kind = ev.get("ev")
+        base = {k: ev.get(k) for k in ("key", "num_workers", "prefetch_factor", "pin_memory", "stage")}
+        if kind == "trial_skipped":
+            rows.append(base | {"status": "skipped", "error": ev.get("reason")})
+        if kind != "trial_start":
+            continue
+        end = ends.get(ev["key"])
+        if end is None:
+            status = "hung" if timed_out else "crashed"
+            reason = run.result.get("signal") or f"exit code {run.result.get('exit_code')}"
+            lost = base | {"status": status, "error": f"the process died ({reason})"}
+            rows.append(lost)
+            continue
+        rows.append(_finished_row(run, base, ev, end, batches_per_epoch))
+    return rows, lost
+
+
+def _finished_row(
+    run: RunData, base: dict[str, Any], start: dict[str, Any], end: dict[str, Any], batches_per_epoch: int | None
+) -> dict[str, Any]:
+    row = base | {k: end.get(k) for k in ("status", "error", "batches", "samples", "first_batch_s", "samples_per_s",
+                                          "measured_batches", "passes", "loader_id")}  # fmt: skip
+    row["duration_s"] = round(end["t"] - start["t"], 3)
+    steady_from = start["t"] + (end.get("first_batch_s") or 0.0)
+    row.update(_worker_memory(run, end.get("loader_id"), steady_from, end["t"]))
+    shm_base, shm_peak = _window(run, start["t"], end["t"])
+    row["shm_peak_delta_bytes"] = max(0, shm_peak - shm_base) if shm_peak is not None and shm_base is not None else None
+    loader_id = end.get("loader_id")
+    dupes = events_of(run, "dupes", loader_id) if loader_id is not None else []
+    if dupes and dupes[-1]["samples"] and dupes[-1]["duplicates"] >= DUPLICATE_SHARE * dupes[-1]["samples"]:
+        row["duplicates"] = dupes[-1]["duplicates"]
+        row["status"] = "duplicates" if row["status"] == "ok" else row["status"]
+    row["projected_epoch_bytes"] = project_epoch_bytes(row, batches_per_epoch)
+    return row
+
+
+def recommend(trials: list[dict[str, Any]], budget: int | None, tolerance: float) -> tuple[dict[str, Any] | None, str]:
+    """The smallest configuration within `tolerance` of the best throughput whose projected memory fits."""
+    ok = [t for t in trials if t.get("status") == "ok" and t.get("samples_per_s")]
+    if not ok:
+        return None, "no trial completed, so there is nothing to recommend (see each trial's status and error)"
+    for t in trials:
+        projected = t.get("projected_epoch_bytes")
+        t["fits_memory"] = None if budget is None or projected is None else projected <= MEMORY_SHARE * budget
+    best = max(ok, key=lambda t: t["samples_per_s"])
+    for t in ok:
+        t["vs_best"] = round(t["samples_per_s"] / best["samples_per_s"], 3)
+    fitting = [t for t in ok if t["fits_memory"] is not False]
+    if not fitting:
+        return None, "every completed configuration is projected to need more memory than is available"
+    best_fit = max(fitting, key=lambda t: t["samples_per_s"])
+    close = [t for t in fitting if t["samples_per_s"] >= (1 - tolerance) * best_fit["samples_per_s"]]
+    chosen = min(close, key=lambda t: (t["num_workers"], t["prefetch_factor"] or 0, t["pin_memory"]))
+    reason = (
+        f"num_workers={chosen['num_workers']}"
+        + (f", prefetch_factor={chosen['prefetch_factor']}" if chosen["num_workers"] else "")
+        + (", pin_memory=True" if chosen["pin_memory"] else "")
+        + f" reached {chosen['samples_per_s']:,.0f} samples/s, {100 * chosen['vs_best']:.0f}% of the best measured "
+        f"({best['samples_per_s']:,.0f} samples/s with num_workers={best['num_workers']}"
+        + (f", prefetch_factor={best['prefetch_factor']}" if best["num_workers"] else "")
+        + f"); it is the smallest configuration within {100 * tolerance:.0f}% of the best"
+    )
+    if best_fit is not best:
+        reason += f" among those whose memory fits (the fastest needs {_mib(best.get('projected_epoch_bytes'))})"
+    slower = [t for t in fitting if t["num_workers"] < chosen["num_workers"] and t["stage"] == "workers"]
+    if slower:
+        prev = max(slower, key=lambda t: t["num_workers"])
+        reason += f"; num_workers={prev['num_workers']} was {100 * (1 - prev['vs_best']):.0f}% slower than the best"
+    if chosen.get("projected_epoch_bytes") is not None and budget:
+        reason += (
+            f". Projected memory for a full epoch: {_mib(chosen['projected_epoch_bytes'])} of {_mib(budget)} available"
+        )
+    return chosen, reason + "."
+
+
+def _mib(n: int | None) -> str:
+    return "?" if n is None else f"{n / 2**20:,.0f} MiB"
+
+
+def batches_per_epoch(info: dict[str, Any] | None) -> int | None:
+    value = (info or {}).get("batches_per_epoch")
+    return int(value) if isinstance(value, int) and value > 0 else None

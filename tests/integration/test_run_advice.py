@@ -1,0 +1,109 @@
+"""Advice findings of `dlprobe run` on real loaders: each fires on its case, and a healthy loader gets none."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import SCRIPTS
+
+ADVICE = {"input-bound", "too-many-workers", "pin-memory", "dtype-waste", "iterable-duplicates", "slow-start",
+          "fork-hazard", "worker-hotspots"}  # fmt: skip
+
+
+def test_cpu_heavy_loader_without_workers_is_input_bound_with_a_higher_suggestion(probe):
+    result = probe("cpu_heavy_dataset.py", "0", "80")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("input-bound")
+    evidence = finding["evidence"]
+    assert evidence["num_workers"] == 0 and evidence["wait_share"] > 0.5
+    assert 0 < evidence["suggested_num_workers"] <= evidence["usable_cores"]
+    assert f"num_workers={evidence['suggested_num_workers']}" in finding["fix"]
+    # py-spy sampled the main process inside fetch(): the time is in the transform (CPU) and the read (waiting)
+    [hotspots] = result.findings("worker-hotspots")
+    top = [t["function"].split(" (")[0] for t in hotspots["evidence"]["top_functions"][:2]]
+    assert sorted(top) == ["expensive_transform", "read_sample"]
+
+
+def test_float64_and_int64_pixel_batches_get_dtype_waste_with_byte_counts(probe):
+    result = probe("dtype_heavy_batches.py")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("dtype-waste")
+    leaves = {leaf["path"]: leaf for leaf in finding["evidence"]["leaves"]}
+    assert set(leaves) == {"batch[0]", "batch[1]"}  # the scalar int64 labels are left alone
+    features, pixels = leaves["batch[0]"], leaves["batch[1]"]
+    assert (features["dtype"], features["suggested_dtype"]) == ("float64", "float32")
+    assert features["bytes"] == 32 * 3 * 32 * 32 * 8 and features["saved_bytes"] == 32 * 3 * 32 * 32 * 4
+    assert (pixels["dtype"], pixels["suggested_dtype"]) == ("int64", "uint8")
+    assert pixels["bytes"] == 32 * 32 * 32 * 8 and pixels["saved_bytes"] == 32 * 32 * 32 * 7
+    assert finding["evidence"]["saved_bytes_per_batch"] == 393_216 + 229_376
+    assert "astype(np.float32)" in finding["fix"] and "uint8" in finding["fix"]
+
+
+def test_unsharded_iterable_dataset_gets_iterable_duplicates(probe):
+    result = probe("iterable_stream.py", "unsharded")
+    assert result.stdout.strip() == "samples 800 unique 400"
+    [finding] = result.findings("iterable-duplicates")
+    evidence = finding["evidence"]
+    assert (evidence["samples"], evidence["unique"], evidence["duplicates"]) == (800, 400, 400)
+    assert "get_worker_info" in finding["fix"]
+
+
+def test_sharded_iterable_dataset_has_no_duplicates(probe):
+    result = probe("iterable_stream.py", "sharded")
+    assert result.stdout.strip() == "samples 400 unique 400"
+    assert result.findings("iterable-duplicates") == []
+    events = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()]
+    counted = [e for e in events if e["ev"] == "dupes"]
+    assert counted[-1]["samples"] == 400 and counted[-1]["duplicates"] == 0  # it was counted, and found none
+
+
+def test_slow_directory_walk_in_the_constructor_gets_slow_start_pointing_at_the_walk(probe, tmp_path):
+    root = tmp_path / "images"
+    for d in range(5):
+        (root / f"class{d}").mkdir(parents=True)
+        for i in range(500):
+            (root / f"class{d}" / f"{i}.jpg").touch()
+    result = probe("slow_directory_walk.py", str(root))
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("slow-start")
+    evidence = finding["evidence"]
+    assert evidence["phases"]["dataset_construction_s"] >= 2.0
+    assert evidence["hot_function"].startswith("index_image_files (slow_directory_walk.py:")
+    assert evidence["directory_walk"] is True
+    assert any(frame.startswith("_walk (") for frame in evidence["hot_path"])
+    assert "index_image_files" in finding["title"] and "file index" in finding["fix"]
+
+
+def test_thread_alive_at_fork_gets_fork_hazard(probe):
+    result = probe("thread_alive_at_fork.py")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("fork-hazard")
+    assert [t["name"] for t in finding["evidence"]["python_threads"]] == ["heartbeat"]
+    assert "heartbeat" in finding["title"]
+
+
+def test_healthy_loader_gets_no_findings(probe):
+    result = probe("healthy_loader.py")
+    assert result.returncode == 0, result.stderr
+    assert [f["code"] for f in result.report["findings"]] == []
+    assert "No problems found." in result.stderr
+    # the probe really watched it (two epochs) and left the loop alone
+    assert result.report["loaders"][0]["epochs"] == 2
+    assert not (result.run_dir / "stacks.txt").exists()  # py-spy never started: the loop did not wait for data
+
+
+def test_more_workers_than_the_one_usable_core_gets_too_many_workers(tmp_path):
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "dlprobe", "run", "-q", "--out", str(run_dir),
+               str(SCRIPTS / "cpu_heavy_dataset.py"), "2", "10"]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: os.sched_setaffinity(0, {0}))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["machine"]["usable_cores"] == 1
+    [finding] = [f for f in report["findings"] if f["code"] == "too-many-workers"]
+    assert finding["evidence"]["workers_that_fit"] == 1
+    assert "num_workers=1" in finding["fix"]

@@ -1,0 +1,99 @@
+"""`dlprobe tune` on real loaders: a recommendation from every recorded trial, and bad input explained."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from tests.conftest import SCRIPTS, run_dlprobe
+
+
+def _tune(tmp_path: Path, script: str, *options: str, script_args: tuple[str, ...] = (), one_core: bool = False):
+    out, json_path = tmp_path / "tune", tmp_path / "result.json"
+    command = [sys.executable, "-m", "dlprobe", "tune", "--out", str(out), "--json", str(json_path), *options,
+               str(SCRIPTS / script), *script_args]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                          env={**os.environ, "COLUMNS": "120"},
+                          preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if one_core else None)  # fmt: skip
+    result = json.loads(json_path.read_text()) if json_path.exists() else None
+    return proc, result, out
+
+
+def _by_key(result):
+    return {t["key"]: t for t in result["trials"]}
+
+
+def test_tune_on_cpu_heavy_dataset_recommends_workers_and_records_every_trial(tmp_path):
+    proc, result, out = _tune(tmp_path, "cpu_heavy_dataset.py", "--budget", "60s", "--batches", "16",
+                              "--max-workers", "2", script_args=("0", "40"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    trials = _by_key(result)
+    assert {"w0-p0-nopin", "w1-p2-nopin", "w2-p2-nopin"} <= set(trials)
+    assert all(t["status"] == "ok" and t["samples_per_s"] > 0 for t in trials.values())
+    best = max(trials.values(), key=lambda t: t["samples_per_s"])
+    assert best["num_workers"] > 0
+    assert {f"w{best['num_workers']}-p1-nopin", f"w{best['num_workers']}-p4-nopin"} <= set(trials)  # prefetch stage
+    assert all(t["worker_uss_peak_bytes"] > 0 for t in trials.values() if t["num_workers"] > 0)
+    assert result["recommended"]["num_workers"] > 0
+    assert "recommended: DataLoader(..., num_workers=" in proc.stderr and "why:" in proc.stderr
+    assert json.loads((out / "tune.json").read_text()) == result
+    assert (out / "tune.png").stat().st_size > 10_000
+    assert "total" not in proc.stdout  # the script never trained
+
+
+def test_a_crashing_trial_is_recorded_and_the_sweep_goes_on(tmp_path):
+    proc, result, _ = _tune(tmp_path, "worker_one_crashes.py", "--budget", "40s", "--batches", "12",
+                            "--max-workers", "2")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    trials = _by_key(result)
+    assert trials["w2-p2-nopin"]["status"] == "crashed"
+    assert "exited unexpectedly" in trials["w2-p2-nopin"]["error"]
+    assert trials["w0-p0-nopin"]["status"] == "ok" and trials["w1-p2-nopin"]["status"] == "ok"
+    assert "w1-p4-nopin" in trials or "w1-p1-nopin" in trials or result["recommended"]["num_workers"] == 0
+    assert result["recommended"]["num_workers"] in (0, 1)
+    leftovers = [
+        p for p in psutil.process_iter(["cmdline"]) if "worker_one_crashes.py" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftovers == []
+
+
+def test_one_core_and_an_unsharded_iterable_dataset_are_explained(tmp_path):
+    proc, result, _ = _tune(tmp_path, "iterable_stream.py", "--budget", "40s", "--batches", "8",
+                            script_args=("unsharded",), one_core=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert result["cpu"]["usable_cores"] == 1
+    trials = _by_key(result)
+    assert set(trials) >= {"w0-p0-nopin", "w1-p2-nopin", "w2-p2-nopin"}  # 0 .. 2 x cores
+    assert trials["w2-p2-nopin"]["status"] == "duplicates"  # both workers yield the whole stream
+    assert result["recommended"]["num_workers"] in (0, 1)
+    notes = " ".join(result["notes"])
+    assert "IterableDataset" in notes and "1 usable core" in notes
+
+
+def test_small_dataset_with_custom_batch_sampler_and_collate_fn(tmp_path):
+    proc, result, _ = _tune(tmp_path, "small_dataset_custom_batching.py", "--budget", "30s", "--batches", "8",
+                            "--max-workers", "1")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert result["loader_config"]["custom_batch_sampler"] and result["loader_config"]["custom_collate_fn"]
+    assert result["loader_config"]["batches_per_epoch"] == 5
+    assert all(t["status"] == "ok" and t["batches"] == 8 for t in result["trials"])  # cycled over the 5 batches
+    notes = " ".join(result["notes"])
+    assert "batch_sampler" in notes and "stack_and_count" in notes and "only 5 batch(es)" in notes
+
+
+def test_tune_on_a_script_without_a_loader_is_explained(tmp_path):
+    proc = run_dlprobe(["tune", "--out", str(tmp_path / "t"), str(SCRIPTS / "no_loader.py")], tmp_path)
+    assert proc.returncode == 1
+    assert "error: the script ended (exit code 0) without iterating a DataLoader" in proc.stderr
+    assert "hint:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_tune_rejects_a_bad_budget(tmp_path):
+    proc = run_dlprobe(["tune", "--budget", "soon", str(SCRIPTS / "no_loader.py")], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: not a duration") and "Traceback" not in proc.stderr

@@ -1,0 +1,22 @@
+"""Samples are fine in the main process and in worker 0; worker 1 segfaults on its first sample."""
+
+import ctypes
+
+import torch
+from torch.utils.data import DataLoader, Dataset, get_worker_info
+
+
+class CrashInSecondWorker(Dataset):
+    def __len__(self):
+        return 256
+
+    def __getitem__(self, i):
+        info = get_worker_info()
+        if info is not None and info.id == 1:
+            ctypes.string_at(0)  # a native crash, as a broken decoder would cause
+        return torch.tensor([i], dtype=torch.float32)
+
+
+if __name__ == "__main__":
+    loader = DataLoader(CrashInSecondWorker(), batch_size=8, num_workers=0)
+    print(f"batches {sum(1 for _ in loader)}")

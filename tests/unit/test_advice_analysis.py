@@ -1,0 +1,137 @@
+"""Pure parts of the advice findings and of tune, on synthetic data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from dlprobe.analysis.startup_findings import hot_path
+from dlprobe.analysis.throughput_findings import find_input_bound, find_pin_memory, suggest_workers
+from dlprobe.cpus import cgroup_cpu_quota
+from dlprobe.model import Epoch
+from dlprobe.stackfile import parse_stacks
+from dlprobe.target.sample_hashes import DuplicateCounter
+from dlprobe.tune.plan import worker_counts
+from dlprobe.tune.results import project_epoch_bytes, recommend
+from tests.unit.fakes import MiB, loader, run
+
+
+def test_worker_counts_go_to_twice_the_usable_cores():
+    assert worker_counts(2) == [0, 1, 2, 3, 4]
+    assert worker_counts(1) == [0, 1, 2]
+    many = worker_counts(16)
+    assert many[:9] == list(range(9)) and many[-1] == 32 and {15, 16} <= set(many)
+    assert worker_counts(8, max_workers=3) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("current", "load", "step", "cores", "expected"),
+    [(0, 0.050, 0.010, 8, 7), (0, 0.050, 0.010, 2, 2), (2, 0.1, 0.0, 4, 4), (4, 0.1, 0.01, 4, 4)],
+)
+def test_suggested_workers_cover_the_load_within_the_cores(current, load, step, cores, expected):
+    assert suggest_workers(current, load, step, cores) == expected
+
+
+def _epoch(waits: list[float], step: float) -> Epoch:
+    t = 100.0
+    for w in waits:
+        t += w + step
+    return Epoch(0, 100.0, 0.0, t_end=t, batches=len(waits), waits=list(waits))
+
+
+def test_input_bound_needs_a_large_wait_share():
+    starved = run([loader(num_workers=0, epochs=[_epoch([0.04] * 30, 0.01)])], [])
+    starved.meta["machine"]["usable_cores"] = 4
+    [finding] = find_input_bound(starved)
+    assert finding.evidence["wait_share"] == pytest.approx(0.8, abs=0.01)
+    assert finding.evidence["suggested_num_workers"] == 4  # ceil(1.25 * 40 ms / 10 ms) = 5, capped at 4 cores
+    fed = run([loader(num_workers=2, epochs=[_epoch([0.001] * 30, 0.02)])], [])
+    assert find_input_bound(fed) == []
+
+
+def test_pin_memory_findings_for_gpu_and_no_accelerator():
+    gpu = run([loader()], [], events=[{"ev": "accel", "loader": 0, "pin_effective": False, "cuda_initialized": True}])
+    [finding] = find_pin_memory(gpu)
+    assert finding.severity == "warning" and "non_blocking=True" in finding.fix
+    cpu = run([loader()], [], events=[{"ev": "accel", "loader": 0, "pin_effective": False, "cuda_initialized": False}])
+    cpu.loaders[0].config["pin_memory"] = True
+    [finding] = find_pin_memory(cpu)
+    assert finding.severity == "info" and "no accelerator is found" in finding.detail
+    cpu.loaders[0].config["pin_memory"] = False
+    assert find_pin_memory(cpu) == []
+
+
+def test_hot_path_follows_the_calls_holding_most_of_the_time():
+    walk = [["t.py", "<module>", 1], ["t.py", "index", 5], ["<frozen os>", "_walk", 368]]
+    stacks = [
+        {"seconds": 3.0, "frames": walk},
+        {"seconds": 1.0, "frames": walk[:2] + [["t.py", "check", 9]]},
+        {"seconds": 0.5, "frames": [["t.py", "<module>", 2], ["t.py", "other", 20]]},
+    ]
+    path = hot_path(stacks)
+    assert [p["function"] for p in path] == ["<module>", "index", "_walk"]
+    assert path[1]["share"] == pytest.approx(4.0 / 4.5, abs=0.001)
+
+
+def test_py_spy_raw_lines_are_attributed_to_the_innermost_process():
+    text = (
+        'process 10:"python train.py";process 11:"python train.py";_worker_loop (worker.py:1);'
+        "D.__getitem__ (train.py:8) 56\n"
+        'process 10:"python train.py";<module> (train.py:3) 4\n'
+    )
+    [worker, main] = parse_stacks(text)
+    assert (worker.pid, worker.count, worker.frames[-1]) == (11, 56, "D.__getitem__ (train.py:8)")
+    assert (main.pid, main.frames) == (10, ["<module> (train.py:3)"])
+
+
+def test_cgroup_quota_v1_and_v2(tmp_path: Path):
+    v2 = tmp_path / "v2"
+    (v2 / "job").mkdir(parents=True)
+    (v2 / "cgroup.controllers").write_text("cpu memory\n")
+    (v2 / "job" / "cpu.max").write_text("150000 100000\n")
+    assert cgroup_cpu_quota(root=v2, memberships=[("", "/job")]) == 1.5
+    v1 = tmp_path / "v1" / "cpu,cpuacct" / "job"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.cfs_quota_us").write_text("-1\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    assert cgroup_cpu_quota(root=tmp_path / "v1", memberships=[("cpu,cpuacct", "/job")]) is None
+    (v1.parent / "cpu.cfs_quota_us").write_text("50000\n")  # a parent's quota binds the child
+    (v1.parent / "cpu.cfs_period_us").write_text("100000\n")
+    assert cgroup_cpu_quota(root=tmp_path / "v1", memberships=[("cpu,cpuacct", "/job")]) == 0.5
+
+
+def test_duplicate_counter_sees_repeated_samples_across_batches():
+    counter = DuplicateCounter()
+    counter.add_batch([torch.arange(8).reshape(4, 2), torch.tensor([0, 1, 2, 3])])
+    counter.add_batch([torch.arange(8).reshape(4, 2), torch.tensor([0, 1, 2, 3])])
+    counter.add_batch([torch.arange(8, 16).reshape(4, 2), torch.tensor([4, 5, 6, 7])])
+    summary = counter.summary()
+    assert (summary["samples"], summary["unique"], summary["duplicates"]) == (12, 8, 4)
+    assert summary["first_duplicate_at"] == 4
+
+
+def _trial(nw: int, rate: float, projected: int, pf: int | None = 2, stage: str = "workers") -> dict:
+    return {"key": f"w{nw}-{pf}", "num_workers": nw, "prefetch_factor": pf if nw else None, "pin_memory": False,
+            "stage": stage, "status": "ok", "samples_per_s": rate, "projected_epoch_bytes": projected}  # fmt: skip
+
+
+def test_recommend_picks_the_smallest_within_tolerance_that_fits():
+    trials = [_trial(0, 100, 0), _trial(1, 190, 200 * MiB), _trial(2, 300, 400 * MiB), _trial(3, 310, 600 * MiB)]
+    chosen, reason = recommend(trials, budget=1000 * MiB, tolerance=0.05)
+    assert chosen is not None and chosen["num_workers"] == 2  # 300 is within 5% of 310
+    assert "num_workers=1 was 39% slower" in reason
+    chosen, reason = recommend(trials, budget=400 * MiB, tolerance=0.05)
+    assert chosen is not None and chosen["num_workers"] == 1  # 2 and 3 workers would not fit in 90% of 400 MiB
+    assert "among those whose memory fits" in reason
+    assert recommend([t | {"status": "crashed"} for t in trials], 1000 * MiB, 0.05)[0] is None
+
+
+def test_projected_epoch_memory_extends_steady_growth_to_the_epoch():
+    trial = {"num_workers": 2, "worker_uss_peak_bytes": 100 * MiB, "worker_uss_growth_bytes": 10 * MiB,
+             "steady_window_s": 1.0, "duration_s": 1.0, "batches": 20, "shm_peak_delta_bytes": 4 * MiB}  # fmt: skip
+    # each worker made 10 batches and grew 1 MiB per batch; 180 more batches -> 90 more per worker
+    assert project_epoch_bytes(trial, 200) == 2 * (100 + 90) * MiB + 4 * MiB
+    assert project_epoch_bytes(trial, None) == 2 * 100 * MiB + 4 * MiB
+    assert project_epoch_bytes(trial | {"steady_window_s": 0.2}, 200) == 2 * 100 * MiB + 4 * MiB
