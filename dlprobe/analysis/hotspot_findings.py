@@ -13,7 +13,8 @@ from dlprobe.stackfile import StackCount
 
 MIN_SAMPLES = 10
 TOP_FUNCTIONS = 6
-_FETCH = re.compile(r"^_(Map|Iterable)DatasetFetcher\.fetch ")
+# torch's fetch(), or the same logic in dlprobe's in-flight recorder that stands in for it (target/inflight.py)
+_FETCH = re.compile(r"^(_(Map|Iterable)DatasetFetcher\.fetch|_(map|iterable)_fetch) ")
 # Checked innermost-out per sample, first match wins; each is (category, frame pattern).
 _READ = r"^(open|read|readinto|read_bytes|load|fromfile|stat) |.*(h5py|lmdb|/io\.py|numpy/lib/_?npyio).*"
 _SEND = r".*(multiprocessing/queues\.py|multiprocessing/reduction|torch/multiprocessing/reductions).*"
