@@ -99,14 +99,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, default=3000, help="batches timed per run (after warm-up)")
+    parser.add_argument("--only", type=int, choices=(1, 2, 3), help="run only this scenario")
     args = parser.parse_args()
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         (tmp / "loader_bound.py").write_text(LOADER_SCRIPT)
-        scenario("loader-bound, 2 small workers", 2, 0, args.rounds, tmp, args.batches)
-        scenario("loader-bound, 4 workers of ~1 GB", 4, 1000, args.rounds, tmp, args.batches)
-        scenario("loader-bound, 8 workers of ~200 MB", 8, 200, args.rounds, tmp, args.batches)
+        scenarios = [
+            ("loader-bound, 2 small workers", 2, 0),
+            ("loader-bound, 4 workers of ~1 GB", 4, 1000),
+            ("loader-bound, 8 workers of ~200 MB", 8, 200),
+        ]
+        for number, (name, workers, worker_mb) in enumerate(scenarios, start=1):
+            if args.only in (None, number):
+                scenario(name, workers, worker_mb, args.rounds, tmp, args.batches)
 
 
 if __name__ == "__main__":

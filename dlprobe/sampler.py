@@ -20,6 +20,9 @@ FULL_BUDGET = 0.04
 # Walking the process table to find descendants costs more than everything else; workers are announced by
 # the hooks' events at once, so the walk only catches the rest (forkserver, resource tracker) now and then.
 DISCOVER_EVERY_S = 2.0
+# The main process and helpers (forkserver, resource tracker) change slowly next to workers; reading their
+# smaps_rollup on every third full round leaves the budget to the workers, whose growth is the story.
+OTHERS_EVERY_N_ROUNDS = 3
 
 
 class Sampler:
@@ -37,11 +40,15 @@ class Sampler:
         self.last_system: dict[str, Any] = {}
         self.full_cost_s = 0.0
         self.next_discover = 0.0
+        self.workers: set[int] = set()
+        self.full_rounds = 0
 
     def _write(self, record: dict[str, Any]) -> None:
         self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
 
-    def add_pid(self, pid: int) -> None:
+    def add_pid(self, pid: int, worker: bool = False) -> None:
+        if worker:
+            self.workers.add(pid)
         if pid in self.known:
             return
         self.known.add(pid)
@@ -70,10 +77,12 @@ class Sampler:
             self.discover()
             self.next_discover = now + DISCOVER_EVERY_S
         full = now >= self.next_full
+        others_too = full and self.full_rounds % OTHERS_EVERY_N_ROUNDS == 0
         readings: dict[str, dict[str, int]] = {}
         start = time.perf_counter()
         for pid in sorted(self.known - self.gone):
-            values = procmem.read_smaps_rollup(pid) if full else None
+            deep = full and (pid in self.workers or others_too)
+            values = procmem.read_smaps_rollup(pid) if deep else None
             if values is None:
                 rss = procmem.read_rss(pid)
                 if rss is None:
@@ -84,6 +93,7 @@ class Sampler:
             readings[str(pid)] = values
             self.last[pid] = {**self.last.get(pid, {}), **values}
         if full:
+            self.full_rounds += 1
             self.full_cost_s = time.perf_counter() - start
             self.full_interval = min(MAX_FULL_S, max(MIN_FULL_S, self.full_cost_s / FULL_BUDGET))
             self.next_full = now + self.full_interval

@@ -148,7 +148,7 @@ class Progress:
             if kind == "epoch":
                 for w in ev.get("workers") or []:
                     self.workers[int(w["pid"])] = (ev["loader"], w["worker_id"])
-                    sampler.add_pid(int(w["pid"]))
+                    sampler.add_pid(int(w["pid"]), worker=True)
             elif kind == "batches":
                 lid = ev["loader"]
                 self.batches[lid] = ev.get("total", 0)
@@ -279,7 +279,8 @@ def _sample_until_exit(
             if view.enabled:
                 view.update(progress.status(now - started, sampler))
             try:
-                child.wait(timeout=TICK_S)
+                # Wake for the next full round on time, so each worker's USS is read at least once a second.
+                child.wait(timeout=min(TICK_S, max(0.01, sampler.next_full - time.time())))
                 break
             except subprocess.TimeoutExpired:
                 continue
