@@ -140,12 +140,13 @@ def read_slot(path: Path, retries: int = 50) -> dict[str, Any] | None:
     try:
         buf, torn = b"", True
         for attempt in range(retries):
-            before = os.pread(fd, SEQ.size, OFF_SEQ)
+            # Two whole copies that agree, with an even counter inside: reading the counter on its own around
+            # one copy was seen to pass torn snapshots here (the kernel's copy gives no ordering guarantee).
             buf = os.pread(fd, SLOT_SIZE, 0)
-            after = os.pread(fd, SEQ.size, OFF_SEQ)
-            if len(before) < SEQ.size:
+            again = os.pread(fd, SLOT_SIZE, 0)
+            if len(buf) < OFF_SEQ + SEQ.size:
                 break
-            if before == after and SEQ.unpack(before)[0] % 2 == 0:
+            if buf == again and SEQ.unpack_from(buf, OFF_SEQ)[0] % 2 == 0:
                 torn = False
                 break
             if attempt >= 10:

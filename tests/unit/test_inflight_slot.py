@@ -105,7 +105,7 @@ def test_reader_never_sees_a_half_written_batch(tmp_path):
             read = fmt.read_slot(path)
             if read is not None and read["indices"] and not read["torn"]:
                 # the batch's indices and the sample in flight were written in separate stores
-                assert read["indices"] == [read["index"]] * 8
+                assert read["indices"] == [read["index"]] * 8, {k: read[k] for k in ("index", "pos", "fetches")}
                 consistent += 1
         assert consistent > 100
     finally:
