@@ -26,7 +26,8 @@ CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("send to main process", re.compile(_SEND)),
 )
 _LINE = re.compile(r":\d+\)$")
-_LIBRARY = re.compile(r"\((<|torch/|multiprocessing/|threading\.py|queue\.py)")
+# Plumbing, not the user's loading code: torch, multiprocessing, and dlprobe's own in-flight recording.
+_LIBRARY = re.compile(r"\((<|torch/|multiprocessing/|threading\.py|queue\.py|dlprobe/target/)")
 
 
 def _category(frames: list[str]) -> str:
@@ -47,6 +48,11 @@ def _loading_samples(run: RunData, loader: LoaderRecord) -> list[StackCount]:
     return [s for s in run.stacks.stacks if s.pid in pids and any(_FETCH.match(f) for f in s.frames)]
 
 
+def _innermost_not_ours(frames: list[str]) -> str:
+    """With only plumbing on the stack, name torch's frame (e.g. default_collate) rather than dlprobe's."""
+    return next((f for f in reversed(frames) if "(dlprobe/target/" not in f), frames[-1] if frames else "?")
+
+
 def find_worker_hotspots(run: RunData) -> list[Finding]:
     findings = []
     for loader in run.loaders:
@@ -62,7 +68,7 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
         for s in samples:
             categories[_category(s.frames)] += s.count
             # The innermost frame that is not torch/multiprocessing plumbing: the user's (or a library's) code.
-            own = next((f for f in reversed(s.frames) if not _LIBRARY.search(f)), s.frames[-1] if s.frames else "?")
+            own = next((f for f in reversed(s.frames) if not _LIBRARY.search(f)), _innermost_not_ours(s.frames))
             functions[_LINE.sub(")", own)] += s.count  # one row per function, whichever of its lines was running
         shares: list[dict[str, Any]] = [
             {"category": c, "share": round(n / total, 3), "samples": n} for c, n in categories.most_common()

@@ -1,0 +1,33 @@
+"""worker-hotspots on a synthetic run: the user's function is named, dlprobe's own recording frames never are."""
+
+from __future__ import annotations
+
+from dlprobe.analysis.hotspot_findings import find_worker_hotspots
+from dlprobe.model import Epoch
+from dlprobe.stackfile import StackCount, StackProfile
+from tests.unit.fakes import loader, run, series, worker
+
+LOOP = "_worker_loop (torch/utils/data/_utils/worker.py:374)"
+FETCH = "_map_fetch (dlprobe/target/inflight.py:324)"
+
+
+def _starved_run(stacks: list[StackCount]):
+    # the loop waited 0.9 s of every second: input-bound, so hotspots are worth reporting
+    epoch = Epoch(0, t_start=100.0, iter_s=0.0, t_end=110.0, batches=10, waits=[0.9] * 10)
+    data = run([loader(epochs=[epoch])], [worker(11, 0, series([1, 2], [3, 4]))])
+    data.stacks = StackProfile(rate=10, stacks=stacks)
+    return data
+
+
+def test_user_function_is_named_and_dlprobe_frames_are_not():
+    stacks = [
+        StackCount(11, [LOOP, FETCH, "MyDataset.__getitem__ (train.py:20)", "parse_row (train.py:8)"], 30),
+        StackCount(11, [LOOP, FETCH, "Slot.sample (dlprobe/target/inflight.py:160)"], 10),
+        StackCount(11, [LOOP, FETCH, "default_collate (torch/utils/data/_utils/collate.py:398)"], 10),
+    ]
+    [finding] = find_worker_hotspots(_starved_run(stacks))
+    functions = [row["function"] for row in finding.evidence["top_functions"]]
+    assert functions[0] == "parse_row (train.py)"
+    assert "default_collate (torch/utils/data/_utils/collate.py)" in functions
+    assert not any("dlprobe/" in f for f in functions)
+    assert "parse_row" in finding.fix
