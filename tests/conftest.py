@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,22 @@ def probe(tmp_path: Path):
         return DlprobeResult(run_dlprobe(args, tmp_path, **kw), run_dir)
 
     return _probe
+
+
+def can_mount_small_shm() -> bool:
+    """Whether this machine lets a test mount its own small /dev/shm (root or user namespaces, and unshare)."""
+    if shutil.which("unshare") is None:
+        return False
+    probe_cmd = ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1M tmpfs /dev/shm"]
+    return subprocess.run(probe_cmd, capture_output=True).returncode == 0
+
+
+needs_small_shm = pytest.mark.skipif(
+    not can_mount_small_shm(), reason="needs root (or user namespaces) to mount a small /dev/shm"
+)
+
+
+def run_with_small_shm(size: str, command: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """Run a shell command in a private mount namespace whose /dev/shm is a tmpfs of `size` (e.g. "8M")."""
+    script = f"mount -t tmpfs -o size={size} tmpfs /dev/shm && {command}"
+    return subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=timeout)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import psutil
 import pytest
 
 from dlprobe.inflight_format import read_all
-from tests.conftest import SCRIPTS, run_dlprobe
+from tests.conftest import SCRIPTS, needs_small_shm, run_dlprobe, run_with_small_shm
 
 FAULTY = str(SCRIPTS / "faulty_worker.py")
 HANG_OPTIONS = ["--quiet", "--hang-timeout", "3", "--on-hang", "stop"]
@@ -183,21 +182,11 @@ def test_real_oom_kill_in_a_memory_cgroup_is_named_oom(tmp_path):
     _assert_no_leftovers(report)
 
 
-def _can_unshare() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe_cmd = ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1M tmpfs /dev/shm"]
-    return subprocess.run(probe_cmd, capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _can_unshare(), reason="needs root (or user namespaces) to mount a small /dev/shm")
+@needs_small_shm
 def test_too_small_dev_shm_is_shm_exhausted(tmp_path):
     run_dir = tmp_path / "run"
-    command = (
-        "mount -t tmpfs -o size=8M tmpfs /dev/shm && "
-        f"exec {sys.executable} -m dlprobe run --quiet --out {run_dir} {FAULTY} shm"
-    )
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True, text=True, timeout=120)
+    command = f"exec {sys.executable} -m dlprobe run --quiet --out {run_dir} {FAULTY} shm"
+    proc = run_with_small_shm("8M", command, timeout=120)
     assert proc.returncode == 1, proc.stderr
     report = _report(run_dir)
     finding = _finding(report, "shm-exhausted")

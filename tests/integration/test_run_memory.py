@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 
-import pytest
-
-from tests.conftest import SCRIPTS
+from tests.conftest import SCRIPTS, needs_small_shm, run_with_small_shm
 
 MiB = 1024 * 1024
 
@@ -68,21 +64,11 @@ def test_forkserver_workers_are_found_as_grandchildren(probe):
     assert main_pid not in {w["pid"] for w in workers}
 
 
-def _can_unshare() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe_cmd = ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1M tmpfs /dev/shm"]
-    return subprocess.run(probe_cmd, capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _can_unshare(), reason="needs root (or user namespaces) to mount a small /dev/shm")
+@needs_small_shm
 def test_small_dev_shm_gets_shm_pressure(tmp_path):
     run_dir = tmp_path / "run"
-    command = (
-        "mount -t tmpfs -o size=64M tmpfs /dev/shm && "
-        f"{sys.executable} -m dlprobe run --quiet --out {run_dir} {SCRIPTS / 'big_batches.py'}"
-    )
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True, text=True, timeout=180)
+    command = f"{sys.executable} -m dlprobe run --quiet --out {run_dir} {SCRIPTS / 'big_batches.py'}"
+    proc = run_with_small_shm("64M", command)
     assert proc.returncode == 0, proc.stderr
     import json
 
