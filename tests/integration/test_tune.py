@@ -52,7 +52,9 @@ def test_a_crashing_trial_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert proc.returncode == 0, proc.stderr
     trials = _by_key(result)
     assert trials["w2-p2-nopin"]["status"] == "crashed"
-    assert "exited unexpectedly" in trials["w2-p2-nopin"]["error"]
+    # PyTorch raises either message, depending on where its SIGCHLD handler interrupts the main thread
+    error = trials["w2-p2-nopin"]["error"]
+    assert "exited unexpectedly" in error or "is killed by signal: Segmentation fault" in error
     assert trials["w0-p0-nopin"]["status"] == "ok" and trials["w1-p2-nopin"]["status"] == "ok"
     assert "w1-p4-nopin" in trials or "w1-p1-nopin" in trials or result["recommended"]["num_workers"] == 0
     assert result["recommended"]["num_workers"] in (0, 1)
