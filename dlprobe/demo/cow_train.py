@@ -6,6 +6,7 @@ Run it under `dlprobe run` to watch each worker's private memory (USS) climb whi
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
 import torch
@@ -45,9 +46,10 @@ class ArrayIndexDataset(Dataset):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fixed", action="store_true", help="use the numpy-backed dataset")
-    parser.add_argument("--samples", type=int, default=600_000)
+    parser.add_argument("--samples", type=int, default=400_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--step-ms", type=float, default=8.0, help="time a training step takes (stands in for a GPU)")
     args = parser.parse_args()
     dataset = ArrayIndexDataset(args.samples) if args.fixed else ListIndexDataset(args.samples)
     loader = DataLoader(dataset, batch_size=500, shuffle=True, num_workers=args.workers)
@@ -57,6 +59,7 @@ def main() -> None:
         for x, _y in loader:
             with torch.no_grad():
                 total += float(model(x).sum())
+            time.sleep(args.step_ms / 1000)  # the model's step; the loop is then not waiting for data
         print(f"epoch {epoch}: {len(loader)} batches")
 
 
