@@ -7,10 +7,9 @@ from typing import Any
 
 from rich.console import Console
 
-from dlprobe.errors import DlprobeError
 from dlprobe.render.terminal import print_summary
 from dlprobe.report import report_for
-from dlprobe.rundir import PLOT_FILE, REPORT_FILE, write_json
+from dlprobe.rundir import PLOT_FILE, REPORT_FILE, write_json, write_json_option
 
 
 def write_outputs(run_dir: Path, console: Console | None, json_path: str | None = None) -> dict[str, Any]:
@@ -31,11 +30,5 @@ def write_outputs(run_dir: Path, console: Console | None, json_path: str | None 
         for problem in problems:
             console.print(f"[yellow]warning:[/] {problem}")
     if json_path:
-        try:
-            write_json(Path(json_path), report)
-        except OSError as exc:
-            raise DlprobeError(
-                f"cannot write --json {json_path}: {exc.strerror or exc}",
-                hint=f"the report is still saved in {run_dir / REPORT_FILE}",
-            ) from None
+        write_json_option(json_path, report, f"the report is still saved in {run_dir / REPORT_FILE}")
     return report

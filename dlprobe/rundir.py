@@ -57,6 +57,14 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def write_json_option(json_path: str, data: Any, hint: str) -> None:
+    """Write a `--json PATH` copy; an unwritable path is the user's to fix, so it becomes a DlprobeError."""
+    try:
+        write_json(Path(json_path), data)
+    except OSError as exc:
+        raise DlprobeError(f"cannot write --json {json_path}: {exc.strerror or exc}", hint=hint) from None
+
+
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text())
 

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError
-from dlprobe.rundir import write_json
+from dlprobe.rundir import write_json_option
 from dlprobe.triage.logscan import LogScan, open_log, scan_stream
 from dlprobe.triage.machine import KernelLog, MachineFacts, check_machine, log_time, read_kernel_log
 from dlprobe.triage.patterns import BY_ID, FAILURE
@@ -109,9 +109,5 @@ def triage_log_to(path: str, json_path: str | None, console: Console | None, mac
 
         console.print(triage_summary(result))
     if json_path:
-        try:
-            write_json(Path(json_path), result)
-        except OSError as exc:
-            raise DlprobeError(f"cannot write --json {json_path}: {exc.strerror or exc}",
-                               "the summary above is complete; pick a writable path") from None  # fmt: skip
+        write_json_option(json_path, result, "the summary above is complete; pick a writable path")
     return result

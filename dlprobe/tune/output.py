@@ -6,9 +6,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from dlprobe.errors import DlprobeError
 from dlprobe.render.tune_table import tune_summary
-from dlprobe.rundir import write_json
+from dlprobe.rundir import write_json_option
 from dlprobe.tune.command import PLOT_FILE, TuneOptions, run_tune
 
 
@@ -40,11 +39,5 @@ def tune_and_report(
         if problem:
             console.print(f"[yellow]warning:[/] {problem}")
     if json_path:
-        try:
-            write_json(Path(json_path), result)
-        except OSError as exc:
-            raise DlprobeError(
-                f"cannot write --json {json_path}: {exc.strerror or exc}",
-                hint=f"the result is still saved in {result['dir']}/tune.json",
-            ) from None
+        write_json_option(json_path, result, f"the result is still saved in {result['dir']}/tune.json")
     return 0 if result["recommended"] else 1
