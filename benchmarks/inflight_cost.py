@@ -13,8 +13,8 @@ import time
 
 from torch.utils.data._utils import fetch
 
-from dlprobe.inflight_format import ROLE_WORKER, slot_path
-from dlprobe.target import inflight
+from dlprobe.in_training import inflight
+from dlprobe.rundir.inflight_format import ROLE_WORKER, slot_path
 
 
 class Trivial:

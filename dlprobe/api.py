@@ -13,9 +13,9 @@ from typing import Any
 
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError
-from dlprobe.rundir import EVENTS_FILE, META_FILE, REPORT_FILE, RESULT_FILE, SAMPLES_FILE, JsonlTail, write_json
-from dlprobe.sampler import TICK_S, Sampler
-from dlprobe.target import events as event_log
+from dlprobe.in_training import event_log
+from dlprobe.rundir.files import EVENTS_FILE, META_FILE, REPORT_FILE, RESULT_FILE, SAMPLES_FILE, JsonlTail, write_json
+from dlprobe.supervisor.sampler import TICK_S, Sampler
 
 
 class LimitExceeded(AssertionError):
@@ -47,8 +47,8 @@ class Watch:
     def __enter__(self) -> Watch:
         import torch.utils.data.dataloader as dataloader_module
 
-        from dlprobe.supervisor import Progress, machine_facts
-        from dlprobe.target import hooks
+        from dlprobe.in_training import hooks
+        from dlprobe.supervisor.run_target import Progress, machine_facts
 
         run_dir = self.out or Path(tempfile.mkdtemp(prefix=f"dlprobe-{self.name}-"))
         try:
@@ -94,8 +94,8 @@ class Watch:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:  # fmt: skip
-        from dlprobe.report import report_for
-        from dlprobe.target import hooks
+        from dlprobe.analysis.report import report_for
+        from dlprobe.in_training import hooks
 
         assert self.run_dir is not None and self._thread is not None
         hooks.flush_all()

@@ -15,7 +15,7 @@ from dlprobe.analysis import (
     startup_findings,
     throughput_findings,
 )
-from dlprobe.model import SEVERITIES, Finding, RunData
+from dlprobe.analysis.model import SEVERITIES, Finding, RunData
 
 Analyzer = Callable[[RunData], list[Finding]]
 

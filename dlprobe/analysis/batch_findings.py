@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of
-from dlprobe.model import Finding, RunData
+from dlprobe.analysis.model import Finding, RunData
 from dlprobe.units import format_bytes
 
 MIN_SAVED_BYTES = 16 * 1024  # per batch; below this a narrower dtype is not worth a finding

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.stats import metric_summary
-from dlprobe.model import Finding, LoaderRecord, RunData
 from dlprobe.units import format_bytes
 
 _CAUGHT = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")

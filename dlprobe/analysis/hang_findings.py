@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlprobe.analysis.model import Finding, RunData
 from dlprobe.analysis.stack_causes import (
     Cause,
     classify,
@@ -16,7 +17,6 @@ from dlprobe.analysis.stack_causes import (
     own_frames,
     user_frames,
 )
-from dlprobe.model import Finding, RunData
 
 BUSY_PHASES = ("getitem", "collate", "worker_init_fn")
 MAX_STACK_LINES = 12

@@ -7,9 +7,9 @@ from collections import Counter
 from typing import Any
 
 from dlprobe.analysis.loop_timing import loop_timing
+from dlprobe.analysis.model import Finding, LoaderRecord, RunData
+from dlprobe.analysis.stackfile import StackCount
 from dlprobe.analysis.throughput_findings import INPUT_BOUND_SHARE
-from dlprobe.model import Finding, LoaderRecord, RunData
-from dlprobe.stackfile import StackCount
 
 MIN_SAMPLES = 10
 TOP_FUNCTIONS = 6

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlprobe.model import LoaderRecord, RunData
+from dlprobe.analysis.model import LoaderRecord, RunData
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
-from dlprobe.model import Finding, LoaderRecord, RunData
 from dlprobe.units import format_bytes
 
 MiB = 1024 * 1024

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlprobe.model import Finding, RunData
+from dlprobe.analysis.model import Finding, RunData
 
 
 def find_run_problems(run: RunData) -> list[Finding]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlprobe.model import Finding, RunData
+from dlprobe.analysis.model import Finding, RunData
 from dlprobe.units import format_bytes
 
 SHM_PRESSURE_SHARE = 0.8  # peak use above this share of /dev/shm is one burst away from a bus error

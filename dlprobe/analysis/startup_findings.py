@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of, loop_timing
-from dlprobe.model import Finding, LoaderRecord, RunData
+from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 
 SLOW_CONSTRUCT_S = 2.0  # building the dataset (imports excluded) before the loader existed
 SLOW_WORKER_START_S = 2.0  # iter() plus the first batch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.model import LoaderRecord, ProcessRecord, Series
+from dlprobe.analysis.model import LoaderRecord, ProcessRecord, Series
 
 
 def metric_summary(series: Series, metric: str) -> dict[str, int | None]:

@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of, loop_timing, usable_cores
+from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
-from dlprobe.model import Finding, LoaderRecord, RunData
 from dlprobe.units import format_bytes
 
 INPUT_BOUND_SHARE = 0.3  # the loop waits for data at least this share of its steady time

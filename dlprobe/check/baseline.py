@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dlprobe.analysis.report import SCHEMA_VERSION
 from dlprobe.errors import DlprobeError
-from dlprobe.report import SCHEMA_VERSION
-from dlprobe.rundir import write_json
+from dlprobe.rundir.files import write_json
 
 
 def load_baseline(path: str) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from dlprobe.analysis.model import SEVERITIES
 from dlprobe.errors import DlprobeError
-from dlprobe.model import SEVERITIES
 from dlprobe.units import parse_bytes, parse_duration
 
 if sys.version_info >= (3, 11):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dlprobe.analysis.model import SEVERITIES
 from dlprobe.check.config import BASELINE_METRICS, CheckConfig
 from dlprobe.check.limits import Stop
 from dlprobe.check.metrics import KINDS, format_metric, report_metrics
-from dlprobe.model import SEVERITIES
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 

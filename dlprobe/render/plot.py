@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlprobe.model import RunData
+from dlprobe.analysis.model import RunData
 
 MiB = 1024 * 1024
 

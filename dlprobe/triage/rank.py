@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from dlprobe.model import Finding
+from dlprobe.analysis.model import Finding
 from dlprobe.triage.logscan import LogScan
 from dlprobe.triage.machine import MachineFacts, OomKill, parse_oom_lines
 from dlprobe.triage.patterns import Match, match_line

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of
-from dlprobe.model import RunData
+from dlprobe.analysis.model import RunData
 
 MEMORY_SHARE = 0.9  # a configuration fits when its projected memory stays under this share of what is available
 DUPLICATE_SHARE = 0.2

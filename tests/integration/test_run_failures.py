@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from dlprobe.inflight_format import read_all
+from dlprobe.rundir.inflight_format import read_all
 from tests.conftest import SCRIPTS, needs_small_shm, run_dlprobe, run_with_small_shm
 
 FAULTY = str(SCRIPTS / "faulty_worker.py")

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from dlprobe.analysis.model import Epoch
+from dlprobe.analysis.stackfile import parse_stacks
 from dlprobe.analysis.startup_findings import hot_path
 from dlprobe.analysis.throughput_findings import find_input_bound, find_pin_memory, suggest_workers
-from dlprobe.cpus import cgroup_cpu_quota
-from dlprobe.model import Epoch
-from dlprobe.stackfile import parse_stacks
-from dlprobe.target.sample_hashes import DuplicateCounter
+from dlprobe.in_training.sample_hashes import DuplicateCounter
+from dlprobe.system.cpus import cgroup_cpu_quota
 from dlprobe.tune.plan import worker_counts
 from dlprobe.tune.results import project_epoch_bytes, recommend
 from tests.unit.fakes import MiB, loader, run

@@ -10,10 +10,10 @@ import pytest
 from rich.console import Console
 
 from dlprobe.check.baseline import load_baseline
-from dlprobe.check.command import exit_code_for
 from dlprobe.check.config import config_from_mapping
 from dlprobe.check.limits import Stop
 from dlprobe.check.rules import evaluate
+from dlprobe.commands.check import exit_code_for
 from dlprobe.errors import DlprobeError
 from dlprobe.render.check_table import check_summary
 from dlprobe.render.junit import junit_xml

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 from torch.utils.data import ConcatDataset, Dataset, Subset
 
-from dlprobe.target.dataset_inspect import summarize_dataset
+from dlprobe.in_training.dataset_inspect import summarize_dataset
 
 
 class Records(Dataset):

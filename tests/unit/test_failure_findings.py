@@ -7,7 +7,7 @@ from typing import Any
 from dlprobe.analysis import analyze
 from dlprobe.analysis.death_findings import find_worker_deaths
 from dlprobe.analysis.hang_findings import find_hangs
-from dlprobe.model import SystemSeries
+from dlprobe.analysis.model import SystemSeries
 from tests.unit import fakes
 from tests.unit.test_stack_causes import native, py, worker
 

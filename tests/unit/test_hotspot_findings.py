@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dlprobe.analysis.hotspot_findings import find_worker_hotspots
-from dlprobe.model import Epoch
-from dlprobe.stackfile import StackCount, StackProfile
+from dlprobe.analysis.model import Epoch
+from dlprobe.analysis.stackfile import StackCount, StackProfile
 from tests.unit.fakes import loader, run, series, worker
 
 LOOP = "_worker_loop (torch/utils/data/_utils/worker.py:374)"

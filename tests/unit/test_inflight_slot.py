@@ -6,8 +6,8 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from dlprobe import inflight_format as fmt
-from dlprobe.target.inflight import Slot
+from dlprobe.in_training.inflight import Slot
+from dlprobe.rundir import inflight_format as fmt
 
 
 def _slot(tmp_path, role=fmt.ROLE_WORKER, loader=1, worker=3):

@@ -6,9 +6,9 @@ import json
 
 from rich.console import Console
 
-from dlprobe.model import load_run
+from dlprobe.analysis.model import load_run
+from dlprobe.analysis.report import build_report
 from dlprobe.render.terminal import print_summary
-from dlprobe.report import build_report
 
 
 def _write_run(path):

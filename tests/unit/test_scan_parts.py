@@ -8,9 +8,9 @@ import torch
 from torch.utils.data import ConcatDataset, DataLoader, Subset
 
 from dlprobe.exclude import ExcludeIndices, SkipIndicesSampler, load_excluded, write_excluded
-from dlprobe.scan.paths import path_for
+from dlprobe.in_training.scan.paths import path_for
+from dlprobe.in_training.scan.sample_check import check_sample, compare
 from dlprobe.scan.result import group_by_reason
-from dlprobe.scan.sample_check import check_sample, compare
 
 
 def test_signature_sees_shape_and_dtype_and_can_leave_shapes_out():

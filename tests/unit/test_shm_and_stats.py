@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from dlprobe.analysis.model import Epoch, SystemSeries
 from dlprobe.analysis.shm_findings import find_shm_pressure, in_flight_bytes
 from dlprobe.analysis.stats import wait_summary
-from dlprobe.model import Epoch, SystemSeries
 from tests.unit.fakes import MiB, loader, run
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from dlprobe import kernlog
-from dlprobe.hang import stacks
+from dlprobe.supervisor.hang import stacks
+from dlprobe.system import kernlog
 
 USER_FILE = "/home/u/project/train.py"
 TORCH_FILE = "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/fetch.py"

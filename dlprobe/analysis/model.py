@@ -1,0 +1,250 @@
+"""The run model: a saved run directory loaded into plain data, and the Finding every analyzer returns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlprobe.analysis.stackfile import StackProfile, load_stacks
+from dlprobe.rundir import inflight_format
+from dlprobe.rundir.files import EVENTS_FILE, META_FILE, RESULT_FILE, SAMPLES_FILE, read_json, read_jsonl
+
+HANGS_DIR = "hangs"
+KERNEL_FILE = "kernel.json"
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass
+class Finding:
+    """One diagnosis: a stable code, how bad it is, what was seen (evidence) and what to change (fix)."""
+
+    code: str
+    severity: str
+    title: str
+    detail: str
+    fix: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    loader_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Series:
+    """Memory readings of one process over time; uss/pss/swap are None where only RSS was read."""
+
+    t: list[float] = field(default_factory=list)
+    rss: list[int | None] = field(default_factory=list)
+    uss: list[int | None] = field(default_factory=list)
+    pss: list[int | None] = field(default_factory=list)
+    swap: list[int | None] = field(default_factory=list)
+
+    def values(self, metric: str) -> list[tuple[float, int]]:
+        """(time, value) pairs where the metric was read."""
+        return [(t, v) for t, v in zip(self.t, getattr(self, metric), strict=False) if v is not None]
+
+
+@dataclass
+class ProcessRecord:
+    pid: int
+    role: str  # main | worker | other
+    loader_id: int | None = None
+    worker_id: int | None = None
+    comm: str | None = None
+    ppid: int | None = None
+    series: Series = field(default_factory=Series)
+
+
+@dataclass
+class Epoch:
+    epoch: int
+    t_start: float
+    iter_s: float
+    t_end: float | None = None
+    batches: int = 0
+    waits: list[float] = field(default_factory=list)
+    t_last_batch: float | None = None
+
+
+@dataclass
+class LoaderRecord:
+    loader_id: int
+    config: dict[str, Any]
+    t_created: float
+    start_method: str | None = None
+    epochs: list[Epoch] = field(default_factory=list)
+    batch_info: dict[str, Any] | None = None
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def dataset(self) -> dict[str, Any]:
+        return self.config.get("dataset") or {}
+
+    @property
+    def num_workers(self) -> int:
+        return int(self.config.get("num_workers") or 0)
+
+    @property
+    def waits(self) -> list[float]:
+        return [w for e in self.epochs for w in e.waits]
+
+
+@dataclass
+class SystemSeries:
+    t: list[float] = field(default_factory=list)
+    shm_used: list[int | None] = field(default_factory=list)
+    shm_total: int | None = None
+    available: list[int | None] = field(default_factory=list)
+    cgroup_usage: list[int | None] = field(default_factory=list)
+    cgroup_limit: int | None = None
+    cgroup_oom_kills: list[int | None] = field(default_factory=list)
+
+
+@dataclass
+class RunData:
+    """Everything recorded about one run, as read back from its directory."""
+
+    path: Path
+    meta: dict[str, Any]
+    result: dict[str, Any]
+    loaders: list[LoaderRecord]
+    processes: list[ProcessRecord]
+    system: SystemSeries
+    events: list[dict[str, Any]]
+    # Failure evidence: each process's last in-flight slot (by pid), hang records, when each pid vanished,
+    # and the kernel's OOM-kill lines for our pids.
+    inflight: dict[int, dict[str, Any]] = field(default_factory=dict)
+    hangs: list[dict[str, Any]] = field(default_factory=list)
+    gone: dict[int, float] = field(default_factory=dict)
+    kernel: dict[str, Any] = field(default_factory=dict)
+    stacks: StackProfile | None = None  # py-spy samples of the main process and workers (stacks.txt)
+
+    @property
+    def script_error(self) -> dict[str, Any] | None:
+        return next((e for e in self.events if e.get("ev") == "script_error"), None)
+
+    def workers(self, loader_id: int | None = None) -> list[ProcessRecord]:
+        return [p for p in self.processes if p.role == "worker" and (loader_id is None or p.loader_id == loader_id)]
+
+    def loader(self, loader_id: int) -> LoaderRecord | None:
+        return next((lo for lo in self.loaders if lo.loader_id == loader_id), None)
+
+
+WorkerStart = dict[int, tuple[int, int, float, dict[str, int] | None]]
+
+
+def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord], WorkerStart]:
+    """Loaders with their epochs and batch waits, and each worker pid's (loader, worker id, start reading)."""
+    loaders: dict[int, LoaderRecord] = {}
+    worker_of: WorkerStart = {}
+    for ev in events:
+        kind = ev.get("ev")
+        lid = ev.get("loader")
+        if kind == "loader" and isinstance(lid, int):
+            config = {k: v for k, v in ev.items() if k not in ("ev", "t", "pid", "loader")}
+            loaders[lid] = LoaderRecord(lid, config, ev["t"])
+            continue
+        lo = loaders.get(lid) if isinstance(lid, int) else None
+        if lo is None:
+            continue
+        if kind == "start_method":
+            lo.start_method = ev.get("start_method")
+        elif kind == "epoch":
+            lo.epochs.append(Epoch(ev["epoch"], ev["t"] - ev.get("iter_s", 0.0), ev.get("iter_s", 0.0)))
+            for w in ev.get("workers") or []:
+                worker_of[int(w["pid"])] = (lo.loader_id, int(w["worker_id"]), float(ev["t"]), w.get("memory"))
+        elif kind == "batches" and lo.epochs:
+            epoch = lo.epochs[-1]
+            epoch.waits.extend(ev.get("waits") or [])
+            epoch.batches = len(epoch.waits)
+            epoch.t_last_batch = ev["t"]
+        elif kind == "epoch_end" and lo.epochs:
+            lo.epochs[-1].t_end = ev["t"]
+        elif kind == "batch_info" and lo.batch_info is None:
+            lo.batch_info = {k: ev.get(k) for k in ("bytes", "leaves")}
+        elif kind == "loader_error":
+            lo.errors.append({k: v for k, v in ev.items() if k not in ("ev", "pid")})
+    for lo in loaders.values():
+        if lo.start_method is None:
+            lo.start_method = lo.config.get("start_method")
+    return sorted(loaders.values(), key=lambda lo: lo.loader_id), worker_of
+
+
+def _append(series: Series, t: float, values: dict[str, Any]) -> None:
+    series.t.append(t)
+    series.rss.append(values.get("rss"))
+    series.uss.append(values.get("uss"))
+    series.pss.append(values.get("pss"))
+    series.swap.append(values.get("swap"))
+
+
+def load_run(path: Path) -> RunData:
+    """Read a run directory; tolerant of a run that was cut short (missing result, torn lines)."""
+    meta = read_json(path / META_FILE)
+    result = read_json(path / RESULT_FILE) if (path / RESULT_FILE).exists() else {}
+    events = list(read_jsonl(path / EVENTS_FILE))
+    loaders, worker_of = _loaders_from_events(events)
+    main_pid = meta.get("target_pid")
+    processes: dict[int, ProcessRecord] = {}
+    system = SystemSeries()
+    gone: dict[int, float] = {}
+    for rec in read_jsonl(path / SAMPLES_FILE):
+        kind = rec.get("k")
+        if kind == "proc":
+            pid = int(rec["pid"])
+            role = "main" if pid == main_pid else "other"
+            loader_id = worker_id = None
+            first: dict[str, int] | None = None
+            if pid in worker_of:
+                role = "worker"
+                loader_id, worker_id, t_start, first = worker_of[pid]
+            proc = ProcessRecord(pid, role, loader_id, worker_id, rec.get("comm"), rec.get("ppid"))
+            if first:  # the reading the hooks took right after the worker started
+                _append(proc.series, t_start, first)
+            processes[pid] = proc
+        elif kind == "s":
+            t = rec["t"]
+            for pid_text, vals in (rec.get("p") or {}).items():
+                known = processes.get(int(pid_text))
+                if known is not None:
+                    _append(known.series, t, vals)
+            system.t.append(t)
+            shm = rec.get("shm") or {}
+            system.shm_used.append(shm.get("used"))
+            system.shm_total = shm.get("total", system.shm_total)
+            system.available.append(rec.get("avail"))
+            cg = rec.get("cg") or {}
+            system.cgroup_usage.append(cg.get("usage"))
+            system.cgroup_oom_kills.append(cg.get("oom_kill"))
+            if cg.get("limit"):
+                system.cgroup_limit = cg["limit"]
+        elif kind == "gone":
+            gone[int(rec["pid"])] = rec["t"]
+    run = RunData(
+        path, meta, result, loaders, list(processes.values()), system, events, gone=gone, stacks=load_stacks(path)
+    )
+    load_failure_records(run)
+    return run
+
+
+def _hang_number(path: Path) -> int:
+    tail = path.stem.rpartition("-")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def load_failure_records(run: RunData) -> None:
+    """In-flight slots, hang records and kernel OOM lines, where the run has them."""
+    run.inflight = inflight_format.read_all(run.path)
+    for hang_file in sorted((run.path / HANGS_DIR).glob("hang-*.json"), key=_hang_number):
+        try:
+            run.hangs.append(read_json(hang_file))
+        except (OSError, ValueError):
+            continue
+    if (run.path / KERNEL_FILE).exists():
+        try:
+            run.kernel = read_json(run.path / KERNEL_FILE)
+        except (OSError, ValueError):
+            pass

@@ -1,0 +1,1 @@
+"""One module per subcommand: its typer command and the glue, nothing else."""

@@ -1,0 +1,197 @@
+"""`dlprobe check`: run the script under the probe within its limits, gate it on rules, write the verdicts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from dlprobe.check.baseline import load_baseline, save_baseline
+from dlprobe.check.config import CheckConfig, load_config
+from dlprobe.check.limits import RunWatch, Stop
+from dlprobe.check.rules import RuleResult, evaluate, failed, script_failed
+from dlprobe.commands.options import SCRIPT_ARGS, out_option
+from dlprobe.errors import DlprobeError
+from dlprobe.in_training.run_limits import STOP_EVENT
+from dlprobe.rundir.files import EVENTS_FILE, RESULT_FILE, read_json, read_jsonl, write_json
+
+CHECK_FILE = "check.json"
+PASSED, FAILED, USAGE, SCRIPT_FAILED = 0, 1, 2, 3
+
+
+def check(
+    script: str = typer.Argument(..., help="The training script, run unmodified."),
+    script_args: list[str] | None = SCRIPT_ARGS,
+    config: str | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="TOML file of rules (default: the tool.dlprobe table of the nearest pyproject.toml).",
+    ),
+    max_batches: str | None = typer.Option(None, help="Stop the script cleanly after this many batches."),
+    max_seconds: str | None = typer.Option(None, help='Stop the script after this long, e.g. "90s".'),
+    max_worker_uss_growth: str | None = typer.Option(None, help='Limit on any worker\'s USS growth, e.g. "200 MB".'),
+    max_worker_uss: str | None = typer.Option(None, help="Limit on any worker's peak USS."),
+    max_total_pss: str | None = typer.Option(None, help="Limit on the peak PSS of the whole job."),
+    max_shm_peak: str | None = typer.Option(None, help="Limit on the peak use of /dev/shm."),
+    max_wait_fraction: str | None = typer.Option(None, help='Limit on the share of time waiting for data ("40%").'),
+    max_first_batch_wait: str | None = typer.Option(None, help="Limit on the wait for the first batch."),
+    hang_timeout: str | None = typer.Option(None, help="Fail, and stop the script, when no batch comes this long."),
+    fail_on: list[str] | None = typer.Option(None, help="A finding code that fails the check (repeatable)."),
+    fail_on_severity: str | None = typer.Option(None, help="Fail on any finding this severe (error, warning)."),
+    baseline: str | None = typer.Option(None, help="A report.json of an earlier good run to compare with."),
+    baseline_margin: str | None = typer.Option(None, help='Allowed regression against the baseline ("10%").'),
+    update_baseline: bool = typer.Option(False, "--update-baseline", help="Write this run's report to --baseline."),
+    junit: str | None = typer.Option(None, "--junit", help="Write JUnit XML (one testcase per rule) here."),
+    out: str | None = out_option(),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no run summary; only the verdict."),
+) -> None:
+    """Run SCRIPT under the probe within limits and gate it on rules: exit 0 pass, 1 fail, 2 bad usage, 3 the
+    script itself failed.
+
+    Rules come from --config, else the tool.dlprobe table of the nearest pyproject.toml; options given here
+    override them.
+    """
+    from dlprobe.console import err_console
+
+    given: dict[str, Any] = {
+        "max_batches": max_batches,
+        "max_seconds": max_seconds,
+        "max_worker_uss_growth": max_worker_uss_growth,
+        "max_worker_uss": max_worker_uss,
+        "max_total_pss": max_total_pss,
+        "max_shm_peak": max_shm_peak,
+        "max_wait_fraction": max_wait_fraction,
+        "max_first_batch_wait": max_first_batch_wait,
+        "hang_timeout": hang_timeout,
+        "fail_on": fail_on or None,
+        "fail_on_severity": fail_on_severity,
+        "baseline": baseline,
+        "baseline_margin": baseline_margin,
+    }
+    overrides = {key: value for key, value in given.items() if value is not None}
+    options = CheckOptions(script, list(script_args or []), config, overrides, out, junit, update_baseline, quiet)
+    outcome = run_check(options, err_console())
+    raise typer.Exit(outcome.exit_code)
+
+
+@dataclass
+class CheckOptions:
+    script: str
+    args: list[str] = field(default_factory=list)
+    config_path: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)  # command-line options, already named as config keys
+    out: str | None = None
+    junit: str | None = None
+    update_baseline: bool = False
+    quiet: bool = False
+
+
+@dataclass
+class CheckOutcome:
+    exit_code: int
+    run_dir: Path
+    rules: list[RuleResult]
+    report: dict[str, Any]
+    stop: Stop | None
+
+
+def exit_code_for(rows: list[RuleResult], report: dict[str, Any], stop: Stop | None) -> int:
+    """3 when the script itself failed (its exit code is still in the report), else 1 if any rule failed."""
+    if script_failed(report, stop):
+        return SCRIPT_FAILED
+    return FAILED if failed(rows) else PASSED
+
+
+def _stop_from_events(run_dir: Path) -> Stop | None:
+    """The hooks' own stop, for a run that ended before the supervisor read the event."""
+    for ev in read_jsonl(run_dir / EVENTS_FILE):
+        if ev.get("ev") == STOP_EVENT:
+            return Stop(str(ev.get("reason")), float(ev.get("t", 0.0)))
+    return None
+
+
+def _hang_stop(run_dir: Path, hang_timeout: float | None) -> Stop | None:
+    """The run's hang guard ended the run (--on-hang stop): a failed hang rule."""
+    result_file = run_dir / RESULT_FILE
+    result = read_json(result_file) if result_file.exists() else {}
+    if not str(result.get("stopped_by", "")).startswith("dlprobe: --on-hang stop"):
+        return None
+    return Stop("hang", float(result.get("ended_at", 0.0)), hang_timeout)
+
+
+def _baseline_for(config: CheckConfig, update: bool) -> dict[str, Any] | None:
+    if update and not config.baseline:
+        raise DlprobeError(
+            "--update-baseline needs a baseline file",
+            hint='pass --baseline FILE, or set baseline = "FILE" in the config',
+        )
+    if config.baseline and not update:
+        return load_baseline(config.baseline)
+    return None
+
+
+def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
+    """Everything `dlprobe check` does; bad configs and baselines fail before the script starts."""
+    from dlprobe.render.check_table import check_summary
+    from dlprobe.render.junit import write_junit
+    from dlprobe.render.run_outputs import write_outputs
+    from dlprobe.supervisor.run_target import RunOptions, check_script, run_script
+
+    config = load_config(options.config_path, options.overrides)
+    check_script(options.script)
+    baseline = _baseline_for(config, options.update_baseline)
+    junit_path = Path(options.junit) if options.junit else None
+    if junit_path is not None and not junit_path.parent.is_dir():
+        raise DlprobeError(f"cannot write --junit {options.junit}: no such directory {junit_path.parent}",
+                           hint="create the directory first, or pass a path in an existing one")  # fmt: skip
+
+    # Hangs are `dlprobe run`'s job (stacks, stuck worker, clean stop of the whole tree); the watch only
+    # enforces max_batches and max_seconds.
+    watch = RunWatch(config.max_batches, config.max_seconds)
+    run_options = RunOptions(options.script, options.args, options.out, live=not options.quiet, env=watch.env(),
+                             on_tick=watch.on_tick)  # fmt: skip
+    if config.hang_timeout is not None:
+        run_options.hang_timeout = config.hang_timeout
+        run_options.on_hang = "stop"
+    outcome = run_script(run_options)
+    report = write_outputs(outcome.run_dir, None if options.quiet else console)
+    stop = watch.stop or _stop_from_events(outcome.run_dir) or _hang_stop(outcome.run_dir, config.hang_timeout)
+    rows = evaluate(config, report, stop, baseline, config.baseline or "")
+    code = exit_code_for(rows, report, stop)
+
+    write_json(
+        outcome.run_dir / CHECK_FILE,
+        {
+            "exit_code": code,
+            "passed": code == PASSED,
+            "stop": stop.to_dict() if stop else None,
+            "config": {key: config.raw[key] for key in config.raw},
+            "config_sources": config.sources,
+            "baseline": config.baseline if baseline is not None else None,
+            "rules": [r.to_dict() for r in rows],
+        },
+    )
+    if console is not None:
+        console.print(check_summary(rows, code, str(outcome.run_dir)))
+    problems = []
+    if junit_path is not None:
+        try:
+            write_junit(junit_path, rows, f"dlprobe.check.{Path(options.script).stem}", report.get("duration_s"),
+                        {"script": options.script, "run_dir": outcome.run_dir, "exit_code": code})  # fmt: skip
+        except OSError as exc:
+            problems.append(f"cannot write --junit {options.junit}: {exc.strerror or exc}")
+    if options.update_baseline and config.baseline:
+        if code == PASSED:
+            save_baseline(config.baseline, report)
+            if console is not None:
+                console.print(f"Baseline written to {config.baseline}")
+        elif console is not None:
+            console.print(f"[yellow]Baseline {config.baseline} not updated: the check did not pass.[/]")
+    if problems:
+        raise DlprobeError("; ".join(problems), hint=f"the verdict is saved in {outcome.run_dir / CHECK_FILE}",
+                           exit_code=USAGE)  # fmt: skip
+    return CheckOutcome(code, outcome.run_dir, rows, report, stop)

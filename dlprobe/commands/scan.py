@@ -1,0 +1,105 @@
+"""`dlprobe scan`: check the output paths, scan every sample of the script's dataset, print and write the result."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from dlprobe.commands.options import SCRIPT_ARGS, json_option
+from dlprobe.errors import DlprobeError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from dlprobe.scan.options import ScanOptions
+    from dlprobe.scan.result import ScanResult
+
+
+def scan(
+    script: str = typer.Argument(..., help="The training script; it runs until its DataLoader, then stops."),
+    script_args: list[str] | None = SCRIPT_ARGS,
+    loader: int = typer.Option(0, "--loader", help="Which DataLoader: 0 is the first one the script iterates."),
+    workers: int | None = typer.Option(None, "--workers", "-w", help="Worker processes (default: usable cores)."),
+    sample_timeout: str | None = typer.Option(None, "--sample-timeout", help="Time limit per sample (default 60s)."),
+    range_text: str | None = typer.Option(None, "--range", help="Only indices START:STOP (either may be left out)."),
+    sample: int | None = typer.Option(None, "--sample", help="Only N indices picked at random."),
+    seed: int = typer.Option(0, "--seed", help="Seed for --sample."),
+    start_method: str = typer.Option("auto", "--start-method", help="auto (the loader's), fork, spawn or forkserver."),
+    json_path: str | None = json_option("Write the result as JSON to this path."),
+    exclude_out: str | None = typer.Option(None, "--exclude-out", help="Write the bad indices to this file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
+) -> None:
+    """Check every sample of the script's DataLoader dataset without training; list the bad ones and why.
+
+    Exit code 0 when every sample is good, 1 when some are bad, 2 when the scan cannot run, 130 on Ctrl-C.
+    """
+    from dlprobe.console import out_console
+    from dlprobe.scan.options import build_options
+
+    options = build_options(workers, sample_timeout, range_text, sample, seed, start_method)
+    console = None if quiet else out_console()
+    raise typer.Exit(
+        run_scan_command(script, list(script_args or []), loader, options, json_path, exclude_out, console)
+    )
+
+
+def _check_writable(option: str, path: str | None) -> None:
+    """Fail before a long scan, not after it, when an output file cannot be written."""
+    if not path:
+        return
+    parent = Path(path).parent
+    if Path(path).is_dir():
+        raise DlprobeError(f"{option} {path} is a directory", hint=f"give a file name, e.g. {option} bad.json")
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise DlprobeError(f"{option} {path}: cannot write into {parent}", hint="give a path in a writable directory")
+
+
+def write_scan_files(result: ScanResult, json_path: str | None, exclude_out: str | None) -> None:
+    from dlprobe.exclude import write_excluded
+    from dlprobe.rundir.files import write_json
+
+    try:
+        if json_path:
+            write_json(Path(json_path), result.to_json())
+        if exclude_out:
+            about = f"{result.dataset_type}: {len(result.bad)} bad of {result.scanned} checked"
+            if not result.complete:
+                about += " (the scan did not finish)"
+            write_excluded(exclude_out, result.bad, result.unit, about)
+    except OSError as exc:
+        raise DlprobeError(f"cannot write {exc.filename}: {exc.strerror or exc}", hint="check the path") from None
+
+
+def run_scan_command(
+    script: str,
+    args: list[str],
+    loader: int,
+    options: ScanOptions,
+    json_path: str | None,
+    exclude_out: str | None,
+    console: Console | None,
+) -> int:
+    """Run the whole command; returns its exit code (0 all good, 1 bad samples, 130 interrupted)."""
+    from dlprobe.render.scan import print_scan_summary
+    from dlprobe.scan.progress import ScanProgress
+    from dlprobe.supervisor.scan_launch import run_scan
+
+    _check_writable("--json", json_path)
+    _check_writable("--exclude-out", exclude_out)
+    if loader < 0:
+        raise DlprobeError(f"--loader {loader}: loaders are numbered from 0", hint="e.g. --loader 1 for the second")
+    result = run_scan(script, args, loader, options, ScanProgress(enabled=console is not None))
+    if console is not None:
+        print_scan_summary(result, console)
+    write_scan_files(result, json_path, exclude_out)
+    if result.died:
+        code = result.returncode
+        raise DlprobeError(
+            f"the scan process ended unexpectedly ({'exit code' if code and code > 0 else 'signal'} "
+            f"{abs(code or 0)}) after {result.scanned} samples",
+            hint="what it found until then is in the summary and files above",
+        )
+    return result.exit_code()

@@ -1,0 +1,77 @@
+"""`dlprobe tune`: run the sweep, then write tune.json, tune.png, an optional --json copy, and the table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from dlprobe.commands.options import SCRIPT_ARGS, json_option, out_option
+from dlprobe.errors import DlprobeError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def tune(
+    script: str = typer.Argument(..., help="The training script; it runs up to its DataLoader and does not train."),
+    script_args: list[str] | None = SCRIPT_ARGS,
+    budget: str = typer.Option("120s", "--budget", help="Time for the whole sweep, e.g. 60s or 5m."),
+    batches: int = typer.Option(40, "--batches", help="Batches timed per trial."),
+    loader: int = typer.Option(0, "--loader", help="Which DataLoader to tune, by the order the script iterates them."),
+    max_workers: int | None = typer.Option(
+        None, "--max-workers", help="Highest num_workers to try (default 2x cores)."
+    ),
+    tolerance: float = typer.Option(0.05, "--tolerance", help="Within this share of the best counts as as fast."),
+    out: str | None = out_option("Directory for the trials (default ./dlprobe-runs/...)."),
+    json_path: str | None = json_option("Also write the trials and `recommended` here."),
+) -> None:
+    """Measure the script's DataLoader under other num_workers, prefetch_factor and pin_memory settings."""
+    from dlprobe.console import err_console
+    from dlprobe.units import parse_duration
+
+    try:
+        budget_s = parse_duration(budget)
+    except ValueError as exc:
+        raise DlprobeError(str(exc), hint="e.g. --budget 120s") from None
+    args = list(script_args or [])
+    raise typer.Exit(
+        tune_and_report(script, args, budget_s, batches, loader, max_workers, tolerance, out, json_path, err_console())
+    )
+
+
+def tune_and_report(
+    script: str,
+    args: list[str],
+    budget_s: float,
+    batches: int,
+    loader: int,
+    max_workers: int | None,
+    tolerance: float,
+    out: str | None,
+    json_path: str | None,
+    console: Console | None,
+) -> int:
+    """0 with a recommendation, 1 without one (every trial failed or none fits in memory)."""
+    from dlprobe.render.tune_table import tune_summary
+    from dlprobe.rundir.files import write_json_option
+    from dlprobe.supervisor.tune_sweep import PLOT_FILE, TuneOptions, run_tune
+
+    options = TuneOptions(script, args, out, budget_s, batches, loader, max_workers, tolerance)
+    result = run_tune(options)
+    plot_path: str | None = str(Path(result["dir"]) / PLOT_FILE)
+    problem = None
+    try:
+        from dlprobe.render.tune_plot import plot_tune
+
+        plot_tune(result, Path(result["dir"]) / PLOT_FILE)
+    except Exception as exc:  # the numbers matter more than the picture
+        plot_path, problem = None, f"could not draw {PLOT_FILE}: {exc}"
+    if console is not None:
+        console.print(tune_summary(result, plot_path))
+        if problem:
+            console.print(f"[yellow]warning:[/] {problem}")
+    if json_path:
+        write_json_option(json_path, result, f"the result is still saved in {result['dir']}/tune.json")
+    return 0 if result["recommended"] else 1

@@ -1,1 +1,0 @@
-"""Hang and dead-worker evidence gathered by the supervisor: process state, stacks, stopping the tree."""

@@ -1,0 +1,315 @@
+"""Hooks on torch's DataLoader: loader config, worker pids, and how long the loop waits for each batch."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import importlib
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import time
+import weakref
+from types import ModuleType
+from typing import Any
+
+from dlprobe.in_training import inflight, runtime_state, startup_profile
+from dlprobe.in_training.batch_info import describe_batch
+from dlprobe.in_training.dataset_inspect import summarize_dataset
+from dlprobe.in_training.event_log import RUN_DIR_ENV, get_log
+from dlprobe.in_training.run_limits import LIMITS
+from dlprobe.in_training.sample_hashes import DuplicateCounter
+from dlprobe.system.procmem import read_smaps_rollup
+
+DATALOADER_MODULE = "torch.utils.data.dataloader"
+# Commands that need the script's DataLoader but not its training (scan, tune) set these: when loader N is first
+# iterated, the named function "package.module:function" gets the DataLoader, and its int result ends the script.
+TAKEOVER_ENV = "DLPROBE_TAKEOVER"
+TAKEOVER_LOADER_ENV = "DLPROBE_TAKEOVER_LOADER"
+FLUSH_INTERVAL_S = 0.25  # batch timings are sent in chunks so a fast loop costs one write per chunk
+
+
+class LoaderProbe:
+    """Everything the probe tracks for one DataLoader object."""
+
+    def __init__(self, loader_id: int) -> None:
+        self.loader_id = loader_id
+        self.epoch = -1
+        self.batches = 0
+        self.pending: list[float] = []
+        self.last_flush = time.perf_counter()
+        self.epoch_open = False
+        self.described_batch = False
+        self.hash_samples = False  # IterableDatasets: count repeated samples (workers without sharding)
+        self.dupes: DuplicateCounter | None = None
+
+    def begin_epoch(self, iterator: Any, new_iterator: bool, iter_s: float) -> None:
+        self.flush()
+        self.epoch += 1
+        self.epoch_open = True
+        self.described_batch = False
+        self.dupes = DuplicateCounter() if self.hash_samples else None
+        workers = None
+        if new_iterator and hasattr(iterator, "_workers"):
+            # Read each new worker once right here: a forked worker starts copying pages at once, and the
+            # supervisor hears of the pid only on its next tick, too late for a true starting point.
+            workers = [
+                {"worker_id": i, "pid": w.pid, "memory": read_smaps_rollup(w.pid)}
+                for i, w in enumerate(iterator._workers)
+            ]
+        _emit("epoch", loader=self.loader_id, epoch=self.epoch, iter_s=round(iter_s, 6), workers=workers)
+
+    def record_batch(self, wait_s: float, batch: Any) -> None:
+        self.batches += 1
+        self.pending.append(round(wait_s, 6))
+        if not self.described_batch:
+            self.described_batch = True
+            _emit("batch_info", loader=self.loader_id, epoch=self.epoch, **describe_batch(batch))
+        if self.dupes is not None:
+            try:
+                self.dupes.add_batch(batch)
+            except Exception:  # an odd batch must never break training; stop counting instead
+                self.dupes = None
+        if time.perf_counter() - self.last_flush >= FLUSH_INTERVAL_S:
+            self.flush()
+
+    def end_epoch(self) -> None:
+        if self.epoch_open:
+            self.flush()
+            self.epoch_open = False
+            _emit("epoch_end", loader=self.loader_id, epoch=self.epoch, batches=self.batches)
+
+    def record_error(self, exc: BaseException) -> None:
+        self.flush()
+        cause = exc.__cause__
+        _emit(
+            "loader_error",
+            loader=self.loader_id,
+            epoch=self.epoch,
+            type=type(exc).__name__,
+            message=str(exc)[:4000],
+            cause=f"{type(cause).__name__}: {cause}"[:2000] if cause is not None else None,
+        )
+
+    def flush(self) -> None:
+        self.last_flush = time.perf_counter()
+        if self.pending:
+            waits, self.pending = self.pending, []
+            _emit("batches", loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches)
+        if self.dupes is not None and self.dupes.changed:
+            _emit("dupes", loader=self.loader_id, epoch=self.epoch, **self.dupes.summary())
+
+
+_probes: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary()
+_iterators: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary()
+_all_probes: list[LoaderProbe] = []
+_created: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def _emit(ev: str, **fields: Any) -> None:
+    log = get_log()
+    if log is not None:
+        log.emit(ev, **fields)
+
+
+def _loader_config(loader: Any, loader_id: int) -> dict[str, Any]:
+    ctx = loader.multiprocessing_context
+    return {
+        "loader": loader_id,
+        "batch_size": loader.batch_size,
+        "num_workers": loader.num_workers,
+        "start_method": ctx.get_start_method() if ctx is not None else None,
+        "pin_memory": bool(loader.pin_memory),
+        "prefetch_factor": loader.prefetch_factor,
+        "persistent_workers": bool(loader.persistent_workers),
+        "timeout": loader.timeout,
+        "drop_last": bool(loader.drop_last),
+        "collate_fn": getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__),
+        "custom_batch_sampler": loader.batch_sampler is not None and loader.batch_size is None,
+        "created_t": _created.get(loader),
+        "dataset": summarize_dataset(loader.dataset),
+    }
+
+
+def _probe_for(loader: Any) -> LoaderProbe:
+    probe = _probes.get(loader)
+    if probe is None:
+        probe = LoaderProbe(len(_all_probes))
+        _probes[loader] = probe
+        _all_probes.append(probe)
+        probe.hash_samples = bool(getattr(loader, "_dataset_kind", 0))  # _DatasetKind.Iterable == 1
+        try:
+            _emit("loader", **_loader_config(loader, probe.loader_id))
+        except Exception as exc:  # inspection must never break training
+            _emit("loader", loader=probe.loader_id, inspect_error=repr(exc))
+    return probe
+
+
+def _start_method_of(loader: Any, iterator: Any) -> str | None:
+    """The start method the workers really used (asked only once they exist, so nothing gets pinned)."""
+    if not getattr(iterator, "_workers", None):
+        return None
+    ctx = loader.multiprocessing_context
+    if ctx is not None:
+        return str(ctx.get_start_method())
+    import multiprocessing
+
+    return multiprocessing.get_start_method(allow_none=True)
+
+
+def patch_dataloader(module: ModuleType) -> None:
+    """Wrap DataLoader.__iter__ and the iterators' __next__; behaviour and results are unchanged."""
+    loader_cls = module.DataLoader
+    base_iter_cls = module._BaseDataLoaderIter
+    if getattr(loader_cls, "_dlprobe_patched", False):
+        return
+    original_init = loader_cls.__init__
+    original_iter = loader_cls.__iter__
+    original_next = base_iter_cls.__next__
+    runtime_state.record_baseline()
+
+    @functools.wraps(original_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        _created.setdefault(self, time.time())
+        startup_profile.mark_loader_created()
+        original_init(self, *args, **kwargs)
+
+    def __iter__(self: Any) -> Any:
+        startup_profile.stop("iter")  # before any worker is forked
+        probe = _probe_for(self)
+        if probe.epoch < 0:
+            _maybe_take_over(self, probe.loader_id)
+        previous = getattr(self, "_iterator", None)
+        inflight.loop_creating_iterator(probe.loader_id)
+        user_init = inflight.wrap_worker_init(self, probe.loader_id)
+        if self.num_workers > 0 and (previous is None or not self.persistent_workers):
+            # Threads, OpenMP and CUDA state right before the fork: a thread holding a lock now leaves it
+            # locked forever in every worker (hang causes and the fork-hazard finding read this).
+            _emit("fork_state", loader=probe.loader_id, epoch=probe.epoch + 1, **runtime_state.fork_snapshot())
+        start = time.perf_counter()
+        try:
+            iterator = original_iter(self)
+        finally:
+            inflight.restore_worker_init(self, user_init)  # the wrapper only travels to the workers as they start
+            inflight.loop_outside(probe.loader_id, probe.batches)
+        new_iterator = iterator is not previous
+        if new_iterator and probe.epoch < 0:
+            method = _start_method_of(self, iterator)
+            if method:
+                _emit("start_method", loader=probe.loader_id, start_method=method)
+        probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
+        _iterators[iterator] = probe
+        if new_iterator:
+            # A loop left with `break` never sees StopIteration; the iterator's end tells watchers it is over.
+            weakref.finalize(iterator, _emit, "iter_closed", loader=probe.loader_id)
+        return iterator
+
+    def __next__(self: Any) -> Any:
+        probe = _iterators.get(self)
+        if probe is None:
+            return original_next(self)
+        if LIMITS.active:  # `dlprobe check` bounds the run: stop before fetching one batch too many
+            LIMITS.enforce(sum(p.batches for p in _all_probes))
+        inflight.loop_waiting(probe.loader_id, self, probe.batches)
+        start = time.perf_counter()
+        try:
+            batch = original_next(self)
+        except StopIteration:
+            probe.end_epoch()
+            raise
+        except BaseException as exc:
+            probe.record_error(exc)
+            raise
+        finally:
+            inflight.loop_outside(probe.loader_id, probe.batches)
+        probe.record_batch(time.perf_counter() - start, batch)
+        if probe.batches == 2:  # by now the loop has had one step to move a batch to a device
+            _emit("accel", loader=probe.loader_id, **runtime_state.accel_state(self))
+        return batch
+
+    loader_cls.__init__ = __init__
+    loader_cls.__iter__ = __iter__
+    base_iter_cls.__next__ = __next__
+    loader_cls._dlprobe_patched = True
+    with contextlib.suppress(Exception):  # loaders without workers fetch in this process: record those too
+        inflight.patch_fetchers()
+
+
+def _maybe_take_over(loader: Any, loader_id: int) -> None:
+    """Hand the loader to a dlprobe command instead of letting the script train (never returns if it does)."""
+    target = os.environ.get(TAKEOVER_ENV)
+    if not target or loader_id != int(os.environ.get(TAKEOVER_LOADER_ENV, "0")):
+        return
+    module_name, _, function_name = target.partition(":")
+    function = getattr(importlib.import_module(module_name), function_name)
+    _emit("takeover", loader=loader_id, function=target)
+    flush_all()
+    code = function(loader)
+    _emit("takeover_done", loader=loader_id, exit_code=code)
+    raise SystemExit(code)
+
+
+def probe_id(loader: Any) -> int | None:
+    """The id the probe gave a loader (its events carry it), or None if it was never iterated."""
+    probe = _probes.get(loader)
+    return probe.loader_id if probe is not None else None
+
+
+def reset() -> None:
+    """Forget every loader seen so far, so an in-process probe session (dlprobe.api) starts at loader 0."""
+    flush_all()
+    _probes.clear()
+    _iterators.clear()
+    _all_probes.clear()
+
+
+def flush_all() -> None:
+    """Send whatever batch timings are still buffered (at exit, or before an error is reported)."""
+    for probe in _all_probes:
+        with contextlib.suppress(Exception):
+            probe.flush()
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        module: ModuleType | None = self.inner.create_module(spec)
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.inner.exec_module(module)
+        patch_dataloader(module)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches torch's dataloader module the moment the script imports it, so torch loads lazily."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != DATALOADER_MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None
+
+
+def install() -> None:
+    """Install the hooks: patch now if torch's dataloader is already imported, else on import."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    if run_dir:
+        inflight.start_main(run_dir)
+    startup_profile.start()
+    module = sys.modules.get(DATALOADER_MODULE)
+    if module is not None:
+        patch_dataloader(module)
+    else:
+        sys.meta_path.insert(0, _PatchOnImport())
+    atexit.register(flush_all)

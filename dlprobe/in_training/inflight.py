@@ -1,0 +1,368 @@
+"""In-flight recording inside the target: which indices each worker (and the loop) is on, in a mmap'ed slot.
+
+Workers get the recorder through a picklable wrapper around the loader's worker_init_fn, so it works under
+fork, forkserver and spawn alike. The wrapper patches torch's dataset fetchers in the worker process only,
+with the same fetch logic, adding plain memory writes: no syscall per sample or per batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import mmap
+import os
+import signal
+import struct
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from dlprobe.rundir.inflight_format import (
+    COLLATE,
+    CREATING_ITERATOR,
+    DONE,
+    ENDED,
+    FAILED,
+    FAILED_INDICES,
+    FAULTHANDLER_FILE,
+    FETCH,
+    GETITEM,
+    HEADER,
+    IDLE,
+    INIT,
+    KIND_GETITEMS,
+    KIND_ITERABLE,
+    KIND_MAP,
+    KIND_UNBATCHED,
+    LOOP,
+    MAGIC,
+    MAX_FAILED_INDICES,
+    MAX_INDICES,
+    NOT_AN_INT,
+    OFF_BATCH_LEN,
+    OFF_FAILED,
+    OFF_FAILED_INDICES,
+    OFF_FETCH,
+    OFF_HEADER,
+    OFF_INDICES,
+    OFF_LOOP,
+    OFF_SAMPLE,
+    OFF_SEQ,
+    OUTSIDE,
+    ROLE_MAIN,
+    ROLE_WORKER,
+    SAMPLE,
+    SEQ,
+    SLOT_SIZE,
+    STACKS_DIR,
+    VERSION,
+    WAITING,
+    slot_path,
+)
+
+# faulthandler dumps every thread's Python stack on this signal: the fallback when py-spy cannot attach.
+# A real-time signal, because the script may well use SIGUSR1/SIGUSR2 itself.
+DUMP_SIGNAL = signal.SIGRTMIN + 5
+
+_PHASE = struct.Struct("<I")
+# bound once: the per-sample path is a handful of C calls
+_pack_seq = SEQ.pack_into
+_pack_sample = SAMPLE.pack_into
+_now = time.time
+_index_structs: dict[int, struct.Struct] = {}
+
+
+def _as_int(value: Any) -> int:
+    if type(value) is int:
+        return value
+    try:
+        return int(value.__index__())
+    except Exception:
+        return NOT_AN_INT
+
+
+class Slot:
+    """One process's in-flight record, written with plain stores into a shared mapping of its file."""
+
+    def __init__(self, path: Path, role: int, loader_id: int = -1, worker_id: int = -1) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.ftruncate(fd, SLOT_SIZE)
+            self.mm = mmap.mmap(fd, SLOT_SIZE)
+        finally:
+            os.close(fd)
+        self.seq = 0
+        self.phase = IDLE
+        self.fetches = 0
+        self.failed_kept = False
+        self.fh_signal = 0
+        HEADER.pack_into(self.mm, OFF_HEADER, MAGIC, VERSION, role, os.getpid(), loader_id, worker_id, 0)
+
+    def _open(self) -> None:
+        self.seq += 1
+        SEQ.pack_into(self.mm, OFF_SEQ, self.seq)
+
+    _close = _open  # the counter goes odd while writing and even again afterwards
+
+    def set_faulthandler_signal(self, signum: int) -> None:
+        self.fh_signal = signum
+        struct.pack_into("<i", self.mm, OFF_HEADER + 20, signum)
+
+    def set_phase(self, phase: int) -> None:
+        self._open()
+        _PHASE.pack_into(self.mm, OFF_FETCH, phase)
+        self._close()
+        self.phase = phase
+
+    def set_batch_len(self, n: int) -> None:
+        self._open()
+        struct.pack_into("<i", self.mm, OFF_BATCH_LEN, n)
+        self._close()
+
+    def begin(self, kind: int, indices: Any, first: int | None = None) -> None:
+        """A new batch; `indices` are the sampler's indices (map) or None (iterable: `first` stream position)."""
+        if self.phase in (GETITEM, COLLATE) and not self.failed_kept:
+            self._keep_failed()  # the previous fetch never finished: it raised inside the dataset or collate
+        self.fetches += 1
+        values: Any
+        if kind == KIND_ITERABLE:
+            values = [first if first is not None else NOT_AN_INT]
+            n = len(indices) if isinstance(indices, Sequence) else 1
+        elif isinstance(indices, (list, tuple, range)) or (
+            hasattr(indices, "__len__") and hasattr(indices, "__getitem__")
+        ):
+            n = len(indices)
+            values = indices[:MAX_INDICES]
+        else:  # a one-shot iterable of indices: never iterate it here; the per-sample records still come
+            n, values = 0, []
+        k = len(values)
+        packer = _index_structs.get(k)
+        if packer is None:
+            packer = _index_structs[k] = struct.Struct(f"<{k}q")
+        now = _now()
+        current = _as_int(values[0]) if k else NOT_AN_INT
+        self._open()
+        FETCH.pack_into(self.mm, OFF_FETCH, GETITEM, kind, self.fetches, now, n, -1, now, current)
+        try:  # ints, numpy ints and integer tensors pack as they are
+            packer.pack_into(self.mm, OFF_INDICES, *values)
+        except (struct.error, TypeError):
+            packer.pack_into(self.mm, OFF_INDICES, *[_as_int(v) for v in values])
+        self._close()
+        self.phase = GETITEM
+
+    def sample(self, pos: int, index: Any) -> None:
+        mm = self.mm
+        seq = self.seq + 2
+        self.seq = seq
+        _pack_seq(mm, OFF_SEQ, seq - 1)
+        _pack_sample(mm, OFF_SAMPLE, pos, _now(), index if type(index) is int else _as_int(index))
+        _pack_seq(mm, OFF_SEQ, seq)
+
+    def _keep_failed(self) -> None:
+        phase, kind, fetches, t_fetch, n, pos, _t_sample, current = FETCH.unpack_from(self.mm, OFF_FETCH)
+        first = struct.unpack_from(f"<{MAX_FAILED_INDICES}q", self.mm, OFF_INDICES)
+        self._open()
+        FAILED.pack_into(self.mm, OFF_FAILED, phase, kind, fetches, t_fetch, pos, n, current)
+        FAILED_INDICES.pack_into(self.mm, OFF_FAILED_INDICES, *first)
+        self._close()
+        self.failed_kept = True  # keep the first failure: it is the one the training loop raises
+
+    def loop(self, state: int, loader_id: int = -1, worker: int = -1, task: int = -1, batches: int = 0) -> None:
+        self._open()
+        LOOP.pack_into(self.mm, OFF_LOOP, state, loader_id, worker, task, time.time(), batches)
+        self._close()
+
+
+_slot: Slot | None = None
+_run_dir: str | None = None
+_dump_file: Any = None
+_patched = False
+
+
+def _forget_in_child() -> None:
+    # A forked child (a worker before its init, or the script's own processes) must not write the parent's slot.
+    global _slot, _dump_file
+    _slot = None
+    _dump_file = None
+
+
+def _register_dump_signal(run_dir: str, slot: Slot) -> None:
+    global _dump_file
+    folder = Path(run_dir) / STACKS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    _dump_file = open(folder / FAULTHANDLER_FILE, "a")  # noqa: SIM115 - kept open for the handler
+    faulthandler.register(DUMP_SIGNAL, file=_dump_file, all_threads=True, chain=False)
+    slot.set_faulthandler_signal(int(DUMP_SIGNAL))
+
+
+def start_main(run_dir: str) -> None:
+    """The training process's slot (the loop's state, and fetches of loaders without workers)."""
+    global _slot, _run_dir
+    _run_dir = run_dir
+    try:
+        _slot = Slot(slot_path(run_dir, os.getpid()), ROLE_MAIN)
+        os.register_at_fork(after_in_child=_forget_in_child)
+        _register_dump_signal(run_dir, _slot)
+    except Exception:  # the probe loses the in-flight view, never the training
+        return
+
+
+def start_worker(run_dir: str, loader_id: int, worker_id: int) -> None:
+    global _slot
+    _slot = Slot(slot_path(run_dir, os.getpid()), ROLE_WORKER, loader_id, worker_id)
+    with contextlib.suppress(Exception):
+        _register_dump_signal(run_dir, _slot)
+    patch_fetchers()
+
+
+class InflightInit:
+    """Stands in for the loader's worker_init_fn while the workers start: sets up the worker's slot and
+    fetch recording, then calls the user's function (if any) exactly as the DataLoader would have."""
+
+    def __init__(self, user_fn: Callable[[int], Any] | None, run_dir: str, loader_id: int) -> None:
+        self.user_fn = user_fn
+        self.run_dir = run_dir
+        self.loader_id = loader_id
+
+    def __call__(self, worker_id: int) -> None:
+        try:
+            start_worker(self.run_dir, self.loader_id, worker_id)
+        except Exception:
+            pass
+        slot = _slot
+        if self.user_fn is None:
+            return
+        if slot is not None:
+            slot.set_phase(INIT)
+        self.user_fn(worker_id)
+        if slot is not None:
+            slot.set_phase(IDLE)
+
+
+_NOT_SWAPPED = object()
+
+
+def wrap_worker_init(loader: Any, loader_id: int) -> Any:
+    """Swap the loader's worker_init_fn for the recording wrapper; returns what restore_worker_init puts back."""
+    if _run_dir is None or not getattr(loader, "num_workers", 0):
+        return _NOT_SWAPPED
+    try:
+        original = loader.worker_init_fn
+        loader.worker_init_fn = InflightInit(original, _run_dir, loader_id)
+    except Exception:  # a subclass with a read-only worker_init_fn: no in-flight records, same training
+        return _NOT_SWAPPED
+    return original
+
+
+def restore_worker_init(loader: Any, original: Any) -> None:
+    if original is not _NOT_SWAPPED:
+        loader.worker_init_fn = original
+
+
+def loop_creating_iterator(loader_id: int) -> None:
+    if _slot is not None:
+        _slot.loop(CREATING_ITERATOR, loader_id)
+
+
+def loop_waiting(loader_id: int, iterator: Any, batches: int) -> None:
+    slot = _slot
+    if slot is None:
+        return
+    worker = task = -1
+    info = getattr(iterator, "_task_info", None)
+    if info is not None:
+        task = getattr(iterator, "_rcvd_idx", -1)
+        entry = info.get(task)
+        if entry is not None and len(entry) == 1:  # (worker_id,) until the batch arrives, then (worker_id, data)
+            worker = entry[0]
+    slot.loop(WAITING, loader_id, worker, task, batches)
+
+
+def loop_outside(loader_id: int, batches: int) -> None:
+    if _slot is not None:
+        _slot.loop(OUTSIDE, loader_id, -1, -1, batches)
+
+
+# --- the fetchers, with the same logic as torch.utils.data._utils.fetch, plus the records -----------------
+
+
+def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
+    slot = _slot
+    if slot is None:
+        return _original_fetch["map"](self, possibly_batched_index)
+    if self.auto_collation:
+        if hasattr(self.dataset, "__getitems__") and self.dataset.__getitems__:
+            slot.begin(KIND_GETITEMS, possibly_batched_index)
+            data = self.dataset.__getitems__(possibly_batched_index)
+        else:
+            slot.begin(KIND_MAP, possibly_batched_index)
+            dataset = self.dataset
+            sample = slot.sample
+            data = []
+            for pos, idx in enumerate(possibly_batched_index):
+                sample(pos, idx)
+                data.append(dataset[idx])
+    else:
+        slot.begin(KIND_UNBATCHED, (possibly_batched_index,))
+        data = self.dataset[possibly_batched_index]
+    slot.set_phase(COLLATE)
+    batch = self.collate_fn(data)
+    slot.set_phase(DONE)
+    return batch
+
+
+def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
+    slot = _slot
+    if slot is None:
+        return _original_fetch["iterable"](self, possibly_batched_index)
+    if self.ended:
+        raise StopIteration
+    start = getattr(self, "_dlprobe_pos", 0)  # position in this worker's stream
+    if self.auto_collation:
+        slot.begin(KIND_ITERABLE, possibly_batched_index, start)
+        data = []
+        for pos, _ in enumerate(possibly_batched_index):
+            slot.sample(pos, start + pos)
+            try:
+                data.append(next(self.dataset_iter))
+            except StopIteration:
+                self.ended = True
+                break
+        self._dlprobe_pos = start + len(data)
+        if self.ended:
+            slot.set_batch_len(len(data))  # the stream ran out inside this batch
+        if len(data) == 0 or (self.drop_last and len(data) < len(possibly_batched_index)):
+            slot.set_phase(ENDED)
+            raise StopIteration
+    else:
+        slot.begin(KIND_ITERABLE, None, start)
+        slot.sample(0, start)
+        try:
+            data = next(self.dataset_iter)
+        except StopIteration:
+            slot.set_phase(ENDED)
+            raise
+        self._dlprobe_pos = start + 1
+    slot.set_phase(COLLATE)
+    batch = self.collate_fn(data)
+    slot.set_phase(DONE)
+    return batch
+
+
+_original_fetch: dict[str, Callable[..., Any]] = {}
+
+
+def patch_fetchers() -> None:
+    """Route this process's dataset fetches through the recording versions (idempotent)."""
+    global _patched
+    if _patched:
+        return
+    from torch.utils.data._utils import fetch
+
+    _original_fetch["map"] = fetch._MapDatasetFetcher.fetch
+    _original_fetch["iterable"] = fetch._IterableDatasetFetcher.fetch
+    fetch._MapDatasetFetcher.fetch = _map_fetch  # type: ignore[method-assign]
+    fetch._IterableDatasetFetcher.fetch = _iterable_fetch  # type: ignore[method-assign]
+    _patched = True

@@ -1,0 +1,56 @@
+"""Ends a bounded run from inside the target (`dlprobe check`): after N batches or at a deadline."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from dlprobe.in_training.event_log import get_log
+
+STOP_AFTER_BATCHES_ENV = "DLPROBE_STOP_AFTER_BATCHES"
+STOP_AT_ENV = "DLPROBE_STOP_AT"  # a wall-clock deadline (time.time()), shared with the supervisor's clock
+STOP_EVENT = "stop"
+
+
+class RunLimits:
+    """Checked before each batch is fetched, so the script has trained on exactly the batches it was given."""
+
+    def __init__(self, max_batches: int | None, deadline: float | None) -> None:
+        self.max_batches = max_batches
+        self.deadline = deadline
+        self.active = max_batches is not None or deadline is not None
+        self.stopped = False
+
+    @classmethod
+    def from_env(cls) -> RunLimits:
+        batches = os.environ.get(STOP_AFTER_BATCHES_ENV)
+        deadline = os.environ.get(STOP_AT_ENV)
+        try:
+            return cls(int(batches) if batches else None, float(deadline) if deadline else None)
+        except ValueError:
+            return cls(None, None)
+
+    def enforce(self, batches: int) -> None:
+        """Raise SystemExit(0) once a limit is reached: the loop unwinds, `finally` blocks run, workers shut down.
+
+        Only the main thread is stopped this way; a loop in another thread gets the event written and the
+        supervisor interrupts the process instead.
+        """
+        if self.stopped:
+            return
+        if self.max_batches is not None and batches >= self.max_batches:
+            reason = "max_batches"
+        elif self.deadline is not None and time.time() >= self.deadline:
+            reason = "max_seconds"
+        else:
+            return
+        self.stopped = True
+        log = get_log()
+        if log is not None:
+            log.emit(STOP_EVENT, reason=reason, batches=batches)
+        if threading.current_thread() is threading.main_thread():
+            raise SystemExit(0)
+
+
+LIMITS = RunLimits.from_env()

@@ -1,0 +1,262 @@
+"""Runs inside the training process (via the takeover hook): rebuilds the script's DataLoader per trial and times it."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import threading
+import time
+import warnings
+from typing import Any
+
+from dlprobe.in_training import hooks
+from dlprobe.in_training.event_log import get_log
+from dlprobe.tune.plan import first_stage, later_stages
+
+CONFIG_ENV = "DLPROBE_TUNE_CONFIG"
+MIN_TRIAL_S = 1.5  # a trial gets at least this long (worker start-up included)
+EXIT_NO_BATCHES = 3
+EXIT_TRIAL_HUNG = 4
+HANG_GRACE_S = 10.0  # beyond its time cap, a num_workers=0 trial is declared hung
+
+
+def _emit(ev: str, **fields: Any) -> None:
+    log = get_log()
+    if log is not None:
+        log.emit(ev, **fields)
+
+
+def _accelerator() -> bool:
+    import torch
+
+    acc = getattr(torch, "accelerator", None)
+    try:
+        return bool(acc.is_available()) if acc is not None else bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def describe(loader: Any) -> dict[str, Any]:
+    """What the trials keep from the script's loader, and what the user should know about it."""
+    from torch.utils.data import IterableDataset
+    from torch.utils.data._utils.collate import default_collate
+
+    iterable = isinstance(loader.dataset, IterableDataset)
+    custom_sampler = loader.batch_size is None and loader.batch_sampler is not None
+    custom_collate = loader.collate_fn is not default_collate
+    try:
+        batches_per_epoch: int | None = len(loader)
+    except TypeError:
+        batches_per_epoch = None
+    try:
+        dataset_len: int | None = len(loader.dataset)
+    except TypeError:
+        dataset_len = None
+    notes = []
+    if iterable:
+        notes.append(
+            "IterableDataset: every worker runs its own __iter__, so trials with more workers only help if the "
+            "dataset shards by get_worker_info(); trials that yield repeated samples are marked and not recommended"
+        )
+    if custom_sampler:
+        notes.append("custom batch_sampler: reused as is by every trial")
+    if custom_collate:
+        name = getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__)
+        notes.append(f"custom collate_fn {name}: reused as is (a trial fails if a spawn worker cannot pickle it)")
+    return {
+        "iterable": iterable,
+        "custom_batch_sampler": custom_sampler,
+        "custom_collate_fn": custom_collate,
+        "batch_size": loader.batch_size,
+        "batches_per_epoch": batches_per_epoch,
+        "dataset_len": dataset_len,
+        "start_method": loader.multiprocessing_context.get_start_method() if loader.multiprocessing_context else None,
+        "num_workers": loader.num_workers,
+        "prefetch_factor": loader.prefetch_factor,
+        "pin_memory": bool(loader.pin_memory),
+        "persistent_workers": bool(loader.persistent_workers),
+        "notes": notes,
+    }
+
+
+def build(loader: Any, num_workers: int, prefetch_factor: int | None, pin_memory: bool, timeout: float) -> Any:
+    """A new DataLoader over the same dataset, sampling, collate and worker set-up, with the trial's settings."""
+    from torch.utils.data import DataLoader, IterableDataset
+
+    common: dict[str, Any] = {
+        "num_workers": num_workers,
+        "collate_fn": loader.collate_fn,
+        "pin_memory": pin_memory,
+        "worker_init_fn": loader.worker_init_fn,
+        "multiprocessing_context": loader.multiprocessing_context if num_workers else None,
+        "generator": loader.generator,
+    }
+    if num_workers:
+        # Persistent workers let a small dataset be cycled without paying worker start-up each pass.
+        common.update(prefetch_factor=prefetch_factor, persistent_workers=True, timeout=timeout)
+    if isinstance(loader.dataset, IterableDataset):
+        return DataLoader(loader.dataset, batch_size=loader.batch_size, drop_last=loader.drop_last, **common)
+    if loader.batch_sampler is not None:
+        return DataLoader(loader.dataset, batch_sampler=loader.batch_sampler, **common)
+    return DataLoader(loader.dataset, batch_size=None, sampler=loader.sampler, **common)
+
+
+def _samples_in(batch: Any, default: int) -> int:
+    for leaf in _leaves(batch):
+        shape = getattr(leaf, "shape", None)
+        if shape is not None and len(shape) > 0:
+            return int(shape[0])
+    return default
+
+
+def _leaves(batch: Any, depth: int = 0) -> list[Any]:
+    if depth > 4:
+        return []
+    if isinstance(batch, dict):
+        return [leaf for v in batch.values() for leaf in _leaves(v, depth + 1)]
+    if isinstance(batch, (list, tuple)):
+        return [leaf for v in batch for leaf in _leaves(v, depth + 1)]
+    return [batch]
+
+
+def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, deadline: float) -> dict[str, Any]:
+    """Time one trial: first batch, then throughput after the pipeline has filled."""
+    nw, pf = spec["num_workers"], spec["prefetch_factor"]
+    # A hung trial is given up after its share of the budget plus a grace, but never past the sweep's deadline.
+    give_up = max(1.0, min(time_cap + HANG_GRACE_S, deadline - time.time()))
+    trial_loader = build(loader, nw, pf, spec["pin_memory"], timeout=round(min(max(5.0, time_cap), give_up), 1))
+    start = time.perf_counter()
+    stamps: list[float] = []
+    counts: list[int] = []
+    passes = 0
+    result: dict[str, Any] = {"status": "ok", "error": None}
+    iterator = None
+    # Workers are bounded by the DataLoader's own timeout; the main process needs a watchdog of its own.
+    watchdog = _Watchdog(spec, give_up) if nw == 0 else None
+    try:
+        iterator = iter(trial_loader)
+        result["loader_id"] = hooks.probe_id(trial_loader)
+        while len(stamps) < batches:
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                passes += 1
+                if not stamps:
+                    break
+                iterator = iter(trial_loader)
+                continue
+            stamps.append(time.perf_counter())
+            counts.append(_samples_in(batch, loader.batch_size or 1))
+            del batch
+            if stamps[-1] - start > time_cap:
+                result["status"] = "ok" if len(stamps) >= 3 else "too-slow"
+                break
+    except Exception as exc:
+        message = f"{type(exc).__name__}: {exc}".strip()
+        result["status"] = "hung" if "timed out" in message else "crashed"
+        result["error"] = message.splitlines()[0][:300] if message else type(exc).__name__
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+        del iterator
+        _shutdown(trial_loader)
+    result.update(_throughput(start, stamps, counts, nw, pf))
+    result["passes"] = passes
+    return result
+
+
+class _Watchdog:
+    """Ends the process if a trial without workers hangs in the main thread; the next attempt goes on."""
+
+    def __init__(self, spec: dict[str, Any], after_s: float) -> None:
+        self.spec = spec
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(after_s,), name="dlprobe-tune-watchdog", daemon=True)
+        self.thread.start()
+
+    def _run(self, after_s: float) -> None:
+        if not self.done.wait(after_s):
+            _emit("trial_end", **self.spec, status="hung", error=f"no batch for {after_s:.0f} s in the main process")
+            os._exit(EXIT_TRIAL_HUNG)
+
+    def cancel(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def _shutdown(trial_loader: Any) -> None:
+    """Stop the trial's persistent workers now, so the next trial's memory readings start clean."""
+    it = getattr(trial_loader, "_iterator", None)
+    if it is not None and hasattr(it, "_shutdown_workers"):
+        try:
+            it._shutdown_workers()
+        except Exception:
+            pass
+    trial_loader._iterator = None
+    gc.collect()
+
+
+def _throughput(start: float, stamps: list[float], counts: list[int], nw: int, pf: int | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"batches": len(stamps), "samples": sum(counts)}
+    if not stamps:
+        return out | {"first_batch_s": None, "samples_per_s": None}
+    out["first_batch_s"] = round(stamps[0] - start, 4)
+    # Batches prefetched while the first was made arrive at once; skip them so the rate is the steady one.
+    warm = min(max(1, nw * (pf or 2)), len(stamps) // 2)
+    if len(stamps) - warm < 2:
+        warm = 0
+    span = stamps[-1] - stamps[warm] if len(stamps) > warm + 1 else 0.0
+    samples = sum(counts[warm + 1 :])
+    out["samples_per_s"] = round(samples / span, 2) if span > 0 and samples else None
+    out["measured_batches"] = max(0, len(stamps) - warm - 1)
+    return out
+
+
+def run_trials(loader: Any) -> int:
+    """The takeover entry point: runs the plan in $DLPROBE_TUNE_CONFIG and returns the exit code."""
+    os.environ.pop(hooks.TAKEOVER_ENV, None)  # trial loaders must not be taken over again
+    config = json.loads(os.environ.get(CONFIG_ENV, "{}"))
+    info = describe(loader)
+    accelerator = _accelerator()
+    _emit("tune_loader", accelerator=accelerator, **info)
+    # Trials try more workers than cores on purpose; PyTorch's warning about it would only be noise here.
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+    if info["batches_per_epoch"] == 0:
+        print("dlprobe tune: the loader yields no batches, nothing to measure", file=sys.stderr)
+        return EXIT_NO_BATCHES
+    deadline = float(config.get("deadline", time.time() + 120))
+    batches = int(config.get("batches", 40))
+    done: dict[str, dict[str, Any]] = {r["key"]: r for r in config.get("done", [])}
+    plan = first_stage(config.get("workers", [0, 1, 2]))
+    staged = False
+    i = 0
+    while i < len(plan) or not staged:
+        if i >= len(plan):
+            staged = True
+            ok = [
+                r
+                for r in done.values()
+                if r.get("status") == "ok" and r.get("samples_per_s") and r.get("stage") == "workers"
+            ]
+            if ok:
+                best = max(ok, key=lambda r: r["samples_per_s"])
+                plan += [t for t in later_stages(best, accelerator) if t["key"] not in {p["key"] for p in plan}]
+            continue
+        spec = plan[i]
+        i += 1
+        if spec["key"] in done:
+            continue  # measured (or lost with its process) in an earlier attempt
+        remaining = deadline - time.time()
+        left = max(1, len(plan) - i + 1 + (0 if staged else 2))
+        if remaining < MIN_TRIAL_S:
+            _emit("trial_skipped", **spec, reason="budget spent")
+            done[spec["key"]] = spec
+            continue
+        _emit("trial_start", **spec)
+        result = measure(loader, spec, batches, max(MIN_TRIAL_S, remaining / left), deadline)
+        record = spec | result
+        done[spec["key"]] = record
+        _emit("trial_end", **record)
+    return 0

@@ -1,0 +1,34 @@
+"""Writes a run's outputs: report.json, the plot, an optional --json copy, and the terminal summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from dlprobe.analysis.report import report_for
+from dlprobe.render.terminal import print_summary
+from dlprobe.rundir.files import PLOT_FILE, REPORT_FILE, write_json, write_json_option
+
+
+def write_outputs(run_dir: Path, console: Console | None, json_path: str | None = None) -> dict[str, Any]:
+    """Analyze the run and write everything; a failing plot or --json path is reported, not fatal."""
+    run, report = report_for(run_dir)
+    write_json(run_dir / REPORT_FILE, report)
+    problems = []
+    # No DataLoader, nothing to plot: skipping it saves a second of matplotlib start-up on short scripts.
+    if run.loaders:
+        try:
+            from dlprobe.render.plot import plot_memory
+
+            plot_memory(run, run_dir / PLOT_FILE)
+        except Exception as exc:  # a plotting problem must not lose the report
+            problems.append(f"could not draw {PLOT_FILE}: {exc}")
+    if console is not None:
+        print_summary(report, console, str(run_dir))
+        for problem in problems:
+            console.print(f"[yellow]warning:[/] {problem}")
+    if json_path:
+        write_json_option(json_path, report, f"the report is still saved in {run_dir / REPORT_FILE}")
+    return report

@@ -1,0 +1,1 @@
+"""Hang detection from outside: stalls, stack dumps, and stopping the process tree."""

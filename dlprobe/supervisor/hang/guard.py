@@ -1,0 +1,65 @@
+"""The supervisor's hang and dead-worker duties: one call per tick, one when the run is over."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dlprobe.analysis.model import HANGS_DIR, KERNEL_FILE
+from dlprobe.rundir.files import write_json
+from dlprobe.supervisor.hang.stop import stop_tree
+from dlprobe.supervisor.hang.watch import HangWatch
+from dlprobe.system import kernlog
+
+
+class RunGuard:
+    def __init__(
+        self,
+        run_dir: Path,
+        child: subprocess.Popen[bytes],
+        timeout_s: float,
+        on_hang: str,
+        notify: Callable[[str], None],
+    ) -> None:
+        self.run_dir = run_dir
+        self.child = child
+        self.watch = HangWatch(run_dir, child.pid, timeout_s, on_hang)
+        self.notify = notify
+        self.boot_start = kernlog.since_boot()
+        self.survivors: list[int] = []
+
+    def _wait_main(self, timeout: float) -> bool:
+        try:
+            self.child.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def tick(self, now: float, pids: list[int], workers: dict[int, tuple[int, int]]) -> None:
+        if self.watch.stopped:
+            return
+        before = self.watch.count
+        stop = self.watch.check(now, pids, workers)
+        if self.watch.count == before:
+            return
+        saved = self.run_dir / HANGS_DIR / f"hang-{self.watch.count}.json"
+        what = f"no batch for {self.watch.timeout_s:g}s: stacks and process states saved in {saved}; "
+        if stop:
+            self.notify(what + "stopping the run (--on-hang stop)")
+            self.survivors = stop_tree(self.child.pid, pids, self._wait_main)
+        else:
+            self.notify(what + "still waiting (--on-hang wait; --on-hang stop would end the run)")
+
+    def finish(self, pids: set[int]) -> dict[str, Any]:
+        """Look for OOM kills of our processes in the kernel log; the fields this adds to result.json."""
+        try:
+            write_json(self.run_dir / KERNEL_FILE, kernlog.oom_kills(pids, self.boot_start - 1.0))
+        except OSError:
+            pass
+        fields: dict[str, Any] = {"hangs": self.watch.count}
+        if self.watch.stopped:
+            fields["stopped_by"] = "dlprobe: --on-hang stop"
+            fields["survivors"] = self.survivors
+        return fields

@@ -1,0 +1,291 @@
+"""`dlprobe run`: start the unmodified script under the hooks, sample it from outside, outlive it."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from rich.text import Text
+
+from dlprobe import __version__
+from dlprobe.errors import DlprobeError
+from dlprobe.in_training.event_log import RUN_DIR_ENV
+from dlprobe.rundir.files import (
+    EVENTS_FILE,
+    META_FILE,
+    RESULT_FILE,
+    SAMPLES_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+    JsonlTail,
+    create_run_dir,
+    write_json,
+)
+from dlprobe.supervisor.hang.guard import RunGuard
+from dlprobe.supervisor.hang.watch import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
+from dlprobe.supervisor.live import LiveView
+from dlprobe.supervisor.sampler import TICK_S, Sampler
+from dlprobe.supervisor.stack_recorder import StackRecorder
+from dlprobe.system import procmem
+from dlprobe.system.cpus import cpu_facts
+from dlprobe.units import format_bytes
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+# Called every tick with the time, the new events and the target, e.g. by `dlprobe check` to end a bounded run.
+TickHook = Callable[[float, list[dict[str, Any]], subprocess.Popen[bytes]], None]
+
+
+@dataclass
+class RunOptions:
+    script: str
+    args: list[str] = field(default_factory=list)
+    out: str | None = None
+    live: bool = True
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for the target
+    on_tick: TickHook | None = None
+    hang_timeout: float = DEFAULT_HANG_TIMEOUT_S
+    on_hang: str = "wait"
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    exit_code: int
+
+
+def check_script(script: str) -> None:
+    path = Path(script)
+    if not path.exists():
+        raise DlprobeError(f"script not found: {script}", hint="give the path of your training script, e.g. train.py")
+    if path.is_dir():
+        raise DlprobeError(f"{script} is a directory, not a script", hint="give the path of a .py file")
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise DlprobeError(f"cannot read {script}: {exc.strerror}", hint="check the file's permissions") from None
+
+
+def check_hang_options(options: RunOptions) -> None:
+    if options.hang_timeout < 0:
+        raise DlprobeError(
+            f"--hang-timeout must be 0 (off) or a number of seconds, not {options.hang_timeout:g}",
+            hint=f"e.g. --hang-timeout {DEFAULT_HANG_TIMEOUT_S:g}",
+        )
+    if options.on_hang not in ON_HANG_CHOICES:
+        raise DlprobeError(
+            f"--on-hang must be one of {', '.join(ON_HANG_CHOICES)}, not {options.on_hang!r}",
+            hint="wait: keep waiting after the stacks are saved; stop: end the run",
+        )
+
+
+def machine_facts() -> dict[str, Any]:
+    shm = procmem.shm_usage()
+    mem = procmem.system_memory()
+    return {
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        # cpu_count, cpu_affinity, cpu_quota (cgroup, in cores) and usable_cores (the smallest of them)
+        **cpu_facts(),
+        "mem_total": mem["total"],
+        "mem_available": mem["available"],
+        "shm_total": shm["total"] if shm else None,
+    }
+
+
+class _Pump(threading.Thread):
+    """Copies one of the script's output pipes to our own stream, byte for byte, and to a log file."""
+
+    def __init__(self, source: IO[bytes], target_fd: int, log_path: Path, view: LiveView) -> None:
+        super().__init__(daemon=True)
+        self.source = source
+        self.target_fd = target_fd
+        self.log_path = log_path
+        self.view = view
+
+    def run(self) -> None:
+        with self.log_path.open("wb") as log:
+            fd = self.source.fileno()
+            while True:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                self.view.forward(self.target_fd, data)
+                try:
+                    log.write(data)
+                    log.flush()
+                except OSError:
+                    pass
+
+
+class Progress:
+    """What the live view shows, folded from the events the hooks write."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, int] = {}
+        self.wait_s: dict[int, float] = {}
+        self.workers: dict[int, tuple[int, int]] = {}
+        self.last_batch_t: float | None = None
+
+    def feed(self, events: list[dict[str, Any]], sampler: Sampler) -> None:
+        for ev in events:
+            kind = ev.get("ev")
+            if kind == "epoch":
+                for w in ev.get("workers") or []:
+                    self.workers[int(w["pid"])] = (ev["loader"], w["worker_id"])
+                    sampler.add_pid(int(w["pid"]), worker=True)
+            elif kind == "batches":
+                lid = ev["loader"]
+                self.batches[lid] = ev.get("total", 0)
+                self.wait_s[lid] = self.wait_s.get(lid, 0.0) + sum(ev.get("waits") or [])
+                self.last_batch_t = ev["t"]
+
+    def status(self, elapsed: float, sampler: Sampler) -> Text:
+        text = Text()
+        text.append("dlprobe ", style="bold cyan")
+        text.append(f"{elapsed:6.1f}s ")
+        for lid, n in sorted(self.batches.items()):
+            text.append(f" loader{lid}: {n} batches")
+        live_workers = [pid for pid in self.workers if pid not in sampler.gone]
+        uss = [sampler.last.get(pid, {}).get("uss") for pid in live_workers]
+        known = [u for u in uss if u is not None]
+        if live_workers:
+            text.append(f"  workers: {len(live_workers)}")
+            if known:
+                text.append(f" USS max {format_bytes(max(known))}", style="yellow")
+        shm = sampler.last_system.get("shm")
+        if shm:
+            text.append(f"  /dev/shm {format_bytes(shm['used'])}")
+        return text
+
+
+def run_script(options: RunOptions) -> RunOutcome:
+    """Run the script under the probe; returns the run directory and the script's exit code."""
+    check_script(options.script)
+    check_hang_options(options)
+    run_dir = create_run_dir(options.out, options.script)
+    started = time.time()
+    meta: dict[str, Any] = {
+        "dlprobe_version": __version__,
+        "script": options.script,
+        "argv": options.args,
+        "cwd": os.getcwd(),
+        "started_at": started,
+        "machine": machine_facts(),
+    }
+    env = dict(os.environ)
+    env[RUN_DIR_ENV] = str(run_dir.resolve())
+    # The script writes into pipes now; unbuffered keeps its output as timely as on a terminal.
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(options.env)
+    command = [sys.executable, "-m", "dlprobe.in_training.bootstrap", options.script, *options.args]
+    (run_dir / EVENTS_FILE).touch()
+    view = LiveView(options.live)
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    meta["target_pid"] = child.pid
+    meta["cgroup"] = str(procmem.cgroup_memory_dir(child.pid) or "") or None
+    write_json(run_dir / META_FILE, meta)
+
+    assert child.stdout is not None and child.stderr is not None
+    pumps = [
+        _Pump(child.stdout, sys.stdout.fileno(), run_dir / STDOUT_FILE, view),
+        _Pump(child.stderr, sys.stderr.fileno(), run_dir / STDERR_FILE, view),
+    ]
+    for pump in pumps:
+        pump.start()
+
+    previous = {sig: signal.signal(sig, lambda s, _f: child.send_signal(s)) for sig in FORWARDED_SIGNALS}
+    # Ctrl-C reaches the whole process group; the script decides what it means, we keep recording.
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text))
+    stacks = StackRecorder(child.pid, run_dir)
+    known: set[int] = set()
+    try:
+        known = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick)
+    finally:
+        stacks.stop()
+        for pump in pumps:
+            pump.join(timeout=5)
+        view.close()
+        for sig, handler in previous.items():
+            if sig != signal.SIGINT:
+                signal.signal(sig, handler)
+    returncode = child.returncode
+    exit_code = returncode if returncode >= 0 else 128 - returncode
+    write_json(
+        run_dir / RESULT_FILE,
+        {
+            "returncode": returncode,
+            "exit_code": exit_code,
+            "signal": signal.Signals(-returncode).name if returncode < 0 else None,
+            "ended_at": time.time(),
+            "supervisor": _own_cost(),
+            **guard.finish(known),
+        },
+    )
+    signal.signal(signal.SIGINT, previous[signal.SIGINT])
+    return RunOutcome(run_dir, exit_code)
+
+
+def _own_cost() -> dict[str, float]:
+    """What probing cost: the supervisor's own CPU seconds and peak RSS (the target is not counted)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "max_rss_bytes": usage.ru_maxrss * 1024}
+
+
+def _notice(view: LiveView, text: str) -> None:
+    if view.enabled:
+        view.forward(sys.stderr.fileno(), f"[dlprobe] {text}\n".encode())
+
+
+def _sample_until_exit(
+    child: subprocess.Popen[bytes],
+    run_dir: Path,
+    view: LiveView,
+    started: float,
+    guard: RunGuard,
+    stacks: StackRecorder,
+    on_tick: TickHook | None = None,
+) -> set[int]:
+    cgroup_dir = procmem.cgroup_memory_dir(child.pid)
+    events = JsonlTail(run_dir / EVENTS_FILE)
+    progress = Progress()
+    with (run_dir / SAMPLES_FILE).open("w") as samples:
+        sampler = Sampler(child.pid, samples, cgroup_dir)
+        while True:
+            now = time.time()
+            new_events = events.read_new()
+            progress.feed(new_events, sampler)
+            stacks.observe(new_events, now)  # py-spy only while the loop waits for data; start-up is sampled inside
+            if on_tick is not None:
+                on_tick(now, new_events, child)
+            sampler.tick(now)
+            guard.tick(now, sorted(sampler.known - sampler.gone), progress.workers)
+            if view.enabled:
+                view.update(progress.status(now - started, sampler))
+            try:
+                # Wake for the next full round on time, so each worker's USS is read at least once a second.
+                child.wait(timeout=min(TICK_S, max(0.01, sampler.next_full - time.time())))
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        # One last look: workers can outlive the main process for a moment.
+        progress.feed(events.read_new(), sampler)
+        sampler.tick(time.time())
+    return sampler.known

@@ -1,0 +1,125 @@
+"""Samples the Python stacks of the training process and its workers from outside with `py-spy record`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dlprobe.rundir.files import write_json
+
+STACKS_FILE = "stacks.txt"  # py-spy's raw (collapsed) format: one line per distinct stack, with its count
+STACKS_META_FILE = "stacks.json"
+RATE_ENV = "DLPROBE_STACK_RATE"
+DEFAULT_RATE = 10  # samples/s: enough to rank hotspots within the window; ~3% of a core for 9 processes
+# Sampling costs the target CPU, so it runs only where it can pay off: once the loop is seen waiting for data
+# (hotspots are reported only then), and for a bounded window.
+START_WAIT_SHARE = 0.3
+START_AFTER_S = 1.0  # of batches seen, so the first batches' start-up does not decide
+WINDOW_S = 20.0
+
+
+def find_py_spy() -> str | None:
+    """py-spy next to this interpreter (a virtual environment's bin/) first, then on PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("py-spy")
+
+
+class StackRecorder:
+    """One `py-spy record --subprocesses --nonblocking` for the whole tree while the loop starves; never pauses it."""
+
+    def __init__(self, pid: int, run_dir: Path) -> None:
+        self.pid = pid
+        self.run_dir = run_dir
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.error: str | None = None
+        try:
+            self.rate = int(os.environ.get(RATE_ENV, DEFAULT_RATE))
+        except ValueError:
+            self.rate = DEFAULT_RATE
+        self.started = False
+        self.started_at: float | None = None
+        self.first_batch_t: float | None = None
+        self.wait_s = 0.0
+
+    def observe(self, events: list[dict[str, Any]], now: float) -> None:
+        """Start when the loop has waited for data a large share of the time; stop after the window."""
+        for ev in events:
+            if ev.get("ev") == "batches":
+                waits = ev.get("waits") or []
+                if self.first_batch_t is None:
+                    self.first_batch_t = ev["t"] - sum(waits)
+                    waits = waits[1:]  # the first batch is start-up, not steady waiting
+                self.wait_s += sum(waits)
+        if not self.started and self.first_batch_t is not None:
+            span = now - self.first_batch_t
+            if span >= START_AFTER_S and self.wait_s >= START_WAIT_SHARE * span:
+                self.start()
+        elif self.started_at is not None and now - self.started_at > WINDOW_S:
+            self.finish()
+
+    def finish(self) -> None:
+        """End the sampling window early: py-spy writes what it has on SIGINT."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        self.started_at = None
+
+    def start(self) -> None:
+        if self.started:
+            return
+        self.started = True
+        exe = find_py_spy()
+        if self.rate <= 0:
+            self.error = f"stack sampling turned off ({RATE_ENV}={self.rate})"
+            return
+        if exe is None:
+            self.error = "py-spy not found (pip install py-spy)"
+            return
+        # --idle: a sample blocked on a read is loading time too; hotspots drop workers idling for their next index.
+        output = str(self.run_dir / STACKS_FILE)
+        command = [exe, "record", "--pid", str(self.pid), "--subprocesses", "--nonblocking", "--idle",
+                   "--rate", str(self.rate), "--format", "raw", "--output", output]  # fmt: skip
+        self.started_at = time.time()
+        try:
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=(self.run_dir / "py-spy.log").open("wb"),
+                start_new_session=True,  # a Ctrl-C for the script must not stop the sampler first
+            )
+        except OSError as exc:
+            self.error = f"could not start py-spy: {exc}"
+
+    def stop(self, wait_s: float = 5.0) -> None:
+        """After the target exits py-spy writes its file and exits; make it do so if it does not."""
+        proc = self.proc
+        if proc is not None:
+            try:
+                proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGINT)  # py-spy writes what it has on Ctrl-C
+                try:
+                    proc.wait(timeout=wait_s)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            if proc.returncode not in (0, -signal.SIGINT) and not (self.run_dir / STACKS_FILE).exists():
+                self.error = _log_tail(self.run_dir / "py-spy.log") or f"py-spy exited with {proc.returncode}"
+        if self.started:
+            write_json(self.run_dir / STACKS_META_FILE, {"rate": self.rate, "error": self.error, "window_s": WINDOW_S})
+
+
+def _log_tail(path: Path) -> str | None:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return None
+    return lines[-1][-500:] if lines else None

@@ -1,0 +1,178 @@
+"""`dlprobe tune`: run the script up to its DataLoader, measure trials inside it, and recommend a configuration."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from dlprobe import __version__
+from dlprobe.analysis.model import RunData, load_run
+from dlprobe.errors import DlprobeError
+from dlprobe.in_training.hooks import TAKEOVER_ENV, TAKEOVER_LOADER_ENV
+from dlprobe.in_training.tune_trials import CONFIG_ENV, EXIT_NO_BATCHES
+from dlprobe.rundir.files import DEFAULT_ROOT, create_run_dir, write_json
+from dlprobe.supervisor.run_target import RunOptions, check_script, run_script
+from dlprobe.system.cpus import cpu_facts
+from dlprobe.tune.plan import worker_counts
+from dlprobe.tune.results import batches_per_epoch, collect_trials, memory_available, recommend
+
+RUNNER = "dlprobe.in_training.tune_trials:run_trials"
+MAX_ATTEMPTS = 4  # a trial that kills the process costs one restart of the script
+SHUTDOWN_S = 3.0  # kept from the budget for the last trial's workers to stop and the process to exit
+GRACE_S = 20.0  # beyond the budget before a stuck process is killed
+MIN_ATTEMPT_S = 5.0
+RESULT_FILE = "tune.json"
+PLOT_FILE = "tune.png"
+
+
+@dataclass
+class TuneOptions:
+    script: str
+    args: list[str] = field(default_factory=list)
+    out: str | None = None
+    budget_s: float = 120.0
+    batches: int = 40
+    loader: int = 0
+    max_workers: int | None = None
+    tolerance: float = 0.05
+
+
+class _TimeLimit:
+    """A supervisor tick hook: kills the script and its workers once an attempt runs past its time."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.deadline = time.time() + limit_s
+        self.hit = False
+
+    def __call__(self, now: float, _events: list[dict[str, Any]], child: subprocess.Popen[bytes]) -> None:
+        if self.hit or now < self.deadline or child.poll() is not None:
+            return
+        self.hit = True
+        try:
+            victims = [*psutil.Process(child.pid).children(recursive=True), psutil.Process(child.pid)]
+        except psutil.Error:
+            return
+        for proc in victims:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
+
+def _tune_dir(options: TuneOptions) -> Path:
+    if options.out:
+        return create_run_dir(options.out, options.script)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return create_run_dir(str(Path(DEFAULT_ROOT) / f"{Path(options.script).stem}-tune-{stamp}"), options.script)
+
+
+def _validate(options: TuneOptions) -> None:
+    if options.budget_s < MIN_ATTEMPT_S * 2:
+        raise DlprobeError(f"--budget {options.budget_s:g}s is too short", hint="give at least 10s, e.g. --budget 60s")
+    if options.batches < 4:
+        raise DlprobeError("--batches must be at least 4", hint="the default, 40, gives steady numbers")
+    if not 0 <= options.tolerance < 1:
+        raise DlprobeError("--tolerance must be a share between 0 and 1", hint="e.g. --tolerance 0.05 for 5%")
+
+
+def run_tune(options: TuneOptions) -> dict[str, Any]:
+    """Measure the trials (restarting the script if a trial kills it) and return the tune result."""
+    check_script(options.script)
+    _validate(options)
+    root = _tune_dir(options)
+    cpus = cpu_facts()
+    counts = worker_counts(cpus["usable_cores"], options.max_workers)
+    started = time.time()
+    deadline = started + options.budget_s
+    trials: list[dict[str, Any]] = []
+    info: dict[str, Any] | None = None
+    memory: dict[str, Any] | None = None
+    attempts: list[dict[str, Any]] = []
+    first_run: RunData | None = None
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        remaining = deadline - time.time()
+        if attempt > 1 and remaining < MIN_ATTEMPT_S:
+            break
+        config = {"deadline": deadline - SHUTDOWN_S, "batches": options.batches, "workers": counts,
+                  "done": [{"key": t["key"], "stage": t.get("stage"), "samples_per_s": t.get("samples_per_s"),
+                            "num_workers": t["num_workers"], "prefetch_factor": t.get("prefetch_factor"),
+                            "pin_memory": t.get("pin_memory"), "status": t.get("status")} for t in trials]}  # fmt: skip
+        env = {TAKEOVER_ENV: RUNNER, TAKEOVER_LOADER_ENV: str(options.loader), CONFIG_ENV: json.dumps(config)}
+        limit = _TimeLimit(max(1.0, remaining) + GRACE_S)
+        attempt_dir = str(root / f"attempt-{attempt}")
+        outcome = run_script(RunOptions(options.script, options.args, attempt_dir, live=False, env=env, on_tick=limit))
+        run = load_run(outcome.run_dir)
+        first_run = first_run or run
+        loader_info = next((e for e in run.events if e.get("ev") == "tune_loader"), None)
+        if loader_info is None:
+            _no_takeover(run, options, outcome.exit_code)
+        info = info or loader_info
+        memory = memory or memory_available(run)
+        rows, lost = collect_trials(run, batches_per_epoch(info), timed_out=limit.hit)
+        trials += rows
+        attempts.append({"run_dir": str(outcome.run_dir), "exit_code": outcome.exit_code, "trials": len(rows)})
+        if outcome.exit_code == EXIT_NO_BATCHES:
+            break
+        if lost is None and outcome.exit_code == 0:
+            break
+    budget = (memory or {}).get("budget_bytes")
+    recommended, reason = recommend(trials, budget, options.tolerance)
+    if info and info.get("batches_per_epoch") == 0:
+        reason = "the loader yields no batches (the dataset is empty or smaller than one batch with drop_last=True)"
+    notes = list((info or {}).get("notes") or [])
+    small = batches_per_epoch(info)
+    if small is not None and small < options.batches:
+        notes.append(f"the loader has only {small} batch(es) per epoch, so trials cycle over it (workers persist)")
+    if cpus["usable_cores"] == 1:
+        notes.append("1 usable core: workers share it with the training loop, so extra workers rarely pay off")
+    result = {
+        "schema_version": 1,
+        "dlprobe_version": __version__,
+        "script": options.script,
+        "argv": options.args,
+        "loader": options.loader,
+        "dir": str(root),
+        "budget_s": options.budget_s,
+        "elapsed_s": round(time.time() - started, 2),
+        "batches_per_trial": options.batches,
+        "tolerance": options.tolerance,
+        "cpu": cpus,
+        "memory": memory,
+        "accelerator": (info or {}).get("accelerator"),
+        "loader_config": {k: v for k, v in (info or {}).items() if k not in ("ev", "t", "pid", "notes", "accelerator")},
+        "notes": notes,
+        "attempts": attempts,
+        "trials": trials,
+        "recommended": _public(recommended),
+        "reason": reason,
+    }
+    write_json(root / RESULT_FILE, result)
+    return result
+
+
+def _public(trial: dict[str, Any] | None) -> dict[str, Any] | None:
+    if trial is None:
+        return None
+    return {k: trial.get(k) for k in ("num_workers", "prefetch_factor", "pin_memory", "samples_per_s", "vs_best",
+                                      "projected_epoch_bytes")}  # fmt: skip
+
+
+def _no_takeover(run: RunData, options: TuneOptions, exit_code: int) -> None:
+    """The script ended before iterating the loader to tune: explain why, with the run kept for a look."""
+    loaders = len(run.loaders)
+    error = run.script_error
+    if error is not None:
+        message = f"the script raised {error['type']}: {error.get('message', '')} before iterating a DataLoader"
+        hint = f"fix the script first (its output is in {run.path}/stderr.log)"
+    elif loaders and options.loader >= loaders:
+        message = f"the script iterated {loaders} DataLoader(s), so there is no loader {options.loader}"
+        hint = f"pass --loader between 0 and {loaders - 1}"
+    else:
+        message = f"the script ended (exit code {exit_code}) without iterating a DataLoader"
+        hint = "point dlprobe tune at the script that builds and iterates the DataLoader, with its usual arguments"
+    raise DlprobeError(message, hint=hint, exit_code=1)

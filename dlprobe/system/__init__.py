@@ -1,0 +1,1 @@
+"""Readers of the machine (procfs, cgroups, CPUs, the kernel log) used by both sides of the probe."""

@@ -1,1 +1,0 @@
-"""Code that runs inside the probed training process (and its DataLoader workers)."""
