@@ -14,10 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-INFLIGHT_DIR = "inflight"
-STACKS_DIR = "stacks"  # stack dumps: py-spy JSON and the targets' own faulthandler output
-# Every process of the target appends here when signalled; the supervisor signals one process at a time.
-FAULTHANDLER_FILE = "faulthandler.txt"
+from dlprobe.rundir.schema import INFLIGHT_DIR
+
 MAGIC = b"DLPI"
 VERSION = 1
 SLOT_SIZE = 4096  # one page
