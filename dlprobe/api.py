@@ -20,8 +20,8 @@ from dlprobe.rundir.schema import (
     META_FILE,
     REPORT_FILE,
     RESULT_FILE,
+    RUN_SCHEMA_VERSION,
     SAMPLES_FILE,
-    SCHEMA_VERSION,
     Meta,
     Result,
 )
@@ -76,7 +76,7 @@ class Watch:
         self._previous_log = event_log._log
         event_log._log = event_log.EventLog(str(run_dir))
         meta: Meta = {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": RUN_SCHEMA_VERSION,
             "dlprobe_version": __version__,
             "script": f"<in-process {self.name}>",
             "argv": [],

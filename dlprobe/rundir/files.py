@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.errors import DlprobeError
-from dlprobe.rundir.schema import META_FILE, SCHEMA_VERSION, schema_version
+from dlprobe.rundir.schema import META_FILE, RUN_SCHEMA_VERSION, run_schema_version
 
 DEFAULT_ROOT = "dlprobe-runs"
 
@@ -122,10 +122,11 @@ def open_run_dir(path: str) -> Path:
             f"cannot read {run / META_FILE}: {exc}", hint="the run directory is damaged; record the run again"
         ) from None
     # Older runs (no schema_version) read fine; a newer one may mean what this dlprobe cannot know.
-    version = schema_version(meta if isinstance(meta, dict) else {})
-    if version > SCHEMA_VERSION:
+    version = run_schema_version(meta if isinstance(meta, dict) else {})
+    if version > RUN_SCHEMA_VERSION:
         raise DlprobeError(
-            f"{path} was recorded by a newer dlprobe (run format {version}; this dlprobe reads up to {SCHEMA_VERSION})",
+            f"{path} was recorded by a newer dlprobe "
+            f"(run format {version}; this dlprobe reads up to {RUN_SCHEMA_VERSION})",
             hint="upgrade dlprobe (pip install -U dlprobe) to read this run",
         )
     return run

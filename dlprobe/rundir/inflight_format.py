@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dlprobe.rundir.schema import INFLIGHT_DIR
+from dlprobe.rundir.schema import INFLIGHT_DIR, INFLIGHT_SLOT_SUFFIX, inflight_slot_name
 
 MAGIC = b"DLPI"
 VERSION = 1
@@ -61,7 +61,7 @@ assert OFF_FAILED_INDICES + FAILED_INDICES.size <= SLOT_SIZE
 
 
 def slot_path(run_dir: str | Path, pid: int) -> Path:
-    return Path(run_dir) / INFLIGHT_DIR / f"{pid}.bin"
+    return Path(run_dir) / INFLIGHT_DIR / inflight_slot_name(pid)
 
 
 def _index_list(values: tuple[int, ...], n: int, kind: int, first: int) -> list[int | None]:
@@ -168,8 +168,9 @@ def read_all(run_dir: Path) -> dict[int, dict[str, Any]]:
     except OSError:
         return slots
     for name in names:
-        if name.endswith(".bin") and name[:-4].isdigit():
+        pid = name.removesuffix(INFLIGHT_SLOT_SUFFIX)
+        if name.endswith(INFLIGHT_SLOT_SUFFIX) and pid.isdigit():
             slot = read_slot(folder / name)
             if slot is not None:
-                slots[int(name[:-4])] = slot
+                slots[int(pid)] = slot
     return slots

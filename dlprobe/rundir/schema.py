@@ -10,8 +10,8 @@ from typing import Any, TypedDict
 
 # Bump when a reader of an older dlprobe would misread a run written by this one. Runs without the field
 # were written before it existed and are version 1.
-SCHEMA_VERSION = 2
-LEGACY_SCHEMA_VERSION = 1
+RUN_SCHEMA_VERSION = 2
+LEGACY_RUN_SCHEMA_VERSION = 1
 
 # --- files and folders of a run directory -------------------------------------------------------------
 META_FILE = "meta.json"
@@ -47,6 +47,14 @@ def hang_record_name(number: int) -> str:
 def hang_stack_name(number: int, pid: int) -> str:
     """stacks/hangN-PID.json: py-spy's raw dump of one process during hang N."""
     return f"hang{number}-{pid}.json"
+
+
+INFLIGHT_SLOT_SUFFIX = ".bin"
+
+
+def inflight_slot_name(pid: int) -> str:
+    """inflight/PID.bin: one process's in-flight slot (layout in rundir/inflight_format.py)."""
+    return f"{pid}{INFLIGHT_SLOT_SUFFIX}"
 
 
 # Every name above, for tests and tools that list what a run directory may hold.
@@ -234,7 +242,7 @@ class Result(TypedDict, total=False):
     survivors: list[int]
 
 
-def schema_version(meta: dict[str, Any] | Meta) -> int:
+def run_schema_version(meta: dict[str, Any] | Meta) -> int:
     """The run's schema version; a run written before the field existed is version 1."""
-    version = meta.get("schema_version", LEGACY_SCHEMA_VERSION)
-    return version if isinstance(version, int) else LEGACY_SCHEMA_VERSION
+    version = meta.get("schema_version", LEGACY_RUN_SCHEMA_VERSION)
+    return version if isinstance(version, int) else LEGACY_RUN_SCHEMA_VERSION

@@ -27,8 +27,8 @@ from dlprobe.rundir.schema import (
     META_FILE,
     RESULT_FILE,
     RUN_DIR_ENV,
+    RUN_SCHEMA_VERSION,
     SAMPLES_FILE,
-    SCHEMA_VERSION,
     STDERR_FILE,
     STDOUT_FILE,
     Meta,
@@ -185,7 +185,7 @@ def run_script(options: RunOptions) -> RunOutcome:
     run_dir = create_run_dir(options.out, options.script)
     started = time.time()
     meta: Meta = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": RUN_SCHEMA_VERSION,
         "dlprobe_version": __version__,
         "script": options.script,
         "argv": options.args,
