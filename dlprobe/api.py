@@ -14,7 +14,17 @@ from typing import Any
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError
 from dlprobe.in_training import event_log
-from dlprobe.rundir.files import EVENTS_FILE, META_FILE, REPORT_FILE, RESULT_FILE, SAMPLES_FILE, JsonlTail, write_json
+from dlprobe.rundir.files import JsonlTail, write_json
+from dlprobe.rundir.schema import (
+    EVENTS_FILE,
+    META_FILE,
+    REPORT_FILE,
+    RESULT_FILE,
+    RUN_SCHEMA_VERSION,
+    SAMPLES_FILE,
+    Meta,
+    Result,
+)
 from dlprobe.supervisor.sampler import TICK_S, Sampler
 
 
@@ -65,19 +75,18 @@ class Watch:
         hooks.reset()
         self._previous_log = event_log._log
         event_log._log = event_log.EventLog(str(run_dir))
-        write_json(
-            run_dir / META_FILE,
-            {
-                "dlprobe_version": __version__,
-                "script": f"<in-process {self.name}>",
-                "argv": [],
-                "cwd": os.getcwd(),
-                "started_at": time.time(),
-                "machine": machine_facts(),
-                "target_pid": os.getpid(),
-                "in_process": True,
-            },
-        )
+        meta: Meta = {
+            "schema_version": RUN_SCHEMA_VERSION,
+            "dlprobe_version": __version__,
+            "script": f"<in-process {self.name}>",
+            "argv": [],
+            "cwd": os.getcwd(),
+            "started_at": time.time(),
+            "machine": machine_facts(),
+            "target_pid": os.getpid(),
+            "in_process": True,
+        }
+        write_json(run_dir / META_FILE, meta)
         sampler = Sampler(os.getpid(), self._samples, None)
         progress, tail = Progress(), JsonlTail(run_dir / EVENTS_FILE)
 
@@ -107,10 +116,8 @@ class Watch:
             current.close()
         hooks.reset()
         failed = exc_type is not None
-        write_json(
-            self.run_dir / RESULT_FILE,
-            {"returncode": int(failed), "exit_code": int(failed), "signal": None, "ended_at": time.time()},
-        )
+        result: Result = {"returncode": int(failed), "exit_code": int(failed), "signal": None, "ended_at": time.time()}
+        write_json(self.run_dir / RESULT_FILE, result)
         _, self.report = report_for(self.run_dir)
         write_json(self.run_dir / REPORT_FILE, self.report)
 

@@ -73,3 +73,28 @@ def run_with_small_shm(size: str, command: str, timeout: float = 180) -> subproc
     """Run a shell command in a private mount namespace whose /dev/shm is a tmpfs of `size` (e.g. "8M")."""
     script = f"mount -t tmpfs -o size={size} tmpfs /dev/shm && {command}"
     return subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=timeout)
+
+
+def names_not_in_schema(run_dir: Path) -> list[str]:
+    """Entries of a real run directory that dlprobe/rundir/schema.py does not name (numbers in names are
+    matched by the schema's name functions)."""
+    import re
+
+    from dlprobe.rundir import schema
+
+    def pattern(name: str) -> str:
+        return re.sub(r"\d+", "0", name)
+
+    inside = {
+        schema.HANGS_DIR: {schema.hang_record_name(0)},
+        schema.STACKS_DIR: {schema.hang_stack_name(0, 0), schema.FAULTHANDLER_FILE},
+        schema.INFLIGHT_DIR: {schema.inflight_slot_name(0)},
+    }
+    unnamed = []
+    for entry in sorted(run_dir.iterdir()):
+        if entry.name not in schema.RUN_DIR_NAMES:
+            unnamed.append(entry.name)
+        elif entry.is_dir():
+            allowed = inside.get(entry.name, set())
+            unnamed += [f"{entry.name}/{p.name}" for p in sorted(entry.iterdir()) if pattern(p.name) not in allowed]
+    return unnamed

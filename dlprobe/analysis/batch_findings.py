@@ -6,6 +6,7 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.model import Finding, RunData
+from dlprobe.rundir.schema import EV_DUPES
 from dlprobe.units import format_bytes
 
 MIN_SAVED_BYTES = 16 * 1024  # per batch; below this a narrower dtype is not worth a finding
@@ -123,7 +124,7 @@ def find_iterable_duplicates(run: RunData) -> list[Finding]:
         if not loader.dataset.get("iterable") or nw < 2:
             continue
         per_epoch: dict[int, dict[str, Any]] = {}
-        for ev in events_of(run, "dupes", loader.loader_id):
+        for ev in events_of(run, EV_DUPES, loader.loader_id):
             per_epoch[ev["epoch"]] = ev  # the last summary of each epoch holds its totals
         worst = max(per_epoch.values(), key=lambda e: e["duplicates"], default=None)
         if worst is None or worst["duplicates"] < MIN_DUPLICATES:

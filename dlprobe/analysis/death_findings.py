@@ -11,6 +11,7 @@ from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.stats import metric_summary
+from dlprobe.rundir.schema import EV_EPOCH
 from dlprobe.units import format_bytes
 
 _CAUGHT = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
@@ -66,7 +67,7 @@ def _worker_pids(run: RunData, loader_id: int) -> dict[int, dict[int, int]]:
     out: dict[int, dict[int, int]] = {}
     last: dict[int, int] = {}
     for ev in run.events:
-        if ev.get("ev") == "epoch" and ev.get("loader") == loader_id:
+        if ev.get("ev") == EV_EPOCH and ev.get("loader") == loader_id:
             if ev.get("workers"):
                 last = {int(w["worker_id"]): int(w["pid"]) for w in ev["workers"]}
             out[int(ev.get("epoch", 0))] = dict(last)
@@ -319,8 +320,8 @@ def _errors(run: RunData) -> list[tuple[LoaderRecord, dict[str, Any]]]:
     """Loader errors, plus the script's own error when PyTorch raised it outside next() (its SIGCHLD handler
     can fire anywhere in the training loop)."""
     errors = [(lo, error) for lo in run.loaders for error in lo.errors]
-    script_error = run.script_error
-    if script_error is not None:
+    if run.script_error is not None:
+        script_error: dict[str, Any] = dict(run.script_error)  # folded in with the loaders' own error records
         text = _error_text(script_error)
         lo = _loader_of_pids(run, text) or (run.loaders[0] if len(run.loaders) == 1 else None)
         if lo is not None and (_KILLED.search(text) or _EXIT.search(text) or _EXITED.search(text)):

@@ -17,13 +17,14 @@ from dlprobe.analysis.stack_causes import (
     own_frames,
     user_frames,
 )
+from dlprobe.rundir.schema import EV_BATCHES, EV_FORK_STATE, HANGS_DIR, HangRecord, hang_record_name
 
 BUSY_PHASES = ("getitem", "collate", "worker_init_fn")
 MAX_STACK_LINES = 12
 
 
 def _fork_threads(run: RunData, loader_id: int | None) -> list[str] | None:
-    states = [e for e in run.events if e.get("ev") == "fork_state" and e.get("loader") == loader_id]
+    states = [e for e in run.events if e.get("ev") == EV_FORK_STATE and e.get("loader") == loader_id]
     if not states:
         return None
     threads = states[-1].get("python_threads") or []
@@ -35,7 +36,7 @@ def _age(slot: dict[str, Any], t: float) -> float | None:
     return round(t - since, 1) if since else None
 
 
-def _stuck_workers(record: dict[str, Any], loader_id: int | None) -> list[dict[str, Any]]:
+def _stuck_workers(record: HangRecord, loader_id: int | None) -> list[dict[str, Any]]:
     """The workers holding a batch: the one the loop waits for first, then any other that is busy too."""
     loop = record.get("loop") or {}
     awaited = loop.get("awaited_worker")
@@ -64,7 +65,7 @@ def _stack_lines(thread: dict[str, Any] | None) -> list[str]:
     return (mine + rest)[:MAX_STACK_LINES]
 
 
-def _stack_note(record: dict[str, Any], proc: dict[str, Any]) -> str:
+def _stack_note(record: HangRecord, proc: dict[str, Any]) -> str:
     problem = record.get("stack_problem") or {}
     why = {"missing": "py-spy is not installed", "permission": "py-spy was not allowed to attach"}.get(
         problem.get("kind", ""), "py-spy gave no stack"
@@ -83,9 +84,7 @@ def _where(proc: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     return thread, (frame_text(frame) if frame else "")
 
 
-def _evidence(
-    record: dict[str, Any], proc: dict[str, Any], cause: Cause, thread: dict[str, Any] | None
-) -> dict[str, Any]:
+def _evidence(record: HangRecord, proc: dict[str, Any], cause: Cause, thread: dict[str, Any] | None) -> dict[str, Any]:
     slot = proc.get("inflight") or {}
     frame = innermost_user_frame(thread)
     return {
@@ -104,11 +103,11 @@ def _evidence(
         **{k: v for k, v in cause.evidence.items() if v is not None},
         "stack_tool": proc.get("stack_tool"),
         "stack": _stack_lines(thread),
-        "hang_record": f"hangs/hang-{record.get('number')}.json",
+        "hang_record": f"{HANGS_DIR}/{hang_record_name(record['number'])}",
     }
 
 
-def _worker_hang(run: RunData, record: dict[str, Any], stuck: list[dict[str, Any]]) -> Finding:
+def _worker_hang(run: RunData, record: HangRecord, stuck: list[dict[str, Any]]) -> Finding:
     loop = record.get("loop") or {}
     loader_id = loop.get("loader_id")
     lo = run.loader(loader_id) if loader_id is not None else None
@@ -144,7 +143,7 @@ def _worker_hang(run: RunData, record: dict[str, Any], stuck: list[dict[str, Any
     return Finding("worker-hang", "error", title, detail, cause.fix, evidence, loader_id)
 
 
-def _main_hang(run: RunData, record: dict[str, Any]) -> Finding | None:
+def _main_hang(run: RunData, record: HangRecord) -> Finding | None:
     main = next((p for p in record.get("processes") or [] if p.get("role") == "main"), None)
     if main is None:
         return None
@@ -180,11 +179,11 @@ def _main_hang(run: RunData, record: dict[str, Any]) -> Finding | None:
     return Finding("main-hang", "error", title, detail, cause.fix, _evidence(record, main, cause, thread), loader_id)
 
 
-def _recovered(run: RunData, record: dict[str, Any]) -> bool:
+def _recovered(run: RunData, record: HangRecord) -> bool:
     """A batch of the same loader arrived after the dump: it was a stall, not a hang (--on-hang wait)."""
     loader_id = (record.get("loop") or {}).get("loader_id")
     return any(
-        e.get("ev") == "batches" and e.get("loader") == loader_id and e.get("t", 0) > record["t"] for e in run.events
+        e.get("ev") == EV_BATCHES and e.get("loader") == loader_id and e.get("t", 0) > record["t"] for e in run.events
     )
 
 

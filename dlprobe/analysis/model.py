@@ -4,14 +4,36 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dlprobe.analysis.stackfile import StackProfile, load_stacks
 from dlprobe.rundir import inflight_format
-from dlprobe.rundir.files import EVENTS_FILE, META_FILE, RESULT_FILE, SAMPLES_FILE, read_json, read_jsonl
-
-HANGS_DIR = "hangs"
-KERNEL_FILE = "kernel.json"
+from dlprobe.rundir.files import read_json, read_jsonl
+from dlprobe.rundir.schema import (
+    EV_BATCH_INFO,
+    EV_BATCHES,
+    EV_EPOCH,
+    EV_EPOCH_END,
+    EV_LOADER,
+    EV_LOADER_ERROR,
+    EV_SCRIPT_ERROR,
+    EV_START_METHOD,
+    EVENTS_FILE,
+    HANG_RECORD_GLOB,
+    HANGS_DIR,
+    KERNEL_FILE,
+    META_FILE,
+    RESULT_FILE,
+    SAMPLE_GONE,
+    SAMPLE_PROC,
+    SAMPLE_READING,
+    SAMPLES_FILE,
+    HangRecord,
+    Meta,
+    Result,
+    Sample,
+    ScriptErrorEvent,
+)
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -108,8 +130,8 @@ class RunData:
     """Everything recorded about one run, as read back from its directory."""
 
     path: Path
-    meta: dict[str, Any]
-    result: dict[str, Any]
+    meta: Meta
+    result: Result
     loaders: list[LoaderRecord]
     processes: list[ProcessRecord]
     system: SystemSeries
@@ -117,14 +139,15 @@ class RunData:
     # Failure evidence: each process's last in-flight slot (by pid), hang records, when each pid vanished,
     # and the kernel's OOM-kill lines for our pids.
     inflight: dict[int, dict[str, Any]] = field(default_factory=dict)
-    hangs: list[dict[str, Any]] = field(default_factory=list)
+    hangs: list[HangRecord] = field(default_factory=list)
     gone: dict[int, float] = field(default_factory=dict)
     kernel: dict[str, Any] = field(default_factory=dict)
     stacks: StackProfile | None = None  # py-spy samples of the main process and workers (stacks.txt)
 
     @property
-    def script_error(self) -> dict[str, Any] | None:
-        return next((e for e in self.events if e.get("ev") == "script_error"), None)
+    def script_error(self) -> ScriptErrorEvent | None:
+        error = next((e for e in self.events if e.get("ev") == EV_SCRIPT_ERROR), None)
+        return cast(ScriptErrorEvent, error)
 
     def workers(self, loader_id: int | None = None) -> list[ProcessRecord]:
         return [p for p in self.processes if p.role == "worker" and (loader_id is None or p.loader_id == loader_id)]
@@ -143,29 +166,29 @@ def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecor
     for ev in events:
         kind = ev.get("ev")
         lid = ev.get("loader")
-        if kind == "loader" and isinstance(lid, int):
+        if kind == EV_LOADER and isinstance(lid, int):
             config = {k: v for k, v in ev.items() if k not in ("ev", "t", "pid", "loader")}
             loaders[lid] = LoaderRecord(lid, config, ev["t"])
             continue
         lo = loaders.get(lid) if isinstance(lid, int) else None
         if lo is None:
             continue
-        if kind == "start_method":
+        if kind == EV_START_METHOD:
             lo.start_method = ev.get("start_method")
-        elif kind == "epoch":
+        elif kind == EV_EPOCH:
             lo.epochs.append(Epoch(ev["epoch"], ev["t"] - ev.get("iter_s", 0.0), ev.get("iter_s", 0.0)))
             for w in ev.get("workers") or []:
                 worker_of[int(w["pid"])] = (lo.loader_id, int(w["worker_id"]), float(ev["t"]), w.get("memory"))
-        elif kind == "batches" and lo.epochs:
+        elif kind == EV_BATCHES and lo.epochs:
             epoch = lo.epochs[-1]
             epoch.waits.extend(ev.get("waits") or [])
             epoch.batches = len(epoch.waits)
             epoch.t_last_batch = ev["t"]
-        elif kind == "epoch_end" and lo.epochs:
+        elif kind == EV_EPOCH_END and lo.epochs:
             lo.epochs[-1].t_end = ev["t"]
-        elif kind == "batch_info" and lo.batch_info is None:
+        elif kind == EV_BATCH_INFO and lo.batch_info is None:
             lo.batch_info = {k: ev.get(k) for k in ("bytes", "leaves")}
-        elif kind == "loader_error":
+        elif kind == EV_LOADER_ERROR:
             lo.errors.append({k: v for k, v in ev.items() if k not in ("ev", "pid")})
     for lo in loaders.values():
         if lo.start_method is None:
@@ -183,17 +206,18 @@ def _append(series: Series, t: float, values: dict[str, Any]) -> None:
 
 def load_run(path: Path) -> RunData:
     """Read a run directory; tolerant of a run that was cut short (missing result, torn lines)."""
-    meta = read_json(path / META_FILE)
-    result = read_json(path / RESULT_FILE) if (path / RESULT_FILE).exists() else {}
+    meta: Meta = read_json(path / META_FILE)
+    result: Result = read_json(path / RESULT_FILE) if (path / RESULT_FILE).exists() else {}
     events = list(read_jsonl(path / EVENTS_FILE))
     loaders, worker_of = _loaders_from_events(events)
     main_pid = meta.get("target_pid")
     processes: dict[int, ProcessRecord] = {}
     system = SystemSeries()
     gone: dict[int, float] = {}
-    for rec in read_jsonl(path / SAMPLES_FILE):
+    for line in read_jsonl(path / SAMPLES_FILE):
+        rec = cast(Sample, line)
         kind = rec.get("k")
-        if kind == "proc":
+        if kind == SAMPLE_PROC:
             pid = int(rec["pid"])
             role = "main" if pid == main_pid else "other"
             loader_id = worker_id = None
@@ -205,7 +229,7 @@ def load_run(path: Path) -> RunData:
             if first:  # the reading the hooks took right after the worker started
                 _append(proc.series, t_start, first)
             processes[pid] = proc
-        elif kind == "s":
+        elif kind == SAMPLE_READING:
             t = rec["t"]
             for pid_text, vals in (rec.get("p") or {}).items():
                 known = processes.get(int(pid_text))
@@ -221,7 +245,7 @@ def load_run(path: Path) -> RunData:
             system.cgroup_oom_kills.append(cg.get("oom_kill"))
             if cg.get("limit"):
                 system.cgroup_limit = cg["limit"]
-        elif kind == "gone":
+        elif kind == SAMPLE_GONE:
             gone[int(rec["pid"])] = rec["t"]
     run = RunData(
         path, meta, result, loaders, list(processes.values()), system, events, gone=gone, stacks=load_stacks(path)
@@ -238,7 +262,7 @@ def _hang_number(path: Path) -> int:
 def load_failure_records(run: RunData) -> None:
     """In-flight slots, hang records and kernel OOM lines, where the run has them."""
     run.inflight = inflight_format.read_all(run.path)
-    for hang_file in sorted((run.path / HANGS_DIR).glob("hang-*.json"), key=_hang_number):
+    for hang_file in sorted((run.path / HANGS_DIR).glob(HANG_RECORD_GLOB), key=_hang_number):
         try:
             run.hangs.append(read_json(hang_file))
         except (OSError, ValueError):

@@ -8,6 +8,7 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of, loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
+from dlprobe.rundir.schema import EV_FORK_STATE, EV_START, EV_STARTUP_PROFILE
 
 SLOW_CONSTRUCT_S = 2.0  # building the dataset (imports excluded) before the loader existed
 SLOW_WORKER_START_S = 2.0  # iter() plus the first batch
@@ -66,12 +67,12 @@ def hot_path(stacks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _startup_phases(run: RunData, loader: LoaderRecord) -> dict[str, Any] | None:
-    start = next(iter(events_of(run, "start")), None)
+    start = next(iter(events_of(run, EV_START)), None)
     if start is None or not loader.epochs or not loader.epochs[0].waits:
         return None
     epoch = loader.epochs[0]
     created = loader.config.get("created_t") or epoch.t_start
-    profile = next(iter(events_of(run, "startup_profile")), None)
+    profile = next(iter(events_of(run, EV_STARTUP_PROFILE)), None)
     stacks = (profile or {}).get("stacks") or []
     before = [s for s in stacks if s["phase"] == "before_loader"]
     imports_s = sum(s["seconds"] for s in before if _is_import(s["frames"]))
@@ -177,7 +178,7 @@ def find_fork_hazard(run: RunData) -> list[Finding]:
     for loader in run.loaders:
         if (loader.start_method or "fork") != "fork":
             continue
-        for state in events_of(run, "fork_state", loader.loader_id):
+        for state in events_of(run, EV_FORK_STATE, loader.loader_id):
             finding = _fork_finding(loader, state)
             if finding is not None:
                 findings.append(finding)

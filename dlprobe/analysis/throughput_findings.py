@@ -8,6 +8,7 @@ from typing import Any
 from dlprobe.analysis.loop_timing import events_of, loop_timing, usable_cores
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
+from dlprobe.rundir.schema import EV_ACCEL
 from dlprobe.units import format_bytes
 
 INPUT_BOUND_SHARE = 0.3  # the loop waits for data at least this share of its steady time
@@ -197,7 +198,7 @@ def find_too_many_workers(run: RunData) -> list[Finding]:
 def find_pin_memory(run: RunData) -> list[Finding]:
     findings = []
     for loader in run.loaders:
-        accel = next(iter(events_of(run, "accel", loader.loader_id)), None)
+        accel = next(iter(events_of(run, EV_ACCEL, loader.loader_id)), None)
         if accel is None:
             continue
         pin = bool(loader.config.get("pin_memory"))

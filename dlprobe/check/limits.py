@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from dlprobe.in_training.run_limits import STOP_AFTER_BATCHES_ENV, STOP_AT_ENV, STOP_EVENT
+from dlprobe.rundir.schema import EV_STOP, STOP_AFTER_BATCHES_ENV, STOP_AT_ENV
 
 HOOK_GRACE_S = 3.0  # the hooks stop the loop cleanly at its next batch; signals only if that does not happen
 SIGNAL_STEP_S = 5.0  # then SIGINT, SIGTERM and SIGKILL, this far apart
@@ -60,7 +60,7 @@ class RunWatch:
 
     def _fold(self, events: list[dict[str, Any]]) -> None:
         for ev in events:
-            if ev.get("ev") == STOP_EVENT and self.stop is None:
+            if ev.get("ev") == EV_STOP and self.stop is None:
                 self._request(Stop(str(ev.get("reason")), ev["t"]), ev["t"] + HOOK_GRACE_S)
 
     def _request(self, stop: Stop, escalate_at: float) -> None:

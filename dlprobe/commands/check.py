@@ -15,10 +15,9 @@ from dlprobe.check.limits import RunWatch, Stop
 from dlprobe.check.rules import RuleResult, evaluate, failed, script_failed
 from dlprobe.commands.options import SCRIPT_ARGS, out_option
 from dlprobe.errors import DlprobeError
-from dlprobe.in_training.run_limits import STOP_EVENT
-from dlprobe.rundir.files import EVENTS_FILE, RESULT_FILE, read_json, read_jsonl, write_json
+from dlprobe.rundir.files import read_json, read_jsonl, write_json
+from dlprobe.rundir.schema import CHECK_FILE, EV_STOP, EVENTS_FILE, RESULT_FILE, STOP_REASON_HANG, Result
 
-CHECK_FILE = "check.json"
 PASSED, FAILED, USAGE, SCRIPT_FAILED = 0, 1, 2, 3
 
 
@@ -109,7 +108,7 @@ def exit_code_for(rows: list[RuleResult], report: dict[str, Any], stop: Stop | N
 def _stop_from_events(run_dir: Path) -> Stop | None:
     """The hooks' own stop, for a run that ended before the supervisor read the event."""
     for ev in read_jsonl(run_dir / EVENTS_FILE):
-        if ev.get("ev") == STOP_EVENT:
+        if ev.get("ev") == EV_STOP:
             return Stop(str(ev.get("reason")), float(ev.get("t", 0.0)))
     return None
 
@@ -117,8 +116,8 @@ def _stop_from_events(run_dir: Path) -> Stop | None:
 def _hang_stop(run_dir: Path, hang_timeout: float | None) -> Stop | None:
     """The run's hang guard ended the run (--on-hang stop): a failed hang rule."""
     result_file = run_dir / RESULT_FILE
-    result = read_json(result_file) if result_file.exists() else {}
-    if not str(result.get("stopped_by", "")).startswith("dlprobe: --on-hang stop"):
+    result: Result = read_json(result_file) if result_file.exists() else {}
+    if result.get("stop_reason") != STOP_REASON_HANG:
         return None
     return Stop("hang", float(result.get("ended_at", 0.0)), hang_timeout)
 

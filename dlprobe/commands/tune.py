@@ -56,18 +56,19 @@ def tune_and_report(
     """0 with a recommendation, 1 without one (every trial failed or none fits in memory)."""
     from dlprobe.render.tune_table import tune_summary
     from dlprobe.rundir.files import write_json_option
-    from dlprobe.supervisor.tune_sweep import PLOT_FILE, TuneOptions, run_tune
+    from dlprobe.rundir.schema import TUNE_PLOT_FILE
+    from dlprobe.supervisor.tune_sweep import TuneOptions, run_tune
 
     options = TuneOptions(script, args, out, budget_s, batches, loader, max_workers, tolerance)
     result = run_tune(options)
-    plot_path: str | None = str(Path(result["dir"]) / PLOT_FILE)
+    plot_path: str | None = str(Path(result["dir"]) / TUNE_PLOT_FILE)
     problem = None
     try:
         from dlprobe.render.tune_plot import plot_tune
 
-        plot_tune(result, Path(result["dir"]) / PLOT_FILE)
+        plot_tune(result, Path(result["dir"]) / TUNE_PLOT_FILE)
     except Exception as exc:  # the numbers matter more than the picture
-        plot_path, problem = None, f"could not draw {PLOT_FILE}: {exc}"
+        plot_path, problem = None, f"could not draw {TUNE_PLOT_FILE}: {exc}"
     if console is not None:
         console.print(tune_summary(result, plot_path))
         if problem:

@@ -10,6 +10,7 @@ from types import TracebackType
 
 from dlprobe.in_training import hooks
 from dlprobe.in_training.event_log import get_log
+from dlprobe.rundir.schema import EV_SCRIPT_ERROR, EV_START
 
 _OWN_FILES = (os.path.dirname(os.path.abspath(__file__)), "<frozen runpy>", os.path.abspath(runpy.__file__))
 
@@ -28,7 +29,7 @@ def main() -> None:
     hooks.install()
     log = get_log()
     if log is not None:
-        log.emit("start", script=script, argv=args, python=sys.version.split()[0])
+        log.emit(EV_START, script=script, argv=args, python=sys.version.split()[0])
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     try:
@@ -42,7 +43,7 @@ def main() -> None:
         where = traceback.extract_tb(tb)[-1] if tb is not None else None
         if log is not None:
             log.emit(
-                "script_error",
+                EV_SCRIPT_ERROR,
                 type=type(exc).__name__,
                 message=str(exc)[:4000],
                 file=where.filename if where else getattr(exc, "filename", None),

@@ -7,8 +7,7 @@ import os
 import time
 from typing import Any
 
-EVENTS_FILE = "events.jsonl"
-RUN_DIR_ENV = "DLPROBE_RUN_DIR"
+from dlprobe.rundir.schema import EVENTS_FILE, RUN_DIR_ENV
 
 
 class EventLog:

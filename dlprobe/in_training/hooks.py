@@ -18,16 +18,31 @@ from typing import Any
 from dlprobe.in_training import inflight, runtime_state, startup_profile
 from dlprobe.in_training.batch_info import describe_batch
 from dlprobe.in_training.dataset_inspect import summarize_dataset
-from dlprobe.in_training.event_log import RUN_DIR_ENV, get_log
+from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.run_limits import LIMITS
 from dlprobe.in_training.sample_hashes import DuplicateCounter
+from dlprobe.rundir.schema import (
+    EV_ACCEL,
+    EV_BATCH_INFO,
+    EV_BATCHES,
+    EV_DUPES,
+    EV_EPOCH,
+    EV_EPOCH_END,
+    EV_FORK_STATE,
+    EV_LOADER,
+    EV_LOADER_ERROR,
+    EV_START_METHOD,
+    EV_TAKEOVER,
+    EV_TAKEOVER_DONE,
+    RUN_DIR_ENV,
+    TAKEOVER_ENV,
+    TAKEOVER_LOADER_ENV,
+)
 from dlprobe.system.procmem import read_smaps_rollup
 
 DATALOADER_MODULE = "torch.utils.data.dataloader"
 # Commands that need the script's DataLoader but not its training (scan, tune) set these: when loader N is first
 # iterated, the named function "package.module:function" gets the DataLoader, and its int result ends the script.
-TAKEOVER_ENV = "DLPROBE_TAKEOVER"
-TAKEOVER_LOADER_ENV = "DLPROBE_TAKEOVER_LOADER"
 FLUSH_INTERVAL_S = 0.25  # batch timings are sent in chunks so a fast loop costs one write per chunk
 
 
@@ -59,14 +74,14 @@ class LoaderProbe:
                 {"worker_id": i, "pid": w.pid, "memory": read_smaps_rollup(w.pid)}
                 for i, w in enumerate(iterator._workers)
             ]
-        _emit("epoch", loader=self.loader_id, epoch=self.epoch, iter_s=round(iter_s, 6), workers=workers)
+        _emit(EV_EPOCH, loader=self.loader_id, epoch=self.epoch, iter_s=round(iter_s, 6), workers=workers)
 
     def record_batch(self, wait_s: float, batch: Any) -> None:
         self.batches += 1
         self.pending.append(round(wait_s, 6))
         if not self.described_batch:
             self.described_batch = True
-            _emit("batch_info", loader=self.loader_id, epoch=self.epoch, **describe_batch(batch))
+            _emit(EV_BATCH_INFO, loader=self.loader_id, epoch=self.epoch, **describe_batch(batch))
         if self.dupes is not None:
             try:
                 self.dupes.add_batch(batch)
@@ -79,13 +94,13 @@ class LoaderProbe:
         if self.epoch_open:
             self.flush()
             self.epoch_open = False
-            _emit("epoch_end", loader=self.loader_id, epoch=self.epoch, batches=self.batches)
+            _emit(EV_EPOCH_END, loader=self.loader_id, epoch=self.epoch, batches=self.batches)
 
     def record_error(self, exc: BaseException) -> None:
         self.flush()
         cause = exc.__cause__
         _emit(
-            "loader_error",
+            EV_LOADER_ERROR,
             loader=self.loader_id,
             epoch=self.epoch,
             type=type(exc).__name__,
@@ -97,9 +112,9 @@ class LoaderProbe:
         self.last_flush = time.perf_counter()
         if self.pending:
             waits, self.pending = self.pending, []
-            _emit("batches", loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches)
+            _emit(EV_BATCHES, loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches)
         if self.dupes is not None and self.dupes.changed:
-            _emit("dupes", loader=self.loader_id, epoch=self.epoch, **self.dupes.summary())
+            _emit(EV_DUPES, loader=self.loader_id, epoch=self.epoch, **self.dupes.summary())
 
 
 _probes: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary()
@@ -141,9 +156,9 @@ def _probe_for(loader: Any) -> LoaderProbe:
         _all_probes.append(probe)
         probe.hash_samples = bool(getattr(loader, "_dataset_kind", 0))  # _DatasetKind.Iterable == 1
         try:
-            _emit("loader", **_loader_config(loader, probe.loader_id))
+            _emit(EV_LOADER, **_loader_config(loader, probe.loader_id))
         except Exception as exc:  # inspection must never break training
-            _emit("loader", loader=probe.loader_id, inspect_error=repr(exc))
+            _emit(EV_LOADER, loader=probe.loader_id, inspect_error=repr(exc))
     return probe
 
 
@@ -187,7 +202,7 @@ def patch_dataloader(module: ModuleType) -> None:
         if self.num_workers > 0 and (previous is None or not self.persistent_workers):
             # Threads, OpenMP and CUDA state right before the fork: a thread holding a lock now leaves it
             # locked forever in every worker (hang causes and the fork-hazard finding read this).
-            _emit("fork_state", loader=probe.loader_id, epoch=probe.epoch + 1, **runtime_state.fork_snapshot())
+            _emit(EV_FORK_STATE, loader=probe.loader_id, epoch=probe.epoch + 1, **runtime_state.fork_snapshot())
         start = time.perf_counter()
         try:
             iterator = original_iter(self)
@@ -198,7 +213,7 @@ def patch_dataloader(module: ModuleType) -> None:
         if new_iterator and probe.epoch < 0:
             method = _start_method_of(self, iterator)
             if method:
-                _emit("start_method", loader=probe.loader_id, start_method=method)
+                _emit(EV_START_METHOD, loader=probe.loader_id, start_method=method)
         probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
         _iterators[iterator] = probe
         if new_iterator:
@@ -226,7 +241,7 @@ def patch_dataloader(module: ModuleType) -> None:
             inflight.loop_outside(probe.loader_id, probe.batches)
         probe.record_batch(time.perf_counter() - start, batch)
         if probe.batches == 2:  # by now the loop has had one step to move a batch to a device
-            _emit("accel", loader=probe.loader_id, **runtime_state.accel_state(self))
+            _emit(EV_ACCEL, loader=probe.loader_id, **runtime_state.accel_state(self))
         return batch
 
     loader_cls.__init__ = __init__
@@ -244,10 +259,10 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
         return
     module_name, _, function_name = target.partition(":")
     function = getattr(importlib.import_module(module_name), function_name)
-    _emit("takeover", loader=loader_id, function=target)
+    _emit(EV_TAKEOVER, loader=loader_id, function=target)
     flush_all()
     code = function(loader)
-    _emit("takeover_done", loader=loader_id, exit_code=code)
+    _emit(EV_TAKEOVER_DONE, loader=loader_id, exit_code=code)
     raise SystemExit(code)
 
 

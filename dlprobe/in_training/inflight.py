@@ -25,7 +25,6 @@ from dlprobe.rundir.inflight_format import (
     ENDED,
     FAILED,
     FAILED_INDICES,
-    FAULTHANDLER_FILE,
     FETCH,
     GETITEM,
     HEADER,
@@ -55,11 +54,11 @@ from dlprobe.rundir.inflight_format import (
     SAMPLE,
     SEQ,
     SLOT_SIZE,
-    STACKS_DIR,
     VERSION,
     WAITING,
     slot_path,
 )
+from dlprobe.rundir.schema import FAULTHANDLER_FILE, STACKS_DIR
 
 # faulthandler dumps every thread's Python stack on this signal: the fallback when py-spy cannot attach.
 # A real-time signal, because the script may well use SIGUSR1/SIGUSR2 itself.

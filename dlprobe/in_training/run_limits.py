@@ -7,10 +7,7 @@ import threading
 import time
 
 from dlprobe.in_training.event_log import get_log
-
-STOP_AFTER_BATCHES_ENV = "DLPROBE_STOP_AFTER_BATCHES"
-STOP_AT_ENV = "DLPROBE_STOP_AT"  # a wall-clock deadline (time.time()), shared with the supervisor's clock
-STOP_EVENT = "stop"
+from dlprobe.rundir.schema import EV_STOP, STOP_AFTER_BATCHES_ENV, STOP_AT_ENV
 
 
 class RunLimits:
@@ -48,7 +45,7 @@ class RunLimits:
         self.stopped = True
         log = get_log()
         if log is not None:
-            log.emit(STOP_EVENT, reason=reason, batches=batches)
+            log.emit(EV_STOP, reason=reason, batches=batches)
         if threading.current_thread() is threading.main_thread():
             raise SystemExit(0)
 

@@ -9,6 +9,7 @@ import time
 from types import FrameType
 
 from dlprobe.in_training.event_log import get_log
+from dlprobe.rundir.schema import EV_STARTUP_PROFILE, NO_STARTUP_PROFILE_ENV
 
 INTERVAL_S = 0.01  # 100 Hz while start-up is short; slower later so a 30-minute directory walk stays cheap
 SLOW_INTERVAL_S = 0.05
@@ -98,7 +99,7 @@ class StartupProfiler:
         if log is None:
             return
         log.emit(
-            "startup_profile",
+            EV_STARTUP_PROFILE,
             reason=reason,
             started=self.started,
             stopped=time.time(),
@@ -119,7 +120,7 @@ _profiler: StartupProfiler | None = None
 def start() -> None:
     """Start sampling (once per process); every fork stops it first, so no worker inherits a probe thread."""
     global _profiler
-    if _profiler is not None or os.environ.get("DLPROBE_NO_STARTUP_PROFILE"):
+    if _profiler is not None or os.environ.get(NO_STARTUP_PROFILE_ENV):
         return
     _profiler = StartupProfiler()
     _profiler.start()

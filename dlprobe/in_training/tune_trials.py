@@ -13,9 +13,16 @@ from typing import Any
 
 from dlprobe.in_training import hooks
 from dlprobe.in_training.event_log import get_log
+from dlprobe.rundir.schema import (
+    EV_TRIAL_END,
+    EV_TRIAL_SKIPPED,
+    EV_TRIAL_START,
+    EV_TUNE_LOADER,
+    TAKEOVER_ENV,
+    TUNE_CONFIG_ENV,
+)
 from dlprobe.tune.plan import first_stage, later_stages
 
-CONFIG_ENV = "DLPROBE_TUNE_CONFIG"
 MIN_TRIAL_S = 1.5  # a trial gets at least this long (worker start-up included)
 EXIT_NO_BATCHES = 3
 EXIT_TRIAL_HUNG = 4
@@ -178,7 +185,7 @@ class _Watchdog:
 
     def _run(self, after_s: float) -> None:
         if not self.done.wait(after_s):
-            _emit("trial_end", **self.spec, status="hung", error=f"no batch for {after_s:.0f} s in the main process")
+            _emit(EV_TRIAL_END, **self.spec, status="hung", error=f"no batch for {after_s:.0f} s in the main process")
             os._exit(EXIT_TRIAL_HUNG)
 
     def cancel(self) -> None:
@@ -216,11 +223,11 @@ def _throughput(start: float, stamps: list[float], counts: list[int], nw: int, p
 
 def run_trials(loader: Any) -> int:
     """The takeover entry point: runs the plan in $DLPROBE_TUNE_CONFIG and returns the exit code."""
-    os.environ.pop(hooks.TAKEOVER_ENV, None)  # trial loaders must not be taken over again
-    config = json.loads(os.environ.get(CONFIG_ENV, "{}"))
+    os.environ.pop(TAKEOVER_ENV, None)  # trial loaders must not be taken over again
+    config = json.loads(os.environ.get(TUNE_CONFIG_ENV, "{}"))
     info = describe(loader)
     accelerator = _accelerator()
-    _emit("tune_loader", accelerator=accelerator, **info)
+    _emit(EV_TUNE_LOADER, accelerator=accelerator, **info)
     # Trials try more workers than cores on purpose; PyTorch's warning about it would only be noise here.
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     if info["batches_per_epoch"] == 0:
@@ -251,12 +258,12 @@ def run_trials(loader: Any) -> int:
         remaining = deadline - time.time()
         left = max(1, len(plan) - i + 1 + (0 if staged else 2))
         if remaining < MIN_TRIAL_S:
-            _emit("trial_skipped", **spec, reason="budget spent")
+            _emit(EV_TRIAL_SKIPPED, **spec, reason="budget spent")
             done[spec["key"]] = spec
             continue
-        _emit("trial_start", **spec)
+        _emit(EV_TRIAL_START, **spec)
         result = measure(loader, spec, batches, max(MIN_TRIAL_S, remaining / left), deadline)
         record = spec | result
         done[spec["key"]] = record
-        _emit("trial_end", **record)
+        _emit(EV_TRIAL_END, **record)
     return 0

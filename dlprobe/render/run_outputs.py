@@ -9,7 +9,8 @@ from rich.console import Console
 
 from dlprobe.analysis.report import report_for
 from dlprobe.render.terminal import print_summary
-from dlprobe.rundir.files import PLOT_FILE, REPORT_FILE, write_json, write_json_option
+from dlprobe.rundir.files import write_json, write_json_option
+from dlprobe.rundir.schema import PLOT_FILE, REPORT_FILE
 
 
 def write_outputs(run_dir: Path, console: Console | None, json_path: str | None = None) -> dict[str, Any]:

@@ -10,15 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.errors import DlprobeError
-from dlprobe.in_training.event_log import EVENTS_FILE
+from dlprobe.rundir.schema import META_FILE, RUN_SCHEMA_VERSION, run_schema_version
 
-META_FILE = "meta.json"
-SAMPLES_FILE = "samples.jsonl"
-RESULT_FILE = "result.json"
-REPORT_FILE = "report.json"
-PLOT_FILE = "memory.png"
-STDOUT_FILE = "stdout.log"
-STDERR_FILE = "stderr.log"
 DEFAULT_ROOT = "dlprobe-runs"
 
 
@@ -122,22 +115,30 @@ def open_run_dir(path: str) -> Path:
             f"{path} is not a dlprobe run directory (no {META_FILE})",
             hint="pass a directory made by `dlprobe run`, e.g. one under ./dlprobe-runs/",
         )
+    try:
+        meta = read_json(run / META_FILE)
+    except (OSError, ValueError) as exc:
+        raise DlprobeError(
+            f"cannot read {run / META_FILE}: {exc}", hint="the run directory is damaged; record the run again"
+        ) from None
+    # Older runs (no schema_version) read fine; a newer one may mean what this dlprobe cannot know.
+    version = run_schema_version(meta if isinstance(meta, dict) else {})
+    if version > RUN_SCHEMA_VERSION:
+        raise DlprobeError(
+            f"{path} was recorded by a newer dlprobe "
+            f"(run format {version}; this dlprobe reads up to {RUN_SCHEMA_VERSION})",
+            hint="upgrade dlprobe (pip install -U dlprobe) to read this run",
+        )
     return run
 
 
 __all__ = [
-    "EVENTS_FILE",
-    "META_FILE",
-    "PLOT_FILE",
-    "REPORT_FILE",
-    "RESULT_FILE",
-    "SAMPLES_FILE",
-    "STDERR_FILE",
-    "STDOUT_FILE",
+    "DEFAULT_ROOT",
     "JsonlTail",
     "create_run_dir",
     "open_run_dir",
     "read_json",
     "read_jsonl",
     "write_json",
+    "write_json_option",
 ]

@@ -14,10 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-INFLIGHT_DIR = "inflight"
-STACKS_DIR = "stacks"  # stack dumps: py-spy JSON and the targets' own faulthandler output
-# Every process of the target appends here when signalled; the supervisor signals one process at a time.
-FAULTHANDLER_FILE = "faulthandler.txt"
+from dlprobe.rundir.schema import INFLIGHT_DIR, INFLIGHT_SLOT_SUFFIX, inflight_slot_name
+
 MAGIC = b"DLPI"
 VERSION = 1
 SLOT_SIZE = 4096  # one page
@@ -63,7 +61,7 @@ assert OFF_FAILED_INDICES + FAILED_INDICES.size <= SLOT_SIZE
 
 
 def slot_path(run_dir: str | Path, pid: int) -> Path:
-    return Path(run_dir) / INFLIGHT_DIR / f"{pid}.bin"
+    return Path(run_dir) / INFLIGHT_DIR / inflight_slot_name(pid)
 
 
 def _index_list(values: tuple[int, ...], n: int, kind: int, first: int) -> list[int | None]:
@@ -170,8 +168,9 @@ def read_all(run_dir: Path) -> dict[int, dict[str, Any]]:
     except OSError:
         return slots
     for name in names:
-        if name.endswith(".bin") and name[:-4].isdigit():
+        pid = name.removesuffix(INFLIGHT_SLOT_SUFFIX)
+        if name.endswith(INFLIGHT_SLOT_SUFFIX) and pid.isdigit():
             slot = read_slot(folder / name)
             if slot is not None:
-                slots[int(name[:-4])] = slot
+                slots[int(pid)] = slot
     return slots

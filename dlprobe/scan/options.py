@@ -7,9 +7,9 @@ import os
 from dataclasses import asdict, dataclass
 
 from dlprobe.errors import DlprobeError
+from dlprobe.rundir.schema import SCAN_OPTIONS_ENV
 from dlprobe.units import parse_duration
 
-SCAN_OPTIONS_ENV = "DLPROBE_SCAN_OPTIONS"
 START_METHODS = ("auto", "fork", "spawn", "forkserver")
 DEFAULT_SAMPLE_TIMEOUT_S = 60.0
 

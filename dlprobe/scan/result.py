@@ -6,6 +6,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlprobe.rundir.schema import (
+    EV_LOADER,
+    EV_SCAN_BAD,
+    EV_SCAN_END,
+    EV_SCAN_ERROR,
+    EV_SCAN_PROGRESS,
+    EV_SCAN_START,
+    EV_SCRIPT_ERROR,
+    EV_TAKEOVER,
+)
+
 SCHEMA_VERSION = 1
 KINDS = ("exception", "crash", "timeout", "none", "shape", "dtype", "nan")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
@@ -44,29 +55,29 @@ class ScanResult:
     def feed(self, events: list[dict[str, Any]]) -> None:
         for ev in events:
             kind = ev.get("ev")
-            if kind == "loader":
+            if kind == EV_LOADER:
                 self.loaders_seen.add(int(ev.get("loader", 0)))
-            elif kind == "takeover":
+            elif kind == EV_TAKEOVER:
                 self.taken_over = True
-            elif kind == "scan_start":
+            elif kind == EV_SCAN_START:
                 self.started = True
                 for name in ("dataset_type", "iterable", "total", "selected", "workers", "start_method", "shapes"):
                     setattr(self, name, ev.get(name))
                 self.shape_note = ev.get("shape_note")
-            elif kind == "scan_progress":
+            elif kind == EV_SCAN_PROGRESS:
                 self.scanned = int(ev["done"])
-            elif kind == "scan_bad":
+            elif kind == EV_SCAN_BAD:
                 entry = {k: ev[k] for k in ("index", "kind", "detail", "path", "where") if ev.get(k) is not None}
                 self.bad_by_index[int(ev["index"])] = entry
-            elif kind == "scan_end":
+            elif kind == EV_SCAN_END:
                 self.scanned = int(ev["scanned"])
                 self.duration_s = ev.get("duration_s")
                 self.interrupted = self.interrupted or bool(ev.get("interrupted"))
                 self.complete = not self.interrupted
                 self.note = ev.get("note")
-            elif kind == "scan_error":
+            elif kind == EV_SCAN_ERROR:
                 self.error = (str(ev.get("message")), str(ev.get("hint") or ""))
-            elif kind == "script_error":
+            elif kind == EV_SCRIPT_ERROR:
                 self.script_error = ev
 
     @property

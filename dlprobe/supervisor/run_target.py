@@ -19,17 +19,20 @@ from rich.text import Text
 
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError
-from dlprobe.in_training.event_log import RUN_DIR_ENV
-from dlprobe.rundir.files import (
+from dlprobe.rundir.files import JsonlTail, create_run_dir, write_json
+from dlprobe.rundir.schema import (
+    EV_BATCHES,
+    EV_EPOCH,
     EVENTS_FILE,
     META_FILE,
     RESULT_FILE,
+    RUN_DIR_ENV,
+    RUN_SCHEMA_VERSION,
     SAMPLES_FILE,
     STDERR_FILE,
     STDOUT_FILE,
-    JsonlTail,
-    create_run_dir,
-    write_json,
+    Meta,
+    Result,
 )
 from dlprobe.supervisor.hang.guard import RunGuard
 from dlprobe.supervisor.hang.watch import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
@@ -146,11 +149,11 @@ class Progress:
     def feed(self, events: list[dict[str, Any]], sampler: Sampler) -> None:
         for ev in events:
             kind = ev.get("ev")
-            if kind == "epoch":
+            if kind == EV_EPOCH:
                 for w in ev.get("workers") or []:
                     self.workers[int(w["pid"])] = (ev["loader"], w["worker_id"])
                     sampler.add_pid(int(w["pid"]), worker=True)
-            elif kind == "batches":
+            elif kind == EV_BATCHES:
                 lid = ev["loader"]
                 self.batches[lid] = ev.get("total", 0)
                 self.wait_s[lid] = self.wait_s.get(lid, 0.0) + sum(ev.get("waits") or [])
@@ -181,7 +184,8 @@ def run_script(options: RunOptions) -> RunOutcome:
     check_hang_options(options)
     run_dir = create_run_dir(options.out, options.script)
     started = time.time()
-    meta: dict[str, Any] = {
+    meta: Meta = {
+        "schema_version": RUN_SCHEMA_VERSION,
         "dlprobe_version": __version__,
         "script": options.script,
         "argv": options.args,
@@ -228,17 +232,15 @@ def run_script(options: RunOptions) -> RunOutcome:
                 signal.signal(sig, handler)
     returncode = child.returncode
     exit_code = returncode if returncode >= 0 else 128 - returncode
-    write_json(
-        run_dir / RESULT_FILE,
-        {
-            "returncode": returncode,
-            "exit_code": exit_code,
-            "signal": signal.Signals(-returncode).name if returncode < 0 else None,
-            "ended_at": time.time(),
-            "supervisor": _own_cost(),
-            **guard.finish(known),
-        },
-    )
+    result: Result = {
+        "returncode": returncode,
+        "exit_code": exit_code,
+        "signal": signal.Signals(-returncode).name if returncode < 0 else None,
+        "ended_at": time.time(),
+        "supervisor": _own_cost(),
+        **guard.finish(known),
+    }
+    write_json(run_dir / RESULT_FILE, result)
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
     return RunOutcome(run_dir, exit_code)
 

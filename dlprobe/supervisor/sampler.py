@@ -9,6 +9,7 @@ from typing import IO, Any
 
 import psutil
 
+from dlprobe.rundir.schema import SAMPLE_GONE, SAMPLE_PROC, SAMPLE_READING
 from dlprobe.system import procmem
 
 TICK_S = 0.25  # cheap readings (statm, /dev/shm, meminfo, cgroup) this often
@@ -59,7 +60,7 @@ class Sampler:
             started: float | None = proc.create_time()
         except psutil.Error:
             ppid = started = None
-        self._write({"k": "proc", "pid": pid, "ppid": ppid, "comm": procmem.read_comm(pid), "start": started})
+        self._write({"k": SAMPLE_PROC, "pid": pid, "ppid": ppid, "comm": procmem.read_comm(pid), "start": started})
 
     def discover(self) -> None:
         """Every descendant of the target: fork workers are children, forkserver ones grandchildren."""
@@ -87,7 +88,7 @@ class Sampler:
                 rss = procmem.read_rss(pid)
                 if rss is None:
                     self.gone.add(pid)
-                    self._write({"k": "gone", "pid": pid, "t": round(now, 3)})
+                    self._write({"k": SAMPLE_GONE, "pid": pid, "t": round(now, 3)})
                     continue
                 values = {"rss": rss}
             readings[str(pid)] = values
@@ -97,7 +98,7 @@ class Sampler:
             self.full_cost_s = time.perf_counter() - start
             self.full_interval = min(MAX_FULL_S, max(MIN_FULL_S, self.full_cost_s / FULL_BUDGET))
             self.next_full = now + self.full_interval
-        row: dict[str, Any] = {"k": "s", "t": round(now, 3), "p": readings}
+        row: dict[str, Any] = {"k": SAMPLE_READING, "t": round(now, 3), "p": readings}
         shm = procmem.shm_usage()
         if shm:
             row["shm"] = shm

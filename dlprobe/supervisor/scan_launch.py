@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from dlprobe.errors import DlprobeError
-from dlprobe.in_training.event_log import RUN_DIR_ENV
-from dlprobe.in_training.hooks import TAKEOVER_ENV, TAKEOVER_LOADER_ENV
-from dlprobe.rundir.files import EVENTS_FILE, JsonlTail
-from dlprobe.scan.options import SCAN_OPTIONS_ENV, ScanOptions
+from dlprobe.rundir.files import JsonlTail
+from dlprobe.rundir.schema import EVENTS_FILE, RUN_DIR_ENV, SCAN_OPTIONS_ENV, TAKEOVER_ENV, TAKEOVER_LOADER_ENV
+from dlprobe.scan.options import ScanOptions
 from dlprobe.scan.progress import ScanProgress
 from dlprobe.scan.result import ScanResult
 from dlprobe.supervisor.run_target import check_script

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.rundir.files import write_json
+from dlprobe.rundir.schema import EV_BATCHES, PY_SPY_LOG_FILE, STACKS_FILE, STACKS_META_FILE
 
-STACKS_FILE = "stacks.txt"  # py-spy's raw (collapsed) format: one line per distinct stack, with its count
-STACKS_META_FILE = "stacks.json"
 RATE_ENV = "DLPROBE_STACK_RATE"
 DEFAULT_RATE = 10  # samples/s: enough to rank hotspots within the window; ~3% of a core for 9 processes
 # Sampling costs the target CPU, so it runs only where it can pay off: once the loop is seen waiting for data
@@ -52,7 +51,7 @@ class StackRecorder:
     def observe(self, events: list[dict[str, Any]], now: float) -> None:
         """Start when the loop has waited for data a large share of the time; stop after the window."""
         for ev in events:
-            if ev.get("ev") == "batches":
+            if ev.get("ev") == EV_BATCHES:
                 waits = ev.get("waits") or []
                 if self.first_batch_t is None:
                     self.first_batch_t = ev["t"] - sum(waits)
@@ -92,7 +91,7 @@ class StackRecorder:
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                stderr=(self.run_dir / "py-spy.log").open("wb"),
+                stderr=(self.run_dir / PY_SPY_LOG_FILE).open("wb"),
                 start_new_session=True,  # a Ctrl-C for the script must not stop the sampler first
             )
         except OSError as exc:
@@ -112,7 +111,7 @@ class StackRecorder:
                     proc.kill()
                     proc.wait()
             if proc.returncode not in (0, -signal.SIGINT) and not (self.run_dir / STACKS_FILE).exists():
-                self.error = _log_tail(self.run_dir / "py-spy.log") or f"py-spy exited with {proc.returncode}"
+                self.error = _log_tail(self.run_dir / PY_SPY_LOG_FILE) or f"py-spy exited with {proc.returncode}"
         if self.started:
             write_json(self.run_dir / STACKS_META_FILE, {"rate": self.rate, "error": self.error, "window_s": WINDOW_S})
 

@@ -15,9 +15,16 @@ import psutil
 from dlprobe import __version__
 from dlprobe.analysis.model import RunData, load_run
 from dlprobe.errors import DlprobeError
-from dlprobe.in_training.hooks import TAKEOVER_ENV, TAKEOVER_LOADER_ENV
-from dlprobe.in_training.tune_trials import CONFIG_ENV, EXIT_NO_BATCHES
+from dlprobe.in_training.tune_trials import EXIT_NO_BATCHES
 from dlprobe.rundir.files import DEFAULT_ROOT, create_run_dir, write_json
+from dlprobe.rundir.schema import (
+    EV_TUNE_LOADER,
+    STDERR_FILE,
+    TAKEOVER_ENV,
+    TAKEOVER_LOADER_ENV,
+    TUNE_CONFIG_ENV,
+    TUNE_RESULT_FILE,
+)
 from dlprobe.supervisor.run_target import RunOptions, check_script, run_script
 from dlprobe.system.cpus import cpu_facts
 from dlprobe.tune.plan import worker_counts
@@ -28,8 +35,6 @@ MAX_ATTEMPTS = 4  # a trial that kills the process costs one restart of the scri
 SHUTDOWN_S = 3.0  # kept from the budget for the last trial's workers to stop and the process to exit
 GRACE_S = 20.0  # beyond the budget before a stuck process is killed
 MIN_ATTEMPT_S = 5.0
-RESULT_FILE = "tune.json"
-PLOT_FILE = "tune.png"
 
 
 @dataclass
@@ -102,13 +107,13 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
                   "done": [{"key": t["key"], "stage": t.get("stage"), "samples_per_s": t.get("samples_per_s"),
                             "num_workers": t["num_workers"], "prefetch_factor": t.get("prefetch_factor"),
                             "pin_memory": t.get("pin_memory"), "status": t.get("status")} for t in trials]}  # fmt: skip
-        env = {TAKEOVER_ENV: RUNNER, TAKEOVER_LOADER_ENV: str(options.loader), CONFIG_ENV: json.dumps(config)}
+        env = {TAKEOVER_ENV: RUNNER, TAKEOVER_LOADER_ENV: str(options.loader), TUNE_CONFIG_ENV: json.dumps(config)}
         limit = _TimeLimit(max(1.0, remaining) + GRACE_S)
         attempt_dir = str(root / f"attempt-{attempt}")
         outcome = run_script(RunOptions(options.script, options.args, attempt_dir, live=False, env=env, on_tick=limit))
         run = load_run(outcome.run_dir)
         first_run = first_run or run
-        loader_info = next((e for e in run.events if e.get("ev") == "tune_loader"), None)
+        loader_info = next((e for e in run.events if e.get("ev") == EV_TUNE_LOADER), None)
         if loader_info is None:
             _no_takeover(run, options, outcome.exit_code)
         info = info or loader_info
@@ -151,7 +156,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         "recommended": _public(recommended),
         "reason": reason,
     }
-    write_json(root / RESULT_FILE, result)
+    write_json(root / TUNE_RESULT_FILE, result)
     return result
 
 
@@ -168,7 +173,7 @@ def _no_takeover(run: RunData, options: TuneOptions, exit_code: int) -> None:
     error = run.script_error
     if error is not None:
         message = f"the script raised {error['type']}: {error.get('message', '')} before iterating a DataLoader"
-        hint = f"fix the script first (its output is in {run.path}/stderr.log)"
+        hint = f"fix the script first (its output is in {run.path / STDERR_FILE})"
     elif loaders and options.loader >= loaders:
         message = f"the script iterated {loaders} DataLoader(s), so there is no loader {options.loader}"
         hint = f"pass --loader between 0 and {loaders - 1}"

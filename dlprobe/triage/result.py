@@ -9,6 +9,7 @@ from typing import Any
 
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError
+from dlprobe.rundir.schema import STDERR_FILE
 from dlprobe.triage.logscan import LogScan, open_log, scan_stream
 from dlprobe.triage.machine import KernelLog, MachineFacts, check_machine, log_time, read_kernel_log
 from dlprobe.triage.patterns import BY_ID, FAILURE
@@ -34,7 +35,7 @@ def read_log(path: str) -> LogScan:
     except OSError as exc:
         raise DlprobeError(f"cannot read {path}: {exc.strerror or exc}", hint) from None
     if stat.S_ISDIR(mode):
-        inside = p / "stderr.log"
+        inside = p / STDERR_FILE
         dir_hint = f"`dlprobe triage {inside}`" if inside.is_file() else "pass a log file inside it"
         raise DlprobeError(f"{path} is a directory, not a log file", f"{dir_hint}") from None
     if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # a device like /dev/zero would never end

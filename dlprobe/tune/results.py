@@ -6,6 +6,7 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.model import RunData
+from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START
 
 MEMORY_SHARE = 0.9  # a configuration fits when its projected memory stays under this share of what is available
 DUPLICATE_SHARE = 0.2
@@ -94,9 +95,9 @@ def collect_trials(
     for ev in run.events:  # in the order the trials ran
         kind = ev.get("ev")
         base = {k: ev.get(k) for k in ("key", "num_workers", "prefetch_factor", "pin_memory", "stage")}
-        if kind == "trial_skipped":
+        if kind == EV_TRIAL_SKIPPED:
             rows.append(base | {"status": "skipped", "error": ev.get("reason")})
-        if kind != "trial_start":
+        if kind != EV_TRIAL_START:
             continue
         end = ends.get(ev["key"])
         if end is None:

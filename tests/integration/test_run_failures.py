@@ -16,7 +16,8 @@ import psutil
 import pytest
 
 from dlprobe.rundir.inflight_format import read_all
-from tests.conftest import SCRIPTS, needs_small_shm, run_dlprobe, run_with_small_shm
+from dlprobe.rundir.schema import STOP_REASON_HANG
+from tests.conftest import SCRIPTS, names_not_in_schema, needs_small_shm, run_dlprobe, run_with_small_shm
 
 FAULTY = str(SCRIPTS / "faulty_worker.py")
 HANG_OPTIONS = ["--quiet", "--hang-timeout", "3", "--on-hang", "stop"]
@@ -71,8 +72,9 @@ def test_blocked_sample_is_a_worker_hang_with_the_users_frame(tmp_path):
     assert ev["stack_tool"].startswith("py-spy")
     assert "misbehave" in finding["title"]
     result = json.loads((run_dir / "result.json").read_text())
-    assert result["stopped_by"] and result["survivors"] == []
+    assert result["stopped_by"] and result["stop_reason"] == STOP_REASON_HANG and result["survivors"] == []
     assert list((run_dir / "stacks").glob("hang1-*.json")), "py-spy output is kept in the run directory"
+    assert names_not_in_schema(run_dir) == []
     _assert_no_leftovers(report)
 
 

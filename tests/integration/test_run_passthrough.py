@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
-from tests.conftest import SCRIPTS, run_dlprobe
+from dlprobe.rundir.schema import META_FILE, RUN_SCHEMA_VERSION
+from tests.conftest import SCRIPTS, names_not_in_schema, run_dlprobe
 
 
 def _plain(script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -78,6 +80,35 @@ def test_report_command_rerenders_a_saved_run(probe, tmp_path):
     assert again == saved
     assert (result.run_dir / "memory.png").exists()
     assert "DataLoaders" in proc.stdout
+
+
+def test_run_directory_format_version_older_reads_newer_is_refused(probe, tmp_path):
+    result = probe("fails_after_batches.py", "0", options=["--quiet"])
+    meta = json.loads((result.run_dir / META_FILE).read_text())
+    assert meta["schema_version"] == RUN_SCHEMA_VERSION
+    assert names_not_in_schema(result.run_dir) == []
+    current = run_dlprobe(["report", str(result.run_dir)], tmp_path)
+    assert current.returncode == 0, current.stderr
+
+    # as written by a dlprobe from before the field: read as version 1, silently (same name length: same wrapping)
+    older = tmp_path / "old"
+    shutil.copytree(result.run_dir, older)
+    del meta["schema_version"]
+    (older / META_FILE).write_text(json.dumps(meta))
+    proc = run_dlprobe(["report", str(older)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == current.stdout.replace(str(result.run_dir), str(older))
+    assert proc.stderr == current.stderr == ""
+
+    newer = tmp_path / "new"
+    shutil.copytree(result.run_dir, newer)
+    meta["schema_version"] = RUN_SCHEMA_VERSION + 1
+    (newer / META_FILE).write_text(json.dumps(meta))
+    proc = run_dlprobe(["report", str(newer)], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("error:") == 1
+    assert "newer dlprobe" in proc.stderr and "upgrade dlprobe" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
 def test_report_on_a_non_run_directory_is_a_usage_error(tmp_path):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dlprobe.in_training.inflight import Slot
 from dlprobe.rundir import inflight_format as fmt
+from dlprobe.rundir.schema import INFLIGHT_DIR
 
 
 def _slot(tmp_path, role=fmt.ROLE_WORKER, loader=1, worker=3):
@@ -115,7 +116,7 @@ def test_reader_never_sees_a_half_written_batch(tmp_path):
 
 def test_read_all_skips_foreign_files(tmp_path):
     _slot(tmp_path)
-    (tmp_path / fmt.INFLIGHT_DIR / "notes.txt").write_text("x")
-    (tmp_path / fmt.INFLIGHT_DIR / "99.bin").write_bytes(b"short")
+    (tmp_path / INFLIGHT_DIR / "notes.txt").write_text("x")
+    (tmp_path / INFLIGHT_DIR / "99.bin").write_bytes(b"short")
     assert list(fmt.read_all(tmp_path)) == [4242]
     assert fmt.read_all(tmp_path / "nowhere") == {}

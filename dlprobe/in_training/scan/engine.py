@@ -24,6 +24,7 @@ from dlprobe.in_training.scan.paths import path_for, path_in_message
 from dlprobe.in_training.scan.plan import ScanPlan, ScanSetupError, make_plan
 from dlprobe.in_training.scan.sample_check import Signature, compare
 from dlprobe.in_training.scan.worker import STARTING, Prepared, map_worker, stream_worker
+from dlprobe.rundir.schema import EV_SCAN_BAD, EV_SCAN_END, EV_SCAN_ERROR, EV_SCAN_PROGRESS, EV_SCAN_START
 from dlprobe.scan.options import ScanOptions
 
 TAKEOVER_FUNCTION = "dlprobe.in_training.scan.engine:take_over"
@@ -177,7 +178,7 @@ class Scanner:
         if path:
             entry["path"] = path
         self.bad[index] = entry
-        self.emit("scan_bad", **entry)
+        self.emit(EV_SCAN_BAD, **entry)
 
     def _on_message(self, slot: Slot, message: tuple[Any, ...]) -> None:
         tag = message[0]
@@ -253,7 +254,7 @@ class Scanner:
         now = time.monotonic()
         if force or now - self.last_progress >= PROGRESS_EVERY_S:
             self.last_progress = now
-            self.emit("scan_progress", done=self.done, bad=len(self.bad))
+            self.emit(EV_SCAN_PROGRESS, done=self.done, bad=len(self.bad))
 
     def _finished(self) -> bool:
         if self.plan.iterable:
@@ -314,7 +315,7 @@ def take_over(loader: Any) -> int:
     try:
         plan = make_plan(loader, ScanOptions.from_env())
         emit(
-            "scan_start",
+            EV_SCAN_START,
             dataset_type=plan.dataset_type,
             total=plan.total,
             selected=plan.selected,
@@ -333,13 +334,13 @@ def take_over(loader: Any) -> int:
                 hint="check the paths, filters or shards the script's IterableDataset reads",
             )
     except ScanSetupError as exc:
-        emit("scan_error", message=exc.message, hint=exc.hint)
+        emit(EV_SCAN_ERROR, message=exc.message, hint=exc.hint)
         return 2
     finally:
         if scanner is not None:
             scanner.shutdown()
     emit(
-        "scan_end",
+        EV_SCAN_END,
         scanned=scanner.done,
         duration_s=round(time.monotonic() - started, 3),
         interrupted=scanner.interrupted,

@@ -5,10 +5,9 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from dlprobe.analysis.model import HANGS_DIR, KERNEL_FILE
 from dlprobe.rundir.files import write_json
+from dlprobe.rundir.schema import HANGS_DIR, KERNEL_FILE, STOP_REASON_HANG, Result, hang_record_name
 from dlprobe.supervisor.hang.stop import stop_tree
 from dlprobe.supervisor.hang.watch import HangWatch
 from dlprobe.system import kernlog
@@ -44,7 +43,7 @@ class RunGuard:
         stop = self.watch.check(now, pids, workers)
         if self.watch.count == before:
             return
-        saved = self.run_dir / HANGS_DIR / f"hang-{self.watch.count}.json"
+        saved = self.run_dir / HANGS_DIR / hang_record_name(self.watch.count)
         what = f"no batch for {self.watch.timeout_s:g}s: stacks and process states saved in {saved}; "
         if stop:
             self.notify(what + "stopping the run (--on-hang stop)")
@@ -52,14 +51,15 @@ class RunGuard:
         else:
             self.notify(what + "still waiting (--on-hang wait; --on-hang stop would end the run)")
 
-    def finish(self, pids: set[int]) -> dict[str, Any]:
+    def finish(self, pids: set[int]) -> Result:
         """Look for OOM kills of our processes in the kernel log; the fields this adds to result.json."""
         try:
             write_json(self.run_dir / KERNEL_FILE, kernlog.oom_kills(pids, self.boot_start - 1.0))
         except OSError:
             pass
-        fields: dict[str, Any] = {"hangs": self.watch.count}
+        fields: Result = {"hangs": self.watch.count}
         if self.watch.stopped:
             fields["stopped_by"] = "dlprobe: --on-hang stop"
+            fields["stop_reason"] = STOP_REASON_HANG
             fields["survivors"] = self.survivors
         return fields

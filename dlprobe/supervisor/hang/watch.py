@@ -3,7 +3,7 @@
 The training process's in-flight slot says whether the loop is waiting for a batch (or for the workers to
 start) and since when. After --hang-timeout seconds of that, the supervisor reads every process's state
 twice (CPU time moving or not), dumps the stacks of the main process and every worker, and saves it all
-in hangs/hang-N.json for the analyzers. Diagnosing is left to them, so `dlprobe report` can redo it.
+in a hang record under hangs/ for the analyzers. Diagnosing is left to them, so `dlprobe report` can redo it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from dlprobe.analysis.model import HANGS_DIR
-from dlprobe.rundir.inflight_format import FAULTHANDLER_FILE, STACKS_DIR, read_all, read_slot, slot_path
+from dlprobe.rundir.inflight_format import read_all, read_slot, slot_path
+from dlprobe.rundir.schema import (
+    FAULTHANDLER_FILE,
+    HANGS_DIR,
+    STACKS_DIR,
+    HangRecord,
+    hang_record_name,
+    hang_stack_name,
+)
 from dlprobe.supervisor.hang import procstate, stacks
 
 DEFAULT_HANG_TIMEOUT_S = 60.0
@@ -62,7 +69,7 @@ class HangWatch:
         record["timeout_s"] = self.timeout_s
         folder = self.run_dir / HANGS_DIR
         folder.mkdir(exist_ok=True)
-        (folder / f"hang-{self.count}.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+        (folder / hang_record_name(self.count)).write_text(json.dumps(record, indent=1, default=str) + "\n")
         self.stopped = self.on_hang == "stop"
         return self.stopped
 
@@ -85,7 +92,7 @@ def collect(
     loop: dict[str, Any],
     now: float,
     number: int,
-) -> dict[str, Any]:
+) -> HangRecord:
     """Everything known about a stalled run right now: per process state, CPU use, in-flight slot, stacks."""
     slots = read_all(run_dir)
     pids = [main_pid, *[p for p in pids if p != main_pid]]
@@ -155,5 +162,5 @@ def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) ->
         if result.error:
             entry["stack_error"] = result.error
         if result.raw and result.tool and result.tool.startswith("py-spy"):
-            (folder / f"hang{number}-{pid}.json").write_text(result.raw)
+            (folder / hang_stack_name(number, pid)).write_text(result.raw)
     return problem

@@ -1,0 +1,248 @@
+"""The run-directory contract: every file name, cross-process env var, event kind and record shape, defined once.
+
+Both sides import from here: the writer (in_training, running inside the user's script) and the readers
+(supervisor, analysis, commands). This module imports nothing heavy, so the target can import it cheaply.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+# Bump when a reader of an older dlprobe would misread a run written by this one. Runs without the field
+# were written before it existed and are version 1.
+RUN_SCHEMA_VERSION = 2
+LEGACY_RUN_SCHEMA_VERSION = 1
+
+# --- files and folders of a run directory -------------------------------------------------------------
+META_FILE = "meta.json"
+EVENTS_FILE = "events.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+RESULT_FILE = "result.json"
+REPORT_FILE = "report.json"
+PLOT_FILE = "memory.png"
+STDOUT_FILE = "stdout.log"
+STDERR_FILE = "stderr.log"
+KERNEL_FILE = "kernel.json"
+CHECK_FILE = "check.json"
+STACKS_FILE = "stacks.txt"  # py-spy's raw (collapsed) format: one line per distinct stack, with its count
+STACKS_META_FILE = "stacks.json"
+PY_SPY_LOG_FILE = "py-spy.log"
+HANGS_DIR = "hangs"
+INFLIGHT_DIR = "inflight"
+STACKS_DIR = "stacks"  # stack dumps: py-spy JSON and the targets' own faulthandler output
+# Every process of the target appends here when signalled; the supervisor signals one process at a time.
+FAULTHANDLER_FILE = "faulthandler.txt"
+# `dlprobe tune` writes these in its own root directory, next to the trial runs.
+TUNE_RESULT_FILE = "tune.json"
+TUNE_PLOT_FILE = "tune.png"
+
+HANG_RECORD_GLOB = "hang-*.json"
+
+
+def hang_record_name(number: int) -> str:
+    """hangs/hang-N.json: the supervisor's record of its Nth hang dump."""
+    return f"hang-{number}.json"
+
+
+def hang_stack_name(number: int, pid: int) -> str:
+    """stacks/hangN-PID.json: py-spy's raw dump of one process during hang N."""
+    return f"hang{number}-{pid}.json"
+
+
+INFLIGHT_SLOT_SUFFIX = ".bin"
+
+
+def inflight_slot_name(pid: int) -> str:
+    """inflight/PID.bin: one process's in-flight slot (layout in rundir/inflight_format.py)."""
+    return f"{pid}{INFLIGHT_SLOT_SUFFIX}"
+
+
+# Every name above, for tests and tools that list what a run directory may hold.
+RUN_DIR_NAMES = (
+    META_FILE,
+    EVENTS_FILE,
+    SAMPLES_FILE,
+    RESULT_FILE,
+    REPORT_FILE,
+    PLOT_FILE,
+    STDOUT_FILE,
+    STDERR_FILE,
+    KERNEL_FILE,
+    CHECK_FILE,
+    STACKS_FILE,
+    STACKS_META_FILE,
+    PY_SPY_LOG_FILE,
+    HANGS_DIR,
+    INFLIGHT_DIR,
+    STACKS_DIR,
+    FAULTHANDLER_FILE,
+    TUNE_RESULT_FILE,
+    TUNE_PLOT_FILE,
+)
+
+# --- environment variables the supervisor sets for the target --------------------------------------------
+RUN_DIR_ENV = "DLPROBE_RUN_DIR"
+TAKEOVER_ENV = "DLPROBE_TAKEOVER"  # module:function that takes over the loader instead of the training loop
+TAKEOVER_LOADER_ENV = "DLPROBE_TAKEOVER_LOADER"
+STOP_AFTER_BATCHES_ENV = "DLPROBE_STOP_AFTER_BATCHES"
+STOP_AT_ENV = "DLPROBE_STOP_AT"  # a wall-clock deadline (time.time()), shared with the supervisor's clock
+TUNE_CONFIG_ENV = "DLPROBE_TUNE_CONFIG"
+SCAN_OPTIONS_ENV = "DLPROBE_SCAN_OPTIONS"
+NO_STARTUP_PROFILE_ENV = "DLPROBE_NO_STARTUP_PROFILE"
+
+# --- events.jsonl: the "ev" field of each line ----------------------------------------------------------
+EV_START = "start"
+EV_SCRIPT_ERROR = "script_error"
+EV_STOP = "stop"
+EV_LOADER = "loader"
+EV_LOADER_ERROR = "loader_error"
+EV_START_METHOD = "start_method"
+EV_EPOCH = "epoch"
+EV_BATCHES = "batches"
+EV_EPOCH_END = "epoch_end"
+EV_BATCH_INFO = "batch_info"
+EV_DUPES = "dupes"
+EV_FORK_STATE = "fork_state"
+EV_ACCEL = "accel"
+EV_STARTUP_PROFILE = "startup_profile"
+EV_TAKEOVER = "takeover"
+EV_TAKEOVER_DONE = "takeover_done"
+EV_TUNE_LOADER = "tune_loader"
+EV_TRIAL_START = "trial_start"
+EV_TRIAL_END = "trial_end"
+EV_TRIAL_SKIPPED = "trial_skipped"
+EV_SCAN_START = "scan_start"
+EV_SCAN_PROGRESS = "scan_progress"
+EV_SCAN_BAD = "scan_bad"
+EV_SCAN_ERROR = "scan_error"
+EV_SCAN_END = "scan_end"
+
+# --- samples.jsonl: the "k" field of each line -----------------------------------------------------------
+SAMPLE_PROC = "proc"  # a process seen for the first time
+SAMPLE_READING = "s"  # one round of readings (per process and for the system)
+SAMPLE_GONE = "gone"  # a process ended
+
+# --- result.json: why dlprobe itself ended the run --------------------------------------------------------
+STOP_REASON_HANG = "hang"  # the hang guard stopped it (--on-hang stop)
+
+
+# --- record shapes -----------------------------------------------------------------------------------
+class Event(TypedDict):
+    """The fields every line of events.jsonl has."""
+
+    ev: str
+    t: float
+    pid: int
+
+
+class StartEvent(Event, total=False):
+    script: str
+    argv: list[str]
+    python: str
+
+
+class ScriptErrorEvent(Event, total=False):
+    type: str
+    message: str
+    file: str | None
+    line: int | None
+
+
+class StopEvent(Event, total=False):
+    reason: str  # max_batches | max_seconds
+    batches: int
+
+
+class LoaderEvent(Event, total=False):
+    """The loader's config (num_workers, batch_size, dataset summary, ...) or why it could not be read."""
+
+    loader: int
+    num_workers: int
+    start_method: str | None
+    dataset: dict[str, Any]
+    inspect_error: str
+
+
+class WorkerStart(TypedDict, total=False):
+    pid: int
+    worker_id: int
+    memory: dict[str, int] | None
+
+
+class EpochEvent(Event, total=False):
+    loader: int
+    epoch: int
+    iter_s: float
+    workers: list[WorkerStart]
+
+
+class BatchesEvent(Event, total=False):
+    loader: int
+    epoch: int
+    waits: list[float]
+    total: int
+
+
+class EpochEndEvent(Event, total=False):
+    loader: int
+    epoch: int
+    batches: int
+
+
+class Sample(TypedDict, total=False):
+    """One line of samples.jsonl; "k" says which: proc (a new process), s (a reading), gone (a process ended)."""
+
+    k: str
+    t: float
+    pid: int
+    ppid: int | None
+    comm: str | None
+    p: dict[str, dict[str, int | None]]  # pid (as text) -> rss/uss/pss/swap
+    shm: dict[str, int]
+    avail: int | None
+    cg: dict[str, int | None]
+
+
+class HangRecord(TypedDict, total=False):
+    """hangs/hang-N.json: what the supervisor saw when the loop had waited past --hang-timeout."""
+
+    number: int
+    t: float
+    waited_s: float
+    loop: dict[str, Any]
+    main_pid: int
+    processes: list[dict[str, Any]]
+    stack_problem: dict[str, Any] | None
+    on_hang: str
+    timeout_s: float
+
+
+class Meta(TypedDict, total=False):
+    schema_version: int
+    dlprobe_version: str
+    script: str
+    argv: list[str]
+    cwd: str
+    started_at: float
+    machine: dict[str, Any]
+    target_pid: int
+    cgroup: str | None
+    in_process: bool
+
+
+class Result(TypedDict, total=False):
+    returncode: int
+    exit_code: int
+    signal: str | None
+    ended_at: float
+    supervisor: dict[str, float]
+    hangs: int
+    stopped_by: str  # for people
+    stop_reason: str  # for programs: STOP_REASON_HANG
+    survivors: list[int]
+
+
+def run_schema_version(meta: dict[str, Any] | Meta) -> int:
+    """The run's schema version; a run written before the field existed is version 1."""
+    version = meta.get("schema_version", LEGACY_RUN_SCHEMA_VERSION)
+    return version if isinstance(version, int) else LEGACY_RUN_SCHEMA_VERSION
