@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import zip_longest
 from typing import Any
 
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData, Series
@@ -27,9 +28,16 @@ MAPPED_NOTE = (
 
 
 def _cow_series(series: Series) -> list[int]:
-    """Private_Dirty minus Anonymous per reading: it rises only by copy-on-write (an anonymous page the parent
-    already had turning private), since a new allocation raises both by the same amount."""
-    return [d - a for d, a in zip(series.private_dirty, series.anon, strict=False) if d is not None and a is not None]
+    """Private_Dirty minus Anonymous minus Pss_Shmem per reading. A new allocation raises Private_Dirty and
+    Anonymous alike, so what is left rises by copy-on-write (an anonymous page the parent already had turning
+    private). /dev/shm pages the parent wrote count as Private_Dirty while only this worker maps them (then their
+    Pss_Shmem is their full size), so Pss_Shmem is taken off too: at worst it hides copies as large as the
+    worker's shared tmpfs pages' share, never raises a false alarm."""
+    return [
+        d - a - (sh or 0)
+        for d, a, sh in zip_longest(series.private_dirty, series.anon, series.pss_shmem)
+        if d is not None and a is not None
+    ]
 
 
 def _kind_growth(series: Series) -> dict[str, int] | None:
