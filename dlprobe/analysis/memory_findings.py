@@ -1,23 +1,57 @@
-"""Worker memory findings: copy-on-access growth under fork, and full dataset copies under spawn."""
+"""Worker memory findings: copy-on-write and new allocations under fork, mapped files, and spawn copies."""
 
 from __future__ import annotations
 
+from itertools import zip_longest
 from typing import Any
 
-from dlprobe.analysis.model import Finding, LoaderRecord, RunData
+from dlprobe.analysis.model import Finding, LoaderRecord, RunData, Series
 from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.units import format_bytes
 
 MiB = 1024 * 1024
-COW_MIN_GROWTH = 64 * MiB  # per-worker USS growth worth a finding; worker start-up noise stays far below
+COW_MIN_GROWTH = 64 * MiB  # per-worker private growth worth a finding; worker start-up noise stays far below
 COW_RSS_SHARE = 0.5  # RSS growing less than half as fast as USS means pages went shared -> private
 SPAWN_COPY_MIN = 64 * MiB
+MAPPED_MIN_GROWTH = 64 * MiB  # file-backed + tmpfs pages worth a sentence (never an alarm)
 
 COW_FIXES = (
     "Keep the data out of Python objects so reading it touches no reference counts: "
     "numpy arrays of fixed-width bytes or numbers (np.array(paths, dtype='S')), a pyarrow table, "
     "one serialized buffer plus offsets, or torch tensors."
 )
+MAPPED_NOTE = (
+    "File-backed and /dev/shm (tmpfs) pages are shared with every process that maps the same file, and file pages "
+    "are page cache the kernel reclaims under pressure; USS counts them while only one worker has touched them, so "
+    "they are shown here but never raise an alarm on their own."
+)
+
+
+def _cow_series(series: Series) -> list[int]:
+    """Private_Dirty minus Anonymous minus Pss_Shmem per reading. A new allocation raises Private_Dirty and
+    Anonymous alike, so what is left rises by copy-on-write (an anonymous page the parent already had turning
+    private). /dev/shm pages the parent wrote count as Private_Dirty while only this worker maps them (then their
+    Pss_Shmem is their full size), so Pss_Shmem is taken off too: at worst it hides copies as large as the
+    worker's shared tmpfs pages' share, never raises a false alarm."""
+    return [
+        d - a - (sh or 0)
+        for d, a, sh in zip_longest(series.private_dirty, series.anon, series.pss_shmem)
+        if d is not None and a is not None
+    ]
+
+
+def _kind_growth(series: Series) -> dict[str, int] | None:
+    """Growth by kind of page, or None for runs recorded before dlprobe read smaps_rollup's kinds."""
+    cow = _cow_series(series)
+    if len(cow) < 2:
+        return None
+    return {
+        "anon_growth_bytes": growth(series, "anon"),
+        "cow_bytes": max(0, max(cow) - cow[0]),
+        "private_dirty_growth_bytes": growth(series, "private_dirty"),
+        "pss_file_growth_bytes": growth(series, "pss_file"),
+        "pss_shmem_growth_bytes": growth(series, "pss_shmem"),
+    }
 
 
 def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
@@ -25,22 +59,22 @@ def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
     for proc in sorted(run.workers(loader.loader_id), key=lambda p: p.worker_id or 0):
         uss = metric_summary(proc.series, "uss")
         rss = metric_summary(proc.series, "rss")
-        rows.append(
-            {
-                "pid": proc.pid,
-                "worker_id": proc.worker_id,
-                "uss_start_bytes": uss["start"],
-                "uss_peak_bytes": uss["peak"],
-                "uss_growth_bytes": growth(proc.series, "uss"),
-                "pss_growth_bytes": growth(proc.series, "pss"),
-                "rss_growth_bytes": growth(proc.series, "rss"),
-                "rss_peak_bytes": rss["peak"],
-            }
-        )
+        row: dict[str, Any] = {
+            "pid": proc.pid,
+            "worker_id": proc.worker_id,
+            "uss_start_bytes": uss["start"],
+            "uss_peak_bytes": uss["peak"],
+            "uss_growth_bytes": growth(proc.series, "uss"),
+            "pss_growth_bytes": growth(proc.series, "pss"),
+            "rss_growth_bytes": growth(proc.series, "rss"),
+            "rss_peak_bytes": rss["peak"],
+        }
+        row.update(_kind_growth(proc.series) or {})
+        rows.append(row)
     return rows
 
 
-def _fix_for(suspects: list[dict[str, Any]]) -> str:
+def _suspects_fix(suspects: list[dict[str, Any]]) -> str:
     if not suspects:
         return COW_FIXES
     top = suspects[0]
@@ -51,55 +85,161 @@ def _fix_for(suspects: list[dict[str, Any]]) -> str:
     )
 
 
+def _gc_fix(gc_state: dict[str, Any] | None) -> str:
+    """gc.freeze() advice, unless the parent's objects were already out of the collector's reach."""
+    state = gc_state or {}
+    if state.get("frozen"):
+        return (
+            f"gc.freeze() was already called ({state['frozen']:,} objects frozen at fork), so the copies come from "
+            "reference counts of the objects the workers read, not from the garbage collector. "
+        )
+    if state.get("enabled") is False:
+        return ""
+    held = f" (~{state['blocks']:,} Python allocations at fork)" if state.get("blocks") else ""
+    return (
+        "Call gc.freeze() just before the loader starts its workers (after building the dataset, before "
+        "`for batch in loader`): each worker's garbage collector otherwise writes to the header of every object "
+        f"the parent held{held}, copying pages the worker never reads. It does not stop reference-count writes. "
+    )
+
+
+def _cow_fix(suspects: list[dict[str, Any]], cow: int, gc_state: dict[str, Any] | None) -> str:
+    explained = sum(int(s.get("est_bytes") or 0) for s in suspects)
+    if suspects and cow <= explained:
+        return _suspects_fix(suspects)
+    return _gc_fix(gc_state) + _suspects_fix(suspects)
+
+
+def _severity(run: RunData, rows: list[dict[str, Any]]) -> str:
+    limit = run.system.cgroup_limit or run.meta.get("machine", {}).get("mem_total")
+    total_uss = sum(r["uss_peak_bytes"] or 0 for r in rows)
+    return "error" if limit and total_uss > 0.5 * limit else "warning"
+
+
+def _evidence(loader: LoaderRecord, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    suspects = loader.dataset.get("suspects") or []
+    return {
+        "workers": rows,
+        "suspects": suspects,
+        "start_method": loader.start_method or "fork",
+        "num_workers": loader.num_workers,
+        "projected_per_worker_bytes": sum(s["est_bytes"] for s in suspects) or None,
+        "gc_at_fork": loader.gc_at_fork,
+    }
+
+
+def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> list[Finding]:
+    """cow-growth from anonymous private memory only; file and tmpfs pages get an info finding at most."""
+    findings = []
+    grown = [r for r in rows if r["anon_growth_bytes"] + r["cow_bytes"] >= COW_MIN_GROWTH]
+    if grown:
+        evidence = _evidence(loader, rows)
+        cow = max(r["cow_bytes"] for r in grown)
+        new = max(r["anon_growth_bytes"] for r in grown)
+        lid = loader.loader_id
+        if cow >= new:
+            title = (
+                f"{len(grown)} of {len(rows)} workers of loader {lid} each copied up to {format_bytes(cow)} of the "
+                "parent's memory (copy-on-write: Private_Dirty rose while Anonymous stayed flat)"
+            )
+            detail = (
+                "Forked workers share the parent's pages until they write to them. Reading a Python object changes "
+                "its reference count, and the garbage collector writes to every object it visits, so the kernel "
+                "copies each such page into the worker: private dirty memory climbs while the amount of anonymous "
+                "memory does not, and with enough workers the job is OOM-killed ('DataLoader worker (pid N) is "
+                "killed by signal: Killed.')."
+                + (f" The workers also allocated up to {format_bytes(new)} of new memory." if new >= MiB else "")
+            )
+            fix = _cow_fix(evidence["suspects"], cow, loader.gc_at_fork)
+        else:
+            title = (
+                f"Workers of loader {lid} keep allocating: up to {format_bytes(new)} of new anonymous memory each "
+                "(Anonymous rose), not copy-on-write"
+            )
+            detail = (
+                "The workers' anonymous memory grew, so the growth is new allocations inside the workers (a cache, a "
+                "list that grows per sample, decoded data kept alive) rather than the parent's pages being copied."
+                + (f" Copy-on-write added up to {format_bytes(cow)} more." if cow >= MiB else "")
+            )
+            fix = (
+                "Look for state that grows in __getitem__ (caches without a bound, appended lists) and bound or "
+                "remove it, or keep it in the parent before the workers start."
+            )
+        findings.append(Finding("cow-growth", _severity(run, rows), title, detail, fix, evidence, lid))
+    mapped = [r for r in rows if r["pss_file_growth_bytes"] + r["pss_shmem_growth_bytes"] >= MAPPED_MIN_GROWTH]
+    if mapped:
+        worst = max(mapped, key=lambda r: r["pss_file_growth_bytes"] + r["pss_shmem_growth_bytes"])
+        findings.append(
+            Finding(
+                "mapped-pages",
+                "info",
+                (
+                    f"Workers of loader {loader.loader_id} mapped up to "
+                    f"{format_bytes(worst['pss_file_growth_bytes'])} of file pages and "
+                    f"{format_bytes(worst['pss_shmem_growth_bytes'])} of /dev/shm pages each (memory-mapped data)"
+                ),
+                MAPPED_NOTE,
+                "Nothing to fix: memory-mapped files are the recommended way to share data with workers.",
+                {
+                    "workers": [
+                        {k: r[k] for k in ("pid", "worker_id", "pss_file_growth_bytes", "pss_shmem_growth_bytes")}
+                        for r in rows
+                    ]
+                },
+                loader.loader_id,
+            )
+        )
+    return findings
+
+
+def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> list[Finding]:
+    """Runs recorded without page kinds: USS growth, told apart by whether RSS grew with it."""
+    grown = [r for r in rows if r["uss_growth_bytes"] >= COW_MIN_GROWTH]
+    if not grown:
+        return []
+    copy_on_access = [r for r in grown if r["rss_growth_bytes"] < COW_RSS_SHARE * r["uss_growth_bytes"]]
+    evidence = _evidence(loader, rows)
+    suspects = evidence["suspects"]
+    worst = max(grown, key=lambda r: r["uss_growth_bytes"])
+    if copy_on_access:
+        title = (
+            f"{len(grown)} of {len(rows)} workers of loader {loader.loader_id} each copied up to "
+            f"{format_bytes(worst['uss_growth_bytes'])} of the dataset into private memory (USS) "
+            "while RSS stayed flat"
+        )
+        detail = (
+            "Forked workers share the dataset's pages with the main process until they touch them. Reading a "
+            "Python object changes its reference count, so the kernel copies every page the worker reads: USS "
+            "and PSS climb each epoch while RSS does not move, and with enough workers the job is OOM-killed "
+            "('DataLoader worker (pid N) is killed by signal: Killed.')."
+        )
+        fix = _cow_fix(suspects, worst["uss_growth_bytes"], loader.gc_at_fork)
+    else:
+        title = (
+            f"Workers of loader {loader.loader_id} keep allocating: up to "
+            f"{format_bytes(worst['uss_growth_bytes'])} more private memory each, and RSS grew with it"
+        )
+        detail = (
+            "RSS grew along with USS, so the growth is new allocations inside the workers (a cache, a list that "
+            "grows per sample, decoded data kept alive) rather than shared pages being copied."
+        )
+        fix = (
+            "Look for state that grows in __getitem__ (caches without a bound, appended lists) and bound or "
+            "remove it; " + _suspects_fix(suspects)
+        )
+    return [Finding("cow-growth", _severity(run, rows), title, detail, fix, evidence, loader.loader_id)]
+
+
 def find_cow_growth(run: RunData) -> list[Finding]:
     findings = []
     for loader in run.loaders:
         if loader.num_workers == 0 or loader.start_method not in ("fork", None):
             continue
         rows = _worker_growth(run, loader)
-        grown = [r for r in rows if r["uss_growth_bytes"] >= COW_MIN_GROWTH]
-        if not grown:
-            continue
-        copy_on_access = [r for r in grown if r["rss_growth_bytes"] < COW_RSS_SHARE * r["uss_growth_bytes"]]
-        suspects = loader.dataset.get("suspects") or []
-        worst = max(grown, key=lambda r: r["uss_growth_bytes"])
-        evidence = {
-            "workers": rows,
-            "suspects": suspects,
-            "start_method": loader.start_method or "fork",
-            "num_workers": loader.num_workers,
-            "projected_per_worker_bytes": sum(s["est_bytes"] for s in suspects) or None,
-        }
-        limit = run.system.cgroup_limit or run.meta.get("machine", {}).get("mem_total")
-        total_uss = sum(r["uss_peak_bytes"] or 0 for r in rows)
-        severity = "error" if limit and total_uss > 0.5 * limit else "warning"
-        if copy_on_access:
-            title = (
-                f"{len(grown)} of {len(rows)} workers of loader {loader.loader_id} each copied up to "
-                f"{format_bytes(worst['uss_growth_bytes'])} of the dataset into private memory (USS) "
-                "while RSS stayed flat"
-            )
-            detail = (
-                "Forked workers share the dataset's pages with the main process until they touch them. Reading a "
-                "Python object changes its reference count, so the kernel copies every page the worker reads: USS "
-                "and PSS climb each epoch while RSS does not move, and with enough workers the job is OOM-killed "
-                "('DataLoader worker (pid N) is killed by signal: Killed.')."
-            )
-            fix = _fix_for(suspects)
+        if rows and all("cow_bytes" in r for r in rows):
+            findings.extend(_by_kind(run, loader, rows))
         else:
-            title = (
-                f"Workers of loader {loader.loader_id} keep allocating: up to "
-                f"{format_bytes(worst['uss_growth_bytes'])} more private memory each, and RSS grew with it"
-            )
-            detail = (
-                "RSS grew along with USS, so the growth is new allocations inside the workers (a cache, a list that "
-                "grows per sample, decoded data kept alive) rather than shared pages being copied."
-            )
-            fix = (
-                "Look for state that grows in __getitem__ (caches without a bound, appended lists) and bound or "
-                "remove it; " + _fix_for(suspects)
-            )
-        findings.append(Finding("cow-growth", severity, title, detail, fix, evidence, loader.loader_id))
+            findings.extend(_by_uss(run, loader, rows))
     return findings
 
 

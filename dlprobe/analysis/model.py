@@ -36,6 +36,8 @@ from dlprobe.rundir.schema import (
 )
 
 SEVERITIES = ("error", "warning", "info")
+# Memory by kind of page, as samples name it (system/procmem.KIND_FIELDS): Series has one list per kind.
+PAGE_KINDS = ("anon", "private_dirty", "private_clean", "pss_anon", "pss_file", "pss_shmem")
 
 
 @dataclass
@@ -56,13 +58,20 @@ class Finding:
 
 @dataclass
 class Series:
-    """Memory readings of one process over time; uss/pss/swap are None where only RSS was read."""
+    """Memory readings of one process over time; all but rss are None where only RSS was read, and the page kinds
+    (anon ... pss_shmem, from smaps_rollup) are None in runs recorded before dlprobe read them."""
 
     t: list[float] = field(default_factory=list)
     rss: list[int | None] = field(default_factory=list)
     uss: list[int | None] = field(default_factory=list)
     pss: list[int | None] = field(default_factory=list)
     swap: list[int | None] = field(default_factory=list)
+    anon: list[int | None] = field(default_factory=list)
+    private_dirty: list[int | None] = field(default_factory=list)
+    private_clean: list[int | None] = field(default_factory=list)
+    pss_anon: list[int | None] = field(default_factory=list)
+    pss_file: list[int | None] = field(default_factory=list)
+    pss_shmem: list[int | None] = field(default_factory=list)
 
     def values(self, metric: str) -> list[tuple[float, int]]:
         """(time, value) pairs where the metric was read."""
@@ -100,6 +109,8 @@ class LoaderRecord:
     epochs: list[Epoch] = field(default_factory=list)
     batch_info: dict[str, Any] | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)
+    # The parent's garbage collector when workers first started (enabled, frozen objects, pymalloc blocks).
+    gc_at_fork: dict[str, Any] | None = None
 
     @property
     def dataset(self) -> dict[str, Any]:
@@ -177,6 +188,8 @@ def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecor
             lo.start_method = ev.get("start_method")
         elif kind == EV_EPOCH:
             lo.epochs.append(Epoch(ev["epoch"], ev["t"] - ev.get("iter_s", 0.0), ev.get("iter_s", 0.0)))
+            if lo.gc_at_fork is None and ev.get("gc"):
+                lo.gc_at_fork = ev["gc"]
             for w in ev.get("workers") or []:
                 worker_of[int(w["pid"])] = (lo.loader_id, int(w["worker_id"]), float(ev["t"]), w.get("memory"))
         elif kind == EV_BATCHES and lo.epochs:
@@ -202,6 +215,8 @@ def _append(series: Series, t: float, values: dict[str, Any]) -> None:
     series.uss.append(values.get("uss"))
     series.pss.append(values.get("pss"))
     series.swap.append(values.get("swap"))
+    for kind in PAGE_KINDS:
+        getattr(series, kind).append(values.get(kind))
 
 
 def load_run(path: Path) -> RunData:

@@ -7,7 +7,7 @@ from typing import Any
 
 from dlprobe import __version__
 from dlprobe.analysis import analyze
-from dlprobe.analysis.model import Finding, RunData, load_run
+from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, load_run
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, wait_summary
 
 SCHEMA_VERSION = 1
@@ -50,7 +50,7 @@ def _process_entry(proc: Any) -> dict[str, Any]:
         "comm": proc.comm,
         "samples": len(proc.series.t),
     }
-    for metric in ("rss", "uss", "pss", "swap"):
+    for metric in ("rss", "uss", "pss", "swap", *PAGE_KINDS):
         entry[metric] = metric_summary(proc.series, metric)
     return entry
 

@@ -16,7 +16,7 @@ DEMO_SCRIPT = Path(__file__).parent.parent / "demo" / "cow_train.py"
 def demo(
     out: str | None = typer.Option(None, "--out", "-o", help="Where to keep the two demo runs."),
 ) -> None:
-    """Probe a bundled training script twice: a leaky dataset, then the same data in numpy arrays."""
+    """Probe a bundled training script twice: a leaky dataset, then the same data in numpy arrays with gc.freeze()."""
     from dlprobe.console import err_console
 
     raise typer.Exit(run_demo(Path(out) if out else None, err_console()))
@@ -52,6 +52,8 @@ def run_demo(out: Path | None, console: Console) -> int:
         console.print(f"{name:6}: worst worker USS growth {growth:>10}   findings: {', '.join(codes)}")
     console.print(
         "The leaky dataset keeps one Python dict per sample; each forked worker copies the pages it reads. "
-        f"The fix stores the same data in numpy arrays. Plots: {root}/leaky/memory.png and {root}/fixed/memory.png"
+        "The fix stores the same data in numpy arrays and calls gc.freeze() before the workers start, so the "
+        "garbage collector in each worker does not copy the parent's other objects either. Plots: "
+        f"{root}/leaky/memory.png and {root}/fixed/memory.png"
     )
     return 0

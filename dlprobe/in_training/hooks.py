@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import gc
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -74,7 +75,8 @@ class LoaderProbe:
                 {"worker_id": i, "pid": w.pid, "memory": read_smaps_rollup(w.pid)}
                 for i, w in enumerate(iterator._workers)
             ]
-        _emit(EV_EPOCH, loader=self.loader_id, epoch=self.epoch, iter_s=round(iter_s, 6), workers=workers)
+        gc_state = _gc_at_fork() if workers else None
+        _emit(EV_EPOCH, loader=self.loader_id, epoch=self.epoch, iter_s=round(iter_s, 6), workers=workers, gc=gc_state)
 
     def record_batch(self, wait_s: float, batch: Any) -> None:
         self.batches += 1
@@ -121,6 +123,13 @@ _probes: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary
 _iterators: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary()
 _all_probes: list[LoaderProbe] = []
 _created: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def _gc_at_fork() -> dict[str, Any]:
+    """What the workers' garbage collector inherited: whether it runs, how many objects gc.freeze() already hid,
+    and pymalloc's block count, a cheap stand-in for the parent's object count (len(gc.get_objects()) would walk
+    and list the whole heap)."""
+    return {"enabled": gc.isenabled(), "frozen": gc.get_freeze_count(), "blocks": sys.getallocatedblocks()}
 
 
 def _emit(ev: str, **fields: Any) -> None:

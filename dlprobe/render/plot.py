@@ -1,4 +1,4 @@
-"""The memory plot: USS (solid) and RSS (dotted) of every process over time, and /dev/shm use."""
+"""The memory plot: USS (solid) and RSS (dotted) of every process, each worker's PSS by kind of page, /dev/shm."""
 
 from __future__ import annotations
 
@@ -18,6 +18,18 @@ def _label(proc: object) -> str:
     return f"{getattr(proc, 'comm', None) or 'other'} ({proc.pid})"  # type: ignore[attr-defined]
 
 
+KIND_STYLES = (("pss_anon", "-", "anon"), ("pss_file", "--", "file"), ("pss_shmem", "-.", "shm"))
+
+
+def _plot_kinds(ax: object, proc: object, t0: float, color: str) -> None:
+    for metric, style, _name in KIND_STYLES:
+        values = proc.series.values(metric)  # type: ignore[attr-defined]
+        if values:
+            ax.plot(  # type: ignore[attr-defined]
+                [t - t0 for t, _ in values], [v / MiB for _, v in values], color=color, linestyle=style
+            )
+
+
 def plot_memory(run: RunData, path: Path) -> Path:
     """Write the PNG and return its path; matplotlib is imported only here, so the probe stays light."""
     import matplotlib
@@ -26,12 +38,22 @@ def plot_memory(run: RunData, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     t0 = run.meta.get("started_at") or (run.system.t[0] if run.system.t else 0.0)
-    fig, (ax_mem, ax_shm) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     order = {"main": 0, "worker": 1}
     procs = sorted(run.processes, key=lambda p: (order.get(p.role, 2), p.loader_id or 0, p.worker_id or 0))
-    for i, proc in enumerate(p for p in procs if p.role in ("main", "worker")):
+    shown = [p for p in procs if p.role in ("main", "worker")]
+    # Runs recorded before dlprobe read memory by kind of page keep the two-panel plot.
+    with_kinds = any(p.role == "worker" and p.series.values("pss_anon") for p in shown)
+    if with_kinds:
+        fig, (ax_mem, ax_kind, ax_shm) = plt.subplots(
+            3, 1, figsize=(10, 9), sharex=True, gridspec_kw={"height_ratios": [3, 2, 1]}
+        )
+    else:
+        fig, (ax_mem, ax_shm) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, proc in enumerate(shown):
         color = colors[i % len(colors)]
+        if with_kinds and proc.role == "worker":
+            _plot_kinds(ax_kind, proc, t0, color)
         uss = proc.series.values("uss")
         rss = proc.series.values("rss")
         if uss:
@@ -43,6 +65,14 @@ def plot_memory(run: RunData, path: Path) -> Path:
     ax_mem.grid(alpha=0.3)
     if ax_mem.lines:
         ax_mem.legend(fontsize=8, loc="upper left")
+    if with_kinds:
+        ax_kind.set_ylabel("MiB of PSS")
+        ax_kind.set_title(
+            "workers by kind of page: solid anonymous (heap, copy-on-write), dashed file, dash-dot /dev/shm "
+            "(file and shm pages are shared or reclaimable)",
+            fontsize=9,
+        )
+        ax_kind.grid(alpha=0.3)
     shm = [(t - t0, u / MiB) for t, u in zip(run.system.t, run.system.shm_used, strict=False) if u is not None]
     if shm:
         total = run.system.shm_total

@@ -107,11 +107,17 @@ def _evidence_lines(evidence: dict[str, Any]) -> list[str]:
 
 
 def _worker_growth_line(row: dict[str, Any]) -> str:
-    return (
+    line = (
         f"worker {row['worker_id']} (pid {row['pid']}): USS {format_bytes(row.get('uss_start_bytes'))} -> "
         f"{format_bytes(row.get('uss_peak_bytes'))} (+{format_bytes(row['uss_growth_bytes'])}), "
         f"PSS +{format_bytes(row.get('pss_growth_bytes'))}, RSS +{format_bytes(row.get('rss_growth_bytes'))}"
     )
+    if "cow_bytes" in row:  # runs that recorded memory by kind of page
+        line += (
+            f"; copied +{format_bytes(row['cow_bytes'])}, new anonymous +{format_bytes(row['anon_growth_bytes'])}, "
+            f"file +{format_bytes(row['pss_file_growth_bytes'])}, shm +{format_bytes(row['pss_shmem_growth_bytes'])}"
+        )
+    return line
 
 
 def _compact(value: Any, key: str = "") -> str:
@@ -121,7 +127,7 @@ def _compact(value: Any, key: str = "") -> str:
         return ", ".join(f"{k}={_compact(v, k)}" for k, v in value.items() if v is not None)
     if isinstance(value, int) and not isinstance(value, bool) and key.endswith("bytes"):
         return format_bytes(value)
-    if isinstance(value, int) and not isinstance(value, bool) and key in ("items", "objects"):
+    if isinstance(value, int) and not isinstance(value, bool) and key in ("items", "objects", "blocks", "frozen"):
         return f"{value:,}"
     return str(value)
 

@@ -18,13 +18,21 @@ def read_rss(pid: int) -> int | None:
         return None
 
 
-def read_smaps_rollup(pid: int) -> dict[str, int] | None:
-    """rss/uss/pss/swap in bytes. Walks page tables, so it costs milliseconds on a big process."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
-            text = f.read().decode()
-    except OSError:
-        return None
+# smaps_rollup fields kept by kind of page, under the names samples use. Anonymous is heap and copy-on-write
+# copies; Private_Dirty rising while Anonymous stays flat is copy-on-write. Pss_Anon/File/Shmem exist since Linux
+# 5.3 and are recorded only where the kernel has them.
+KIND_FIELDS = {
+    "Anonymous": "anon",
+    "Private_Dirty": "private_dirty",
+    "Private_Clean": "private_clean",
+    "Pss_Anon": "pss_anon",
+    "Pss_File": "pss_file",
+    "Pss_Shmem": "pss_shmem",
+}
+
+
+def parse_smaps_rollup(text: str) -> dict[str, int] | None:
+    """rss/uss/pss/swap and the page kinds (KIND_FIELDS) in bytes, from the text of /proc/PID/smaps_rollup."""
     fields: dict[str, int] = {}
     for line in text.splitlines()[1:]:
         key, _, rest = line.partition(":")
@@ -33,12 +41,24 @@ def read_smaps_rollup(pid: int) -> dict[str, int] | None:
             fields[key] = int(parts[0]) * 1024
     if "Rss" not in fields:
         return None
-    return {
+    values = {
         "rss": fields["Rss"],
         "uss": fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0),
         "pss": fields.get("Pss", 0),
         "swap": fields.get("Swap", 0),
     }
+    values.update({name: fields[key] for key, name in KIND_FIELDS.items() if key in fields})
+    return values
+
+
+def read_smaps_rollup(pid: int) -> dict[str, int] | None:
+    """rss/uss/pss/swap and memory by kind of page. Walks page tables, so it costs milliseconds on a big process."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            text = f.read().decode()
+    except OSError:
+        return None
+    return parse_smaps_rollup(text)
 
 
 def read_comm(pid: int) -> str | None:

@@ -56,3 +56,78 @@ def test_spawn_copy_of_a_large_dataset():
 def test_spawn_copy_ignores_small_datasets_and_fork():
     assert find_spawn_copy(run([loader(start_method="spawn", est_bytes=10 * MiB)], [])) == []
     assert find_spawn_copy(run([loader(start_method="fork", est_bytes=500 * MiB)], [])) == []
+
+
+def _kinds(pid: int, wid: int, anon: list[int], dirty: list[int], file: int = 0, shmem: list[int] | None = None):
+    """A worker whose samples carry memory by kind of page (runs recorded by this version)."""
+    s = series([d + file for d in dirty], [300 * MiB + a for a in anon])
+    n = len(anon)
+    s.anon, s.private_dirty, s.private_clean = list(anon), list(dirty), [file] * n
+    s.pss_anon, s.pss_file = list(dirty), [file * i for i in range(n)]
+    s.pss_shmem = list(shmem) if shmem is not None else [0] * n
+    return worker(pid, wid, s)
+
+
+def test_copy_on_write_is_private_dirty_rising_with_anonymous_flat():
+    cow = [5 * MiB, 100 * MiB, 200 * MiB]
+    data = run([loader(suspects=[SUSPECT])], [_kinds(11, 0, [150 * MiB] * 3, cow)])
+    [finding] = find_cow_growth(data)
+    assert "copy-on-write" in finding.title and "Anonymous stayed flat" in finding.title
+    [row] = finding.evidence["workers"]
+    assert row["cow_bytes"] == 195 * MiB and row["anon_growth_bytes"] == 0
+
+
+def test_new_allocations_are_anonymous_rising():
+    grow = [5 * MiB, 100 * MiB, 200 * MiB]
+    data = run([loader()], [_kinds(11, 0, [150 * MiB + g for g in grow], grow)])
+    [finding] = find_cow_growth(data)
+    assert "keep allocating" in finding.title and "not copy-on-write" in finding.title
+    assert finding.evidence["workers"][0]["cow_bytes"] == 0
+    assert "gc.freeze" not in finding.fix
+
+
+def test_file_and_shm_pages_alone_never_raise_cow_growth():
+    # USS grows by 300 MiB of mapped file pages and /dev/shm pages counted private while one worker maps them
+    shm = [0, 150 * MiB, 300 * MiB]
+    data = run([loader()], [_kinds(11, 0, [150 * MiB] * 3, [5 * MiB + s for s in shm], shmem=shm)])
+    findings = find_cow_growth(data)
+    assert [f.code for f in findings] == ["mapped-pages"]
+    assert findings[0].severity == "info"
+    assert "never raise an alarm" in findings[0].detail
+
+
+def test_cow_beyond_the_suspects_offers_gc_freeze_with_the_parents_heap():
+    small = {**SUSPECT, "est_bytes": 10 * MiB}
+    lo = loader(suspects=[small])
+    lo.gc_at_fork = {"enabled": True, "frozen": 0, "blocks": 2_500_000}
+    data = run([lo], [_kinds(11, 0, [150 * MiB] * 3, [5 * MiB, 60 * MiB, 120 * MiB])])
+    [finding] = find_cow_growth(data)
+    assert finding.fix.startswith("Call gc.freeze()") and "~2,500,000 Python allocations" in finding.fix
+    assert "`self.rows`" in finding.fix
+
+
+def test_cow_explained_by_the_suspect_or_after_gc_freeze_does_not_offer_it_again():
+    cow = [5 * MiB, 100 * MiB, 200 * MiB]
+    explained = run([loader(suspects=[{**SUSPECT, "est_bytes": 300 * MiB}])], [_kinds(11, 0, [150 * MiB] * 3, cow)])
+    assert "gc.freeze" not in find_cow_growth(explained)[0].fix
+    frozen = loader()
+    frozen.gc_at_fork = {"enabled": True, "frozen": 1_234, "blocks": 9}
+    [finding] = find_cow_growth(run([frozen], [_kinds(11, 0, [150 * MiB] * 3, cow)]))
+    assert "already called (1,234 objects frozen" in finding.fix
+
+
+def test_parse_smaps_rollup_reads_kinds_and_keeps_uss():
+    from dlprobe.system.procmem import parse_smaps_rollup
+
+    text = (
+        "55f559cd7000-7ffff0e37000 ---p 00000000 00:00 0                          [rollup]\n"
+        "Rss:                1708 kB\nPss:                 364 kB\nPss_Anon:            112 kB\n"
+        "Pss_File:            252 kB\nPss_Shmem:             0 kB\nPrivate_Clean:        72 kB\n"
+        "Private_Dirty:       112 kB\nAnonymous:           112 kB\nSwap:                  0 kB\n"
+    )
+    values = parse_smaps_rollup(text)
+    assert values == {"rss": 1708 * 1024, "uss": 184 * 1024, "pss": 364 * 1024, "swap": 0, "anon": 112 * 1024,
+                      "private_dirty": 112 * 1024, "private_clean": 72 * 1024, "pss_anon": 112 * 1024,
+                      "pss_file": 252 * 1024, "pss_shmem": 0}  # fmt: skip
+    old_kernel = parse_smaps_rollup(text.replace("Pss_Anon", "X").replace("Pss_File", "Y").replace("Pss_Shmem", "Z"))
+    assert old_kernel is not None and "pss_file" not in old_kernel and old_kernel["anon"] == 112 * 1024
