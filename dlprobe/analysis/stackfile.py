@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlprobe.supervisor.stack_recorder import STACKS_FILE, STACKS_META_FILE
+from dlprobe.rundir.files import STACKS_FILE, STACKS_META_FILE
 
 _PROCESS = re.compile(r"^process (\d+):")
 

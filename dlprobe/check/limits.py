@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from dlprobe.in_training.run_limits import STOP_AFTER_BATCHES_ENV, STOP_AT_ENV, STOP_EVENT
+from dlprobe.rundir.env import STOP_AFTER_BATCHES_ENV, STOP_AT_ENV, STOP_EVENT
 
 HOOK_GRACE_S = 3.0  # the hooks stop the loop cleanly at its next batch; signals only if that does not happen
 SIGNAL_STEP_S = 5.0  # then SIGINT, SIGTERM and SIGKILL, this far apart

@@ -15,7 +15,7 @@ from dlprobe.check.limits import RunWatch, Stop
 from dlprobe.check.rules import RuleResult, evaluate, failed, script_failed
 from dlprobe.commands.options import SCRIPT_ARGS, out_option
 from dlprobe.errors import DlprobeError
-from dlprobe.in_training.run_limits import STOP_EVENT
+from dlprobe.rundir.env import STOP_EVENT
 from dlprobe.rundir.files import EVENTS_FILE, RESULT_FILE, read_json, read_jsonl, write_json
 
 CHECK_FILE = "check.json"

@@ -7,8 +7,8 @@ import os
 import time
 from typing import Any
 
-EVENTS_FILE = "events.jsonl"
-RUN_DIR_ENV = "DLPROBE_RUN_DIR"
+from dlprobe.rundir.env import RUN_DIR_ENV
+from dlprobe.rundir.files import EVENTS_FILE
 
 
 class EventLog:

@@ -18,16 +18,13 @@ from typing import Any
 from dlprobe.in_training import inflight, runtime_state, startup_profile
 from dlprobe.in_training.batch_info import describe_batch
 from dlprobe.in_training.dataset_inspect import summarize_dataset
-from dlprobe.in_training.event_log import RUN_DIR_ENV, get_log
+from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.run_limits import LIMITS
 from dlprobe.in_training.sample_hashes import DuplicateCounter
+from dlprobe.rundir.env import RUN_DIR_ENV, TAKEOVER_ENV, TAKEOVER_LOADER_ENV
 from dlprobe.system.procmem import read_smaps_rollup
 
 DATALOADER_MODULE = "torch.utils.data.dataloader"
-# Commands that need the script's DataLoader but not its training (scan, tune) set these: when loader N is first
-# iterated, the named function "package.module:function" gets the DataLoader, and its int result ends the script.
-TAKEOVER_ENV = "DLPROBE_TAKEOVER"
-TAKEOVER_LOADER_ENV = "DLPROBE_TAKEOVER_LOADER"
 FLUSH_INTERVAL_S = 0.25  # batch timings are sent in chunks so a fast loop costs one write per chunk
 
 

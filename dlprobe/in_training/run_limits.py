@@ -7,10 +7,7 @@ import threading
 import time
 
 from dlprobe.in_training.event_log import get_log
-
-STOP_AFTER_BATCHES_ENV = "DLPROBE_STOP_AFTER_BATCHES"
-STOP_AT_ENV = "DLPROBE_STOP_AT"  # a wall-clock deadline (time.time()), shared with the supervisor's clock
-STOP_EVENT = "stop"
+from dlprobe.rundir.env import STOP_AFTER_BATCHES_ENV, STOP_AT_ENV, STOP_EVENT
 
 
 class RunLimits:

@@ -13,11 +13,10 @@ from typing import Any
 
 from dlprobe.in_training import hooks
 from dlprobe.in_training.event_log import get_log
+from dlprobe.rundir.env import EXIT_NO_BATCHES, TUNE_CONFIG_ENV
 from dlprobe.tune.plan import first_stage, later_stages
 
-CONFIG_ENV = "DLPROBE_TUNE_CONFIG"
 MIN_TRIAL_S = 1.5  # a trial gets at least this long (worker start-up included)
-EXIT_NO_BATCHES = 3
 EXIT_TRIAL_HUNG = 4
 HANG_GRACE_S = 10.0  # beyond its time cap, a num_workers=0 trial is declared hung
 
@@ -217,7 +216,7 @@ def _throughput(start: float, stamps: list[float], counts: list[int], nw: int, p
 def run_trials(loader: Any) -> int:
     """The takeover entry point: runs the plan in $DLPROBE_TUNE_CONFIG and returns the exit code."""
     os.environ.pop(hooks.TAKEOVER_ENV, None)  # trial loaders must not be taken over again
-    config = json.loads(os.environ.get(CONFIG_ENV, "{}"))
+    config = json.loads(os.environ.get(TUNE_CONFIG_ENV, "{}"))
     info = describe(loader)
     accelerator = _accelerator()
     _emit("tune_loader", accelerator=accelerator, **info)

@@ -10,15 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.errors import DlprobeError
-from dlprobe.in_training.event_log import EVENTS_FILE
 
 META_FILE = "meta.json"
+EVENTS_FILE = "events.jsonl"  # written by the hooks in the training process
 SAMPLES_FILE = "samples.jsonl"
 RESULT_FILE = "result.json"
 REPORT_FILE = "report.json"
 PLOT_FILE = "memory.png"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
+STACKS_FILE = "stacks.txt"  # py-spy's raw (collapsed) format: one line per distinct stack, with its count
+STACKS_META_FILE = "stacks.json"
 DEFAULT_ROOT = "dlprobe-runs"
 
 
@@ -132,6 +134,8 @@ __all__ = [
     "REPORT_FILE",
     "RESULT_FILE",
     "SAMPLES_FILE",
+    "STACKS_FILE",
+    "STACKS_META_FILE",
     "STDERR_FILE",
     "STDOUT_FILE",
     "JsonlTail",

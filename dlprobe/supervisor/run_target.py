@@ -19,7 +19,7 @@ from rich.text import Text
 
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError
-from dlprobe.in_training.event_log import RUN_DIR_ENV
+from dlprobe.rundir.env import RUN_DIR_ENV
 from dlprobe.rundir.files import (
     EVENTS_FILE,
     META_FILE,

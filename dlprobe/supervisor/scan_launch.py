@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dlprobe.errors import DlprobeError
-from dlprobe.in_training.event_log import RUN_DIR_ENV
-from dlprobe.in_training.hooks import TAKEOVER_ENV, TAKEOVER_LOADER_ENV
+from dlprobe.rundir.env import RUN_DIR_ENV, TAKEOVER_ENV, TAKEOVER_LOADER_ENV
 from dlprobe.rundir.files import EVENTS_FILE, JsonlTail
 from dlprobe.scan.options import SCAN_OPTIONS_ENV, ScanOptions
 from dlprobe.scan.progress import ScanProgress

@@ -11,10 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dlprobe.rundir.files import write_json
+from dlprobe.rundir.files import STACKS_FILE, STACKS_META_FILE, write_json
 
-STACKS_FILE = "stacks.txt"  # py-spy's raw (collapsed) format: one line per distinct stack, with its count
-STACKS_META_FILE = "stacks.json"
 RATE_ENV = "DLPROBE_STACK_RATE"
 DEFAULT_RATE = 10  # samples/s: enough to rank hotspots within the window; ~3% of a core for 9 processes
 # Sampling costs the target CPU, so it runs only where it can pay off: once the loop is seen waiting for data

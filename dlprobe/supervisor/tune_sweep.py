@@ -15,8 +15,7 @@ import psutil
 from dlprobe import __version__
 from dlprobe.analysis.model import RunData, load_run
 from dlprobe.errors import DlprobeError
-from dlprobe.in_training.hooks import TAKEOVER_ENV, TAKEOVER_LOADER_ENV
-from dlprobe.in_training.tune_trials import CONFIG_ENV, EXIT_NO_BATCHES
+from dlprobe.rundir.env import EXIT_NO_BATCHES, TAKEOVER_ENV, TAKEOVER_LOADER_ENV, TUNE_CONFIG_ENV
 from dlprobe.rundir.files import DEFAULT_ROOT, create_run_dir, write_json
 from dlprobe.supervisor.run_target import RunOptions, check_script, run_script
 from dlprobe.system.cpus import cpu_facts
@@ -102,7 +101,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
                   "done": [{"key": t["key"], "stage": t.get("stage"), "samples_per_s": t.get("samples_per_s"),
                             "num_workers": t["num_workers"], "prefetch_factor": t.get("prefetch_factor"),
                             "pin_memory": t.get("pin_memory"), "status": t.get("status")} for t in trials]}  # fmt: skip
-        env = {TAKEOVER_ENV: RUNNER, TAKEOVER_LOADER_ENV: str(options.loader), CONFIG_ENV: json.dumps(config)}
+        env = {TAKEOVER_ENV: RUNNER, TAKEOVER_LOADER_ENV: str(options.loader), TUNE_CONFIG_ENV: json.dumps(config)}
         limit = _TimeLimit(max(1.0, remaining) + GRACE_S)
         attempt_dir = str(root / f"attempt-{attempt}")
         outcome = run_script(RunOptions(options.script, options.args, attempt_dir, live=False, env=env, on_tick=limit))

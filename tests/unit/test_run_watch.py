@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 
 from dlprobe.check.limits import HOOK_GRACE_S, RunWatch
-from dlprobe.in_training.run_limits import STOP_AFTER_BATCHES_ENV, STOP_AT_ENV
+from dlprobe.rundir.env import STOP_AFTER_BATCHES_ENV, STOP_AT_ENV
 
 
 class FakeChild:
