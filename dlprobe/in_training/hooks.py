@@ -243,9 +243,7 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
     function = getattr(importlib.import_module(module_name), function_name)
     _emit("takeover", loader=loader_id, function=target)
     flush_all()
-    code = function(loader)
-    _emit("takeover_done", loader=loader_id, exit_code=code)
-    raise SystemExit(code)
+    raise SystemExit(function(loader))
 
 
 def probe_id(loader: Any) -> int | None:
