@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +103,38 @@ def names_not_in_schema(run_dir: Path) -> list[str]:
             allowed = inside.get(entry.name, set())
             unnamed += [f"{entry.name}/{p.name}" for p in sorted(entry.iterdir()) if pattern(p.name) not in allowed]
     return unnamed
+
+
+@contextlib.contextmanager
+def memory_cgroup(limit: int) -> Iterator[Path]:
+    """A fresh memory cgroup (v1 or v2) with `limit` bytes and no swap; removed afterwards, whatever happens."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: making a memory cgroup")
+    name = f"dlprobe-test-{uuid.uuid4().hex[:8]}"
+    v2 = Path("/sys/fs/cgroup/cgroup.controllers")
+    if v2.exists() and "memory" in v2.read_text().split():
+        path, files = Path("/sys/fs/cgroup") / name, [("memory.max", limit), ("memory.swap.max", 0)]
+    elif Path("/sys/fs/cgroup/memory").is_dir():
+        path = Path("/sys/fs/cgroup/memory") / name
+        files = [("memory.limit_in_bytes", limit), ("memory.memsw.limit_in_bytes", limit)]
+    else:
+        pytest.skip("needs a memory cgroup controller, and there is none here")
+    try:
+        path.mkdir()
+    except OSError as exc:
+        pytest.skip(f"needs root and a writable cgroup tree: cannot create a memory cgroup: {exc}")
+    try:
+        for filename, value in files:
+            with contextlib.suppress(OSError):  # memsw/swap files are missing where swap accounting is off
+                (path / filename).write_text(str(value))
+        yield path
+    finally:
+        for _ in range(50):
+            with contextlib.suppress(OSError, ValueError):
+                for pid in (path / "cgroup.procs").read_text().split():
+                    os.kill(int(pid), signal.SIGKILL)  # only the scenario's own processes live in there
+            try:
+                path.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)

@@ -25,9 +25,6 @@ class StackProfile:
     error: str | None = None
     stacks: list[StackCount] = field(default_factory=list)
 
-    def for_pid(self, pid: int) -> list[StackCount]:
-        return [s for s in self.stacks if s.pid == pid]
-
 
 def parse_stacks(text: str) -> list[StackCount]:
     """One StackCount per line; the innermost `process PID:` prefix names the process that was sampled."""

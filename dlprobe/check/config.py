@@ -21,7 +21,6 @@ else:  # pragma: no cover - Python 3.10 has no tomllib; tomli is the same parser
 
 PYPROJECT = "pyproject.toml"
 DEFAULT_FAIL_ON = ("cow-growth", "shm-pressure", "worker-hang", "worker-killed", "no-loader")
-DEFAULT_MARGIN = "10%"
 # Metrics a baseline compares; each rule key names the metric it limits.
 BASELINE_METRICS = ("worker_uss_growth", "worker_uss_peak", "total_pss", "shm_peak", "wait_fraction",
                     "first_batch_wait")  # fmt: skip

@@ -34,7 +34,6 @@ from dlprobe.rundir.schema import (
     EV_LOADER_ERROR,
     EV_START_METHOD,
     EV_TAKEOVER,
-    EV_TAKEOVER_DONE,
     RUN_DIR_ENV,
     TAKEOVER_ENV,
     TAKEOVER_LOADER_ENV,
@@ -270,9 +269,7 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
     function = getattr(importlib.import_module(module_name), function_name)
     _emit(EV_TAKEOVER, loader=loader_id, function=target)
     flush_all()
-    code = function(loader)
-    _emit(EV_TAKEOVER_DONE, loader=loader_id, exit_code=code)
-    raise SystemExit(code)
+    raise SystemExit(function(loader))
 
 
 def probe_id(loader: Any) -> int | None:

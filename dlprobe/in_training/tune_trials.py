@@ -18,13 +18,13 @@ from dlprobe.rundir.schema import (
     EV_TRIAL_SKIPPED,
     EV_TRIAL_START,
     EV_TUNE_LOADER,
+    EXIT_NO_BATCHES,
     TAKEOVER_ENV,
     TUNE_CONFIG_ENV,
 )
 from dlprobe.tune.plan import first_stage, later_stages
 
 MIN_TRIAL_S = 1.5  # a trial gets at least this long (worker start-up included)
-EXIT_NO_BATCHES = 3
 EXIT_TRIAL_HUNG = 4
 HANG_GRACE_S = 10.0  # beyond its time cap, a num_workers=0 trial is declared hung
 

@@ -87,6 +87,7 @@ TAKEOVER_LOADER_ENV = "DLPROBE_TAKEOVER_LOADER"
 STOP_AFTER_BATCHES_ENV = "DLPROBE_STOP_AFTER_BATCHES"
 STOP_AT_ENV = "DLPROBE_STOP_AT"  # a wall-clock deadline (time.time()), shared with the supervisor's clock
 TUNE_CONFIG_ENV = "DLPROBE_TUNE_CONFIG"
+EXIT_NO_BATCHES = 3  # a tune trial's exit code when its loader gave no batch
 SCAN_OPTIONS_ENV = "DLPROBE_SCAN_OPTIONS"
 NO_STARTUP_PROFILE_ENV = "DLPROBE_NO_STARTUP_PROFILE"
 
@@ -106,7 +107,6 @@ EV_FORK_STATE = "fork_state"
 EV_ACCEL = "accel"
 EV_STARTUP_PROFILE = "startup_profile"
 EV_TAKEOVER = "takeover"
-EV_TAKEOVER_DONE = "takeover_done"
 EV_TUNE_LOADER = "tune_loader"
 EV_TRIAL_START = "trial_start"
 EV_TRIAL_END = "trial_end"

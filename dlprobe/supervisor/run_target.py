@@ -144,7 +144,6 @@ class Progress:
         self.batches: dict[int, int] = {}
         self.wait_s: dict[int, float] = {}
         self.workers: dict[int, tuple[int, int]] = {}
-        self.last_batch_t: float | None = None
 
     def feed(self, events: list[dict[str, Any]], sampler: Sampler) -> None:
         for ev in events:
@@ -157,7 +156,6 @@ class Progress:
                 lid = ev["loader"]
                 self.batches[lid] = ev.get("total", 0)
                 self.wait_s[lid] = self.wait_s.get(lid, 0.0) + sum(ev.get("waits") or [])
-                self.last_batch_t = ev["t"]
 
     def status(self, elapsed: float, sampler: Sampler) -> Text:
         text = Text()

@@ -15,10 +15,10 @@ import psutil
 from dlprobe import __version__
 from dlprobe.analysis.model import RunData, load_run
 from dlprobe.errors import DlprobeError
-from dlprobe.in_training.tune_trials import EXIT_NO_BATCHES
 from dlprobe.rundir.files import DEFAULT_ROOT, create_run_dir, write_json
 from dlprobe.rundir.schema import (
     EV_TUNE_LOADER,
+    EXIT_NO_BATCHES,
     STDERR_FILE,
     TAKEOVER_ENV,
     TAKEOVER_LOADER_ENV,

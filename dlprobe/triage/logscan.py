@@ -164,7 +164,7 @@ class _Scanner:
         """Follow tracebacks; returns the block this line closed (the line is its exception line)."""
         stripped = text.lstrip()
         if stripped.endswith(TRACEBACK_START):
-            self._close(None, line)
+            self._close(line)
             self.block = TracebackBlock(line, original=stripped.startswith("Original"))
             self.noise = 0
             return None
@@ -180,13 +180,13 @@ class _Scanner:
         if exc is None:
             self.noise += 1
             if self.noise > MAX_NOISE_IN_TRACEBACK:
-                self._close(None, line)
+                self._close(line)
             return None
         block.exception, block.message = exc[0], exc[1][:MAX_TEXT]
-        self._close(block, line)
+        self._close(line)
         return block
 
-    def _close(self, finished: TracebackBlock | None, line: int) -> None:
+    def _close(self, line: int) -> None:
         block, self.block = self.block, None
         if block is None:
             return
@@ -205,7 +205,7 @@ class _Scanner:
                 self.scan.script = first.file
 
     def finish(self) -> None:
-        self._close(None, 0)
+        self._close(0)
         self.scan.matches = sorted({id(m): m for m in [*self.first.values(), *self.recent]}.values(),
                                    key=lambda m: (m.line, m.id))  # fmt: skip
         self.scan.tracebacks = list(self.blocks)

@@ -14,9 +14,10 @@ def test_demo_shows_the_leak_and_its_fix(tmp_path):
     fixed = json.loads((tmp_path / "demo" / "fixed" / "report.json").read_text())
     [cow] = [f for f in leaky["findings"] if f["code"] == "cow-growth"]
     assert cow["evidence"]["suspects"][0]["attribute"] == "self.samples"
-    # The fix leaves no memory finding. Whether the loop waits for data depends on how busy the machine is, so
-    # the findings about waiting are allowed here; any other finding on the fixed run is a false alarm.
-    timing_dependent = {"input-bound", "worker-hotspots"}
+    # The fix leaves no memory finding. Whether the loop waits for data, and how long workers take to start
+    # (slow-start: 2 s), depends on how busy the machine is, so those findings are allowed here; any other
+    # finding on the fixed run is a false alarm.
+    timing_dependent = {"input-bound", "worker-hotspots", "slow-start"}
     assert [f["code"] for f in fixed["findings"] if f["code"] not in timing_dependent] == []
     # numpy plus gc.freeze(): the fixed run's workers copy next to nothing (numpy alone left 35-39 MiB each)
     fixed_workers = [p for p in fixed["processes"] if p["role"] == "worker"]

@@ -5,7 +5,6 @@ leave no process behind."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -13,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import pytest
 
 from dlprobe.rundir.inflight_format import read_all
 from dlprobe.rundir.schema import STOP_REASON_HANG
-from tests.conftest import SCRIPTS, names_not_in_schema, needs_small_shm, run_dlprobe, run_with_small_shm
+from tests.conftest import SCRIPTS, memory_cgroup, names_not_in_schema, needs_small_shm, run_dlprobe, run_with_small_shm
 
 FAULTY = str(SCRIPTS / "faulty_worker.py")
 HANG_OPTIONS = ["--quiet", "--hang-timeout", "3", "--on-hang", "stop"]
@@ -142,39 +140,14 @@ def test_exception_on_a_sample_is_a_bad_sample_with_the_index(tmp_path):
     _assert_no_leftovers(report)
 
 
-def _memory_cgroup(name: str, limit: int) -> Path | None:
-    root = Path("/sys/fs/cgroup/memory")
-    if not (root / "memory.limit_in_bytes").exists() or os.geteuid() != 0:
-        return None
-    group = root / name
-    try:
-        group.mkdir()
-        (group / "memory.limit_in_bytes").write_text(str(limit))
-    except OSError:
-        if group.exists():
-            group.rmdir()
-        return None
-    return group
-
-
 def test_real_oom_kill_in_a_memory_cgroup_is_named_oom(tmp_path):
-    group = _memory_cgroup(f"dlprobe-test-oom-{os.getpid()}", 600 * 1024 * 1024)
-    if group is None:
-        pytest.skip("needs root and a cgroup v1 memory controller to make a memory cgroup")
     run_dir = tmp_path / "run"
-    try:
+    with memory_cgroup(600 * 1024 * 1024) as group:
         command = (
             f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -m dlprobe run --quiet --out {run_dir} "
             f"{FAULTY} oom"
         )
         proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    finally:
-        for _ in range(50):  # the processes have exited once the cgroup is empty; then it can go
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
     assert proc.returncode == 1, proc.stderr
     report = _report(run_dir)
     ev = _finding(report, "worker-killed")["evidence"]

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -154,8 +153,18 @@ def test_ctrl_c_keeps_what_was_found_and_still_writes_the_files(tmp_path):
         text=True,
     )
     assert proc.stderr is not None
-    assert "scanning 400 samples" in proc.stderr.readline()  # the scan has started
-    time.sleep(1.0)
+    # Interrupt once both scan workers say they are past their first chunks (see tests/scripts/scan_slow.py)
+    busy: set[str] = set()
+    lines = []
+    while len(busy) < 2:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("busy after 20 samples: pid"):
+            busy.add(line.split()[-1])
+    assert len(busy) == 2, "".join(lines)
+    assert "scanning 400 samples" in lines[0]
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import SCRIPTS, run_dlprobe
+from tests.conftest import SCRIPTS, memory_cgroup, needs_small_shm, run_dlprobe
 
 MiB = 1024 * 1024
 FAULTY = str(SCRIPTS / "faulty_worker.py")
@@ -133,41 +127,6 @@ def test_hang_with_a_loader_timeout_is_a_worker_hang_and_reproduces_under_a_shor
     assert result["reproduce"]["command"] == f"dlprobe run --hang-timeout 1 {FAULTY} ..."
 
 
-@contextlib.contextmanager
-def memory_cgroup(limit: int) -> Iterator[Path]:
-    """A fresh memory cgroup (v1 or v2) with `limit` bytes and no swap; removed afterwards, whatever happens."""
-    if os.geteuid() != 0:
-        pytest.skip("making a memory cgroup needs root")
-    name = f"dlprobe-triage-test-{uuid.uuid4().hex[:8]}"
-    v2 = Path("/sys/fs/cgroup/cgroup.controllers")
-    if v2.exists() and "memory" in v2.read_text().split():
-        path, files = Path("/sys/fs/cgroup") / name, [("memory.max", limit), ("memory.swap.max", 0)]
-    elif Path("/sys/fs/cgroup/memory").is_dir():
-        path = Path("/sys/fs/cgroup/memory") / name
-        files = [("memory.limit_in_bytes", limit), ("memory.memsw.limit_in_bytes", limit)]
-    else:
-        pytest.skip("no memory cgroup controller here")
-    try:
-        path.mkdir()
-    except OSError as exc:
-        pytest.skip(f"cannot create a memory cgroup: {exc}")
-    try:
-        for filename, value in files:
-            with contextlib.suppress(OSError):  # memsw/swap files are missing where swap accounting is off
-                (path / filename).write_text(str(value))
-        yield path
-    finally:
-        for _ in range(50):
-            with contextlib.suppress(OSError, ValueError):
-                for pid in (path / "cgroup.procs").read_text().split():
-                    os.kill(int(pid), signal.SIGKILL)  # only the scenario's own processes live in there
-            try:
-                path.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
-
-
 def test_real_oom_kill_in_a_memory_cgroup_is_confirmed_by_the_kernel_log(tmp_path):
     with memory_cgroup(400 * MiB) as cgroup:
         procs = cgroup / "cgroup.procs"
@@ -184,9 +143,8 @@ def test_real_oom_kill_in_a_memory_cgroup_is_confirmed_by_the_kernel_log(tmp_pat
         assert first["evidence"]["kernel_kills"][0]["cgroup"] is True
 
 
+@needs_small_shm
 def test_small_dev_shm_is_named_with_its_size(tmp_path):
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("a private /dev/shm needs root and unshare")
     log, out = tmp_path / "train.log", tmp_path / "triage.json"
     # The scenario and the triage share one mount namespace, so the machine check sees the same 8 MiB /dev/shm.
     script = (f'mount -t tmpfs -o size=8M tmpfs /dev/shm || exit 99; "$0" {FAULTY} shm 2> {log}; '
@@ -194,7 +152,7 @@ def test_small_dev_shm_is_named_with_its_size(tmp_path):
     proc = subprocess.run(["unshare", "-m", "sh", "-c", script, sys.executable], capture_output=True, text=True,
                           cwd=tmp_path, timeout=60, env={**os.environ, "COLUMNS": "120"})  # fmt: skip
     if proc.returncode == 99 or "unshare failed" in proc.stderr:
-        pytest.skip(f"cannot mount a private /dev/shm here: {proc.stderr.strip()}")
+        pytest.skip(f"needs root: cannot mount a private /dev/shm here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
     first = result["findings"][0]

@@ -1,9 +1,16 @@
-"""400 samples of 20 ms each with a None at index 3: a scan long enough to interrupt."""
+"""400 samples with a None at index 3; each process says when it has loaded 20, and samples from 60 on are slow."""
 
+import os
+import sys
 import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+# A test interrupts the scan once every worker has printed BUSY: by then each worker's first chunks (index 3
+# among them) have come back, and the slow tail means the scan cannot have finished.
+BUSY = "busy after 20 samples: pid"
+_loaded = 0
 
 
 class Slow(Dataset):
@@ -11,7 +18,11 @@ class Slow(Dataset):
         return 400
 
     def __getitem__(self, i):
-        time.sleep(0.02)
+        global _loaded
+        _loaded += 1
+        if _loaded == 20:
+            print(f"{BUSY} {os.getpid()}", file=sys.stderr, flush=True)
+        time.sleep(1.0 if i >= 60 else 0.02)
         return None if i == 3 else torch.ones(2)
 
 

@@ -9,9 +9,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-from torch.utils.data import IterableDataset, default_collate
-
 from dlprobe.scan.options import ScanOptions
 
 
@@ -67,6 +64,8 @@ def collate_needs_equal_shapes(loader: Any) -> tuple[bool, str]:
     """Only torch's default_collate batching more than one sample stacks tensors; a custom collate may pad."""
     if loader.batch_sampler is None:
         return False, "the loader does not batch samples (batch_size=None), so shapes are not compared"
+    from torch.utils.data import default_collate  # lazily: the in-training side imports no torch at import time
+
     if loader.collate_fn is not default_collate:
         name = getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__)
         return False, f"the loader's collate_fn {name} is its own, so shapes are not compared"
@@ -126,6 +125,9 @@ def start_method_for(loader: Any, options: ScanOptions) -> str:
 
 
 def make_plan(loader: Any, options: ScanOptions) -> ScanPlan:
+    import torch  # lazily: by now the target has imported torch anyway (it built the loader)
+    from torch.utils.data import IterableDataset
+
     dataset = loader.dataset
     dataset_type = dataset_type_of(dataset)
     iterable = isinstance(dataset, IterableDataset)
