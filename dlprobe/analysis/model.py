@@ -123,6 +123,14 @@ class RunData:
     stacks: StackProfile | None = None  # py-spy samples of the main process and workers (stacks.txt)
 
     @property
+    def probe_started(self) -> bool:
+        """Whether the target's probe wrote its start event (only `dlprobe run` targets, with a target pid, do)."""
+        script = str(self.meta.get("script") or "")
+        if not self.meta.get("target_pid") or script.startswith("<"):
+            return True
+        return any(e.get("ev") == "start" for e in self.events)
+
+    @property
     def script_error(self) -> dict[str, Any] | None:
         return next((e for e in self.events if e.get("ev") == "script_error"), None)
 
