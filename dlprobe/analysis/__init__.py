@@ -10,6 +10,7 @@ from dlprobe.analysis import (
     hang_findings,
     hotspot_findings,
     memory_findings,
+    probe_findings,
     run_findings,
     shm_findings,
     startup_findings,
@@ -34,6 +35,7 @@ ANALYZERS: list[Analyzer] = [
     startup_findings.find_slow_start,
     startup_findings.find_fork_hazard,
     hotspot_findings.find_worker_hotspots,
+    probe_findings.find_probe_degraded,
 ]
 
 

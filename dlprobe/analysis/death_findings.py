@@ -246,6 +246,13 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
         return _shm_exhausted(run, lo, evidence, last)
     what = "stream position" if held.get("kind") == "iterable" else "index"
     title = f"Sample {what} {index} raises {last or exc_type} (loader {lo.loader_id}, worker {worker_id})"
+    if index is None and held.get("kind") == "getitems" and held.get("indices"):
+        # A batched fetch (__getitems__) where no index raised on its own: name the batch, not a guess.
+        indices = held.get("indices") or []
+        title = (
+            f"One of the {len(indices)} indices {indices_text(indices)} raises {last or exc_type} "
+            f"(loader {lo.loader_id}, worker {worker_id}, batched fetch)"
+        )
     detail = (
         f"Worker {worker_id} raised {exc_type} on {what} {index} (position {held.get('pos')} of the batch "
         f"{indices_text(held.get('indices'))}, during {held.get('phase')})"

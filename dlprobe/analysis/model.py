@@ -17,6 +17,7 @@ from dlprobe.rundir.schema import (
     EV_LOADER,
     EV_LOADER_ERROR,
     EV_SCRIPT_ERROR,
+    EV_START,
     EV_START_METHOD,
     EVENTS_FILE,
     HANG_RECORD_GLOB,
@@ -154,6 +155,14 @@ class RunData:
     gone: dict[int, float] = field(default_factory=dict)
     kernel: dict[str, Any] = field(default_factory=dict)
     stacks: StackProfile | None = None  # py-spy samples of the main process and workers (stacks.txt)
+
+    @property
+    def probe_started(self) -> bool:
+        """Whether the target's probe wrote its start event (only `dlprobe run` targets, with a target pid, do)."""
+        script = str(self.meta.get("script") or "")
+        if not self.meta.get("target_pid") or script.startswith("<"):
+            return True
+        return any(e.get("ev") == EV_START for e in self.events)
 
     @property
     def script_error(self) -> ScriptErrorEvent | None:

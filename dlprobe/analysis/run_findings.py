@@ -22,7 +22,7 @@ def find_run_problems(run: RunData) -> list[Finding]:
                 evidence={k: error.get(k) for k in ("type", "message", "file", "line")},
             )
         )
-    if not run.loaders and run.meta:
+    if not run.loaders and run.meta and run.probe_started:  # a silent probe saw nothing: probe-degraded
         findings.append(
             Finding(
                 code="no-loader",

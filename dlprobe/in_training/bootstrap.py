@@ -6,20 +6,11 @@ import os
 import runpy
 import sys
 import traceback
-from types import TracebackType
 
 from dlprobe.in_training import hooks
 from dlprobe.in_training.event_log import get_log
+from dlprobe.in_training.tracebacks import clean_chain, install_excepthook
 from dlprobe.rundir.schema import EV_SCRIPT_ERROR, EV_START
-
-_OWN_FILES = (os.path.dirname(os.path.abspath(__file__)), "<frozen runpy>", os.path.abspath(runpy.__file__))
-
-
-def _user_frames(tb: TracebackType | None) -> TracebackType | None:
-    """Drop the probe's and runpy's frames so the traceback reads as if python ran the script."""
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_FILES):
-        tb = tb.tb_next
-    return tb
 
 
 def main() -> None:
@@ -34,14 +25,18 @@ def main() -> None:
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     try:
         runpy.run_path(script, run_name="__main__")
-    except (SystemExit, KeyboardInterrupt):
+    except SystemExit:
         hooks.flush_all()
         raise
     except BaseException as exc:
         hooks.flush_all()
-        tb = _user_frames(exc.__traceback__)
-        where = traceback.extract_tb(tb)[-1] if tb is not None else None
-        if log is not None:
+        # The traceback reads as if python ran the script: no bootstrap, runpy, hooks or fetch frames anywhere
+        # in the chain. Re-raising (rather than printing and exiting) keeps python's own exit status: 1, or
+        # death by SIGINT for a KeyboardInterrupt, and any sys.excepthook the script installed.
+        clean_chain(exc)
+        if log is not None and not isinstance(exc, KeyboardInterrupt):
+            tb = exc.__traceback__
+            where = traceback.extract_tb(tb)[-1] if tb is not None else None
             log.emit(
                 EV_SCRIPT_ERROR,
                 type=type(exc).__name__,
@@ -49,9 +44,8 @@ def main() -> None:
                 file=where.filename if where else getattr(exc, "filename", None),
                 line=where.lineno if where else getattr(exc, "lineno", None),
             )
-        traceback.print_exception(type(exc), exc, tb)
-        sys.stderr.flush()
-        sys.exit(1)
+        install_excepthook()
+        raise
 
 
 if __name__ == "__main__":

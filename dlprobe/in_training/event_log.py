@@ -7,7 +7,7 @@ import os
 import time
 from typing import Any
 
-from dlprobe.rundir.schema import EVENTS_FILE, RUN_DIR_ENV
+from dlprobe.rundir.schema import EV_PROBE_ERROR, EVENTS_FILE, RUN_DIR_ENV
 
 
 class EventLog:
@@ -16,31 +16,55 @@ class EventLog:
     def __init__(self, run_dir: str) -> None:
         self.path = os.path.join(run_dir, EVENTS_FILE)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.lost = 0  # lines that could not be written, told in the next line that can
+        self.lost_error: OSError | None = None
 
     def emit(self, ev: str, **fields: Any) -> None:
         record = {"ev": ev, "t": time.time(), "pid": os.getpid(), **fields}
         line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
         try:
             os.write(self._fd, line.encode())
-        except OSError:
-            # A full disk must never break the training run; the probe just loses detail.
-            pass
+        except OSError as exc:
+            # A full disk must never break the training run: count what is lost and say so once writes work again.
+            self.lost += 1
+            self.lost_error = exc
+            return
+        if self.lost:
+            lost, self.lost = self.lost, 0
+            note = {
+                "ev": EV_PROBE_ERROR,
+                "t": time.time(),
+                "pid": os.getpid(),
+                "where": "event_log.write",
+                "type": type(self.lost_error).__name__,
+                "message": str(self.lost_error)[:500],
+                "consequence": f"{lost} event(s) of this process were lost",
+                "count": lost,
+            }
+            try:
+                os.write(self._fd, (json.dumps(note, separators=(",", ":")) + "\n").encode())
+            except OSError:
+                self.lost += lost  # still failing: keep the count for the next try
 
     def close(self) -> None:
         os.close(self._fd)
 
 
 _log: EventLog | None = None
+# Why the log could not be opened: no event can say it, so the supervisor notices the missing "start" event
+# (probe-degraded) instead of concluding that the script made no loader; kept here for the in-process API.
+open_error: OSError | None = None
 
 
 def get_log() -> EventLog | None:
     """The process-wide event log, opened lazily from $DLPROBE_RUN_DIR (None outside a probe)."""
-    global _log
-    if _log is None:
+    global _log, open_error
+    if _log is None and open_error is None:
         run_dir = os.environ.get(RUN_DIR_ENV)
         if run_dir:
             try:
                 _log = EventLog(run_dir)
-            except OSError:
+            except OSError as exc:
+                open_error = exc  # tried once: a per-batch retry would cost a failing open() per event
                 return None
     return _log

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import gc
 import importlib
@@ -11,12 +10,13 @@ import importlib.abc
 import importlib.machinery
 import os
 import sys
+import threading
 import time
 import weakref
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
-from dlprobe.in_training import inflight, runtime_state, startup_profile
+from dlprobe.in_training import inflight, probe_errors, runtime_state, startup_profile
 from dlprobe.in_training.batch_info import describe_batch
 from dlprobe.in_training.dataset_inspect import summarize_dataset
 from dlprobe.in_training.event_log import get_log
@@ -86,8 +86,11 @@ class LoaderProbe:
         if self.dupes is not None:
             try:
                 self.dupes.add_batch(batch)
-            except Exception:  # an odd batch must never break training; stop counting instead
+            except Exception as exc:  # an odd batch must never break training; stop counting instead
                 self.dupes = None
+                probe_errors.record(
+                    "hooks.dupes", exc, f"repeated samples of loader {self.loader_id} are no longer counted"
+                )
         if time.perf_counter() - self.last_flush >= FLUSH_INTERVAL_S:
             self.flush()
 
@@ -167,6 +170,9 @@ def _probe_for(loader: Any) -> LoaderProbe:
             _emit(EV_LOADER, **_loader_config(loader, probe.loader_id))
         except Exception as exc:  # inspection must never break training
             _emit(EV_LOADER, loader=probe.loader_id, inspect_error=repr(exc))
+            probe_errors.record(
+                "hooks.loader_config", exc, f"loader {probe.loader_id}'s settings and dataset summary are missing"
+            )
     return probe
 
 
@@ -182,82 +188,162 @@ def _start_method_of(loader: Any, iterator: Any) -> str | None:
     return multiprocessing.get_start_method(allow_none=True)
 
 
-def patch_dataloader(module: ModuleType) -> None:
-    """Wrap DataLoader.__iter__ and the iterators' __next__; behaviour and results are unchanged."""
-    loader_cls = module.DataLoader
-    base_iter_cls = module._BaseDataLoaderIter
-    if getattr(loader_cls, "_dlprobe_patched", False):
-        return
-    original_init = loader_cls.__init__
-    original_iter = loader_cls.__iter__
-    original_next = base_iter_cls.__next__
-    runtime_state.record_baseline()
-
+def _wrap_init(original_init: Any) -> Any:
     @functools.wraps(original_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         _created.setdefault(self, time.time())
         startup_profile.mark_loader_created()
         original_init(self, *args, **kwargs)
 
+    __init__._dlprobe_wrapper = True  # type: ignore[attr-defined]
+    return __init__
+
+
+# Re-entry guards: a subclass's __iter__/__next__ that calls the base one must be probed once, by the outermost.
+_inside = threading.local()
+
+
+def _wrap_iter(original_iter: Any) -> Any:
+    """DataLoader.__iter__ (or a subclass's own): config, epochs, worker pids; the iterator is unchanged."""
+
+    @functools.wraps(original_iter)
     def __iter__(self: Any) -> Any:
-        startup_profile.stop("iter")  # before any worker is forked
-        probe = _probe_for(self)
-        if probe.epoch < 0:
-            _maybe_take_over(self, probe.loader_id)
-        previous = getattr(self, "_iterator", None)
-        inflight.loop_creating_iterator(probe.loader_id)
-        user_init = inflight.wrap_worker_init(self, probe.loader_id)
-        if self.num_workers > 0 and (previous is None or not self.persistent_workers):
-            # Threads, OpenMP and CUDA state right before the fork: a thread holding a lock now leaves it
-            # locked forever in every worker (hang causes and the fork-hazard finding read this).
-            _emit(EV_FORK_STATE, loader=probe.loader_id, epoch=probe.epoch + 1, **runtime_state.fork_snapshot())
-        start = time.perf_counter()
+        if getattr(_inside, "iter", False):
+            return original_iter(self)
+        _inside.iter = True
         try:
-            iterator = original_iter(self)
+            return _probed_iter(self, original_iter)
         finally:
-            inflight.restore_worker_init(self, user_init)  # the wrapper only travels to the workers as they start
-            inflight.loop_outside(probe.loader_id, probe.batches)
-        new_iterator = iterator is not previous
-        if new_iterator and probe.epoch < 0:
-            method = _start_method_of(self, iterator)
-            if method:
-                _emit(EV_START_METHOD, loader=probe.loader_id, start_method=method)
-        probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
+            _inside.iter = False
+
+    __iter__._dlprobe_wrapper = True  # type: ignore[attr-defined]
+    return __iter__
+
+
+def _probed_iter(self: Any, original_iter: Any) -> Any:
+    startup_profile.stop("iter")  # before any worker is forked
+    probe = _probe_for(self)
+    if probe.epoch < 0:
+        _maybe_take_over(self, probe.loader_id)
+    previous = getattr(self, "_iterator", None)
+    inflight.loop_creating_iterator(probe.loader_id)
+    user_init = inflight.wrap_worker_init(self, probe.loader_id)
+    if self.num_workers > 0 and (previous is None or not self.persistent_workers):
+        # Threads, OpenMP and CUDA state right before the fork: a thread holding a lock now leaves it
+        # locked forever in every worker (hang causes and the fork-hazard finding read this).
+        _emit(EV_FORK_STATE, loader=probe.loader_id, epoch=probe.epoch + 1, **runtime_state.fork_snapshot())
+    start = time.perf_counter()
+    try:
+        iterator = original_iter(self)
+    finally:
+        inflight.restore_worker_init(self, user_init)  # the wrapper only travels to the workers as they start
+        inflight.loop_outside(probe.loader_id, probe.batches)
+    new_iterator = iterator is not previous
+    if new_iterator and probe.epoch < 0:
+        method = _start_method_of(self, iterator)
+        if method:
+            _emit(EV_START_METHOD, loader=probe.loader_id, start_method=method)
+    probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
+    if _is_loader_iterator(iterator):
         _iterators[iterator] = probe
         if new_iterator:
             # A loop left with `break` never sees StopIteration; the iterator's end tells watchers it is over.
             weakref.finalize(iterator, _emit, "iter_closed", loader=probe.loader_id)
-        return iterator
+    return iterator
 
+
+def _is_loader_iterator(iterator: Any) -> bool:
+    # Known by what it does: torch's iterator protocol (an index sampler feeding fetches), whatever the class.
+    return hasattr(iterator, "_sampler_iter") and hasattr(iterator, "_next_data")
+
+
+def _wrap_next(original_next: Any) -> Any:
+    """An iterator's __next__: how long the loop waits for each batch, and errors raised to the loop."""
+
+    @functools.wraps(original_next)
     def __next__(self: Any) -> Any:
         probe = _iterators.get(self)
-        if probe is None:
+        if probe is None or getattr(_inside, "next", False):
             return original_next(self)
-        if LIMITS.active:  # `dlprobe check` bounds the run: stop before fetching one batch too many
-            LIMITS.enforce(sum(p.batches for p in _all_probes))
-        inflight.loop_waiting(probe.loader_id, self, probe.batches)
-        start = time.perf_counter()
+        _inside.next = True
         try:
-            batch = original_next(self)
-        except StopIteration:
-            probe.end_epoch()
-            raise
-        except BaseException as exc:
-            probe.record_error(exc)
-            raise
+            return _probed_next(self, probe, original_next)
         finally:
-            inflight.loop_outside(probe.loader_id, probe.batches)
-        probe.record_batch(time.perf_counter() - start, batch)
-        if probe.batches == 2:  # by now the loop has had one step to move a batch to a device
-            _emit(EV_ACCEL, loader=probe.loader_id, **runtime_state.accel_state(self))
-        return batch
+            _inside.next = False
 
-    loader_cls.__init__ = __init__
-    loader_cls.__iter__ = __iter__
-    base_iter_cls.__next__ = __next__
+    __next__._dlprobe_wrapper = True  # type: ignore[attr-defined]
+    return __next__
+
+
+def _probed_next(self: Any, probe: LoaderProbe, original_next: Any) -> Any:
+    if LIMITS.active:  # `dlprobe check` bounds the run: stop before fetching one batch too many
+        LIMITS.enforce(sum(p.batches for p in _all_probes))
+    inflight.loop_waiting(probe.loader_id, self, probe.batches)
+    start = time.perf_counter()
+    try:
+        batch = original_next(self)
+    except StopIteration:
+        probe.end_epoch()
+        raise
+    except BaseException as exc:
+        probe.record_error(exc)
+        raise
+    finally:
+        inflight.loop_outside(probe.loader_id, probe.batches)
+    probe.record_batch(time.perf_counter() - start, batch)
+    if probe.batches == 2:  # by now the loop has had one step to move a batch to a device
+        _emit(EV_ACCEL, loader=probe.loader_id, **runtime_state.accel_state(self))
+    return batch
+
+
+def _wrap_own(cls: type, name: str, wrap: Any) -> None:
+    """Wrap `name` where `cls` defines it itself (subclasses that only inherit it get the base's wrapper)."""
+    own = cls.__dict__.get(name)
+    if own is not None and callable(own) and not getattr(own, "_dlprobe_wrapper", False):
+        setattr(cls, name, wrap(own))
+
+
+def _patch_family(base: type, name: str, wrap: Any) -> None:
+    """Wrap `name` on `base`, on every subclass already defined, and on every subclass defined later.
+
+    torchdata's StatefulDataLoader, for one, has its own __iter__ and iterator classes with their own __next__:
+    a loader is a loader by what it does, not by being exactly torch's class.
+    """
+    todo = [base]
+    while todo:
+        cls = todo.pop()
+        _wrap_own(cls, name, wrap)
+        todo.extend(cls.__subclasses__())
+    previous = base.__dict__.get("__init_subclass__")
+    inherited = previous.__func__ if isinstance(previous, classmethod) else None
+
+    def __init_subclass__(cls: type, **kwargs: Any) -> None:
+        if inherited is not None:
+            inherited(cls, **kwargs)
+        else:
+            super(cast(Any, base), cls).__init_subclass__(**kwargs)
+        _wrap_own(cls, name, wrap)
+
+    base.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+
+
+def patch_dataloader(module: ModuleType) -> None:
+    """Wrap DataLoader.__iter__ and the iterators' __next__ (subclasses too); behaviour and results are unchanged."""
+    loader_cls = module.DataLoader
+    base_iter_cls = module._BaseDataLoaderIter
+    if getattr(loader_cls, "_dlprobe_patched", False):
+        return
+    runtime_state.record_baseline()
+    _patch_family(loader_cls, "__init__", _wrap_init)  # StatefulDataLoader's __init__ never calls DataLoader's
+    _patch_family(loader_cls, "__iter__", _wrap_iter)
+    _patch_family(base_iter_cls, "__next__", _wrap_next)
     loader_cls._dlprobe_patched = True
-    with contextlib.suppress(Exception):  # loaders without workers fetch in this process: record those too
+    try:  # loaders without workers fetch in this process: record those too
         inflight.patch_fetchers()
+    except Exception as exc:
+        probe_errors.record(
+            "inflight.fetchers", exc, "fetches in the training process (num_workers=0) have no in-flight indices"
+        )
 
 
 def _maybe_take_over(loader: Any, loader_id: int) -> None:
@@ -289,8 +375,11 @@ def reset() -> None:
 def flush_all() -> None:
     """Send whatever batch timings are still buffered (at exit, or before an error is reported)."""
     for probe in _all_probes:
-        with contextlib.suppress(Exception):
+        try:
             probe.flush()
+        except Exception as exc:
+            probe_errors.record("hooks.flush", exc, f"batch timings of loader {probe.loader_id} may be incomplete")
+    probe_errors.flush()
 
 
 class _PatchingLoader(importlib.abc.Loader):

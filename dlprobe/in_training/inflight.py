@@ -7,7 +7,6 @@ with the same fetch logic, adding plain memory writes: no syscall per sample or 
 
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import mmap
 import os
@@ -18,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dlprobe.in_training import probe_errors, tracebacks
 from dlprobe.rundir.inflight_format import (
     COLLATE,
     CREATING_ITERATOR,
@@ -141,7 +141,9 @@ class Slot:
         if packer is None:
             packer = _index_structs[k] = struct.Struct(f"<{k}q")
         now = _now()
-        current = _as_int(values[0]) if k else NOT_AN_INT
+        # A batched fetch (__getitems__) gives no per-sample records: which index it is on is unknown until
+        # the error path finds out, so the first index must not pose as the one in flight.
+        current = _as_int(values[0]) if k and kind != KIND_GETITEMS else NOT_AN_INT
         self._open()
         FETCH.pack_into(self.mm, OFF_FETCH, GETITEM, kind, self.fetches, now, n, -1, now, current)
         try:  # ints, numpy ints and integer tensors pack as they are
@@ -203,16 +205,34 @@ def start_main(run_dir: str) -> None:
     try:
         _slot = Slot(slot_path(run_dir, os.getpid()), ROLE_MAIN)
         os.register_at_fork(after_in_child=_forget_in_child)
-        _register_dump_signal(run_dir, _slot)
-    except Exception:  # the probe loses the in-flight view, never the training
+    except Exception as exc:  # the probe loses the in-flight view, never the training
+        _slot = None
+        probe_errors.record(
+            "inflight.main",
+            exc,
+            "the training process has no in-flight record: --hang-timeout cannot see the loop waiting for a "
+            "batch, and hang or crash reports of loaders without workers lack the indices",
+        )
         return
+    try:
+        _register_dump_signal(run_dir, _slot)
+    except Exception as exc:
+        probe_errors.record(
+            "inflight.faulthandler", exc, "no faulthandler stack dump of the training process when py-spy is refused"
+        )
 
 
 def start_worker(run_dir: str, loader_id: int, worker_id: int) -> None:
     global _slot
     _slot = Slot(slot_path(run_dir, os.getpid()), ROLE_WORKER, loader_id, worker_id)
-    with contextlib.suppress(Exception):
+    try:
         _register_dump_signal(run_dir, _slot)
+    except Exception as exc:
+        probe_errors.record(
+            "inflight.faulthandler",
+            exc,
+            f"no faulthandler stack dump of worker {worker_id} (loader {loader_id}) when py-spy is refused",
+        )
     patch_fetchers()
 
 
@@ -227,9 +247,20 @@ class InflightInit:
 
     def __call__(self, worker_id: int) -> None:
         try:
+            tracebacks.patch_exception_wrapper()
+        except Exception as exc:
+            probe_errors.record(
+                "tracebacks.worker", exc, f"tracebacks from worker {worker_id} may show dlprobe's fetch frames"
+            )
+        try:
             start_worker(self.run_dir, self.loader_id, worker_id)
-        except Exception:
-            pass
+        except Exception as exc:
+            probe_errors.record(
+                "inflight.worker",
+                exc,
+                f"the in-flight recorder of worker {worker_id} (loader {self.loader_id}) failed; hang and crash "
+                "reports for it lack the indices",
+            )
         slot = _slot
         if self.user_fn is None:
             return
@@ -250,7 +281,13 @@ def wrap_worker_init(loader: Any, loader_id: int) -> Any:
     try:
         original = loader.worker_init_fn
         loader.worker_init_fn = InflightInit(original, _run_dir, loader_id)
-    except Exception:  # a subclass with a read-only worker_init_fn: no in-flight records, same training
+    except Exception as exc:  # a subclass with a read-only worker_init_fn: no in-flight records, same training
+        probe_errors.record(
+            "inflight.worker_init",
+            exc,
+            f"loader {loader_id}'s worker_init_fn could not be wrapped: its workers have no in-flight records, so "
+            "hang and crash reports for them lack the indices",
+        )
         return _NOT_SWAPPED
     return original
 
@@ -294,7 +331,11 @@ def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
     if self.auto_collation:
         if hasattr(self.dataset, "__getitems__") and self.dataset.__getitems__:
             slot.begin(KIND_GETITEMS, possibly_batched_index)
-            data = self.dataset.__getitems__(possibly_batched_index)
+            try:
+                data = self.dataset.__getitems__(possibly_batched_index)
+            except Exception:
+                _find_failing_index(self.dataset, possibly_batched_index, slot)
+                raise  # the user's exception, unchanged
         else:
             slot.begin(KIND_MAP, possibly_batched_index)
             dataset = self.dataset
@@ -310,6 +351,25 @@ def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
     batch = self.collate_fn(data)
     slot.set_phase(DONE)
     return batch
+
+
+def _find_failing_index(dataset: Any, indices: Any, slot: Slot) -> None:
+    """A batched fetch raised: fetch its indices again one at a time to name the one that raises.
+
+    Only on this error path, and only the probe sees these fetches; if none raises alone (the batch as a whole
+    is at fault) the slot names no index, and the report lists the batch's indices instead.
+    """
+    try:
+        candidates = list(indices)[:MAX_INDICES] if hasattr(indices, "__len__") else []
+    except Exception as exc:
+        probe_errors.record("inflight.getitems", exc, "the index that raised in a batched fetch is not named")
+        return
+    for pos, idx in enumerate(candidates):
+        try:
+            dataset.__getitems__([idx])
+        except Exception:
+            slot.sample(pos, idx)
+            return
 
 
 def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:

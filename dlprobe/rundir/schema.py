@@ -116,6 +116,7 @@ EV_SCAN_PROGRESS = "scan_progress"
 EV_SCAN_BAD = "scan_bad"
 EV_SCAN_ERROR = "scan_error"
 EV_SCAN_END = "scan_end"
+EV_PROBE_ERROR = "probe_error"  # the probe's own failure inside the training process (rate-limited)
 
 # --- samples.jsonl: the "k" field of each line -----------------------------------------------------------
 SAMPLE_PROC = "proc"  # a process seen for the first time

@@ -1,0 +1,80 @@
+"""Keeps the probe's frames out of the user's tracebacks: in the training process and in worker processes."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from types import TracebackType
+from typing import Any
+
+# The probe's side of dlprobe lives in this package; runpy's frames are there because bootstrap runs the script.
+_OWN_FILES = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<frozen runpy>", os.path.abspath(runpy.__file__))
+
+
+def _is_own(tb: TracebackType) -> bool:
+    return tb.tb_frame.f_code.co_filename.startswith(_OWN_FILES)
+
+
+def user_frames(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback without any of the probe's (or runpy's) frames, wherever they sit in it."""
+    kept: list[TracebackType] = []
+    while tb is not None:
+        if not _is_own(tb):
+            kept.append(tb)
+        tb = tb.tb_next
+    cleaned: TracebackType | None = None
+    for entry in reversed(kept):
+        cleaned = TracebackType(cleaned, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return cleaned
+
+
+def clean_chain(exc: BaseException | None) -> None:
+    """Strip the probe's frames from an exception and from every exception chained to it (cause, context)."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = user_frames(current.__traceback__)
+        todo.extend((current.__cause__, current.__context__))
+        todo.extend(getattr(current, "exceptions", ()) or ())  # ExceptionGroup members
+
+
+def install_excepthook() -> None:
+    """Clean the traceback of an exception that ends the script, before whatever hook prints it.
+
+    Installed at the moment the script raised, so a hook the script set itself is wrapped, not replaced;
+    the interpreter then exits as it would have (1, or killed by SIGINT for a KeyboardInterrupt).
+    """
+    inner = sys.excepthook
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> Any:
+        clean_chain(exc)
+        return inner(exc_type, exc, user_frames(tb))
+
+    sys.excepthook = hook
+
+
+def patch_exception_wrapper() -> None:
+    """In a worker: torch formats the worker's traceback into text (ExceptionWrapper) that the training loop
+    re-raises as 'Caught X in DataLoader worker process N'; clean the traceback before it is formatted."""
+    from torch import _utils
+
+    wrapper = _utils.ExceptionWrapper
+    if getattr(wrapper, "_dlprobe_patched", False):
+        return
+    original_init = wrapper.__init__
+
+    def __init__(self: Any, exc_info: Any = None, where: str = "in background") -> None:
+        if exc_info is None:
+            exc_info = sys.exc_info()
+        if exc_info[1] is not None:
+            clean_chain(exc_info[1])
+            exc_info = (exc_info[0], exc_info[1], user_frames(exc_info[2]))
+        original_init(self, exc_info, where)
+
+    wrapper.__init__ = __init__  # type: ignore[method-assign]
+    wrapper._dlprobe_patched = True  # type: ignore[attr-defined]

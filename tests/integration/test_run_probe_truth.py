@@ -1,0 +1,85 @@
+"""`dlprobe run` tells the truth from inside the target: no probe frames in the user's tracebacks, every
+DataLoader subclass probed (torchdata's StatefulDataLoader), the index that raised inside a batched
+fetch named, and a probe that could not write said so instead of 'no loader'."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SCRIPTS, run_dlprobe
+
+RAISES = "raises_through_loader.py"
+
+
+def _plain(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPTS / script), *args], capture_output=True, text=True)
+
+
+def _probe(tmp_path: Path, script: str, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    run_dir = tmp_path / "run"
+    proc = run_dlprobe(["run", "--quiet", "--out", str(run_dir), str(SCRIPTS / script), *args], tmp_path)
+    return proc, json.loads((run_dir / "report.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("mode", "last_line"),
+    [
+        ("worker", "ValueError: corrupt record 5"),
+        ("main", "ValueError: corrupt record 5"),
+        ("chained", "RuntimeError: training failed"),
+        ("interrupt", "KeyboardInterrupt"),
+    ],
+)
+def test_tracebacks_show_no_probe_frames_and_exit_like_python(tmp_path, mode, last_line):
+    plain = _plain(RAISES, mode)
+    proc, _report = _probe(tmp_path, RAISES, mode)
+    # a signal death (Ctrl-C) comes back as a shell reports it: 128 + the signal
+    expected = plain.returncode if plain.returncode >= 0 else 128 - plain.returncode
+    assert proc.returncode == expected != 0
+    assert proc.stderr.rstrip().splitlines()[-1] == last_line
+    assert "dlprobe/" not in proc.stderr and "runpy" not in proc.stderr, proc.stderr
+    assert "in __getitem__" in proc.stderr or mode == "interrupt"
+    assert proc.stdout == plain.stdout
+
+
+def test_stateful_dataloader_is_probed_like_a_dataloader(tmp_path):
+    plain = _plain("stateful_loader.py")
+    proc, report = _probe(tmp_path, "stateful_loader.py")
+    assert proc.returncode == plain.returncode == 0
+    assert proc.stdout == plain.stdout
+    assert "no-loader" not in [f["code"] for f in report["findings"]]
+    [loader] = report["loaders"]
+    assert loader["num_workers"] == 2 and loader["epochs"] == 2 and loader["batches"] == 32
+    workers = [p for p in report["processes"] if p["role"] == "worker"]
+    assert len(workers) == 4  # two workers per epoch
+    assert all(p["samples"] >= 1 and p["uss"]["peak"] > 0 for p in workers), workers
+
+
+@pytest.mark.parametrize("kind", ["plain", "hf"])
+def test_batched_fetch_names_the_index_that_raised(tmp_path, kind):
+    proc, report = _probe(tmp_path, "batched_fetch_raises.py", kind)
+    assert proc.returncode == 1
+    assert proc.stderr.rstrip().splitlines()[-1] == "ValueError: unparsable row 11"  # the user's own exception
+    [finding] = [f for f in report["findings"] if f["code"] == "bad-sample"]
+    ev = finding["evidence"]
+    assert ev["index"] == 11 and ev["position_in_batch"] == 3 and ev["index_kind"] == "getitems"
+    assert ev["batch_indices"] == list(range(8, 16))
+
+
+def test_a_probe_that_cannot_open_its_event_log_leaves_training_alone(tmp_path):
+    # A directory where the events file should be makes open() fail in the target (EISDIR), even for root.
+    (tmp_path / "events.jsonl").mkdir()
+    env = {**os.environ, "DLPROBE_RUN_DIR": str(tmp_path)}
+    command = [sys.executable, "-m", "dlprobe.in_training.bootstrap", str(SCRIPTS / "stateful_loader.py")]
+    probed = subprocess.run(command, capture_output=True, text=True, env=env)
+    plain = _plain("stateful_loader.py")
+    assert probed.returncode == plain.returncode == 0, probed.stderr
+    assert probed.stdout == plain.stdout
+    assert "dlprobe" not in probed.stderr
+    assert list((tmp_path / "events.jsonl").iterdir()) == []

@@ -1,0 +1,75 @@
+"""probe-degraded: the probe's own failures (probe_error events) and a probe that wrote nothing."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from dlprobe.analysis import analyze
+from dlprobe.analysis.probe_findings import find_probe_degraded
+from dlprobe.in_training import event_log, probe_errors
+from dlprobe.rundir.files import read_jsonl
+from tests.unit import fakes
+
+
+def _error(pid: int, count: int, where: str = "inflight.worker") -> dict[str, Any]:
+    return {
+        "ev": "probe_error",
+        "t": 101.0,
+        "pid": pid,
+        "where": where,
+        "type": "OSError",
+        "message": "[Errno 28] No space left on device",
+        "consequence": "hang reports for worker 2 lack the indices",
+        "count": count,
+    }
+
+
+def test_probe_errors_become_one_finding_per_place_with_counts_summed_over_processes():
+    events = [{"ev": "start", "t": 100.0, "pid": 1}, _error(7, 1), _error(7, 10), _error(8, 1)]
+    [finding] = find_probe_degraded(fakes.run([], [], events=events))
+    assert finding.code == "probe-degraded" and finding.severity == "info"
+    assert finding.evidence["count"] == 11 and sorted(finding.evidence["pids"]) == [7, 8]
+    assert "OSError" in finding.title and "No space left" in finding.detail
+    assert "lack the indices" in finding.detail and "(11 times)" in finding.detail
+
+
+def test_a_clean_run_has_no_probe_finding():
+    assert find_probe_degraded(fakes.run([], [], events=[{"ev": "start", "t": 100.0, "pid": 1}])) == []
+
+
+def test_a_probe_that_wrote_nothing_is_degraded_not_no_loader():
+    run = fakes.run([], [], events=[])
+    run.meta["target_pid"] = 1234  # a `dlprobe run` target, whose bootstrap always writes "start"
+    codes = [f.code for f in analyze(run)]
+    assert codes == ["probe-degraded"], codes
+    run.events.append({"ev": "start", "t": 100.0, "pid": 1234})
+    assert [f.code for f in analyze(run)] == ["no-loader"]
+
+
+def test_failures_are_rate_limited_and_flushed_with_the_final_count(tmp_path, monkeypatch):
+    monkeypatch.setenv(event_log.RUN_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(event_log, "_log", None)
+    monkeypatch.setattr(event_log, "open_error", None)
+    probe_errors._forget_in_child()
+    for _ in range(1234):
+        probe_errors.record("hooks.dupes", ValueError("odd batch"), "repeats are not counted")
+    probe_errors.flush()
+    probe_errors.flush()  # nothing new: no new event
+    counts = [e["count"] for e in read_jsonl(tmp_path / event_log.EVENTS_FILE) if e["ev"] == "probe_error"]
+    assert counts == [1, 10, 100, 1000, 1234]
+    probe_errors._forget_in_child()
+
+
+def test_lost_event_lines_are_told_once_writing_works_again(tmp_path):
+    log = event_log.EventLog(str(tmp_path))
+    good_fd = log._fd
+    log._fd = os.open(os.devnull, os.O_RDONLY)  # writes fail like on a full disk
+    log.emit("batches", waits=[0.1])
+    log.emit("batches", waits=[0.2])
+    os.close(log._fd)
+    log._fd = good_fd
+    log.emit("epoch_end")
+    events = list(read_jsonl(tmp_path / event_log.EVENTS_FILE))
+    assert [e["ev"] for e in events] == ["epoch_end", "probe_error"]
+    assert events[1]["where"] == "event_log.write" and events[1]["count"] == 2
