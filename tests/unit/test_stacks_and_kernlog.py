@@ -65,11 +65,6 @@ def test_stdlib_and_dlprobe_are_not_user_code():
     assert stacks.is_user_file(USER_FILE)
 
 
-def test_py_spy_override_that_does_not_exist_disables_it(monkeypatch):
-    monkeypatch.setenv(stacks.PY_SPY_ENV, "/nonexistent/py-spy")
-    assert stacks.find_py_spy() is None
-
-
 RECORDS = [
     (5.0, "Memory cgroup out of memory: Killed process 11 (pt_data_worker) total-vm:1240288kB, "
           "anon-rss:565068kB, file-rss:21788kB, shmem-rss:0kB, UID:0 pgtables:1396kB oom_score_adj:0"),

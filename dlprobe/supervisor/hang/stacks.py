@@ -7,16 +7,13 @@ import json
 import linecache
 import os
 import re
-import shutil
 import subprocess
-import sys
 import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PY_SPY_ENV = "DLPROBE_PY_SPY"  # path of the py-spy binary to use; a path that does not exist disables py-spy
 DUMP_TIMEOUT_S = 20.0
 _PERMISSION = re.compile(r"permission denied|operation not permitted|ptrace", re.IGNORECASE)
 
@@ -37,17 +34,6 @@ class DumpResult:
     error: str | None = None
     permission_denied: bool = False
     raw: str | None = None
-
-
-def find_py_spy() -> str | None:
-    override = os.environ.get(PY_SPY_ENV)
-    if override is not None:
-        return override if override and os.access(override, os.X_OK) else None
-    found = shutil.which("py-spy")
-    if found:
-        return found
-    beside = Path(sys.executable).parent / "py-spy"  # a virtualenv's bin/ is often not on PATH
-    return str(beside) if os.access(beside, os.X_OK) else None
 
 
 def _non_user_prefixes() -> tuple[str, ...]:

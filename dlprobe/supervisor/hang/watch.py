@@ -17,6 +17,7 @@ from typing import Any
 from dlprobe.analysis.model import HANGS_DIR
 from dlprobe.rundir.inflight_format import FAULTHANDLER_FILE, STACKS_DIR, read_all, read_slot, slot_path
 from dlprobe.supervisor.hang import procstate, stacks
+from dlprobe.system.pyspy import find_py_spy
 
 DEFAULT_HANG_TIMEOUT_S = 60.0
 ON_HANG_CHOICES = ("wait", "stop")
@@ -121,7 +122,7 @@ def collect(
 
 def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) -> dict[str, Any] | None:
     """Adds 'stack' to the main process and the workers; returns what kept py-spy from working, if anything."""
-    exe = stacks.find_py_spy()
+    exe = find_py_spy()
     problem: dict[str, Any] | None = None
     if exe is None:
         problem = {"kind": "missing", "advice": stacks.MISSING_ADVICE}
