@@ -70,12 +70,29 @@ def cgroup_cpu_quota(
     return None
 
 
+def _affinity(pid: int | str) -> int:
+    try:
+        return len(os.sched_getaffinity(0 if pid == "self" else int(pid)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _usable(affinity: int, quota: float | None) -> int:
+    return affinity if quota is None else max(1, min(affinity, math.ceil(quota)))
+
+
+def usable_cores(pid: int | str = "self") -> int:
+    """Cores the process may really keep busy: its affinity mask, capped by its cgroup CPU quota (rounded up)."""
+    return _usable(_affinity(pid), cgroup_cpu_quota(pid))
+
+
 def cpu_facts(pid: int | str = "self") -> dict[str, Any]:
     """cpu_count, cpu_affinity (cores in the mask), cpu_quota (cores, or None) and usable_cores (the smaller)."""
-    try:
-        affinity = len(os.sched_getaffinity(0 if pid == "self" else int(pid)))
-    except (AttributeError, OSError):
-        affinity = os.cpu_count() or 1
+    affinity = _affinity(pid)
     quota = cgroup_cpu_quota(pid)
-    usable = affinity if quota is None else max(1, min(affinity, math.ceil(quota)))
-    return {"cpu_count": os.cpu_count(), "cpu_affinity": affinity, "cpu_quota": quota, "usable_cores": usable}
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": affinity,
+        "cpu_quota": quota,
+        "usable_cores": _usable(affinity, quota),
+    }

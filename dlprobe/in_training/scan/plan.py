@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ import torch
 from torch.utils.data import IterableDataset, default_collate
 
 from dlprobe.scan.options import ScanOptions
+from dlprobe.system.cpus import usable_cores
 
 
 class ScanSetupError(Exception):
@@ -49,13 +49,6 @@ class ScanPlan:
         if self.stream_stop is not None:
             return self.stream_stop - self.stream_start
         return None if self.total is None else max(0, self.total - self.stream_start)
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def dataset_type_of(dataset: Any) -> str:
