@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlprobe.analysis.model import Finding
+from dlprobe.system.kernlog import OomKill, parse_oom_lines
 from dlprobe.triage.logscan import LogScan
-from dlprobe.triage.machine import MachineFacts, OomKill, parse_oom_lines
+from dlprobe.triage.machine import MachineFacts
 from dlprobe.triage.patterns import Match, match_line
 from dlprobe.units import format_bytes
 

@@ -80,6 +80,19 @@ def test_oom_kills_for_our_pids_after_the_start():
     assert kill["pid"] == 11 and kill["cgroup"] is True and kill["anon_rss_bytes"] == 565068 * 1024
 
 
+def test_kmsg_records_and_dmesg_text_go_through_one_parser():
+    """The run's kmsg reader merges the `oom-kill:` line (constraint, memcg) the way triage's dmesg reader does."""
+    info = (
+        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),task_memcg=/docker/abc,task=pt_data_worker,pid=13,uid=0"
+    )
+    killed = "Killed process 13 (pt_data_worker) total-vm:1kB, anon-rss:2048kB, file-rss:0kB, shmem-rss:4096kB"
+    [kill] = kernlog.oom_kills({13}, after_s=0.0, records=[(3.0, info), (3.0, killed)])["kills"]
+    assert kill["cgroup"] is True and kill["memcg"] == "/docker/abc"
+    assert (kill["anon_rss_bytes"], kill["shmem_rss_bytes"]) == (2048 * 1024, 4096 * 1024)
+    [text_kill] = kernlog.parse_oom_lines([f"[    3.000000] {info}", f"[    3.000000] {killed}"], boot_time=100.0)
+    assert (text_kill.pid, text_kill.memcg, text_kill.cgroup, text_kill.time) == (13, "/docker/abc", True, 103.0)
+
+
 def test_unreadable_kernel_log_is_said_so(tmp_path):
     assert kernlog.read_records(str(tmp_path / "no-kmsg")) is None
 

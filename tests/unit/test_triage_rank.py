@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import io
 
+from dlprobe.system.kernlog import parse_oom_lines
 from dlprobe.triage.logscan import scan_stream
-from dlprobe.triage.machine import KernelLog, MachineFacts, parse_oom_lines
+from dlprobe.triage.machine import KernelLog, MachineFacts
 from dlprobe.triage.rank import diagnose, reproduce
 
 MiB = 1024 * 1024
