@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from dlprobe.system import cgroup as cgroup_reader
 from dlprobe.system import procmem
 from dlprobe.system.kernlog import OomKill, parse_oom_lines
 
@@ -97,9 +98,9 @@ def read_kernel_log(path: str | None = None) -> KernelLog:
 
 def check_machine(kernel_log: str | None = None) -> MachineFacts:
     """Read everything a triage may use about this machine; nothing here raises."""
-    cgroup_dir = procmem.cgroup_memory_dir(os.getpid())
-    memory = procmem.cgroup_memory(cgroup_dir)
-    cgroup: dict[str, Any] | None = None if memory is None else {**memory, "path": str(cgroup_dir)}
+    where = cgroup_reader.memory_dir(os.getpid())
+    memory = cgroup_reader.memory_state(where)
+    cgroup: dict[str, Any] | None = None if memory is None or where is None else {**memory, "path": str(where[0])}
     try:
         nofile: tuple[int, int] | None = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (OSError, ValueError):
