@@ -11,6 +11,7 @@ from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.stats import metric_summary
+from dlprobe.frames import is_user_file
 from dlprobe.units import format_bytes
 
 _CAUGHT = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
@@ -86,7 +87,7 @@ def _user_frame_from_traceback(message: str) -> str | None:
     frames = [m for m in _TB_FILE.finditer(message)]
     for match in reversed(frames):
         path = match.group(1)
-        if any(part in path for part in ("site-packages", "dist-packages", "/lib/python3", "/dlprobe/")):
+        if not is_user_file(path):
             continue
         return f"{match.group(3)} ({path.rsplit('/', 1)[-1]}:{match.group(2)})"
     return None

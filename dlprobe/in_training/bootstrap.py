@@ -8,15 +8,14 @@ import sys
 import traceback
 from types import TracebackType
 
+from dlprobe.frames import is_probe_file
 from dlprobe.in_training import hooks
 from dlprobe.in_training.event_log import get_log
-
-_OWN_FILES = (os.path.dirname(os.path.abspath(__file__)), "<frozen runpy>", os.path.abspath(runpy.__file__))
 
 
 def _user_frames(tb: TracebackType | None) -> TracebackType | None:
     """Drop the probe's and runpy's frames so the traceback reads as if python ran the script."""
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_FILES):
+    while tb is not None and is_probe_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     return tb
 

@@ -8,11 +8,12 @@ import linecache
 import os
 import re
 import subprocess
-import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from dlprobe.frames import is_user_file
 
 DUMP_TIMEOUT_S = 20.0
 _PERMISSION = re.compile(r"permission denied|operation not permitted|ptrace", re.IGNORECASE)
@@ -34,25 +35,6 @@ class DumpResult:
     error: str | None = None
     permission_denied: bool = False
     raw: str | None = None
-
-
-def _non_user_prefixes() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    prefixes = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    own = str(Path(__file__).resolve().parent.parent)  # dlprobe itself
-    return tuple(os.path.join(p, "") for p in (*prefixes, own) if p)
-
-
-_NON_USER = _non_user_prefixes()
-
-
-def is_user_file(filename: str | None) -> bool:
-    """A frame in the user's own code: not the standard library, not an installed package, not dlprobe."""
-    if not filename or filename.startswith("<") or not filename.endswith(".py"):
-        return False
-    if "site-packages" in filename or "dist-packages" in filename:
-        return False
-    return not os.path.abspath(filename).startswith(_NON_USER)
 
 
 def _frame(name: str, filename: str | None, line: int | None, native: bool) -> dict[str, Any]:
