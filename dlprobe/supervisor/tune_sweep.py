@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import time
@@ -10,14 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from dlprobe import __version__
 from dlprobe.analysis.model import RunData, load_run
 from dlprobe.errors import DlprobeError
 from dlprobe.in_training.hooks import TAKEOVER_ENV, TAKEOVER_LOADER_ENV
 from dlprobe.in_training.tune_trials import CONFIG_ENV, EXIT_NO_BATCHES
 from dlprobe.rundir.files import DEFAULT_ROOT, create_run_dir, write_json
+from dlprobe.supervisor.hang.stop import kill_tree
 from dlprobe.supervisor.run_target import RunOptions, check_script, run_script
 from dlprobe.system.cpus import cpu_facts
 from dlprobe.tune.plan import worker_counts
@@ -55,13 +53,7 @@ class _TimeLimit:
         if self.hit or now < self.deadline or child.poll() is not None:
             return
         self.hit = True
-        try:
-            victims = [*psutil.Process(child.pid).children(recursive=True), psutil.Process(child.pid)]
-        except psutil.Error:
-            return
-        for proc in victims:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
+        kill_tree(child.pid)
 
 
 def _tune_dir(options: TuneOptions) -> Path:

@@ -1,4 +1,4 @@
-"""Ends the whole training process tree (main process first, then every worker it leaves behind)."""
+"""Ends the whole training process tree: the one place that signals it (hang stop, check limits, tune budget)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,25 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+def tree(pid: int) -> list[psutil.Process]:
+    """The process and its descendants, each remembering its start time so a reused pid is never hit."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL the process and its descendants at once (workers would notice their parent's death only seconds
+    later, and a hung one never)."""
+    for proc in tree(pid):
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass  # it exited between listing and signalling: nothing left to stop
+
+
 def stop_tree(main_pid: int, pids: list[int], wait_main: Callable[[float], bool]) -> list[int]:
     """SIGTERM the main process, then its workers, SIGKILL whatever is still there; returns pids that survived.
 
@@ -32,12 +51,9 @@ def stop_tree(main_pid: int, pids: list[int], wait_main: Callable[[float], bool]
             procs.append(psutil.Process(pid))  # remembers the start time, so a reused pid is never hit
         except psutil.Error:
             pass
-    try:
-        for child in psutil.Process(main_pid).children(recursive=True):
-            if child.pid not in {p.pid for p in procs}:
-                procs.append(child)
-    except psutil.Error:
-        pass
+    for child in tree(main_pid)[1:]:
+        if child.pid not in {p.pid for p in procs}:
+            procs.append(child)
     try:
         psutil.Process(main_pid).send_signal(signal.SIGTERM)
     except psutil.Error:
