@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
-KINDS = ("exception", "crash", "timeout", "none", "shape", "dtype", "nan")
+PROBLEM_KINDS = ("exception", "crash", "timeout", "none", "shape", "dtype", "nan")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _NUMBER = re.compile(r"\d+")
 
@@ -129,7 +129,7 @@ def group_by_reason(bad: list[dict[str, Any]]) -> list[tuple[str, str, list[dict
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for entry in bad:
         groups.setdefault(reason_key(entry), []).append(entry)
-    ordered = sorted(groups.items(), key=lambda item: (KINDS.index(item[0][0]), -len(item[1])))
+    ordered = sorted(groups.items(), key=lambda item: (PROBLEM_KINDS.index(item[0][0]), -len(item[1])))
     out = []
     for (kind, _), entries in ordered:
         details = {e["detail"] for e in entries}
