@@ -1,4 +1,4 @@
-"""Dead-worker findings: `worker-killed` (with the cause: oom, shm, segfault, abort, exit, unknown),
+"""Dead-worker findings: `worker-killed` (with the cause: oom, bus, segfault, abort, exit, unknown, ...),
 `bad-sample` (a Python exception in a worker) and `shm-exhausted`, from PyTorch's messages, the workers'
 in-flight slots, the memory samples, the cgroup's OOM counter and the kernel log."""
 
@@ -11,6 +11,7 @@ from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.stats import metric_summary
+from dlprobe.frames import is_user_file
 from dlprobe.rundir.schema import EV_EPOCH
 from dlprobe.units import format_bytes
 
@@ -21,15 +22,46 @@ _EXITED = re.compile(r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpecte
 _TB_FILE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 _SHM_ERROR = re.compile(r"unable to allocate shared memory|unable to write to file </torch_|No space left on device")
 
-SIGNAL_CAUSES = {
-    "Killed": "oom",
-    "Bus error": "shm",
-    "Segmentation fault": "segfault",
-    "Aborted": "abort",
-    "Floating point exception": "fpe",
-    "Illegal instruction": "sigill",
-    "Terminated": "terminated",
+# `worker-killed` speaks one vocabulary in `dlprobe run` (here) and `dlprobe triage` (triage/rank.py):
+#
+# | evidence | value                                                                                          |
+# | -------- | ---------------------------------------------------------------------------------------------- |
+# | pids     | the dead workers' pids, a list (a run names one worker per finding: a list of one)             |
+# | signal   | the signal's name (SIGKILL, SIGBUS, ...); None when the worker exited with a code              |
+# | cause    | oom: SIGKILL from the kernel's OOM killer (run: confirmed by kernel log, cgroup count or the    |
+# |          |   memory at a limit; triage: with a confidence)                                                |
+# |          | external-kill: SIGKILL from something else (a scheduler, a watchdog, kill -9)                  |
+# |          | bus: SIGBUS, a write to /dev/shm that could not be backed (an shm-exhausted finding names that) |
+# |          |   or a memory-mapped file cut short                                                            |
+# |          | segfault, abort, fpe, sigill: native code crashed (SIGSEGV, SIGABRT, SIGFPE, SIGILL)           |
+# |          | signal: another signal sent from outside (SIGTERM, ...)                                        |
+# |          | exit: the worker ended itself with an exit code                                                |
+# |          | unknown: the worker died and nothing says how                                                  |
+WORKER_KILLED_CAUSES = (
+    "oom", "external-kill", "bus", "segfault", "abort", "fpe", "sigill", "signal", "exit", "unknown",
+)  # fmt: skip
+# torch names the signal with strsignal()'s text: (signal name, worker-killed cause)
+TORCH_SIGNALS = {
+    "Killed": ("SIGKILL", "oom"),
+    "Bus error": ("SIGBUS", "bus"),
+    "Segmentation fault": ("SIGSEGV", "segfault"),
+    "Aborted": ("SIGABRT", "abort"),
+    "Floating point exception": ("SIGFPE", "fpe"),
+    "Illegal instruction": ("SIGILL", "sigill"),
+    "Terminated": ("SIGTERM", "signal"),
 }
+
+
+def signal_cause(torch_text: str) -> str:
+    """The worker-killed cause for the signal torch names (oom for SIGKILL before any evidence is weighed)."""
+    return TORCH_SIGNALS.get(torch_text, ("", "signal"))[1]
+
+
+def signal_name(torch_text: str) -> str:
+    """SIGKILL for torch's "Killed"; an unknown text is kept as it is."""
+    return TORCH_SIGNALS.get(torch_text, (torch_text, ""))[0]
+
+
 NATIVE_CRASH_FIX = (
     "Native code crashed on this sample. Re-run it alone with num_workers=0 (dataset[{index}]) under "
     "`python -X faulthandler` to see the crashing frame; PYTHONFAULTHANDLER=1 makes workers print theirs to stderr. "
@@ -56,7 +88,7 @@ def _user_frame_from_traceback(message: str) -> str | None:
     frames = [m for m in _TB_FILE.finditer(message)]
     for match in reversed(frames):
         path = match.group(1)
-        if any(part in path for part in ("site-packages", "dist-packages", "/lib/python3", "/dlprobe/")):
+        if not is_user_file(path):
             continue
         return f"{match.group(3)} ({path.rsplit('/', 1)[-1]}:{match.group(2)})"
     return None
@@ -166,8 +198,10 @@ def _killed(run: RunData, lo: LoaderRecord, error: dict[str, Any], pid: int, how
     oom = _oom_evidence(run, pid)
     if code is not None:
         cause, status = "exit", f"exit code {code}"
+    elif how == "unknown":
+        cause, status = "unknown", "exited unexpectedly"
     else:
-        cause, status = SIGNAL_CAUSES.get(how, "unknown"), f"signal {how}"
+        cause, status = signal_cause(how), f"signal {how}"
         if cause == "oom" and not oom:
             cause = "unknown"
     index = held.get("index")
@@ -175,17 +209,17 @@ def _killed(run: RunData, lo: LoaderRecord, error: dict[str, Any], pid: int, how
     title = f"Loader {lo.loader_id} worker {worker_id} (pid {pid}) was killed ({status}): {cause}{on}"
     detail, fix = _killed_text(cause, how, code, oom, held)
     evidence = {
-        "pid": pid,
+        "pids": [pid],
         "worker_id": worker_id,
         "cause": cause,
-        "signal": how if code is None else None,
+        "signal": signal_name(how) if code is None and how != "unknown" else None,
         "exit_code": code,
         **_batch_evidence(held),
         **_memory(run, pid),
         **oom,
         "message": _last_line(error.get("cause") or error.get("message") or ""),
     }
-    if cause == "shm":
+    if cause == "bus":
         evidence.update(_shm_numbers(run, lo))
     return Finding("worker-killed", "error", title, detail, fix, evidence, lo.loader_id)
 
@@ -200,7 +234,7 @@ def _killed_text(cause: str, how: str, code: int | None, oom: dict[str, Any], he
             "batch size, bound caches in the dataset, or raise the memory limit (docker --memory, Kubernetes "
             "limits, SLURM --mem).",
         )
-    if cause == "shm":
+    if cause == "bus":
         return (
             "A bus error in a worker means a write to a shared-memory page of /dev/shm that could not be backed: "
             "/dev/shm is full.",
@@ -215,8 +249,11 @@ def _killed_text(cause: str, how: str, code: int | None, oom: dict[str, Any], he
             f"Find what calls exit on this sample: run dataset[{index}] with num_workers=0, or "
             "strace -f -e trace=exit_group.",
         )
-    if cause == "terminated":
-        return ("Something sent the worker SIGTERM.", "Look for a job scheduler or watchdog that ends processes.")
+    if cause == "signal":
+        return (
+            f"Something sent the worker {signal_name(how)}.",
+            "Look for a job scheduler or watchdog that ends processes.",
+        )
     return (
         f"The worker died ({how if code is None else f'exit code {code}'}) and no OOM-kill was seen (no cgroup "
         "OOM count, no kernel log line, memory not at a limit): something outside sent the signal.",
@@ -299,8 +336,8 @@ def _findings_for_error(run: RunData, lo: LoaderRecord, error: dict[str, Any]) -
     for match in _KILLED.finditer(text):
         finding = _killed(run, lo, error, int(match.group(1)), match.group(2).strip(), None)
         found.append(finding)
-        if finding.evidence["cause"] == "shm":
-            found.append(_shm_exhausted(run, lo, finding.evidence, f"signal {match.group(2)}"))
+        if finding.evidence["cause"] == "bus":
+            found.append(_shm_exhausted(run, lo, {**finding.evidence, "cause": "shm"}, f"signal {match.group(2)}"))
     for match in _EXIT.finditer(text):
         found.append(_killed(run, lo, error, int(match.group(1)), "exit", int(match.group(2))))
     if not found:
@@ -341,7 +378,8 @@ def find_worker_deaths(run: RunData) -> list[Finding]:
     seen: set[tuple[str, Any, Any]] = set()
     for lo, error in _errors(run):
         for finding in _findings_for_error(run, lo, error):
-            key = (finding.code, finding.evidence.get("pid"), finding.evidence.get("index"))
+            pid = finding.evidence.get("pid") or tuple(finding.evidence.get("pids") or ())
+            key = (finding.code, pid, finding.evidence.get("index"))
             if key not in seen:  # the same death can be re-raised by later next() calls
                 seen.add(key)
                 findings.append(finding)

@@ -27,7 +27,10 @@ CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 _LINE = re.compile(r":\d+\)$")
 # Plumbing, not the user's loading code: torch, multiprocessing, and dlprobe's own in-flight recording.
-_LIBRARY = re.compile(r"\((<|torch/|multiprocessing/|threading\.py|queue\.py|dlprobe/target/)")
+# (dlprobe/target/ is where that recording lived before the layout change: runs saved then still read right.)
+_PROBE = r"dlprobe/(?:in_training|target)/"
+_LIBRARY = re.compile(r"\((<|torch/|multiprocessing/|threading\.py|queue\.py|" + _PROBE + ")")
+_PROBE_FRAME = re.compile(r"\(" + _PROBE)
 
 
 def _category(frames: list[str]) -> str:
@@ -50,7 +53,7 @@ def _loading_samples(run: RunData, loader: LoaderRecord) -> list[StackCount]:
 
 def _innermost_not_ours(frames: list[str]) -> str:
     """With only plumbing on the stack, name torch's frame (e.g. default_collate) rather than dlprobe's."""
-    return next((f for f in reversed(frames) if "(dlprobe/target/" not in f), frames[-1] if frames else "?")
+    return next((f for f in reversed(frames) if not _PROBE_FRAME.search(f)), frames[-1] if frames else "?")
 
 
 def find_worker_hotspots(run: RunData) -> list[Finding]:

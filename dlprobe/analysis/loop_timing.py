@@ -52,8 +52,9 @@ def loop_timing(loader: LoaderRecord) -> LoopTiming | None:
     )
 
 
-def usable_cores(run: RunData) -> int:
-    """Cores the script may use: affinity mask and cgroup quota (older runs recorded only the affinity)."""
+def recorded_usable_cores(run: RunData) -> int:
+    """The usable cores that system.cpus.usable_cores measured when the run was recorded (meta.json), never the
+    machine analysis happens to run on; older runs recorded only the affinity."""
     machine = run.meta.get("machine", {})
     return int(machine.get("usable_cores") or machine.get("cpu_affinity") or machine.get("cpu_count") or 1)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of, loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
+from dlprobe.frames import is_user_file
 from dlprobe.rundir.schema import EV_FORK_STATE, EV_START, EV_STARTUP_PROFILE
 
 SLOW_CONSTRUCT_S = 2.0  # building the dataset (imports excluded) before the loader existed
@@ -22,10 +23,6 @@ _FS_FILES = re.compile(
 _FS_FUNCS = re.compile(r"walk|scandir|listdir|glob|find_classes|make_dataset|iterdir|stat|exists|is(file|dir)")
 
 Frame = tuple[str, str]
-
-
-def _is_library(filename: str) -> bool:
-    return filename.startswith("<") or "/lib/python3" in filename or "-packages/" in filename
 
 
 def _is_import(frames: list[list[Any]]) -> bool:
@@ -114,7 +111,7 @@ def find_slow_start(run: RunData) -> list[Finding]:
                 path = hot_path(construct_stacks)
                 # The user's frame that calls into the file system (or the deepest user frame): the line to change.
                 first_fs = next((i for i, p in enumerate(path) if _is_fs([p["file"], p["function"]])), len(path))
-                user = [p for p in path[:first_fs] if not _is_library(p["file"])]
+                user = [p for p in path[:first_fs] if is_user_file(p["file"])]
                 hot = user[-1] if user else (path[-1] if path else None)
                 fs_s = sum(s["seconds"] for s in construct_stacks if any(_is_fs(f) for f in s["frames"]))
                 walk = fs_s >= WALK_SHARE * sum(s["seconds"] for s in construct_stacks)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dlprobe.analysis.loop_timing import events_of, loop_timing, usable_cores
+from dlprobe.analysis.loop_timing import events_of, loop_timing, recorded_usable_cores
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.rundir.schema import EV_ACCEL
@@ -30,7 +30,7 @@ def suggest_workers(current: int, per_batch_load_s: float, step_s: float, cores:
 
 def find_input_bound(run: RunData) -> list[Finding]:
     findings = []
-    cores = usable_cores(run)
+    cores = recorded_usable_cores(run)
     for loader in run.loaders:
         timing = loop_timing(loader)
         if timing is None or timing.span_s < INPUT_BOUND_MIN_SPAN_S or timing.wait_share < INPUT_BOUND_SHARE:
@@ -137,7 +137,7 @@ def _memory_for_workers(run: RunData, measured_workers: int) -> int | None:
 
 def find_too_many_workers(run: RunData) -> list[Finding]:
     findings = []
-    cores = usable_cores(run)
+    cores = recorded_usable_cores(run)
     for loader in run.loaders:
         nw = loader.num_workers
         if nw == 0:

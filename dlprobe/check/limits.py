@@ -11,9 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
-
 from dlprobe.rundir.schema import EV_STOP, STOP_AFTER_BATCHES_ENV, STOP_AT_ENV
+from dlprobe.system.proctree import kill_tree
 
 HOOK_GRACE_S = 3.0  # the hooks stop the loop cleanly at its next batch; signals only if that does not happen
 SIGNAL_STEP_S = 5.0  # then SIGINT, SIGTERM and SIGKILL, this far apart
@@ -85,21 +84,8 @@ class RunWatch:
             child.send_signal(signal.SIGTERM)
             self.sent.append("SIGTERM")
         else:
-            _kill_tree(child.pid)
+            kill_tree(child.pid)
             self.sent.append("SIGKILL")
         assert self.stop is not None
         self.stop.signals = tuple(self.sent)
         self.escalate_at = time.time() + SIGNAL_STEP_S
-
-
-def _kill_tree(pid: int) -> None:
-    """SIGKILL the target and its descendants (workers would notice their parent's death only seconds later)."""
-    try:
-        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
-        return
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass

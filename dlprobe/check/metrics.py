@@ -7,7 +7,7 @@ from typing import Any
 from dlprobe.units import format_bytes
 
 # metric -> how its values are shown
-KINDS = {
+METRIC_KINDS = {
     "worker_uss_growth": "bytes",
     "worker_uss_peak": "bytes",
     "total_pss": "bytes",
@@ -51,7 +51,7 @@ def report_metrics(report: dict[str, Any]) -> dict[str, float | None]:
 def format_metric(metric: str, value: float | None) -> str:
     if value is None:
         return "-"
-    kind = KINDS.get(metric)
+    kind = METRIC_KINDS.get(metric)
     if kind == "bytes":
         return format_bytes(value)
     if kind == "share":

@@ -8,7 +8,7 @@ from typing import Any
 from dlprobe.analysis.model import SEVERITIES
 from dlprobe.check.config import BASELINE_METRICS, CheckConfig
 from dlprobe.check.limits import Stop
-from dlprobe.check.metrics import KINDS, format_metric, report_metrics
+from dlprobe.check.metrics import METRIC_KINDS, format_metric, report_metrics
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
@@ -77,7 +77,7 @@ def _threshold_rule(key: str, limit: float, observed: float | None, what: str, m
     shown = format_metric(metric, observed)
     if observed > limit:
         message = f"{what} was {shown}, above the limit {raw}"
-        if KINDS[metric] == "bytes" and "ib" not in raw.lower():  # "200 MB" is decimal; observed values are MiB
+        if METRIC_KINDS[metric] == "bytes" and "ib" not in raw.lower():  # "200 MB" is decimal; observed values are MiB
             message += f" ({format_metric(metric, limit)})"
         return RuleResult(key, threshold, shown, FAIL, message, source)
     return RuleResult(key, threshold, shown, PASS, "", source)

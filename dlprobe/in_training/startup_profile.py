@@ -8,6 +8,7 @@ import threading
 import time
 from types import FrameType
 
+from dlprobe.frames import is_probe_file
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.schema import EV_STARTUP_PROFILE, NO_STARTUP_PROFILE_ENV
 
@@ -18,9 +19,6 @@ MAX_DEPTH = 40
 MAX_DISTINCT = 4000  # distinct stacks kept; beyond this, new ones are counted as truncated
 TOP_STACKS = 80
 THREAD_NAME = "dlprobe-startup-sampler"
-# Frames of the probe itself and of runpy are not the user's start-up.
-_OWN_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),)
-_SKIP_FILES = ("<frozen runpy>",)
 
 Frame = tuple[str, str, int]
 
@@ -30,7 +28,7 @@ def _stack(frame: FrameType | None) -> tuple[Frame, ...]:
     while frame is not None and len(frames) < MAX_DEPTH:
         code = frame.f_code
         filename = code.co_filename
-        if not filename.startswith(_OWN_DIRS) and filename not in _SKIP_FILES and not filename.endswith("runpy.py"):
+        if not is_probe_file(filename):  # the probe's and runpy's frames are not the user's start-up
             frames.append(
                 (filename, code.co_qualname if hasattr(code, "co_qualname") else code.co_name, frame.f_lineno)
             )

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import runpy
 import sys
 from types import TracebackType
 from typing import Any
 
-# The probe's side of dlprobe lives in this package; runpy's frames are there because bootstrap runs the script.
-_OWN_FILES = (os.path.dirname(os.path.abspath(__file__)) + os.sep, "<frozen runpy>", os.path.abspath(runpy.__file__))
+from dlprobe.frames import is_probe_file
 
 
 def _is_own(tb: TracebackType) -> bool:
-    return tb.tb_frame.f_code.co_filename.startswith(_OWN_FILES)
+    # dlprobe's frames, and runpy's, which are there because bootstrap runs the script
+    return is_probe_file(tb.tb_frame.f_code.co_filename)
 
 
 def user_frames(tb: TracebackType | None) -> TracebackType | None:

@@ -32,7 +32,7 @@ PHASES = {IDLE: "idle", INIT: "worker_init_fn", GETITEM: "getitem", COLLATE: "co
 
 # How the indices are to be read.
 KIND_MAP, KIND_GETITEMS, KIND_ITERABLE, KIND_UNBATCHED = 0, 1, 2, 3
-KINDS = {KIND_MAP: "map", KIND_GETITEMS: "getitems", KIND_ITERABLE: "iterable", KIND_UNBATCHED: "unbatched"}
+DATASET_KINDS = {KIND_MAP: "map", KIND_GETITEMS: "getitems", KIND_ITERABLE: "iterable", KIND_UNBATCHED: "unbatched"}
 
 # The training loop's own state (main process only).
 OUTSIDE, CREATING_ITERATOR, WAITING = 0, 1, 2
@@ -91,7 +91,7 @@ def decode(buf: bytes) -> dict[str, Any] | None:
         "faulthandler_signal": fh_signal or None,
         "seq": SEQ.unpack_from(buf, OFF_SEQ)[0],
         "phase": PHASES.get(phase, "?"),
-        "kind": KINDS.get(kind, "?"),
+        "kind": DATASET_KINDS.get(kind, "?"),
         "fetches": fetches,
         "t_fetch": t_fetch or None,
         "t_sample": t_sample or None,
@@ -105,7 +105,7 @@ def decode(buf: bytes) -> dict[str, Any] | None:
     if f_fetch:
         slot["failed"] = {
             "phase": PHASES.get(f_phase, "?"),
-            "kind": KINDS.get(f_kind, "?"),
+            "kind": DATASET_KINDS.get(f_kind, "?"),
             "fetch": f_fetch,
             "t_fetch": f_t,
             "pos": f_pos if f_pos >= 0 else None,

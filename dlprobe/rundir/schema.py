@@ -228,6 +228,7 @@ class Meta(TypedDict, total=False):
     machine: dict[str, Any]
     target_pid: int
     cgroup: str | None
+    cgroup_limit_dir: str | None  # the cgroup on the path to the root whose memory limit is the tightest
     in_process: bool
 
 

@@ -18,7 +18,7 @@ from dlprobe.rundir.schema import (
 )
 
 SCHEMA_VERSION = 1
-KINDS = ("exception", "crash", "timeout", "none", "shape", "dtype", "nan")
+PROBLEM_KINDS = ("exception", "crash", "timeout", "none", "shape", "dtype", "nan")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _NUMBER = re.compile(r"\d+")
 
@@ -140,7 +140,7 @@ def group_by_reason(bad: list[dict[str, Any]]) -> list[tuple[str, str, list[dict
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for entry in bad:
         groups.setdefault(reason_key(entry), []).append(entry)
-    ordered = sorted(groups.items(), key=lambda item: (KINDS.index(item[0][0]), -len(item[1])))
+    ordered = sorted(groups.items(), key=lambda item: (PROBLEM_KINDS.index(item[0][0]), -len(item[1])))
     out = []
     for (kind, _), entries in ordered:
         details = {e["detail"] for e in entries}

@@ -39,7 +39,7 @@ from dlprobe.supervisor.hang.watch import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICE
 from dlprobe.supervisor.live import LiveView
 from dlprobe.supervisor.sampler import TICK_S, Sampler
 from dlprobe.supervisor.stack_recorder import StackRecorder
-from dlprobe.system import procmem
+from dlprobe.system import cgroup, procmem
 from dlprobe.system.cpus import cpu_facts
 from dlprobe.units import format_bytes
 
@@ -201,7 +201,10 @@ def run_script(options: RunOptions) -> RunOutcome:
     view = LiveView(options.live)
     child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     meta["target_pid"] = child.pid
-    meta["cgroup"] = str(procmem.cgroup_memory_dir(child.pid) or "") or None
+    memcg = cgroup.memory_dir(child.pid)
+    meta["cgroup"] = str(memcg[0]) if memcg else None
+    memory = cgroup.memory_state(memcg)
+    meta["cgroup_limit_dir"] = memory.get("limit_dir") if memory else None  # where a parent's limit binds the run
     write_json(run_dir / META_FILE, meta)
 
     assert child.stdout is not None and child.stderr is not None
@@ -263,7 +266,7 @@ def _sample_until_exit(
     stacks: StackRecorder,
     on_tick: TickHook | None = None,
 ) -> set[int]:
-    cgroup_dir = procmem.cgroup_memory_dir(child.pid)
+    cgroup_dir = cgroup.memory_dir(child.pid)
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
     with (run_dir / SAMPLES_FILE).open("w") as samples:

@@ -10,7 +10,7 @@ from typing import IO, Any
 import psutil
 
 from dlprobe.rundir.schema import SAMPLE_GONE, SAMPLE_PROC, SAMPLE_READING
-from dlprobe.system import procmem
+from dlprobe.system import cgroup, procmem
 
 TICK_S = 0.25  # cheap readings (statm, /dev/shm, meminfo, cgroup) this often
 # smaps_rollup walks page tables; a full round is repeated at most every MAX_FULL_S (so every worker's
@@ -29,7 +29,7 @@ OTHERS_EVERY_N_ROUNDS = 3
 class Sampler:
     """Discovers the target's descendants and writes one row of readings per tick to samples.jsonl."""
 
-    def __init__(self, root_pid: int, out: IO[str], cgroup_dir: Path | None) -> None:
+    def __init__(self, root_pid: int, out: IO[str], cgroup_dir: tuple[Path, Path, int] | None) -> None:
         self.root_pid = root_pid
         self.out = out
         self.cgroup_dir = cgroup_dir
@@ -103,7 +103,7 @@ class Sampler:
         if shm:
             row["shm"] = shm
         row["avail"] = procmem.system_memory()["available"]
-        cg = procmem.cgroup_memory(self.cgroup_dir)
+        cg = cgroup.memory_state(self.cgroup_dir)
         if cg:
             row["cg"] = cg
         self.last_system = row

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from dlprobe.rundir.files import write_json
 from dlprobe.rundir.schema import EV_BATCHES, PY_SPY_LOG_FILE, STACKS_FILE, STACKS_META_FILE
+from dlprobe.system.pyspy import PY_SPY_ENV, find_py_spy
 
 RATE_ENV = "DLPROBE_STACK_RATE"
 DEFAULT_RATE = 10  # samples/s: enough to rank hotspots within the window; ~3% of a core for 9 processes
@@ -21,14 +20,6 @@ DEFAULT_RATE = 10  # samples/s: enough to rank hotspots within the window; ~3% o
 START_WAIT_SHARE = 0.3
 START_AFTER_S = 1.0  # of batches seen, so the first batches' start-up does not decide
 WINDOW_S = 20.0
-
-
-def find_py_spy() -> str | None:
-    """py-spy next to this interpreter (a virtual environment's bin/) first, then on PATH."""
-    beside = Path(sys.executable).parent / "py-spy"
-    if beside.exists():
-        return str(beside)
-    return shutil.which("py-spy")
 
 
 class StackRecorder:
@@ -79,7 +70,7 @@ class StackRecorder:
             self.error = f"stack sampling turned off ({RATE_ENV}={self.rate})"
             return
         if exe is None:
-            self.error = "py-spy not found (pip install py-spy)"
+            self.error = f"py-spy not found (pip install py-spy, or point {PY_SPY_ENV} at it)"
             return
         # --idle: a sample blocked on a read is loading time too; hotspots drop workers idling for their next index.
         output = str(self.run_dir / STACKS_FILE)

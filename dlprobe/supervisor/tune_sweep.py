@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 from dlprobe import __version__
 from dlprobe.analysis.model import RunData, load_run
@@ -27,6 +24,7 @@ from dlprobe.rundir.schema import (
 )
 from dlprobe.supervisor.run_target import RunOptions, check_script, run_script
 from dlprobe.system.cpus import cpu_facts
+from dlprobe.system.proctree import kill_tree
 from dlprobe.tune.plan import worker_counts
 from dlprobe.tune.results import batches_per_epoch, collect_trials, memory_available, recommend
 
@@ -60,13 +58,7 @@ class _TimeLimit:
         if self.hit or now < self.deadline or child.poll() is not None:
             return
         self.hit = True
-        try:
-            victims = [*psutil.Process(child.pid).children(recursive=True), psutil.Process(child.pid)]
-        except psutil.Error:
-            return
-        for proc in victims:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
+        kill_tree(child.pid)
 
 
 def _tune_dir(options: TuneOptions) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 SHM_PATH = "/dev/shm"
@@ -91,67 +90,3 @@ def system_memory() -> dict[str, int]:
     except OSError:
         pass
     return {"total": out.get("MemTotal", 0), "available": out.get("MemAvailable", 0)}
-
-
-def cgroup_memory_dir(pid: int) -> Path | None:
-    """The memory cgroup directory of a process (cgroup v2 or v1), if the files are readable."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
-            candidate = Path("/sys/fs/cgroup") / path.lstrip("/")
-            if (candidate / "memory.max").exists():
-                return candidate
-        if "memory" in controllers.split(","):
-            candidate = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
-            if (candidate / "memory.limit_in_bytes").exists():
-                return candidate
-    return None
-
-
-def _read_int(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    if text == "max":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
-# cgroup v1 reports "no limit" as a huge page-aligned number rather than "max".
-_V1_UNLIMITED = 1 << 62
-
-
-def cgroup_memory(cgroup_dir: Path | None) -> dict[str, int | None] | None:
-    """Usage, limit (None when unlimited) and OOM-kill count of a memory cgroup."""
-    if cgroup_dir is None:
-        return None
-    if (cgroup_dir / "memory.max").exists():
-        usage = _read_int(cgroup_dir / "memory.current")
-        limit = _read_int(cgroup_dir / "memory.max")
-        events = cgroup_dir / "memory.events"
-    else:
-        usage = _read_int(cgroup_dir / "memory.usage_in_bytes")
-        limit = _read_int(cgroup_dir / "memory.limit_in_bytes")
-        events = cgroup_dir / "memory.oom_control"
-    if limit is not None and limit >= _V1_UNLIMITED:
-        limit = None
-    return {"usage": usage, "limit": limit, "oom_kill": _oom_kills(events)}
-
-
-def _oom_kills(events: Path) -> int | None:
-    try:
-        for line in events.read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-    except (OSError, ValueError):
-        pass
-    return None

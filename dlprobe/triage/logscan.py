@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any, cast
 
+from dlprobe.frames import is_user_file
 from dlprobe.triage.patterns import BY_ID, Match, exception_line, has_keyword, match_line
 
 CHUNK_SIZE = 1 << 20
@@ -32,7 +33,6 @@ FRAME = re.compile(r'\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>
 TRACEBACK_START = "Traceback (most recent call last):"
 CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\r\x0c\x1b") + b"\x7f"
 LOADER_PATH = "torch/utils/data/"
-LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ", "<string>")
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Frame:
 
     @property
     def is_library(self) -> bool:
-        return any(marker in self.file for marker in LIBRARY_MARKERS)
+        return not is_user_file(self.file)
 
 
 @dataclass

@@ -3,40 +3,20 @@
 from __future__ import annotations
 
 import os
-import re
 import resource
 import subprocess
 import time
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from dlprobe.system import cgroup as cgroup_reader
 from dlprobe.system import procmem
+from dlprobe.system.kernlog import OomKill, parse_oom_lines
 
 KERNEL_LOG_FILES = ("/var/log/kern.log", "/var/log/messages", "/var/log/syslog")
-MAX_OOM_KILLS = 200
 DMESG_TIMEOUT_S = 10.0
-
-_STAMP = re.compile(r"\[\s*(?P<t>\d+\.\d+)\]")
-_KILLED = re.compile(r"Killed process (?P<pid>\d+) \((?P<comm>[^)]*)\)(?P<rest>.*)")
-_OOM_KILL = re.compile(r"oom-kill:(?P<info>\S*task=(?P<comm>[^,]*),pid=(?P<pid>\d+)\S*)")
-_ANON_RSS = re.compile(r"anon-rss:(?P<kb>\d+)kB")
-
-
-@dataclass
-class OomKill:
-    """One kernel OOM kill, merged from its `oom-kill:` and `Killed process` lines."""
-
-    pid: int
-    comm: str
-    cgroup: bool = False  # killed because a memory cgroup hit its limit (not the whole machine)
-    uptime_s: float | None = None  # kernel timestamp: seconds since boot
-    time: float | None = None  # the same as a Unix time, where the boot time is known
-    anon_rss_bytes: int | None = None
-    memcg: str | None = None
-    line: str = ""
 
 
 @dataclass
@@ -63,40 +43,6 @@ class MachineFacts:
         out = asdict(self)
         out["kernel"]["readable"] = self.kernel.readable
         return out
-
-
-def parse_oom_lines(lines: Iterable[str], boot_time: float | None = None) -> list[OomKill]:
-    """OOM kills in kernel log lines (dmesg or syslog form), oldest first, one per (pid, time)."""
-    kills: deque[OomKill] = deque(maxlen=MAX_OOM_KILLS)
-    pending: dict[int, OomKill] = {}  # oom-kill: line seen, its `Killed process` line not yet
-    for line in lines:
-        killed = _KILLED.search(line)
-        info = _OOM_KILL.search(line) if killed is None else None
-        if killed is None and info is None:
-            continue
-        stamp = _STAMP.search(line)
-        uptime = float(stamp["t"]) if stamp else None
-        m = killed or info
-        assert m is not None
-        pid = int(m["pid"])
-        kill = pending.pop(pid, None) or OomKill(pid, m["comm"], uptime_s=uptime)
-        kill.comm = m["comm"] or kill.comm
-        kill.line = line.strip()[:500]
-        if info is not None:
-            kill.cgroup = "CONSTRAINT_MEMCG" in info["info"]
-            memcg = re.search(r"task_memcg=([^,]*)", info["info"])
-            kill.memcg = memcg.group(1) if memcg else None
-            pending[pid] = kill
-            continue
-        kill.cgroup = kill.cgroup or "Memory cgroup out of memory" in line
-        rss = _ANON_RSS.search(killed["rest"]) if killed else None
-        kill.anon_rss_bytes = int(rss["kb"]) * 1024 if rss else None
-        kills.append(kill)
-    kills.extend(pending.values())  # an oom-kill: line whose Killed line was cut off
-    for kill in kills:
-        if kill.uptime_s is not None and boot_time is not None:
-            kill.time = boot_time + kill.uptime_s
-    return list(kills)
 
 
 def _boot_time() -> float | None:
@@ -152,9 +98,9 @@ def read_kernel_log(path: str | None = None) -> KernelLog:
 
 def check_machine(kernel_log: str | None = None) -> MachineFacts:
     """Read everything a triage may use about this machine; nothing here raises."""
-    cgroup_dir = procmem.cgroup_memory_dir(os.getpid())
-    memory = procmem.cgroup_memory(cgroup_dir)
-    cgroup: dict[str, Any] | None = None if memory is None else {**memory, "path": str(cgroup_dir)}
+    where = cgroup_reader.memory_dir(os.getpid())
+    memory = cgroup_reader.memory_state(where)
+    cgroup: dict[str, Any] | None = None if memory is None or where is None else {**memory, "path": str(where[0])}
     try:
         nofile: tuple[int, int] | None = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (OSError, ValueError):

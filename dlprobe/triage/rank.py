@@ -7,9 +7,11 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from dlprobe.analysis.death_findings import signal_cause
 from dlprobe.analysis.model import Finding
+from dlprobe.system.kernlog import OomKill, parse_oom_lines
 from dlprobe.triage.logscan import LogScan
-from dlprobe.triage.machine import MachineFacts, OomKill, parse_oom_lines
+from dlprobe.triage.machine import MachineFacts
 from dlprobe.triage.patterns import Match, match_line
 from dlprobe.units import format_bytes
 
@@ -204,8 +206,7 @@ def _signal_candidates(scan: LogScan, machine: MachineFacts, kills: list[OomKill
         elif death.signal is None:
             key = "unknown"
         else:
-            key = {"Killed": "oom", "Bus error": "bus", "Segmentation fault": "segfault", "Aborted": "abort",
-                   "Floating point exception": "fpe"}.get(death.signal, "signal")  # fmt: skip
+            key = signal_cause(death.signal)  # the worker-killed vocabulary of death_findings
         groups.setdefault(key, []).append(death)
     # torch's C handler writes its own line for SIGBUS/SIGSEGV/SIGFPE even when the chained errors are cut off.
     for what, key in (("bus error", "bus"), ("segmentation fault", "segfault"), ("floating-point exception", "fpe")):
@@ -290,7 +291,8 @@ def _native_candidates(key: str, group: list[Death], scan: LogScan) -> list[Cand
     what = {"segfault": ("segmentation fault", "SIGSEGV: native code read or wrote memory it does not own"),
             "abort": ("abort", "SIGABRT: native code called abort() (a failed C/C++ assertion, an uncaught C++ "
                       "exception, or heap corruption detected by malloc)"),
-            "fpe": ("floating-point exception", "SIGFPE: an integer division by zero in native code")}[key]  # fmt: skip
+            "fpe": ("floating-point exception", "SIGFPE: an integer division by zero in native code"),
+            "sigill": ("illegal instruction", "SIGILL: code built for a newer CPU")}[key]  # fmt: skip
     finding = _finding(
         "worker-killed", f"{who} crashed in native code ({what[0]})",
         f"The worker died of {what[1]}, while loading or collating a sample. Python code alone cannot do this; "

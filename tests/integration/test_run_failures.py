@@ -120,7 +120,7 @@ def test_segfault_on_a_sample_is_a_killed_worker_with_the_index(tmp_path):
     report = _report(run_dir)
     finding = _finding(report, "worker-killed")
     ev = finding["evidence"]
-    assert ev["cause"] == "segfault" and ev["signal"] == "Segmentation fault"
+    assert ev["cause"] == "segfault" and ev["signal"] == "SIGSEGV"
     assert ev["worker_id"] == 0 and ev["index"] == 13 and ev["batch_indices"] == [12, 13]
     assert ev["last_rss_bytes"] > 0
     assert report["findings"][0]["code"] == "worker-killed"  # before the generic script-error
@@ -151,7 +151,7 @@ def test_real_oom_kill_in_a_memory_cgroup_is_named_oom(tmp_path):
     assert proc.returncode == 1, proc.stderr
     report = _report(run_dir)
     ev = _finding(report, "worker-killed")["evidence"]
-    assert ev["cause"] == "oom" and ev["signal"] == "Killed"
+    assert ev["cause"] == "oom" and ev["signal"] == "SIGKILL"
     assert ev["worker_id"] == 0 and ev["index"] == 13
     assert ev.get("cgroup_oom_kills", 0) >= 1 or "kernel_log" in ev
     _assert_no_leftovers(report)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis import analyze
-from dlprobe.analysis.death_findings import find_worker_deaths
+from dlprobe.analysis.death_findings import WORKER_KILLED_CAUSES, find_worker_deaths
 from dlprobe.analysis.hang_findings import find_hangs
 from dlprobe.analysis.model import SystemSeries
 from tests.unit import fakes
@@ -109,6 +109,7 @@ def test_sigkill_with_an_oom_count_is_oom_and_without_evidence_unknown():
     [finding] = find_worker_deaths(run)
     ev = finding.evidence
     assert (finding.code, ev["cause"], ev["worker_id"], ev["index"]) == ("worker-killed", "oom", 0, 13)
+    assert (ev["pids"], ev["signal"]) == ([11], "SIGKILL")  # the vocabulary `dlprobe triage` speaks too
     assert ev["cgroup_oom_kills"] == 1 and ev["last_rss_bytes"] == 440 * MiB and ev["peak_uss_bytes"] == 300 * MiB
     kernel = {"kills": [{"pid": 11, "line": "Memory cgroup out of memory: Killed process 11 (pt_data_worker)"}]}
     run = _dead_run(_error(KILLED, "RuntimeError: DataLoader worker (pid 11) is killed by signal: Killed. "),
@@ -125,7 +126,10 @@ def test_bus_error_is_a_killed_worker_and_shm_exhausted():
     )
     system = SystemSeries(shm_used=[0, 60 * MiB], shm_total=64 * MiB)
     codes = {f.code: f for f in find_worker_deaths(_dead_run(_error(KILLED, cause), system))}
-    assert codes["worker-killed"].evidence["cause"] == "shm"
+    killed = codes["worker-killed"].evidence
+    assert (killed["cause"], killed["signal"], killed["pids"]) == ("bus", "SIGBUS", [11])
+    assert set(WORKER_KILLED_CAUSES) >= {"oom", "bus", "unknown"} and "shm" not in WORKER_KILLED_CAUSES
+    assert codes["shm-exhausted"].evidence["cause"] == "shm"
     shm = codes["shm-exhausted"].evidence
     assert shm["shm_total_bytes"] == 64 * MiB and shm["in_flight_estimate_bytes"] == 2 * 2 * 12 * MiB
     assert "--shm-size" in codes["shm-exhausted"].fix

@@ -22,7 +22,8 @@ def _starved_run(stacks: list[StackCount]):
 def test_user_function_is_named_and_dlprobe_frames_are_not():
     stacks = [
         StackCount(11, [LOOP, FETCH, "MyDataset.__getitem__ (train.py:20)", "parse_row (train.py:8)"], 30),
-        StackCount(11, [LOOP, FETCH, "Slot.sample (dlprobe/target/inflight.py:160)"], 10),
+        StackCount(11, [LOOP, FETCH, "Slot.sample (dlprobe/target/inflight.py:160)"], 10),  # a run saved before
+        StackCount(11, [LOOP, FETCH, "InflightSlot.sample (dlprobe/in_training/inflight.py:160)"], 10),
         StackCount(11, [LOOP, FETCH, "default_collate (torch/utils/data/_utils/collate.py:398)"], 10),
     ]
     [finding] = find_worker_hotspots(_starved_run(stacks))

@@ -65,11 +65,6 @@ def test_stdlib_and_dlprobe_are_not_user_code():
     assert stacks.is_user_file(USER_FILE)
 
 
-def test_py_spy_override_that_does_not_exist_disables_it(monkeypatch):
-    monkeypatch.setenv(stacks.PY_SPY_ENV, "/nonexistent/py-spy")
-    assert stacks.find_py_spy() is None
-
-
 RECORDS = [
     (5.0, "Memory cgroup out of memory: Killed process 11 (pt_data_worker) total-vm:1240288kB, "
           "anon-rss:565068kB, file-rss:21788kB, shmem-rss:0kB, UID:0 pgtables:1396kB oom_score_adj:0"),
@@ -83,6 +78,19 @@ def test_oom_kills_for_our_pids_after_the_start():
     assert found["readable"] is True
     [kill] = found["kills"]
     assert kill["pid"] == 11 and kill["cgroup"] is True and kill["anon_rss_bytes"] == 565068 * 1024
+
+
+def test_kmsg_records_and_dmesg_text_go_through_one_parser():
+    """The run's kmsg reader merges the `oom-kill:` line (constraint, memcg) the way triage's dmesg reader does."""
+    info = (
+        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),task_memcg=/docker/abc,task=pt_data_worker,pid=13,uid=0"
+    )
+    killed = "Killed process 13 (pt_data_worker) total-vm:1kB, anon-rss:2048kB, file-rss:0kB, shmem-rss:4096kB"
+    [kill] = kernlog.oom_kills({13}, after_s=0.0, records=[(3.0, info), (3.0, killed)])["kills"]
+    assert kill["cgroup"] is True and kill["memcg"] == "/docker/abc"
+    assert (kill["anon_rss_bytes"], kill["shmem_rss_bytes"]) == (2048 * 1024, 4096 * 1024)
+    [text_kill] = kernlog.parse_oom_lines([f"[    3.000000] {info}", f"[    3.000000] {killed}"], boot_time=100.0)
+    assert (text_kill.pid, text_kill.memcg, text_kill.cgroup, text_kill.time) == (13, "/docker/abc", True, 103.0)
 
 
 def test_unreadable_kernel_log_is_said_so(tmp_path):

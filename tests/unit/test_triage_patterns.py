@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gzip
 import io
+import signal
 
 import pytest
 
+from dlprobe.analysis.death_findings import WORKER_KILLED_CAUSES, signal_cause, signal_name
 from dlprobe.triage.logscan import MAX_SEGMENT, scan_stream
 from dlprobe.triage.patterns import PATTERNS, exception_line, has_keyword, match_line
 
@@ -98,6 +100,19 @@ def test_fields_of_the_worker_death_messages():
     assert match_line(SAMPLES["S9"])[0].fields == {"exception": "OSError", "worker_kind": "process", "worker_id": 3}
     assert match_line("KeyError: Caught KeyError in DataLoader worker thread 1.")[0].fields["worker_kind"] == "thread"
     assert match_line(SAMPLES["S19"])[0].fields["error"] == "No space left on device (28)"
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "cause"),
+    [("Killed", "SIGKILL", "oom"), ("Bus error", "SIGBUS", "bus"), ("Segmentation fault", "SIGSEGV", "segfault"),
+     ("Aborted", "SIGABRT", "abort"), ("Floating point exception", "SIGFPE", "fpe"),
+     ("Illegal instruction", "SIGILL", "sigill"), ("Terminated", "SIGTERM", "signal")],
+)  # fmt: skip
+def test_signal_in_the_message_maps_to_the_shared_worker_killed_vocabulary(text, name, cause):
+    """triage and run read torch's signal text through one table, so `worker-killed` says the same in both."""
+    [s1] = match_line(f"RuntimeError: DataLoader worker (pid 5) is killed by signal: {text}. ")
+    assert signal.Signals(s1.fields["signal_number"]).name == signal_name(text) == name
+    assert signal_cause(text) == cause and cause in WORKER_KILLED_CAUSES
 
 
 def test_near_misses_do_not_match():

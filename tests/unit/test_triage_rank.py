@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import io
 
+from dlprobe.system.kernlog import parse_oom_lines
 from dlprobe.triage.logscan import scan_stream
-from dlprobe.triage.machine import KernelLog, MachineFacts, parse_oom_lines
+from dlprobe.triage.machine import KernelLog, MachineFacts
 from dlprobe.triage.rank import diagnose, reproduce
 
 MiB = 1024 * 1024
@@ -111,6 +112,9 @@ def test_bus_error_ranks_shm_first_and_native_mmap_second():
     assert findings[0].evidence["line"] == 1  # the worker's own ERROR line comes first
     assert "Docker's default" in findings[0].detail
     assert findings[1].evidence["cause"] == "bus"
+    # the same words as `dlprobe run` says for this death (tests/unit/test_failure_findings.py)
+    assert (findings[1].code, findings[1].evidence["signal"], findings[1].evidence["pids"]) == (
+        "worker-killed", "SIGBUS", [325])  # fmt: skip
 
 
 def test_segfault_marker_alone_still_names_the_crash():

@@ -62,7 +62,7 @@ def describe_exit(exitcode: int | None) -> str:
 
 
 @dataclass
-class Slot:
+class PoolSlot:
     number: int
     process: Any
     conn: Any
@@ -77,7 +77,7 @@ class Scanner:
         self.emit = emit
         self.stop = stop
         self.state = plan.context.RawArray("d", 2 * plan.workers)
-        self.slots: list[Slot | None] = [None] * plan.workers
+        self.slots: list[PoolSlot | None] = [None] * plan.workers
         self.cursor = 0
         self.requeued: deque[int] = deque()
         self.per_sample_s: float | None = None
@@ -116,12 +116,12 @@ class Scanner:
             ) from None
         finally:
             child_conn.close()
-        self.slots[number] = Slot(number, process, parent_conn)
+        self.slots[number] = PoolSlot(number, process, parent_conn)
 
-    def _live(self) -> list[Slot]:
+    def _live(self) -> list[PoolSlot]:
         return [slot for slot in self.slots if slot is not None]
 
-    def _retire(self, slot: Slot, kill: bool) -> None:
+    def _retire(self, slot: PoolSlot, kill: bool) -> None:
         if kill:
             slot.process.kill()
         slot.process.join(5)
@@ -180,7 +180,7 @@ class Scanner:
         self.bad[index] = entry
         self.emit(EV_SCAN_BAD, **entry)
 
-    def _on_message(self, slot: Slot, message: tuple[Any, ...]) -> None:
+    def _on_message(self, slot: PoolSlot, message: tuple[Any, ...]) -> None:
         tag = message[0]
         if tag == "init_error":
             raise ScanSetupError(
@@ -202,14 +202,14 @@ class Scanner:
             self.record(index, kind, detail, where)
         self.done += count
 
-    def _drain(self, slot: Slot) -> None:
+    def _drain(self, slot: PoolSlot) -> None:
         try:
             while slot.conn.poll():
                 self._on_message(slot, slot.conn.recv())
         except (EOFError, OSError):
             pass
 
-    def _lost(self, slot: Slot, kind: str, detail: str) -> None:
+    def _lost(self, slot: PoolSlot, kind: str, detail: str) -> None:
         """The worker in `slot` is gone: blame its current sample, requeue the rest of its chunks, replace it."""
         at = self.state[2 * slot.number]
         if self.stop.set:  # Ctrl-C reaches the whole process group: a worker it ended is not a bad sample

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import multiprocessing
-import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dlprobe.scan.options import ScanOptions
+from dlprobe.system.cpus import usable_cores
 
 
 class ScanSetupError(Exception):
@@ -46,13 +46,6 @@ class ScanPlan:
         if self.stream_stop is not None:
             return self.stream_stop - self.stream_start
         return None if self.total is None else max(0, self.total - self.stream_start)
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def dataset_type_of(dataset: Any) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from dlprobe.in_training.scan.sample_check import Signature, check_sample
 
-IDLE = -1.0
+NO_INDEX = -1.0  # in the shared state: this reader holds no index now
 STARTING = -2.0
 FLUSH_EVERY_S = 0.05  # a stream worker reports at least this often, so progress stays live
 PR_SET_PDEATHSIG = 1
@@ -102,7 +102,7 @@ def _start(job: Prepared, conn: Any, parent_pid: int) -> bool:
         detail, where = describe_exception(exc)
         conn.send(("init_error", detail, where))
         return False
-    job.state[2 * job.slot] = IDLE
+    job.state[2 * job.slot] = NO_INDEX
     return True
 
 
@@ -138,7 +138,7 @@ def map_worker(job: Prepared, conn: Any, parent_pid: int) -> None:
                 problems.append((index, issue.kind, issue.detail, None))
             if signature is not None:
                 groups.setdefault(signature, []).append(index)
-        state[at] = IDLE
+        state[at] = NO_INDEX
         conn.send(("chunk", groups, problems, time.perf_counter() - started, len(chunk)))
 
 
@@ -187,6 +187,6 @@ def stream_worker(job: Prepared, conn: Any, parent_pid: int, start: int, stop: i
             conn.send(("chunk", groups, problems, 0.0, checked))
             groups, problems, checked = {}, [], 0
             last_flush = clock()
-    state[at] = IDLE
+    state[at] = NO_INDEX
     conn.send(("chunk", groups, problems, 0.0, checked))
     conn.send(("stream_end", position))

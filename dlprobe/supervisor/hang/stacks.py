@@ -7,16 +7,14 @@ import json
 import linecache
 import os
 import re
-import shutil
 import subprocess
-import sys
-import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PY_SPY_ENV = "DLPROBE_PY_SPY"  # path of the py-spy binary to use; a path that does not exist disables py-spy
+from dlprobe.frames import is_user_file
+
 DUMP_TIMEOUT_S = 20.0
 _PERMISSION = re.compile(r"permission denied|operation not permitted|ptrace", re.IGNORECASE)
 
@@ -37,36 +35,6 @@ class DumpResult:
     error: str | None = None
     permission_denied: bool = False
     raw: str | None = None
-
-
-def find_py_spy() -> str | None:
-    override = os.environ.get(PY_SPY_ENV)
-    if override is not None:
-        return override if override and os.access(override, os.X_OK) else None
-    found = shutil.which("py-spy")
-    if found:
-        return found
-    beside = Path(sys.executable).parent / "py-spy"  # a virtualenv's bin/ is often not on PATH
-    return str(beside) if os.access(beside, os.X_OK) else None
-
-
-def _non_user_prefixes() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    prefixes = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    own = str(Path(__file__).resolve().parent.parent)  # dlprobe itself
-    return tuple(os.path.join(p, "") for p in (*prefixes, own) if p)
-
-
-_NON_USER = _non_user_prefixes()
-
-
-def is_user_file(filename: str | None) -> bool:
-    """A frame in the user's own code: not the standard library, not an installed package, not dlprobe."""
-    if not filename or filename.startswith("<") or not filename.endswith(".py"):
-        return False
-    if "site-packages" in filename or "dist-packages" in filename:
-        return False
-    return not os.path.abspath(filename).startswith(_NON_USER)
 
 
 def _frame(name: str, filename: str | None, line: int | None, native: bool) -> dict[str, Any]:

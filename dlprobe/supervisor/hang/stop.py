@@ -1,4 +1,4 @@
-"""Ends the whole training process tree (main process first, then every worker it leaves behind)."""
+"""Ends the whole training process tree gracefully after a hang: SIGTERM first, SIGKILL what is left."""
 
 from __future__ import annotations
 
@@ -7,14 +7,9 @@ from collections.abc import Callable
 
 import psutil
 
+from dlprobe.system.proctree import alive, tree
+
 GRACE_S = 3.0
-
-
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def stop_tree(main_pid: int, pids: list[int], wait_main: Callable[[float], bool]) -> list[int]:
@@ -32,12 +27,9 @@ def stop_tree(main_pid: int, pids: list[int], wait_main: Callable[[float], bool]
             procs.append(psutil.Process(pid))  # remembers the start time, so a reused pid is never hit
         except psutil.Error:
             pass
-    try:
-        for child in psutil.Process(main_pid).children(recursive=True):
-            if child.pid not in {p.pid for p in procs}:
-                procs.append(child)
-    except psutil.Error:
-        pass
+    for child in tree(main_pid)[1:]:
+        if child.pid not in {p.pid for p in procs}:
+            procs.append(child)
     try:
         psutil.Process(main_pid).send_signal(signal.SIGTERM)
     except psutil.Error:
@@ -49,12 +41,12 @@ def stop_tree(main_pid: int, pids: list[int], wait_main: Callable[[float], bool]
             pass
         wait_main(GRACE_S)
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        alive = [p for p in procs if _alive(p)]
-        for proc in alive:
+        running = [p for p in procs if alive(p)]
+        for proc in running:
             try:
                 proc.send_signal(sig)
             except psutil.Error:
                 pass
-        if alive:
-            psutil.wait_procs(alive, timeout=GRACE_S)
-    return [p.pid for p in procs if _alive(p)]
+        if running:
+            psutil.wait_procs(running, timeout=GRACE_S)
+    return [p.pid for p in procs if alive(p)]

@@ -24,6 +24,7 @@ from dlprobe.rundir.schema import (
     hang_stack_name,
 )
 from dlprobe.supervisor.hang import procstate, stacks
+from dlprobe.system.pyspy import find_py_spy
 
 DEFAULT_HANG_TIMEOUT_S = 60.0
 ON_HANG_CHOICES = ("wait", "stop")
@@ -128,7 +129,7 @@ def collect(
 
 def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) -> dict[str, Any] | None:
     """Adds 'stack' to the main process and the workers; returns what kept py-spy from working, if anything."""
-    exe = stacks.find_py_spy()
+    exe = find_py_spy()
     problem: dict[str, Any] | None = None
     if exe is None:
         problem = {"kind": "missing", "advice": stacks.MISSING_ADVICE}

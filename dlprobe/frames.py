@@ -1,0 +1,35 @@
+"""Whose code a stack frame is: the one predicate for the user's own code (a leaf module: both sides import it)."""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+
+# Paths that are never the user's, on this machine or in a log from another one.
+LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ", "<string>")
+PROBE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")  # dlprobe itself
+
+
+def _interpreter_prefixes() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    found = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return tuple(os.path.join(p, "") for p in found if p)
+
+
+_NOT_USER = (*_interpreter_prefixes(), PROBE_DIR)
+
+
+def is_probe_file(filename: str | None) -> bool:
+    """A frame of dlprobe itself or of runpy (which runs the script): dropped from what the user is shown."""
+    if not filename:
+        return False
+    return filename.startswith(PROBE_DIR) or filename == "<frozen runpy>" or filename.endswith("/runpy.py")
+
+
+def is_user_file(filename: str | None) -> bool:
+    """The user's own code: a .py file outside the standard library, installed packages and dlprobe."""
+    if not filename or filename.startswith("<") or not filename.endswith(".py"):
+        return False
+    if any(marker in filename for marker in LIBRARY_MARKERS):
+        return False
+    return not os.path.abspath(filename).startswith(_NOT_USER)

@@ -1,0 +1,46 @@
+"""One predicate for "is this frame the user's code", shared by stack dumps, tracebacks, start-up and triage."""
+
+import os
+import runpy
+
+import pytest
+
+import dlprobe
+from dlprobe import frames
+from dlprobe.in_training import bootstrap, startup_profile, tracebacks
+from dlprobe.supervisor.hang import stacks
+from dlprobe.triage.logscan import Frame
+
+NOT_USER = [
+    os.__file__,  # the standard library
+    "/usr/lib/python3.11/json/decoder.py",  # another machine's standard library, in a log
+    "/opt/venv/lib/python3.12/site-packages/torch/utils/data/dataloader.py",
+    "/usr/lib/python3/dist-packages/numpy/core/fromnumeric.py",
+    os.path.join(os.path.dirname(dlprobe.__file__), "in_training", "hooks.py"),  # the probe itself
+    "<frozen runpy>",
+    "<string>",
+]
+USER = ["/home/u/project/train.py", "/work/data/my_dataset.py", "relative/train.py"]
+
+
+@pytest.mark.parametrize("filename", NOT_USER)
+def test_library_stdlib_and_probe_frames_are_not_the_users(filename):
+    assert not frames.is_user_file(filename)
+    assert Frame(filename, 1, "f").is_library  # triage's tracebacks use the same predicate
+
+
+@pytest.mark.parametrize("filename", USER)
+def test_the_users_own_files_are(filename):
+    assert frames.is_user_file(filename)
+    assert not Frame(filename, 1, "f").is_library
+
+
+def test_every_side_uses_the_one_predicate():
+    assert stacks.is_user_file is frames.is_user_file
+    assert tracebacks.is_probe_file is frames.is_probe_file is startup_profile.is_probe_file
+
+
+def test_probe_files_are_dlprobe_and_runpy_only():
+    assert frames.is_probe_file(bootstrap.__file__)
+    assert frames.is_probe_file("<frozen runpy>") and frames.is_probe_file(runpy.__file__)
+    assert not frames.is_probe_file(os.__file__) and not frames.is_probe_file("/home/u/train.py")
