@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from dlprobe.analysis.report import report_for
-from dlprobe.render.terminal import print_summary
+from dlprobe.render.terminal import run_summary
 from dlprobe.rundir.files import write_json, write_json_option
 from dlprobe.rundir.schema import PLOT_FILE, REPORT_FILE
 
@@ -27,7 +27,7 @@ def write_outputs(run_dir: Path, console: Console | None, json_path: str | None 
         except Exception as exc:  # a plotting problem must not lose the report
             problems.append(f"could not draw {PLOT_FILE}: {exc}")
     if console is not None:
-        print_summary(report, console, str(run_dir))
+        console.print(run_summary(report, str(run_dir)))
         for problem in problems:
             console.print(f"[yellow]warning:[/] {problem}")
     if json_path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -145,7 +145,7 @@ def finding_panel(finding: dict[str, Any]) -> Panel:
     return Panel(body, title=title, title_align="left", border_style=style.split()[-1])
 
 
-def summary(report: dict[str, Any], run_dir: str | None = None) -> Group:
+def run_summary(report: dict[str, Any], run_dir: str | None = None) -> Group:
     parts: list[RenderableType] = [header(report)]
     if report["loaders"]:
         parts.append(loaders_table(report))
@@ -159,7 +159,3 @@ def summary(report: dict[str, Any], run_dir: str | None = None) -> Group:
     if run_dir:
         parts.append(Text(f"Run saved in {run_dir} (report.json, memory.png, raw samples and events)", style="dim"))
     return Group(*parts)
-
-
-def print_summary(report: dict[str, Any], console: Console, run_dir: str | None = None) -> None:
-    console.print(summary(report, run_dir))

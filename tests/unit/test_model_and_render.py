@@ -8,7 +8,7 @@ from rich.console import Console
 
 from dlprobe.analysis.model import load_run
 from dlprobe.analysis.report import build_report
-from dlprobe.render.terminal import print_summary
+from dlprobe.render.terminal import run_summary
 
 
 def _write_run(path):
@@ -57,7 +57,7 @@ def test_summary_text_at_fixed_width(tmp_path):
     run = load_run(tmp_path)
     report = build_report(run, [])
     console = Console(width=100, color_system=None, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    print_summary(report, console)
+    console.print(run_summary(report))
     text = console.export_text()
     expected_lines = [
         "dlprobe t.py --x  exit code 0, 12.5s",
