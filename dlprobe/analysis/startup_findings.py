@@ -195,16 +195,25 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None
     openmp_pool = native_extra > 0 and state.get("openmp") and (state.get("torch_threads") or 1) > 1
     if not threads and not cuda and not native_extra:
         return None
+    # Only a thread caught running its own code (it may hold a lock) is a risk; one parked in a wait is not.
+    # Runs recorded before thread states existed count every thread as running.
+    running = [t for t in threads if t.get("state", "running") != "waiting"]
+    waiting = [t for t in threads if t.get("state") == "waiting"]
     causes, fixes = [], []
-    if threads:
-        names = ", ".join(t["name"] for t in threads[:6])
-        causes.append(f"{len(threads)} Python thread(s) running ({names})")
+    if running:
+        names = ", ".join(t["name"] + (f" in {t['frame']}" if t.get("frame") else "") for t in running[:6])
+        causes.append(f"{len(running)} Python thread(s) running ({names})")
         fixes.append(
             "start background threads after the DataLoader's workers exist (or in worker_init_fn), and never share "
             "their locks with __getitem__"
         )
+    if waiting:
+        names = ", ".join(t["name"] for t in waiting[:6])
+        causes.append(f"{len(waiting)} Python thread(s) idle in a wait ({names})")
     if native_extra:
         what = "OpenMP/MKL intra-op pool after a parallel torch op" if openmp_pool else "native threads"
+        # The parent's pool is not copied into workers (fork copies one thread); it only matters when the workers
+        # themselves run parallel ops, which this snapshot cannot see: info, not a warning.
         causes.append(f"{native_extra} native thread(s) started since import ({what}: OpenCV, tokenizers, BLAS)")
         fixes.append(
             "keep workers at one intra-op thread (no torch.set_num_threads(>1) in workers; cv2.setNumThreads(0); "
@@ -218,7 +227,7 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None
             "subprocess.')"
         )
     fixes.append("or multiprocessing_context='forkserver'/'spawn', which start workers without the parent's threads")
-    severity = "warning" if threads or cuda else "info"
+    severity = "warning" if running or cuda else "info"
     return Finding(
         code="fork-hazard",
         severity=severity,

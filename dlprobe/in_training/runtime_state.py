@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from collections import Counter
@@ -40,10 +41,25 @@ def _alive(thread: threading.Thread) -> bool:
     return native is None or os.path.exists(f"/proc/self/task/{native}")
 
 
+# A thread whose innermost Python frame is one of these is parked in a wait that holds no lock of its own
+# (Condition.wait releases its lock): tqdm's monitor, executors' idle workers, queue consumers.
+_WAITS = re.compile(r"(^|/)(threading|queue|selectors|concurrent/futures/thread)\.py$")
+
+
+def _thread_state(frame: Any) -> dict[str, Any]:
+    """Whether the thread was idle in a wait or running its own code at this instant, and where."""
+    if frame is None:
+        return {"state": "unknown"}
+    code = frame.f_code
+    where = f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
+    return {"state": "waiting" if _WAITS.search(code.co_filename) else "running", "frame": where}
+
+
 def _python_threads() -> list[dict[str, Any]]:
     main = threading.main_thread()
+    frames = sys._current_frames()
     return [
-        {"name": t.name, "daemon": t.daemon}
+        {"name": t.name, "daemon": t.daemon, **_thread_state(frames.get(t.ident or -1))}
         for t in threading.enumerate()
         if t is not main and not t.name.startswith(OWN_THREAD_PREFIX) and t.name not in BENIGN_THREADS and _alive(t)
     ]

@@ -83,6 +83,17 @@ def test_thread_alive_at_fork_gets_fork_hazard(probe):
     [finding] = result.findings("fork-hazard")
     assert [t["name"] for t in finding["evidence"]["python_threads"]] == ["heartbeat"]
     assert "heartbeat" in finding["title"]
+    assert finding["severity"] == "warning"  # caught running its own code: it may hold a lock at fork
+
+
+def test_thread_idle_in_a_wait_at_fork_is_info_at_most(probe):
+    result = probe("idle_thread_at_fork.py")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("fork-hazard")  # still said, so a user who wonders about threads sees them
+    assert finding["severity"] == "info"
+    [thread] = finding["evidence"]["python_threads"]
+    assert (thread["name"], thread["state"]) == ("monitor", "waiting")
+    assert "idle in a wait (monitor)" in finding["title"]
 
 
 def test_healthy_loader_gets_no_findings(probe):
