@@ -70,7 +70,7 @@ def test_slow_directory_walk_in_the_constructor_gets_slow_start_pointing_at_the_
     assert result.returncode == 0, result.stderr
     [finding] = result.findings("slow-start")
     evidence = finding["evidence"]
-    assert evidence["phases"]["dataset_construction_s"] >= 2.0
+    assert evidence["phases"]["before_loader_s"] >= 2.0
     assert evidence["hot_function"].startswith("index_image_files (slow_directory_walk.py:")
     assert evidence["directory_walk"] is True
     assert any(frame.startswith("_walk (") for frame in evidence["hot_path"])
