@@ -238,7 +238,7 @@ def patch_dataloader(module: ModuleType) -> None:
 
 
 def _maybe_take_over(loader: Any, loader_id: int) -> None:
-    """Hand the loader to a dlprobe command instead of letting the script train (never returns if it does)."""
+    """Hand the loader to a dlprobe command instead of letting the script train (returns only if it says None)."""
     target = os.environ.get(TAKEOVER_ENV)
     if not target or loader_id != int(os.environ.get(TAKEOVER_LOADER_ENV, "0")):
         return
@@ -247,6 +247,8 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
     _emit("takeover", loader=loader_id, function=target)
     flush_all()
     code = function(loader)
+    if code is None:  # the function let the script go on (scan: past Lightning's sanity check to the next loader)
+        return
     _emit("takeover_done", loader=loader_id, exit_code=code)
     raise SystemExit(code)
 
