@@ -89,6 +89,7 @@ class ScanResult:
     loaders_seen: set[int] = field(default_factory=set)
     taken_over: bool = False
     returncode: int | None = None
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # loaders found but not scannable, and why
 
     def feed(self, events: list[dict[str, Any]]) -> None:
         for ev in events:
@@ -119,6 +120,8 @@ class ScanResult:
                 self.interrupted = self.interrupted or scan.interrupted
             elif kind == "scan_error":
                 self.error = (str(ev.get("message")), str(ev.get("hint") or ""))
+            elif kind == "scan_skipped":
+                self.skipped.append({k: ev.get(k) for k in ("dataset_type", "message", "hint")})
             elif kind == "script_error":
                 self.script_error = ev
 
@@ -163,7 +166,7 @@ class ScanResult:
             return None
         last = self.scans[-1]
         sanity = (last.role or "").startswith("Lightning's sanity-check")
-        if not last.other_loaders and not sanity:
+        if not last.other_loaders and not sanity and not self.skipped:
             return None
         checked = "; ".join(scan.label() for scan in self.scans)
         text = f"only {checked} {'was' if len(self.scans) == 1 else 'were'} checked"
@@ -175,6 +178,8 @@ class ScanResult:
             text += f"; the script also has {len(last.other_loaders)} other DataLoader(s), not checked: {listed}"
         elif sanity:
             text += "; Lightning builds the training loader after its sanity check, and it was not reached"
+        for skip in self.skipped:
+            text += f"; {skip['dataset_type']} could not be checked: {skip['message']}"
         return text + f". To check the next loader the script iterates: {self.next_loader_command()}"
 
     def next_loader_command(self) -> str:
@@ -212,6 +217,7 @@ class ScanResult:
             "unchecked_note": unchecked,
             "next_loader_command": self.next_loader_command() if unchecked else None,
             "loaders": [scan.to_json() for scan in self.scans],
+            "skipped_loaders": self.skipped,
             "bad": self.bad,
         }
 

@@ -25,7 +25,7 @@ from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.hooks import TAKEOVER_LOADER_ENV, flush_all, probe_id
 from dlprobe.in_training.scan.context import lightning_role, other_loaders
 from dlprobe.in_training.scan.paths import path_for, path_in_message
-from dlprobe.in_training.scan.plan import ScanPlan, ScanSetupError, make_plan
+from dlprobe.in_training.scan.plan import ScanPlan, ScanSetupError, dataset_type_of, make_plan
 from dlprobe.in_training.scan.sample_check import Signature, compare
 from dlprobe.in_training.scan.worker import STARTING, Prepared, map_worker, stream_worker
 from dlprobe.scan.options import ScanOptions
@@ -321,7 +321,7 @@ def take_over(loader: Any) -> int | None:
         for other in _unchecked_loaders():
             if max(_codes) >= 2:
                 break
-            _codes.append(scan_loader(other, options, None))
+            _codes.append(scan_loader(other, options, None, asked_for=False))
         if max(_codes) < 2 and (role or "").startswith("Lightning's sanity-check"):
             number = probe_id(loader)
             os.environ[TAKEOVER_LOADER_ENV] = str((number or 0) + 1)  # take over the next loader iterated
@@ -349,8 +349,12 @@ def _unchecked_loaders() -> list[Any]:
     return found
 
 
-def scan_loader(loader: Any, options: ScanOptions, role: str | None) -> int:
-    """Scan the loader's dataset, emitting the scan's events. Returns the exit code."""
+def scan_loader(loader: Any, options: ScanOptions, role: str | None, asked_for: bool = True) -> int:
+    """Scan the loader's dataset, emitting the scan's events. Returns the exit code.
+
+    A loader found alive but never iterated may be one the script does not use as it stands (an empty test split):
+    if it cannot be scanned, that is said, and the loaders already checked still count.
+    """
     _scanned_datasets.add(id(loader.dataset))
     log = get_log()
 
@@ -387,6 +391,10 @@ def scan_loader(loader: Any, options: ScanOptions, role: str | None) -> int:
                 hint="check the paths, filters or shards the script's IterableDataset reads",
             )
     except ScanSetupError as exc:
+        if not asked_for:
+            dataset = dataset_type_of(loader.dataset)
+            emit("scan_skipped", dataset_type=dataset, message=exc.message, hint=exc.hint)
+            return 0
         emit("scan_error", message=exc.message, hint=exc.hint)
         return 2
     finally:
