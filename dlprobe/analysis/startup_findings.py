@@ -155,6 +155,8 @@ def find_slow_start(run: RunData) -> list[Finding]:
                 if hot:
                     into = f", inside {hot['into']}" if hot["into"] else ""
                     where = f"; {hot['seconds']:.1f} s of it ({100 * hot['share']:.0f}%) in {hot['frame']}{into}"
+                if sampled_s < HOT_SHARE * before_s:  # the sampler saw too little of it to say where it went
+                    where += f"; the start-up sampler saw only {sampled_s:.1f} s of it, so where it went is not known"
                 causes.append(
                     f"the script ran {before_s:.1f} s (imports excluded) before it created the DataLoader{where}"
                     + (f" (a directory walk: {fs_s:.1f} s in file-system calls)" if walk else "")
@@ -176,7 +178,7 @@ def find_slow_start(run: RunData) -> list[Finding]:
                     fixes.append(f"Make {what} cheaper or cache its result on disk")
                 else:  # the samples do not show where the time went: say how to find out, not a guess
                     fixes.append(
-                        "Profile the start-up to see where it goes (`py-spy record -o start.svg -- python train.py`)"
+                        "profile the start-up to see where it goes (`py-spy record -o start.svg -- python train.py`)"
                     )
             if phases["worker_start_s"] + phases["first_batch_wait_s"] >= SLOW_WORKER_START_S:
                 slow_workers = True
@@ -242,13 +244,19 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None
     openmp_pool = native_extra > 0 and state.get("openmp") and (state.get("torch_threads") or 1) > 1
     if not threads and not cuda and not native_extra:
         return None
-    # Only a thread caught running its own code (it may hold a lock) is a risk; one parked in a wait is not.
+    # Only a thread caught running its own code, or one whose code takes a lock, is a risk; one parked in a wait or
+    # a sleep is not.
     # Runs recorded before thread states existed count every thread as running.
     running = [t for t in threads if t.get("state", "running") != "waiting"]
     waiting = [t for t in threads if t.get("state") == "waiting"]
     causes, fixes = [], []
     if running:
-        names = ", ".join(t["name"] + (f" in {t['frame']}" if t.get("frame") else "") for t in running[:6])
+        names = ", ".join(
+            t["name"]
+            + (" taking a lock" if t.get("state") == "uses-lock" else "")
+            + (f" in {t['frame']}" if t.get("frame") else "")
+            for t in running[:6]
+        )
         causes.append(f"{len(running)} Python thread(s) running ({names})")
         fixes.append(
             "start background threads after the DataLoader's workers exist (or in worker_init_fn), and never share "
@@ -256,7 +264,7 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None
         )
     if waiting:
         names = ", ".join(t["name"] for t in waiting[:6])
-        causes.append(f"{len(waiting)} Python thread(s) idle in a wait ({names})")
+        causes.append(f"{len(waiting)} Python thread(s) idle in a wait or sleep ({names})")
     if native_extra:
         what = "OpenMP/MKL intra-op pool after a parallel torch op" if openmp_pool else "native threads"
         # The parent's pool is not copied into workers (fork copies one thread); it only matters when the workers

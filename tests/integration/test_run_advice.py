@@ -83,7 +83,8 @@ def test_thread_alive_at_fork_gets_fork_hazard(probe):
     [finding] = result.findings("fork-hazard")
     assert [t["name"] for t in finding["evidence"]["python_threads"]] == ["heartbeat"]
     assert "heartbeat" in finding["title"]
-    assert finding["severity"] == "warning"  # caught running its own code: it may hold a lock at fork
+    assert finding["severity"] == "warning"  # its code takes a lock: it may hold it at fork
+    assert finding["evidence"]["python_threads"][0]["state"] == "uses-lock"
 
 
 def test_thread_idle_in_a_wait_at_fork_is_info_at_most(probe):
@@ -93,7 +94,7 @@ def test_thread_idle_in_a_wait_at_fork_is_info_at_most(probe):
     assert finding["severity"] == "info"
     [thread] = finding["evidence"]["python_threads"]
     assert (thread["name"], thread["state"]) == ("monitor", "waiting")
-    assert "idle in a wait (monitor)" in finding["title"]
+    assert "idle in a wait or sleep (monitor)" in finding["title"]
 
 
 def test_healthy_loader_gets_no_findings(probe):

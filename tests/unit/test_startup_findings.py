@@ -47,7 +47,7 @@ def test_a_constructor_sampled_for_a_fraction_of_the_phase_gets_its_true_share()
     [finding] = find_slow_start(data)
     assert finding.evidence["hot_share"] == round(0.1 / 2.3, 3)
     assert "0.1 s of it (4%) in ArrayRecords.__init__ (train.py:12)" in finding.title
-    assert "Profile the start-up" in finding.fix and "cheaper" not in finding.fix  # 4% is not where it went
+    assert "profile the start-up" in finding.fix and "cheaper" not in finding.fix  # 4% is not where it went
 
 
 def test_no_directory_walk_is_named_without_file_system_samples():
@@ -61,3 +61,9 @@ def test_slow_imports_are_named_as_imports_and_never_get_persistent_workers():
     [finding] = find_slow_start(data)
     assert "imports took 3.0 s" in finding.title and "importtime" in finding.fix
     assert "persistent_workers" not in finding.fix
+
+
+def test_time_the_sampler_did_not_see_is_said_to_be_unknown():
+    [finding] = find_slow_start(_slow_run(5.0, []))
+    assert "the start-up sampler saw only 0.0 s of it, so where it went is not known" in finding.title
+    assert "profile the start-up" in finding.fix and finding.evidence["hot_function"] is None
