@@ -137,12 +137,8 @@ def find_slow_start(run: RunData) -> list[Finding]:
         if phases is not None:
             construct_stacks = phases.pop("_construct_stacks")
             evidence["phases"] = phases
-            if phases["imports_s"] >= SLOW_CONSTRUCT_S:
-                causes.append(f"imports took {phases['imports_s']:.1f} s before the DataLoader existed")
-                fixes.append(
-                    "find the slow imports with `python -X importtime train.py 2>imports.txt` and import heavy "
-                    "modules where they are used"
-                )
+            # Imports are timed (phases) but never a cause on their own: torch alone takes seconds, and no loader
+            # setting changes that.
             if phases["before_loader_s"] >= SLOW_CONSTRUCT_S:
                 before_s = phases["before_loader_s"]
                 sampled_s = phases["before_loader_sampled_s"]
