@@ -1,4 +1,4 @@
-"""`dlprobe scan`: check the output paths, scan every sample of the script's dataset, print and write the result."""
+"""`dlprobe scan`: check the output paths, scan every sample of the script's datasets, print and write the result."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ def scan(
     exclude_out: str | None = typer.Option(None, "--exclude-out", help="Write the bad indices to this file."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
 ) -> None:
-    """Check every sample of the script's DataLoader dataset without training; list the bad ones and why.
+    """Check every sample of every DataLoader the script has before training (or of --loader N); list the bad ones.
+
+    Under Lightning the sanity-check validation loader is checked, then the training loader; the script never trains.
 
     Exit code 0 when every sample is good, 1 when some are bad, 2 when the scan cannot run, 130 on Ctrl-C.
     """
