@@ -13,7 +13,7 @@ from dlprobe.analysis.throughput_findings import INPUT_BOUND_SHARE
 
 MIN_SAMPLES = 10
 TOP_FUNCTIONS = 6
-# torch's fetch(), or the same logic in dlprobe's in-flight recorder that stands in for it (target/inflight.py)
+# torch's fetch(), or the same logic in dlprobe's in-flight recorder that stands in for it (in_training/inflight.py)
 _FETCH = re.compile(r"^(_(Map|Iterable)DatasetFetcher\.fetch|_(map|iterable)_fetch) ")
 # Checked innermost-out per sample, first match wins; each is (category, frame pattern).
 _READ = r"^(open|read|readinto|read_bytes|load|fromfile|stat) |.*(h5py|lmdb|/io\.py|numpy/lib/_?npyio).*"
@@ -27,10 +27,8 @@ CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 _LINE = re.compile(r":\d+\)$")
 # Plumbing, not the user's loading code: torch, multiprocessing, and dlprobe's own in-flight recording.
-# (dlprobe/target/ is where that recording lived before the layout change: runs saved then still read right.)
-_PROBE = r"dlprobe/(?:in_training|target)/"
-_LIBRARY = re.compile(r"\((<|torch/|multiprocessing/|threading\.py|queue\.py|" + _PROBE + ")")
-_PROBE_FRAME = re.compile(r"\(" + _PROBE)
+_LIBRARY = re.compile(r"\((<|torch/|multiprocessing/|threading\.py|queue\.py|dlprobe/(target|in_training)/)")
+_OURS = re.compile(r"\(dlprobe/(target|in_training)/")
 
 
 def _category(frames: list[str]) -> str:
@@ -51,9 +49,24 @@ def _loading_samples(run: RunData, loader: LoaderRecord) -> list[StackCount]:
     return [s for s in run.stacks.stacks if s.pid in pids and any(_FETCH.match(f) for f in s.frames)]
 
 
-def _innermost_not_ours(frames: list[str]) -> str:
-    """With only plumbing on the stack, name torch's frame (e.g. default_collate) rather than dlprobe's."""
-    return next((f for f in reversed(frames) if not _PROBE_FRAME.search(f)), frames[-1] if frames else "?")
+def _innermost_not_ours(frames: list[str], whole: list[str]) -> str:
+    """With only plumbing on the stack, name torch's frame (e.g. default_collate) rather than dlprobe's.
+
+    With only dlprobe's stand-in for fetch() left, the worker loop that called it (the innermost frame of the whole
+    stack that is not ours: the worker's own loop comes before any frame inherited from the parent).
+    """
+    inner = next((f for f in reversed(frames) if not _OURS.search(f)), None)
+    return inner or next((f for f in reversed(whole) if not _OURS.search(f)), whole[-1] if whole else "?")
+
+
+def fetch_path(frames: list[str]) -> list[str]:
+    """The frames from fetch() inwards: the loading work itself.
+
+    A forked worker's stack still begins with the parent's frames at the moment it forked (the script's <module>,
+    Lightning's CombinedLoader creating the iterators); those did not run in the worker and must never be named.
+    """
+    start = next((i for i, f in enumerate(frames) if _FETCH.match(f)), None)
+    return frames[start:] if start is not None else []
 
 
 def find_worker_hotspots(run: RunData) -> list[Finding]:
@@ -69,9 +82,10 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
         categories: Counter[str] = Counter()
         functions: Counter[str] = Counter()
         for s in samples:
-            categories[_category(s.frames)] += s.count
+            frames = fetch_path(s.frames)
+            categories[_category(frames)] += s.count
             # The innermost frame that is not torch/multiprocessing plumbing: the user's (or a library's) code.
-            own = next((f for f in reversed(s.frames) if not _LIBRARY.search(f)), _innermost_not_ours(s.frames))
+            own = next((f for f in reversed(frames) if not _LIBRARY.search(f)), _innermost_not_ours(frames, s.frames))
             functions[_LINE.sub(")", own)] += s.count  # one row per function, whichever of its lines was running
         shares: list[dict[str, Any]] = [
             {"category": c, "share": round(n / total, 3), "samples": n} for c, n in categories.most_common()

@@ -11,7 +11,7 @@ from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.frames import is_user_file
 from dlprobe.rundir.schema import EV_FORK_STATE, EV_START, EV_STARTUP_PROFILE
 
-SLOW_CONSTRUCT_S = 2.0  # building the dataset (imports excluded) before the loader existed
+SLOW_CONSTRUCT_S = 2.0  # the script's work before the loader existed (imports timed apart)
 SLOW_WORKER_START_S = 2.0  # iter() plus the first batch
 SLOW_RESTART_S = 1.0  # extra first-batch time of every later epoch when workers are not persistent
 HOT_SHARE = 0.5  # the hot path follows children holding at least this share of the phase
@@ -73,15 +73,42 @@ def _startup_phases(run: RunData, loader: LoaderRecord) -> dict[str, Any] | None
     stacks = (profile or {}).get("stacks") or []
     before = [s for s in stacks if s["phase"] == "before_loader"]
     imports_s = sum(s["seconds"] for s in before if _is_import(s["frames"]))
+    construct = [s for s in before if not _is_import(s["frames"])]
     return {
         "script_to_first_batch_s": round(epoch.t_start + epoch.iter_s + epoch.waits[0] - start["t"], 3),
         "script_to_loader_s": round(created - start["t"], 3),
         "imports_s": round(imports_s, 3),
-        "dataset_construction_s": round(max(0.0, created - start["t"] - imports_s), 3),
+        # Whatever the script did before creating the DataLoader, imports left out: a dataset's constructor, but
+        # under Lightning also the Trainer's own set-up. What ran in it is in the sampled stacks, not in this name.
+        "before_loader_s": round(max(0.0, created - start["t"] - imports_s), 3),
+        "before_loader_sampled_s": round(sum(s["seconds"] for s in construct), 3),
         "loader_to_iter_s": round(epoch.t_start - created, 3),
         "worker_start_s": round(epoch.iter_s, 3),
         "first_batch_wait_s": round(epoch.waits[0], 3),
-        "_construct_stacks": [s for s in before if not _is_import(s["frames"])],
+        "_construct_stacks": construct,
+    }
+
+
+def _where_time_went(path: list[dict[str, Any]], phase_s: float) -> dict[str, Any] | None:
+    """The user's deepest frame on the hot path (the line to change) and the library call it went into, if any.
+
+    Seconds are the sampled seconds under that frame, and the share is of the measured phase, so a constructor
+    sampled for 0.1 s of a 2.3 s phase reads as 4%, never as "100% of it".
+    """
+    first_fs = next((i for i, p in enumerate(path) if _is_fs([p["file"], p["function"]])), len(path))
+    user = [i for i, p in enumerate(path[:first_fs]) if is_user_file(p["file"])]
+    at = user[-1] if user else (len(path) - 1 if path else None)
+    if at is None or phase_s <= 0:
+        return None
+    hot = path[at]
+    into = path[at + 1] if user and at + 1 < first_fs else None  # e.g. main -> Trainer.fit: the Trainer's set-up
+    seconds = (into or hot)["seconds"]
+    return {
+        "frame": hot["frame"],
+        "function": hot["function"],
+        "into": into["frame"] if into else None,
+        "seconds": round(seconds, 3),
+        "share": round(min(1.0, seconds / phase_s), 3),
     }
 
 
@@ -104,36 +131,51 @@ def find_slow_start(run: RunData) -> list[Finding]:
         causes: list[str] = []
         fixes: list[str] = []
         evidence: dict[str, Any] = {}
+        slow_workers = False
         if phases is not None:
             construct_stacks = phases.pop("_construct_stacks")
             evidence["phases"] = phases
-            if phases["dataset_construction_s"] >= SLOW_CONSTRUCT_S:
+            # Imports are timed (phases) but never a cause on their own: torch alone takes seconds, and no loader
+            # setting changes that.
+            if phases["before_loader_s"] >= SLOW_CONSTRUCT_S:
+                before_s = phases["before_loader_s"]
+                sampled_s = phases["before_loader_sampled_s"]
                 path = hot_path(construct_stacks)
-                # The user's frame that calls into the file system (or the deepest user frame): the line to change.
-                first_fs = next((i for i, p in enumerate(path) if _is_fs([p["file"], p["function"]])), len(path))
-                user = [p for p in path[:first_fs] if is_user_file(p["file"])]
-                hot = user[-1] if user else (path[-1] if path else None)
+                hot = _where_time_went(path, before_s)
                 fs_s = sum(s["seconds"] for s in construct_stacks if any(_is_fs(f) for f in s["frames"]))
-                walk = fs_s >= WALK_SHARE * sum(s["seconds"] for s in construct_stacks)
-                where = f", {100 * hot['share']:.0f}% of it in {hot['frame']}" if hot else ""
+                # A walk is named only on file-system calls that were sampled, never on an empty sample.
+                walk = fs_s > 0 and fs_s >= WALK_SHARE * sampled_s
+                where = ""
+                if hot:
+                    into = f", inside {hot['into']}" if hot["into"] else ""
+                    where = f"; {hot['seconds']:.1f} s of it ({100 * hot['share']:.0f}%) in {hot['frame']}{into}"
+                if sampled_s < HOT_SHARE * before_s:  # the sampler saw too little of it to say where it went
+                    where += f"; the start-up sampler saw only {sampled_s:.1f} s of it, so where it went is not known"
                 causes.append(
-                    f"building the dataset took {phases['dataset_construction_s']:.1f} s before the DataLoader "
-                    f"existed{where}" + (" (a directory walk: file-system calls under it)" if walk else "")
+                    f"the script ran {before_s:.1f} s (imports excluded) before it created the DataLoader{where}"
+                    + (f" (a directory walk: {fs_s:.1f} s in file-system calls)" if walk else "")
                 )
                 evidence.update({"hot_path": [p["frame"] for p in path],
                                  "hot_function": hot["frame"] if hot else None,
+                                 "hot_calls_into": hot["into"] if hot else None,
+                                 "hot_seconds": hot["seconds"] if hot else None,
                                  "hot_share": hot["share"] if hot else None,
                                  "file_system_s": round(fs_s, 3), "directory_walk": walk})  # fmt: skip
-                fixes.append(
-                    (
-                        f"Build the file index once and load it (a .npy/.parquet/CSV of paths and labels written by a "
+                if walk:
+                    fixes.append(
+                        "Build the file index once and load it (a .npy/.parquet/CSV of paths and labels written by a "
                         f"one-off script) instead of walking the directory in {hot['function'] if hot else 'it'}; "
                         "filter by extension before joining paths and skip per-file checks at start-up"
                     )
-                    if walk
-                    else f"Make {hot['function'] if hot else 'the constructor'} cheaper or cache its result on disk"
-                )
+                elif hot and hot["share"] >= HOT_SHARE:
+                    what = hot["into"] or hot["frame"]
+                    fixes.append(f"Make {what} cheaper or cache its result on disk")
+                else:  # the samples do not show where the time went: say how to find out, not a guess
+                    fixes.append(
+                        "profile the start-up to see where it goes (`py-spy record -o start.svg -- python train.py`)"
+                    )
             if phases["worker_start_s"] + phases["first_batch_wait_s"] >= SLOW_WORKER_START_S:
+                slow_workers = True
                 method = loader.start_method or "fork"
                 causes.append(
                     f"starting {loader.num_workers} {method} worker(s) and getting the first batch took "
@@ -144,7 +186,9 @@ def find_slow_start(run: RunData) -> list[Finding]:
         if restart >= SLOW_RESTART_S:
             causes.append(f"every later epoch waited {restart:.1f} s more for its first batch while workers restarted")
             evidence["restart_per_epoch_s"] = round(restart, 3)
-        if restart >= SLOW_RESTART_S or (causes and loader.num_workers and not loader.config.get("persistent_workers")):
+        # persistent_workers only saves worker start-ups: never the advice for imports or the script's own set-up.
+        persistent = loader.config.get("persistent_workers")
+        if restart >= SLOW_RESTART_S or (slow_workers and loader.num_workers and not persistent):
             fixes.append("DataLoader(..., persistent_workers=True) so workers start once, not every epoch")
         if not causes:
             continue
@@ -160,7 +204,8 @@ def find_slow_start(run: RunData) -> list[Finding]:
                 detail=(
                     "Start-up time is paid before any training happens (and on every restart or job retry). The "
                     "phases below come from timestamps in the training process; the hot path from sampling its "
-                    "main thread's stack until the first DataLoader was iterated (imports are left out)."
+                    "main thread's stack until the first DataLoader was iterated (imports are timed apart); a share "
+                    "is of the measured phase, not of the samples."
                 ),
                 fix="; ".join(dict.fromkeys(fixes)) + ".",
                 evidence=evidence,
@@ -193,16 +238,31 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None
     openmp_pool = native_extra > 0 and state.get("openmp") and (state.get("torch_threads") or 1) > 1
     if not threads and not cuda and not native_extra:
         return None
+    # Only a thread caught running its own code, or one whose code takes a lock, is a risk; one parked in a wait or
+    # a sleep is not.
+    # Runs recorded before thread states existed count every thread as running.
+    running = [t for t in threads if t.get("state", "running") != "waiting"]
+    waiting = [t for t in threads if t.get("state") == "waiting"]
     causes, fixes = [], []
-    if threads:
-        names = ", ".join(t["name"] for t in threads[:6])
-        causes.append(f"{len(threads)} Python thread(s) running ({names})")
+    if running:
+        names = ", ".join(
+            t["name"]
+            + (" taking a lock" if t.get("state") == "uses-lock" else "")
+            + (f" in {t['frame']}" if t.get("frame") else "")
+            for t in running[:6]
+        )
+        causes.append(f"{len(running)} Python thread(s) running ({names})")
         fixes.append(
             "start background threads after the DataLoader's workers exist (or in worker_init_fn), and never share "
             "their locks with __getitem__"
         )
+    if waiting:
+        names = ", ".join(t["name"] for t in waiting[:6])
+        causes.append(f"{len(waiting)} Python thread(s) idle in a wait or sleep ({names})")
     if native_extra:
         what = "OpenMP/MKL intra-op pool after a parallel torch op" if openmp_pool else "native threads"
+        # The parent's pool is not copied into workers (fork copies one thread); it only matters when the workers
+        # themselves run parallel ops, which this snapshot cannot see: info, not a warning.
         causes.append(f"{native_extra} native thread(s) started since import ({what}: OpenCV, tokenizers, BLAS)")
         fixes.append(
             "keep workers at one intra-op thread (no torch.set_num_threads(>1) in workers; cv2.setNumThreads(0); "
@@ -216,7 +276,7 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None
             "subprocess.')"
         )
     fixes.append("or multiprocessing_context='forkserver'/'spawn', which start workers without the parent's threads")
-    severity = "warning" if threads or cuda else "info"
+    severity = "warning" if running or cuda else "info"
     return Finding(
         code="fork-hazard",
         severity=severity,

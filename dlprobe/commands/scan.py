@@ -1,4 +1,4 @@
-"""`dlprobe scan`: check the output paths, scan every sample of the script's dataset, print and write the result."""
+"""`dlprobe scan`: check the output paths, scan every sample of the script's datasets, print and write the result."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 def scan(
     script: str = typer.Argument(..., help="The training script; it runs until its DataLoader, then stops."),
     script_args: list[str] | None = SCRIPT_ARGS,
-    loader: int = typer.Option(0, "--loader", help="Which DataLoader: 0 is the first one the script iterates."),
+    loader: int | None = typer.Option(
+        None, "--loader", help="Only this DataLoader: 0 is the first one the script iterates (default: every one)."
+    ),
     workers: int | None = typer.Option(None, "--workers", "-w", help="Worker processes (default: usable cores)."),
     sample_timeout: str | None = typer.Option(None, "--sample-timeout", help="Time limit per sample (default 60s)."),
     range_text: str | None = typer.Option(None, "--range", help="Only indices START:STOP (either may be left out)."),
@@ -32,7 +34,9 @@ def scan(
     exclude_out: str | None = typer.Option(None, "--exclude-out", help="Write the bad indices to this file."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
 ) -> None:
-    """Check every sample of the script's DataLoader dataset without training; list the bad ones and why.
+    """Check every sample of every DataLoader the script has before training (or of --loader N); list the bad ones.
+
+    Under Lightning the sanity-check validation loader is checked, then the training loader; the script never trains.
 
     Exit code 0 when every sample is good, 1 when some are bad, 2 when the scan cannot run, 130 on Ctrl-C.
     """
@@ -40,6 +44,7 @@ def scan(
     from dlprobe.scan.options import build_options
 
     options = build_options(workers, sample_timeout, range_text, sample, seed, start_method)
+    options.every_loader = loader is None
     console = None if quiet else out_console()
     raise typer.Exit(
         run_scan_command(script, list(script_args or []), loader, options, json_path, exclude_out, console)
@@ -58,25 +63,36 @@ def _check_writable(option: str, path: str | None) -> None:
 
 
 def write_scan_files(result: ScanResult, json_path: str | None, exclude_out: str | None) -> None:
-    from dlprobe.exclude import write_excluded
     from dlprobe.rundir.files import write_json
 
     try:
         if json_path:
             write_json(Path(json_path), result.to_json())
         if exclude_out:
-            about = f"{result.dataset_type}: {len(result.bad)} bad of {result.scanned} checked"
-            if not result.complete:
-                about += " (the scan did not finish)"
-            write_excluded(exclude_out, result.bad, result.unit, about)
+            _write_exclude_files(result, exclude_out)
     except OSError as exc:
         raise DlprobeError(f"cannot write {exc.filename}: {exc.strerror or exc}", hint="check the path") from None
+
+
+def _write_exclude_files(result: ScanResult, exclude_out: str) -> None:
+    """One file per dataset: the indices of two datasets in one file would exclude the wrong samples."""
+    from dlprobe.exclude import write_excluded
+
+    bad_scans = [scan for scan in result.scans if scan.bad_by_index] or result.scans[:1]
+    for number, scan in enumerate(bad_scans):
+        path = Path(exclude_out)
+        if number:  # the first keeps the name asked for; the others name their loader
+            path = path.with_name(f"{path.stem}.loader{scan.loader}{path.suffix}")
+        about = f"{scan.dataset_type}: {len(scan.bad)} bad of {scan.scanned} checked"
+        if not scan.complete:
+            about += " (the scan did not finish)"
+        write_excluded(str(path), scan.bad, scan.unit, about)
 
 
 def run_scan_command(
     script: str,
     args: list[str],
-    loader: int,
+    loader: int | None,
     options: ScanOptions,
     json_path: str | None,
     exclude_out: str | None,
@@ -89,7 +105,7 @@ def run_scan_command(
 
     _check_writable("--json", json_path)
     _check_writable("--exclude-out", exclude_out)
-    if loader < 0:
+    if loader is not None and loader < 0:
         raise DlprobeError(f"--loader {loader}: loaders are numbered from 0", hint="e.g. --loader 1 for the second")
     result = run_scan(script, args, loader, options, ScanProgress(enabled=console is not None))
     if console is not None:
@@ -99,7 +115,7 @@ def run_scan_command(
         code = result.returncode
         raise DlprobeError(
             f"the scan process ended unexpectedly ({'exit code' if code and code > 0 else 'signal'} "
-            f"{abs(code or 0)}) after {result.scanned} samples",
+            f"{abs(code or 0)}) after {sum(scan.scanned for scan in result.scans)} samples",
             hint="what it found until then is in the summary and files above",
         )
     return result.exit_code()

@@ -347,7 +347,7 @@ def patch_dataloader(module: ModuleType) -> None:
 
 
 def _maybe_take_over(loader: Any, loader_id: int) -> None:
-    """Hand the loader to a dlprobe command instead of letting the script train (never returns if it does)."""
+    """Hand the loader to a dlprobe command instead of letting the script train (returns only if it says None)."""
     target = os.environ.get(TAKEOVER_ENV)
     if not target or loader_id != int(os.environ.get(TAKEOVER_LOADER_ENV, "0")):
         return
@@ -355,7 +355,10 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
     function = getattr(importlib.import_module(module_name), function_name)
     _emit(EV_TAKEOVER, loader=loader_id, function=target)
     flush_all()
-    raise SystemExit(function(loader))
+    code = function(loader)
+    if code is None:  # the function let the script go on (scan: past Lightning's sanity check to the next loader)
+        return
+    raise SystemExit(code)
 
 
 def probe_id(loader: Any) -> int | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import linecache
 import os
+import re
 import sys
 import threading
 from collections import Counter
@@ -40,10 +42,46 @@ def _alive(thread: threading.Thread) -> bool:
     return native is None or os.path.exists(f"/proc/self/task/{native}")
 
 
+# A thread whose innermost Python frame is one of these is parked in a wait that holds no lock of its own
+# (Condition.wait releases its lock): tqdm's monitor, executors' idle workers, queue consumers.
+_WAITS = re.compile(r"(^|/)(threading|queue|selectors|concurrent/futures/thread)\.py$")
+_SLEEP = re.compile(r"\bsleep\(")
+
+
+def _is_lock(value: Any) -> bool:
+    return type(value).__name__ in ("lock", "RLock", "_RLock", "Lock") and hasattr(value, "acquire")
+
+
+def _uses_lock(frame: Any) -> bool:
+    """A lock named in the code of the thread's own frames (not the wait machinery's): it takes that lock."""
+    while frame is not None:
+        code = frame.f_code
+        if not _WAITS.search(code.co_filename):
+            names = set(code.co_names) | set(code.co_varnames)
+            values = [frame.f_locals.get(n, frame.f_globals.get(n)) for n in names]
+            if any(_is_lock(v) for v in values):
+                return True
+        frame = frame.f_back
+    return False
+
+
+def _thread_state(frame: Any) -> dict[str, Any]:
+    """Whether the thread was idle (in a wait or a sleep, taking no lock of its own) or running at this instant."""
+    if frame is None:
+        return {"state": "unknown"}
+    code = frame.f_code
+    where = f"{code.co_name} ({os.path.basename(code.co_filename)}:{frame.f_lineno})"
+    if _uses_lock(frame):
+        return {"state": "uses-lock", "frame": where}
+    waiting = _WAITS.search(code.co_filename) or _SLEEP.search(linecache.getline(code.co_filename, frame.f_lineno))
+    return {"state": "waiting" if waiting else "running", "frame": where}
+
+
 def _python_threads() -> list[dict[str, Any]]:
     main = threading.main_thread()
+    frames = sys._current_frames()
     return [
-        {"name": t.name, "daemon": t.daemon}
+        {"name": t.name, "daemon": t.daemon, **_thread_state(frames.get(t.ident or -1))}
         for t in threading.enumerate()
         if t is not main and not t.name.startswith(OWN_THREAD_PREFIX) and t.name not in BENIGN_THREADS and _alive(t)
     ]

@@ -115,6 +115,7 @@ EV_SCAN_START = "scan_start"
 EV_SCAN_PROGRESS = "scan_progress"
 EV_SCAN_BAD = "scan_bad"
 EV_SCAN_ERROR = "scan_error"
+EV_SCAN_SKIPPED = "scan_skipped"  # a loader found alive that cannot be scanned; the scan goes on
 EV_SCAN_END = "scan_end"
 EV_PROBE_ERROR = "probe_error"  # the probe's own failure inside the training process (rate-limited)
 

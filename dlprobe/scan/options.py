@@ -23,6 +23,7 @@ class ScanOptions:
     sample: int | None = None  # --sample N random indices
     seed: int = 0
     start_method: str = "auto"
+    every_loader: bool = False  # no --loader: every DataLoader the script has before training, not only the first
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

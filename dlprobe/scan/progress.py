@@ -39,6 +39,7 @@ class ScanProgress:
         self.bar: Progress | None = None
         self.task = None
         self.started_at: float | None = None
+        self.scans_seen = 0
         self.last_plain = time.monotonic()
         if self.tty:
             console = Console(file=self.stream, highlight=False)
@@ -68,21 +69,25 @@ class ScanProgress:
     def update(self, result: ScanResult) -> None:
         if not self.enabled or not result.started:
             return
+        scan = result.current
         with self.lock:
-            if self.started_at is None:
+            if self.started_at is None or len(result.scans) != self.scans_seen:  # each loader starts afresh
                 self.started_at = time.monotonic()
+                self.scans_seen = len(result.scans)
                 if self.bar is None:
                     self._plain(
-                        f"scanning {result.selected if result.selected is not None else 'a stream of'} samples of "
-                        f"{result.dataset_type} with {result.workers} {result.start_method} worker(s)"
+                        f"scanning {scan.selected if scan.selected is not None else 'a stream of'} samples of "
+                        f"{scan.dataset_type} with {scan.workers} {scan.start_method} worker(s)"
                     )
+                elif self.task is not None:
+                    self.bar.reset(self.task)
             if self.bar is not None and self.task is not None:
-                bad = len(result.bad_by_index)
-                self.bar.update(self.task, total=result.selected, completed=result.scanned, bad=bad)
+                self.bar.update(self.task, total=scan.selected, completed=scan.scanned, bad=result.bad_count)
             elif time.monotonic() - self.last_plain >= PLAIN_EVERY_S:
                 self._plain(self._plain_status(result))
 
-    def _plain_status(self, result: ScanResult) -> str:
+    def _plain_status(self, whole: ScanResult) -> str:
+        result = whole.current
         elapsed = time.monotonic() - (self.started_at or time.monotonic())
         rate = result.scanned / elapsed if elapsed > 0 else 0.0
         text = f"{result.scanned}"
@@ -90,7 +95,7 @@ class ScanProgress:
             text += f"/{result.selected} ({100 * result.scanned / result.selected:.0f}%)"
             if rate > 0:
                 text += f", ETA {max(0.0, (result.selected - result.scanned) / rate):.0f}s"
-        return f"{text} samples, {rate:,.0f} samples/s, {len(result.bad_by_index)} bad"
+        return f"{text} samples, {rate:,.0f} samples/s, {whole.bad_count} bad"
 
     def _plain(self, text: str) -> None:
         self.last_plain = time.monotonic()

@@ -38,8 +38,10 @@ def _pump(source: IO[bytes], sink: Callable[[bytes], None]) -> threading.Thread:
     return thread
 
 
-def run_scan(script: str, args: list[str], loader: int, options: ScanOptions, progress: ScanProgress) -> ScanResult:
-    """Scan the dataset of the script's DataLoader number `loader`; raises DlprobeError when it cannot."""
+def run_scan(
+    script: str, args: list[str], loader: int | None, options: ScanOptions, progress: ScanProgress
+) -> ScanResult:
+    """Scan the dataset of the script's DataLoader number `loader` (None: every one before training)."""
     check_script(script)
     result = ScanResult(script, args, loader, options.selection_text())
     interrupts = 0
@@ -50,7 +52,7 @@ def run_scan(script: str, args: list[str], loader: int, options: ScanOptions, pr
             **os.environ,
             RUN_DIR_ENV: run_dir,
             TAKEOVER_ENV: TAKEOVER_FUNCTION,
-            TAKEOVER_LOADER_ENV: str(loader),
+            TAKEOVER_LOADER_ENV: str(loader or 0),
             SCAN_OPTIONS_ENV: options.to_env(),
             "PYTHONUNBUFFERED": "1",
         }
@@ -88,7 +90,7 @@ def run_scan(script: str, args: list[str], loader: int, options: ScanOptions, pr
             progress.close()
     result.returncode = child.returncode
     result.interrupted = result.interrupted or (interrupts > 0 and not result.complete)
-    _check_reached_scan(result, script, loader, interrupts)
+    _check_reached_scan(result, script, loader or 0, interrupts)
     return result
 
 

@@ -70,7 +70,7 @@ def test_slow_directory_walk_in_the_constructor_gets_slow_start_pointing_at_the_
     assert result.returncode == 0, result.stderr
     [finding] = result.findings("slow-start")
     evidence = finding["evidence"]
-    assert evidence["phases"]["dataset_construction_s"] >= 2.0
+    assert evidence["phases"]["before_loader_s"] >= 2.0
     assert evidence["hot_function"].startswith("index_image_files (slow_directory_walk.py:")
     assert evidence["directory_walk"] is True
     assert any(frame.startswith("_walk (") for frame in evidence["hot_path"])
@@ -83,6 +83,18 @@ def test_thread_alive_at_fork_gets_fork_hazard(probe):
     [finding] = result.findings("fork-hazard")
     assert [t["name"] for t in finding["evidence"]["python_threads"]] == ["heartbeat"]
     assert "heartbeat" in finding["title"]
+    assert finding["severity"] == "warning"  # its code takes a lock: it may hold it at fork
+    assert finding["evidence"]["python_threads"][0]["state"] == "uses-lock"
+
+
+def test_thread_idle_in_a_wait_at_fork_is_info_at_most(probe):
+    result = probe("idle_thread_at_fork.py")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("fork-hazard")  # still said, so a user who wonders about threads sees them
+    assert finding["severity"] == "info"
+    [thread] = finding["evidence"]["python_threads"]
+    assert (thread["name"], thread["state"]) == ("monitor", "waiting")
+    assert "idle in a wait or sleep (monitor)" in finding["title"]
 
 
 def test_healthy_loader_gets_no_findings(probe):

@@ -175,3 +175,40 @@ def test_ctrl_c_keeps_what_was_found_and_still_writes_the_files(tmp_path):
     from dlprobe.exclude import load_excluded
 
     assert load_excluded(exclude) == {3}
+
+
+def test_every_loader_is_checked_by_default_so_a_clean_first_loader_hides_nothing(tmp_path):
+    proc, result = _scan(tmp_path, str(SCRIPTS / "scan_two_loaders.py"))
+    assert proc.returncode == 1, proc.stderr
+    assert [(lo["total"], lo["scanned"]) for lo in result["loaders"]] == [(16, 16), (64, 64)]
+    assert [(e["loader"], e["index"], e["kind"]) for e in result["bad"]] == [(None, 9, "exception")]
+    assert not result["only_some_loaders_checked"]
+    assert "64 samples): 1 bad sample" in proc.stdout and "ValueError: corrupt record 9" in proc.stdout
+    assert "baseline" not in proc.stdout + proc.stderr  # checked from the loader objects: the script's loop never ran
+
+
+def test_one_loader_asked_for_says_which_it_checked_and_how_to_check_the_next(tmp_path):
+    proc, result = _scan(tmp_path, "--loader", "0", str(SCRIPTS / "scan_two_loaders.py"))
+    assert proc.returncode == 0, proc.stderr
+    assert result["loaders_checked"] == [0] and result["only_some_loaders_checked"]
+    assert result["next_loader_command"].startswith("dlprobe scan --loader 1 ")
+    text = " ".join(proc.stdout.split())  # the note wraps at the terminal's width
+    assert "only loader 0 (__main__.Records, 16 samples) was checked" in text
+    assert "1 other DataLoader(s), not checked: __main__.Records (64 samples)" in text
+    assert "no bad samples in the 16 samples checked (other loaders not checked)" in text
+
+
+def test_lightning_fit_checks_the_training_set_after_the_sanity_check_loader_and_ends_quietly(tmp_path):
+    proc, result = _scan(tmp_path, str(SCRIPTS / "scan_lightning.py"))
+    assert proc.returncode == 1, proc.stderr
+    roles = [(lo["loader"], lo["role"], lo["total"]) for lo in result["loaders"]]
+    assert roles == [(0, "Lightning's sanity-check validation loader", 16), (1, "Lightning's training loader", 64)]
+    assert [(e["loader"], e["index"]) for e in result["bad"]] == [(1, 7)]
+    output = proc.stdout + proc.stderr
+    assert "Traceback" not in output and "SystemExit" not in output and "iter(combined_loader)" not in output
+    # Asked for the sanity-check loader alone, the summary says plainly that the training set was not checked.
+    proc, result = _scan(tmp_path, "--loader", "0", str(SCRIPTS / "scan_lightning.py"))
+    assert proc.returncode == 0, proc.stderr
+    assert result["only_some_loaders_checked"] and result["next_loader_command"].startswith("dlprobe scan --loader 1")
+    text = " ".join(proc.stdout.split())
+    assert "sanity-check validation loader) was checked" in text and "training loader" in text

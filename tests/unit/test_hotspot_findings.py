@@ -32,3 +32,24 @@ def test_user_function_is_named_and_dlprobe_frames_are_not():
     assert "default_collate (torch/utils/data/_utils/collate.py)" in functions
     assert not any("dlprobe/" in f for f in functions)
     assert "parse_row" in finding.fix
+
+
+def test_frames_the_worker_inherited_from_the_parent_at_fork_are_never_named():
+    # A forked worker's stack starts with the parent's: the script's <module> and Lightning's CombinedLoader
+    # creating the iterators. With TensorDataset (all torch) inside fetch(), those are the only non-torch frames.
+    parent = [
+        "<module> (train.py:40)",
+        "_ModeIterator.__iter__.<locals>.<listcomp> (lightning/pytorch/utilities/combined_loader.py:73)",
+        "Popen._launch (multiprocessing/popen_fork.py:71)",
+        "BaseProcess._bootstrap (multiprocessing/process.py:314)",
+    ]
+    torch_fetch = "_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:52)"
+    stacks = [
+        StackCount(11, [*parent, LOOP, torch_fetch, "TensorDataset.__getitem__ (torch/utils/data/dataset.py:211)"], 30),
+        StackCount(11, [*parent, LOOP, torch_fetch, "default_collate (torch/utils/data/_utils/collate.py:398)"], 10),
+    ]
+    [finding] = find_worker_hotspots(_starved_run(stacks))
+    functions = [row["function"] for row in finding.evidence["top_functions"]]
+    assert functions == ["TensorDataset.__getitem__ (torch/utils/data/dataset.py)",
+                         "default_collate (torch/utils/data/_utils/collate.py)"]  # fmt: skip
+    assert "TensorDataset.__getitem__" in finding.title and "listcomp" not in finding.title

@@ -9,8 +9,10 @@ array says which sample it was on, and the rest of its chunks go back in the que
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
+import sys
 import time
 from array import array
 from collections import deque
@@ -20,11 +22,20 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from dlprobe.in_training.event_log import get_log
+from dlprobe.in_training.hooks import TAKEOVER_LOADER_ENV, flush_all, probe_id
+from dlprobe.in_training.scan.context import lightning_role, other_loaders
 from dlprobe.in_training.scan.paths import path_for, path_in_message
-from dlprobe.in_training.scan.plan import ScanPlan, ScanSetupError, make_plan
+from dlprobe.in_training.scan.plan import ScanPlan, ScanSetupError, dataset_type_of, make_plan
 from dlprobe.in_training.scan.sample_check import Signature, compare
 from dlprobe.in_training.scan.worker import STARTING, Prepared, map_worker, stream_worker
-from dlprobe.rundir.schema import EV_SCAN_BAD, EV_SCAN_END, EV_SCAN_ERROR, EV_SCAN_PROGRESS, EV_SCAN_START
+from dlprobe.rundir.schema import (
+    EV_SCAN_BAD,
+    EV_SCAN_END,
+    EV_SCAN_ERROR,
+    EV_SCAN_PROGRESS,
+    EV_SCAN_SKIPPED,
+    EV_SCAN_START,
+)
 from dlprobe.scan.options import ScanOptions
 
 TAKEOVER_FUNCTION = "dlprobe.in_training.scan.engine:take_over"
@@ -300,8 +311,56 @@ class Scanner:
                 self.record(index, kind, f"{what} (as in {count} of {total} samples)")
 
 
-def take_over(loader: Any) -> int:
-    """The takeover function: scan the loader's dataset; the script never trains. Returns the exit code."""
+_scanned_datasets: set[int] = set()  # id() of every dataset checked in this process: each is checked once
+_codes: list[int] = []
+
+
+def take_over(loader: Any) -> int | None:
+    """The takeover function: scan the loader's dataset (and, by default, every other loader), then end the process.
+
+    Returns None only to let Lightning's sanity check go on to the training loader, which it builds only after it.
+    """
+    options = ScanOptions.from_env()
+    role = lightning_role()
+    _codes.append(scan_loader(loader, options, role))
+    if options.every_loader:
+        # Loaders the script built but has not iterated yet (a training loader after a validation loader): checked
+        # here from the objects themselves, so the script never runs a step of its own loop.
+        for other in _unchecked_loaders():
+            if max(_codes) >= 2:
+                break
+            _codes.append(scan_loader(other, options, None, asked_for=False))
+        if max(_codes) < 2 and (role or "").startswith("Lightning's sanity-check"):
+            number = probe_id(loader)
+            os.environ[TAKEOVER_LOADER_ENV] = str((number or 0) + 1)  # take over the next loader iterated
+            return None
+    code = max(_codes)
+    flush_all()
+    # Ending here, not by SystemExit: a framework around the loop (Lightning's Trainer.fit) would catch it, tear
+    # down and print dozens of lines of traceback. Events are written unbuffered, so nothing is lost.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _unchecked_loaders() -> list[Any]:
+    from torch.utils.data import DataLoader
+
+    found = []
+    for obj in gc.get_objects():
+        if issubclass(type(obj), DataLoader) and id(obj.dataset) not in _scanned_datasets:
+            _scanned_datasets.add(id(obj.dataset))
+            found.append(obj)
+    return found
+
+
+def scan_loader(loader: Any, options: ScanOptions, role: str | None, asked_for: bool = True) -> int:
+    """Scan the loader's dataset, emitting the scan's events. Returns the exit code.
+
+    A loader found alive but never iterated may be one the script does not use as it stands (an empty test split):
+    if it cannot be scanned, that is said, and the loaders already checked still count.
+    """
+    _scanned_datasets.add(id(loader.dataset))
     log = get_log()
 
     def emit(ev: str, **fields: Any) -> None:
@@ -313,7 +372,7 @@ def take_over(loader: Any) -> int:
     started = time.monotonic()
     scanner: Scanner | None = None
     try:
-        plan = make_plan(loader, ScanOptions.from_env())
+        plan = make_plan(loader, options)
         emit(
             EV_SCAN_START,
             dataset_type=plan.dataset_type,
@@ -325,6 +384,9 @@ def take_over(loader: Any) -> int:
             shapes=plan.shapes,
             shape_note=plan.shape_note,
             timeout_s=plan.timeout_s,
+            loader=probe_id(loader),
+            role=role,
+            other_loaders=[] if options.every_loader else other_loaders(loader),
         )
         scanner = Scanner(plan, emit, stop)
         scanner.run()
@@ -334,6 +396,10 @@ def take_over(loader: Any) -> int:
                 hint="check the paths, filters or shards the script's IterableDataset reads",
             )
     except ScanSetupError as exc:
+        if not asked_for:
+            dataset = dataset_type_of(loader.dataset)
+            emit(EV_SCAN_SKIPPED, dataset_type=dataset, message=exc.message, hint=exc.hint)
+            return 0
         emit(EV_SCAN_ERROR, message=exc.message, hint=exc.hint)
         return 2
     finally:

@@ -1,0 +1,67 @@
+"""slow-start on synthetic runs: phases say what ran, a cause is named only when the samples show it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlprobe.analysis.model import Epoch
+from dlprobe.analysis.startup_findings import find_slow_start
+from tests.unit.fakes import loader, run
+
+SITE = "/venv/lib/python3.12/site-packages"
+MODULE = ["train.py", "<module>", 40]
+MAIN = ["train.py", "main", 30]
+FIT = [f"{SITE}/lightning/pytorch/trainer/trainer.py", "Trainer.fit", 538]
+SETUP = [f"{SITE}/lightning/pytorch/trainer/connectors/accelerator_connector.py", "_init_strategy", 120]
+RECORDS = ["train.py", "ArrayRecords.__init__", 12]
+IMPORT = ["<frozen importlib._bootstrap>", "_find_and_load", 1]
+
+
+def _slow_run(created_after_s: float, stacks: list[dict[str, Any]]):
+    # the first batch comes fast once the loader exists: only what ran before it is slow
+    epoch = Epoch(0, t_start=100.0 + created_after_s + 0.1, iter_s=0.05, t_end=120.0, batches=10, waits=[0.1] * 10)
+    lo = loader(epochs=[epoch])
+    lo.config["created_t"] = 100.0 + created_after_s
+    profile = {"ev": "startup_profile", "stacks": [{"phase": "before_loader", **s} for s in stacks]}
+    return run([lo], [], events=[{"ev": "start", "t": 100.0}, profile])
+
+
+def test_the_trainers_set_up_is_not_blamed_on_the_dataset_constructor():
+    data = _slow_run(2.4, [
+        {"seconds": 0.1, "frames": [IMPORT]},
+        {"seconds": 2.1, "frames": [MODULE, MAIN, FIT, SETUP]},
+        {"seconds": 0.1, "frames": [MODULE, MAIN, RECORDS]},
+    ])  # fmt: skip
+    [finding] = find_slow_start(data)
+    phases = finding.evidence["phases"]
+    assert phases["before_loader_s"] == 2.3 and phases["imports_s"] == 0.1
+    assert "ArrayRecords" not in finding.title and "building the dataset" not in finding.title
+    assert "inside Trainer.fit (trainer.py:538)" in finding.title
+    assert finding.evidence["hot_calls_into"] == "Trainer.fit (trainer.py:538)"
+    assert finding.evidence["hot_seconds"] == 2.1 and finding.evidence["directory_walk"] is False
+    assert "persistent_workers" not in finding.fix  # workers started fast: restarting them is not the cost
+
+
+def test_a_constructor_sampled_for_a_fraction_of_the_phase_gets_its_true_share():
+    data = _slow_run(2.3, [{"seconds": 0.1, "frames": [MODULE, RECORDS]}])
+    [finding] = find_slow_start(data)
+    assert finding.evidence["hot_share"] == round(0.1 / 2.3, 3)
+    assert "0.1 s of it (4%) in ArrayRecords.__init__ (train.py:12)" in finding.title
+    assert "profile the start-up" in finding.fix and "cheaper" not in finding.fix  # 4% is not where it went
+
+
+def test_no_directory_walk_is_named_without_file_system_samples():
+    [finding] = find_slow_start(_slow_run(2.5, []))
+    assert finding.evidence["file_system_s"] == 0 and finding.evidence["directory_walk"] is False
+    assert "directory walk" not in finding.title and "file index" not in finding.fix
+
+
+def test_slow_imports_alone_are_no_slow_start_and_never_get_persistent_workers():
+    data = _slow_run(3.2, [{"seconds": 3.0, "frames": [MODULE, IMPORT]}])
+    assert find_slow_start(data) == []
+
+
+def test_time_the_sampler_did_not_see_is_said_to_be_unknown():
+    [finding] = find_slow_start(_slow_run(5.0, []))
+    assert "the start-up sampler saw only 0.0 s of it, so where it went is not known" in finding.title
+    assert "profile the start-up" in finding.fix and finding.evidence["hot_function"] is None
