@@ -99,7 +99,7 @@ def run_scan_command(
     console: Console | None,
 ) -> int:
     """Run the whole command; returns its exit code (0 all good, 1 bad samples, 130 interrupted)."""
-    from dlprobe.render.scan import print_scan_summary
+    from dlprobe.render.scan import scan_summary
     from dlprobe.scan.progress import ScanProgress
     from dlprobe.supervisor.scan_launch import run_scan
 
@@ -109,7 +109,7 @@ def run_scan_command(
         raise DlprobeError(f"--loader {loader}: loaders are numbered from 0", hint="e.g. --loader 1 for the second")
     result = run_scan(script, args, loader, options, ScanProgress(enabled=console is not None))
     if console is not None:
-        print_scan_summary(result, console)
+        console.print(scan_summary(result), soft_wrap=True)
     write_scan_files(result, json_path, exclude_out)
     if result.died:
         code = result.returncode
