@@ -355,7 +355,14 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
     function = getattr(importlib.import_module(module_name), function_name)
     _emit(EV_TAKEOVER, loader=loader_id, function=target)
     flush_all()
-    code = function(loader)
+    # The take-over runs inside this loader's probed __iter__, and it builds and iterates loaders of its own (tune's
+    # trials): those must be probed like any other, so the re-entry guard is lifted while it runs.
+    outer = getattr(_inside, "iter", False), getattr(_inside, "next", False)
+    _inside.iter = _inside.next = False
+    try:
+        code = function(loader)
+    finally:
+        _inside.iter, _inside.next = outer
     if code is None:  # the function let the script go on (scan: past Lightning's sanity check to the next loader)
         return
     raise SystemExit(code)
