@@ -34,6 +34,10 @@ def _os_threads() -> list[str]:
 # multiprocessing's queue feeder threads only write to their own queue's pipe, which no forked worker of another
 # loader ever uses; a feeder of the previous epoch's queues is often still shutting down at the next fork.
 BENIGN_THREADS = ("QueueFeederThread",)
+# Progress bars' refresh threads (rich.live's, which Lightning's RichProgressBar runs; tqdm's monitor) wake a few
+# times a second and then hold only the bar's own lock, which workers never take: caught mid-refresh at fork they
+# would read as a running thread by chance alone.
+BENIGN_THREAD_CLASSES = ("rich.live._RefreshThread", "tqdm._monitor.TMonitor")
 
 
 def _alive(thread: threading.Thread) -> bool:
@@ -83,7 +87,11 @@ def _python_threads() -> list[dict[str, Any]]:
     return [
         {"name": t.name, "daemon": t.daemon, **_thread_state(frames.get(t.ident or -1))}
         for t in threading.enumerate()
-        if t is not main and not t.name.startswith(OWN_THREAD_PREFIX) and t.name not in BENIGN_THREADS and _alive(t)
+        if t is not main
+        and not t.name.startswith(OWN_THREAD_PREFIX)
+        and t.name not in BENIGN_THREADS
+        and f"{type(t).__module__}.{type(t).__qualname__}" not in BENIGN_THREAD_CLASSES
+        and _alive(t)
     ]
 
 

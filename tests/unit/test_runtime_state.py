@@ -1,0 +1,32 @@
+"""Which of the parent's threads the fork snapshot reports: a progress bar's refresh thread is not a hazard."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+from rich.console import Console
+from rich.live import Live
+
+from dlprobe.in_training.runtime_state import fork_snapshot
+
+
+def _names() -> set[str]:
+    return {t["name"] for t in fork_snapshot()["python_threads"]}
+
+
+def test_rich_refresh_thread_is_left_out_but_a_user_thread_is_kept():
+    stop = threading.Event()
+    user = threading.Thread(target=stop.wait, name="user-worker", daemon=True)
+    user.start()
+    live = Live("x", console=Console(file=io.StringIO(), force_terminal=True), refresh_per_second=50)
+    try:
+        with live:
+            refresher = live._refresh_thread
+            assert refresher is not None and refresher.is_alive()
+            names = _names()
+        assert refresher.name not in names
+        assert "user-worker" in names
+    finally:
+        stop.set()
+        user.join()
