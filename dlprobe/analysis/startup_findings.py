@@ -275,7 +275,11 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None
             "CUDA, multiprocessing_context='spawn' (forked workers fail with 'Cannot re-initialize CUDA in forked "
             "subprocess.')"
         )
-    fixes.append("or multiprocessing_context='forkserver'/'spawn', which start workers without the parent's threads")
+    alternative = "multiprocessing_context='forkserver'/'spawn', which start workers without the parent's threads"
+    # Idle threads alone need no change: say so rather than open the fix with a dangling "or".
+    fixes.append(
+        f"or {alternative}" if fixes else f"nothing for threads idle in a wait; if workers hang at start, {alternative}"
+    )
     severity = "warning" if running or cuda else "info"
     return Finding(
         code="fork-hazard",

@@ -65,3 +65,16 @@ def test_time_the_sampler_did_not_see_is_said_to_be_unknown():
     [finding] = find_slow_start(_slow_run(5.0, []))
     assert "the start-up sampler saw only 0.0 s of it, so where it went is not known" in finding.title
     assert "profile the start-up" in finding.fix and finding.evidence["hot_function"] is None
+
+
+def test_fork_hazard_is_info_for_idle_threads_and_its_fix_says_nothing_is_needed():
+    from dlprobe.analysis.startup_findings import _fork_finding
+
+    idle = {"epoch": 0, "os_threads": 2, "python_threads": [{"name": "Thread-1", "state": "waiting"}]}
+    finding = _fork_finding(loader(), idle)
+    assert finding is not None and finding.severity == "info"
+    assert finding.fix.startswith("nothing for threads idle in a wait")
+    locking = {"epoch": 0, "os_threads": 2, "python_threads": [{"name": "beat", "state": "uses-lock"}]}
+    finding = _fork_finding(loader(), locking)
+    assert finding is not None and finding.severity == "warning"
+    assert "taking a lock" in finding.title and "or multiprocessing_context=" in finding.fix
