@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.model import Finding, RunData
-from dlprobe.rundir.schema import EV_PROBE_ERROR
+from dlprobe.rundir.schema import EV_PROBE_ERROR, SAMPLER_FAILED, SAMPLER_MISSING
+from dlprobe.system.pyspy import PERMISSION_ADVICE, PERMISSION_ERROR, PY_SPY_ENV
+
+MISSING_FIX = f"Install py-spy (`pip install py-spy`) or point {PY_SPY_ENV} at it, then run again."
+OTHER_FIX = (
+    "Run `py-spy record --pid PID` on a running training process to see the failure; check that this py-spy "
+    f"supports this Python version, or point {PY_SPY_ENV} at one that does."
+)
 
 
 def _failures(run: RunData) -> dict[str, dict[str, Any]]:
@@ -48,6 +55,9 @@ def find_probe_degraded(run: RunData) -> list[Finding]:
                 evidence={"events": len(run.events)},
             )
         )
+    sampler = _sampler_failure(run)
+    if sampler is not None:
+        findings.append(sampler)
     for entry in _failures(run).values():
         times = f" ({entry['count']} times)" if entry["count"] > 1 else ""
         findings.append(
@@ -63,3 +73,33 @@ def find_probe_degraded(run: RunData) -> list[Finding]:
             )
         )
     return findings
+
+
+def _sampler_failure(run: RunData) -> Finding | None:
+    """The hotspot sampler was due to run (the loop starved for data) but py-spy recorded nothing."""
+    stacks = run.stacks
+    if stacks is None or stacks.status not in (SAMPLER_FAILED, SAMPLER_MISSING):
+        return None  # never started, worked, or turned off on purpose
+    error = stacks.error or "no message"
+    if stacks.status == SAMPLER_MISSING:
+        fix = MISSING_FIX
+    elif PERMISSION_ERROR.search(error):
+        fix = PERMISSION_ADVICE
+    else:
+        fix = OTHER_FIX
+    return Finding(
+        code="probe-degraded",
+        severity="info",
+        title=f"Hotspot sampling failed: {error}"[:200],
+        detail="The loop waited for data, so dlprobe sampled the loading processes' stacks with py-spy to find "
+        f"where the loading time goes, but the hotspot sampler (py-spy record) recorded nothing: {error}. "
+        "So worker-hotspots (the functions the loading spends its time in) is missing from this report; "
+        "the other findings do not depend on it.",
+        fix=fix,
+        evidence={
+            "where": "hotspot sampler (py-spy record)",
+            "status": stacks.status,
+            "error": stacks.error,
+            "missing": ["worker-hotspots"],
+        },  # fmt: skip
+    )

@@ -23,6 +23,7 @@ class StackCount:
 class StackProfile:
     rate: int | None = None
     error: str | None = None
+    status: str | None = None  # schema.SAMPLER_*; None in runs written before stacks.json had it
     stacks: list[StackCount] = field(default_factory=list)
 
 
@@ -55,7 +56,7 @@ def load_stacks(run_dir: Path) -> StackProfile | None:
         meta = json.loads(meta_path.read_text())
     except (OSError, ValueError):
         meta = {}
-    profile = StackProfile(meta.get("rate"), meta.get("error"))
+    profile = StackProfile(meta.get("rate"), meta.get("error"), meta.get("status"))
     try:
         profile.stacks = parse_stacks((run_dir / STACKS_FILE).read_text(errors="replace"))
     except OSError:

@@ -20,13 +20,15 @@ SIGNAL_STEP_S = 5.0  # then SIGINT, SIGTERM and SIGKILL, this far apart
 
 @dataclass
 class Stop:
-    """Why dlprobe ended the run early; `stall_s` is how long no batch came when it was a hang."""
+    """Why dlprobe ended the run early; for a hang, the measured stall (no batch for `stall_s`, taken from the
+    hang record) and the loader and worker the loop was waiting on, each None when the record does not say."""
 
     reason: str  # max_batches | max_seconds | hang
     at: float
     stall_s: float | None = None
     loader_id: int | None = None
     signals: tuple[str, ...] = ()
+    worker_id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -34,6 +36,7 @@ class Stop:
             "at": round(self.at, 3),
             "stall_s": None if self.stall_s is None else round(self.stall_s, 3),
             "loader_id": self.loader_id,
+            "worker_id": self.worker_id,
             "signals": list(self.signals),
         }
 

@@ -87,15 +87,26 @@ def _raw(config: CheckConfig, key: str) -> str:
     return config.raw.get(key) or format_metric(THRESHOLD_RULES.get(key, (key, ""))[0], getattr(config, key))
 
 
+def _hang_words(stop: Stop, raw: str) -> tuple[str, str, str]:
+    """Observed value, status and message of a hang that stopped the run, from what its hang record measured."""
+    loader = "a loader" if stop.loader_id is None else f"loader {stop.loader_id}"
+    if stop.worker_id is not None:
+        loader += f" (waiting on worker {stop.worker_id})"
+    if stop.stall_s is None:  # no readable hang record: only the guard's verdict is known, not the stall
+        return (f"no batch for over {raw}", FAIL,
+                f"{loader} delivered no batch for longer than the limit {raw} (the hang record is missing, so the "
+                "stall was not measured); dlprobe stopped the script")  # fmt: skip
+    stalled = format_metric("longest_wait", stop.stall_s)
+    return (f"no batch for {stalled}", FAIL,
+            f"{loader} delivered no batch for {stalled} (limit {raw}); dlprobe stopped the script")  # fmt: skip
+
+
 def _hang_rule(config: CheckConfig, metrics: dict[str, float | None], stop: Stop | None) -> RuleResult:
     assert config.hang_timeout is not None
     raw = _raw(config, "hang_timeout")
     source = config.sources.get("hang_timeout", "")
     if stop is not None and stop.reason == "hang":
-        stalled = format_metric("longest_wait", stop.stall_s)
-        message = (f"loader {stop.loader_id} delivered no batch for {stalled} (limit {raw}); "
-                   "dlprobe stopped the script")  # fmt: skip
-        return RuleResult("hang_timeout", f"< {raw}", f"no batch for {stalled}", FAIL, message, source)
+        return RuleResult("hang_timeout", f"< {raw}", *_hang_words(stop, raw), source)
     longest = metrics["longest_wait"]
     if longest is None:
         return RuleResult("hang_timeout", f"< {raw}", "-", SKIP, "no batch was waited for", source)

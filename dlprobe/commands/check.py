@@ -16,7 +16,17 @@ from dlprobe.check.rules import RuleResult, evaluate, failed, script_failed
 from dlprobe.commands.options import SCRIPT_ARGS, out_option
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import read_json, read_jsonl, write_json
-from dlprobe.rundir.schema import CHECK_FILE, EV_STOP, EVENTS_FILE, RESULT_FILE, STOP_REASON_HANG, Result
+from dlprobe.rundir.schema import (
+    CHECK_FILE,
+    EV_STOP,
+    EVENTS_FILE,
+    HANGS_DIR,
+    RESULT_FILE,
+    STOP_REASON_HANG,
+    HangRecord,
+    Result,
+    hang_record_name,
+)
 
 PASSED, FAILED, USAGE, SCRIPT_FAILED = 0, 1, 2, 3
 
@@ -113,13 +123,28 @@ def _stop_from_events(run_dir: Path) -> Stop | None:
     return None
 
 
-def _hang_stop(run_dir: Path, hang_timeout: float | None) -> Stop | None:
-    """The run's hang guard ended the run (--on-hang stop): a failed hang rule."""
+def _hang_stop(run_dir: Path) -> Stop | None:
+    """The run's hang guard ended the run (--on-hang stop): a failed hang rule, with what the hang record measured.
+
+    The guard stops at the hang it records last (result.json's "hangs" numbers it); its waited_s is the time since
+    the last batch when the stall was recorded, and its loop state names the loader and the awaited worker.
+    """
     result_file = run_dir / RESULT_FILE
     result: Result = read_json(result_file) if result_file.exists() else {}
     if result.get("stop_reason") != STOP_REASON_HANG:
         return None
-    return Stop("hang", float(result.get("ended_at", 0.0)), hang_timeout)
+    stop = Stop("hang", float(result.get("ended_at", 0.0)))
+    record_file = run_dir / HANGS_DIR / hang_record_name(int(result.get("hangs") or 0))
+    try:
+        record: HangRecord = read_json(record_file)
+    except (OSError, ValueError):
+        return stop  # the rule then says the stall was not measured rather than guess it
+    loop = record.get("loop") or {}
+    waited = record.get("waited_s")
+    stop.stall_s = float(waited) if waited is not None else None
+    stop.loader_id = loop.get("loader_id")
+    stop.worker_id = loop.get("awaited_worker")
+    return stop
 
 
 def _baseline_for(config: CheckConfig, update: bool) -> dict[str, Any] | None:
@@ -158,7 +183,7 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
         run_options.on_hang = "stop"
     outcome = run_script(run_options)
     report = write_outputs(outcome.run_dir, None if options.quiet else console)
-    stop = watch.stop or _stop_from_events(outcome.run_dir) or _hang_stop(outcome.run_dir, config.hang_timeout)
+    stop = watch.stop or _stop_from_events(outcome.run_dir) or _hang_stop(outcome.run_dir)
     rows = evaluate(config, report, stop, baseline, config.baseline or "")
     code = exit_code_for(rows, report, stop)
 

@@ -128,6 +128,13 @@ SAMPLE_GONE = "gone"  # a process ended
 STOP_REASON_HANG = "hang"  # the hang guard stopped it (--on-hang stop)
 
 
+# --- stacks.json: how the hotspot sampler (`py-spy record`) fared -------------------------------------------
+SAMPLER_OK = "ok"
+SAMPLER_OFF = "off"  # turned off on purpose (DLPROBE_STACK_RATE=0, or DLPROBE_PY_SPY set empty)
+SAMPLER_MISSING = "missing"  # no py-spy found (none installed, or DLPROBE_PY_SPY names no executable)
+SAMPLER_FAILED = "failed"  # py-spy could not start, or exited with an error and saved no stacks
+
+
 # --- record shapes -----------------------------------------------------------------------------------
 class Event(TypedDict):
     """The fields every line of events.jsonl has."""
@@ -217,6 +224,16 @@ class HangRecord(TypedDict, total=False):
     stack_problem: dict[str, Any] | None
     on_hang: str
     timeout_s: float
+
+
+class StacksMeta(TypedDict, total=False):
+    """stacks.json: the hotspot sampler's settings and outcome; `error` is why it recorded nothing (py-spy's own
+    message when py-spy failed)."""
+
+    rate: int
+    window_s: float
+    status: str  # SAMPLER_*
+    error: str | None
 
 
 class Meta(TypedDict, total=False):

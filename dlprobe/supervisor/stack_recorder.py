@@ -10,7 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.rundir.files import write_json
-from dlprobe.rundir.schema import EV_BATCHES, PY_SPY_LOG_FILE, STACKS_FILE, STACKS_META_FILE
+from dlprobe.rundir.schema import (
+    EV_BATCHES,
+    PY_SPY_LOG_FILE,
+    SAMPLER_FAILED,
+    SAMPLER_MISSING,
+    SAMPLER_OFF,
+    SAMPLER_OK,
+    STACKS_FILE,
+    STACKS_META_FILE,
+    StacksMeta,
+)
 from dlprobe.system.pyspy import PY_SPY_ENV, find_py_spy
 
 RATE_ENV = "DLPROBE_STACK_RATE"
@@ -30,6 +40,7 @@ class StackRecorder:
         self.run_dir = run_dir
         self.proc: subprocess.Popen[bytes] | None = None
         self.error: str | None = None
+        self.status = SAMPLER_OK
         try:
             self.rate = int(os.environ.get(RATE_ENV, DEFAULT_RATE))
         except ValueError:
@@ -67,10 +78,16 @@ class StackRecorder:
         self.started = True
         exe = find_py_spy()
         if self.rate <= 0:
-            self.error = f"stack sampling turned off ({RATE_ENV}={self.rate})"
+            self.status, self.error = SAMPLER_OFF, f"stack sampling turned off ({RATE_ENV}={self.rate})"
             return
-        if exe is None:
-            self.error = f"py-spy not found (pip install py-spy, or point {PY_SPY_ENV} at it)"
+        override = os.environ.get(PY_SPY_ENV)
+        if exe is None and override == "":
+            self.status, self.error = SAMPLER_OFF, f"py-spy turned off ({PY_SPY_ENV} is empty)"
+            return
+        if exe is None:  # a mistyped DLPROBE_PY_SPY is a gap to report, not a wish to turn sampling off
+            self.status = SAMPLER_MISSING
+            where = f" at {PY_SPY_ENV}={override}" if override else ""
+            self.error = f"py-spy not found{where} (pip install py-spy, or point {PY_SPY_ENV} at it)"
             return
         # --idle: a sample blocked on a read is loading time too; hotspots drop workers idling for their next index.
         output = str(self.run_dir / STACKS_FILE)
@@ -86,7 +103,7 @@ class StackRecorder:
                 start_new_session=True,  # a Ctrl-C for the script must not stop the sampler first
             )
         except OSError as exc:
-            self.error = f"could not start py-spy: {exc}"
+            self.status, self.error = SAMPLER_FAILED, f"could not start py-spy: {exc}"
 
     def stop(self, wait_s: float = 5.0) -> None:
         """After the target exits py-spy writes its file and exits; make it do so if it does not."""
@@ -102,9 +119,12 @@ class StackRecorder:
                     proc.kill()
                     proc.wait()
             if proc.returncode not in (0, -signal.SIGINT) and not (self.run_dir / STACKS_FILE).exists():
+                self.status = SAMPLER_FAILED
                 self.error = _log_tail(self.run_dir / PY_SPY_LOG_FILE) or f"py-spy exited with {proc.returncode}"
         if self.started:
-            write_json(self.run_dir / STACKS_META_FILE, {"rate": self.rate, "error": self.error, "window_s": WINDOW_S})
+            # Read back by analysis/probe_findings.py: a failed sampler must be said, not leave a silent gap.
+            meta: StacksMeta = {"rate": self.rate, "window_s": WINDOW_S, "status": self.status, "error": self.error}
+            write_json(self.run_dir / STACKS_META_FILE, meta)
 
 
 def _log_tail(path: Path) -> str | None:

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
 
 PY_SPY_ENV = "DLPROBE_PY_SPY"  # path of the py-spy binary to use; a path that does not exist disables py-spy
+
+# py-spy's words when the kernel refuses it ptrace access; shared by the stall dumps and the hotspot finding.
+PERMISSION_ERROR = re.compile(r"permission denied|operation not permitted|ptrace", re.IGNORECASE)
+PERMISSION_ADVICE = (
+    "py-spy needs ptrace permission to read another process's stacks: run as the same user with "
+    "`sysctl kernel.yama.ptrace_scope=0` (or as root), and in Docker add `--cap-add SYS_PTRACE` "
+    "(Kubernetes: securityContext.capabilities.add: [SYS_PTRACE])."
+)
 
 
 def find_py_spy() -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -110,7 +111,18 @@ def test_hang_timeout_stops_a_hung_loader_and_fails(tmp_path):
     proc, run_dir, verdict = check(tmp_path, "faulty_worker.py", "hang", options=["--hang-timeout", "2s"])
     assert proc.returncode == 1, proc.stderr
     assert verdict["stop"]["reason"] == "hang" and verdict["stop"]["stall_s"] >= 2
-    assert by_rule(verdict)["hang_timeout"]["status"] == "fail"
+    rule = by_rule(verdict)["hang_timeout"]
+    assert rule["status"] == "fail"
+    # The message is the hang record's measurement, not the configured timeout echoed back.
+    record = json.loads((run_dir / "hangs" / "hang-1.json").read_text())
+    assert verdict["stop"]["stall_s"] == record["waited_s"]
+    worker = record["loop"]["awaited_worker"]
+    assert worker is not None and verdict["stop"]["worker_id"] == worker
+    match = re.fullmatch(r"loader 0 \(waiting on worker (\d+)\) delivered no batch for ([\d.]+)s \(limit 2s\); "
+                         r"dlprobe stopped the script", rule["message"])  # fmt: skip
+    assert match, rule["message"]
+    assert int(match[1]) == worker and float(match[2]) >= 2
+    assert rule["observed"] == f"no batch for {match[2]}s"
     assert by_rule(verdict)["script_exit"]["status"] == "pass"
     report = json.loads((run_dir / "report.json").read_text())
     assert gone([p["pid"] for p in report["processes"]])

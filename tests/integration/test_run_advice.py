@@ -29,6 +29,20 @@ def test_cpu_heavy_loader_without_workers_is_input_bound_with_a_higher_suggestio
     assert sorted(top) == ["expensive_transform", "read_sample"]
 
 
+def test_a_py_spy_that_fails_while_sampling_hotspots_is_said_not_silently_dropped(probe, tmp_path):
+    refusing = tmp_path / "py-spy"  # stands in for py-spy in a container without SYS_PTRACE
+    refusing.write_text('#!/bin/sh\necho "Error: Failed to attach: Operation not permitted (os error 1)" >&2\nexit 1\n')
+    refusing.chmod(0o755)
+    result = probe("cpu_heavy_dataset.py", "0", "80", env={"DLPROBE_PY_SPY": str(refusing)})
+    assert result.returncode == 0, result.stderr
+    assert result.findings("input-bound"), "the loop starved, so the hotspot sampler was due to run"
+    assert result.findings("worker-hotspots") == []
+    [degraded] = [f for f in result.findings("probe-degraded") if "hotspot sampler" in f["detail"]]
+    assert "Operation not permitted" in degraded["title"] and "worker-hotspots" in degraded["detail"]
+    assert degraded["evidence"]["status"] == "failed" and "SYS_PTRACE" in degraded["fix"]
+    assert "Hotspot sampling failed" in result.stderr  # the terminal report says it too
+
+
 def test_float64_and_int64_pixel_batches_get_dtype_waste_with_byte_counts(probe):
     result = probe("dtype_heavy_batches.py")
     assert result.returncode == 0, result.stderr

@@ -50,6 +50,14 @@ def test_wait_rules_and_hang():
     stopped = rules({"hang_timeout": "60s", "fail_on": []}, report, stop=Stop("hang", 0.0, 61.5, 0))
     assert stopped["hang_timeout"].status == "fail"
     assert stopped["hang_timeout"].observed == "no batch for 61.50s"
+    message = stopped["hang_timeout"].message
+    assert message == "loader 0 delivered no batch for 61.50s (limit 60s); dlprobe stopped the script"
+    on_worker = rules({"hang_timeout": "60s", "fail_on": []}, report, stop=Stop("hang", 0.0, 61.5, 2, worker_id=1))
+    assert on_worker["hang_timeout"].message.startswith("loader 2 (waiting on worker 1) delivered no batch for 61.50s")
+    unmeasured = rules({"hang_timeout": "60s", "fail_on": []}, report, stop=Stop("hang", 0.0))
+    gap = unmeasured["hang_timeout"]
+    assert gap.status == "fail" and gap.observed == "no batch for over 60s"
+    assert "None" not in gap.message and "not measured" in gap.message
     assert stopped["script_exit"].status == "pass"  # dlprobe stopped it; the script did not fail
 
 

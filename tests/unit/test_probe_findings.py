@@ -7,8 +7,10 @@ from typing import Any
 
 from dlprobe.analysis import analyze
 from dlprobe.analysis.probe_findings import find_probe_degraded
+from dlprobe.analysis.stackfile import StackProfile, load_stacks
 from dlprobe.in_training import event_log, probe_errors
 from dlprobe.rundir.files import read_jsonl
+from dlprobe.supervisor.stack_recorder import StackRecorder
 from tests.unit import fakes
 
 
@@ -73,3 +75,44 @@ def test_lost_event_lines_are_told_once_writing_works_again(tmp_path):
     events = list(read_jsonl(tmp_path / event_log.EVENTS_FILE))
     assert [e["ev"] for e in events] == ["epoch_end", "probe_error"]
     assert events[1]["where"] == "event_log.write" and events[1]["count"] == 2
+
+
+ATTACH_ERROR = "Error: Failed to attach: Operation not permitted (os error 1)"
+STARTED = [{"ev": "start", "t": 100.0, "pid": 1}]
+
+
+def test_a_failed_hotspot_sampler_is_said_with_py_spys_message_and_what_is_missing():
+    run = fakes.run([], [], events=STARTED)
+    run.stacks = StackProfile(rate=10, error=ATTACH_ERROR, status="failed")
+    [finding] = find_probe_degraded(run)
+    assert finding.severity == "info" and ATTACH_ERROR in finding.title
+    assert "hotspot sampler" in finding.detail and "worker-hotspots" in finding.detail
+    assert finding.evidence["missing"] == ["worker-hotspots"] and finding.evidence["error"] == ATTACH_ERROR
+    assert "SYS_PTRACE" in finding.fix  # the message says ptrace was refused
+    run.stacks = StackProfile(rate=10, error="Error: Python 3.99 is not supported", status="failed")
+    [other] = find_probe_degraded(run)
+    assert "SYS_PTRACE" not in other.fix and "3.99" in other.detail
+    run.stacks = StackProfile(rate=10, error="py-spy not found (pip install py-spy, ...)", status="missing")
+    [missing] = find_probe_degraded(run)
+    assert "pip install py-spy" in missing.fix
+
+
+def test_a_sampler_that_worked_never_ran_or_was_turned_off_is_not_a_gap():
+    run = fakes.run([], [], events=STARTED)
+    assert find_probe_degraded(run) == []  # no stacks.json: the loop never starved, nothing was due
+    for status, error in [("ok", None), ("off", "stack sampling turned off (DLPROBE_STACK_RATE=0)")]:
+        run.stacks = StackProfile(rate=10, error=error, status=status)
+        assert find_probe_degraded(run) == [], status
+
+
+def test_the_recorder_saves_py_spys_error_in_stacks_json(tmp_path, monkeypatch):
+    refusing = tmp_path / "py-spy"  # a real subprocess standing in for a py-spy the kernel refuses
+    refusing.write_text(f'#!/bin/sh\necho "{ATTACH_ERROR}" >&2\nexit 1\n')
+    refusing.chmod(0o755)
+    monkeypatch.setenv("DLPROBE_PY_SPY", str(refusing))
+    monkeypatch.delenv("DLPROBE_STACK_RATE", raising=False)
+    recorder = StackRecorder(os.getpid(), tmp_path)
+    recorder.start()
+    recorder.stop()
+    profile = load_stacks(tmp_path)
+    assert profile is not None and profile.status == "failed" and profile.error == ATTACH_ERROR

@@ -14,15 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.frames import is_user_file
+from dlprobe.system.pyspy import PERMISSION_ADVICE as PERMISSION_ADVICE
+from dlprobe.system.pyspy import PERMISSION_ERROR
 
 DUMP_TIMEOUT_S = 20.0
-_PERMISSION = re.compile(r"permission denied|operation not permitted|ptrace", re.IGNORECASE)
-
-PERMISSION_ADVICE = (
-    "py-spy needs ptrace permission to read another process's stacks: run as the same user with "
-    "`sysctl kernel.yama.ptrace_scope=0` (or as root), and in Docker add `--cap-add SYS_PTRACE` "
-    "(Kubernetes: securityContext.capabilities.add: [SYS_PTRACE])."
-)
 MISSING_ADVICE = "Install py-spy (`pip install py-spy`) for stacks with native frames, taken from outside the process."
 
 
@@ -113,7 +108,7 @@ def py_spy_dump(exe: str, pid: int, native: bool = True) -> DumpResult:
                 continue
             return DumpResult("py-spy-native" if with_native else "py-spy", parse_py_spy(data), raw=out)
         error = (err or out).strip().splitlines()[-1] if (err or out).strip() else f"py-spy exited with {code}"
-        if _PERMISSION.search(err or ""):
+        if PERMISSION_ERROR.search(err or ""):
             return DumpResult(error=error, permission_denied=True)
         if not os.path.exists(f"/proc/{pid}"):
             return DumpResult(error="the process exited while it was being dumped")
