@@ -20,10 +20,8 @@ class EventLog:
         self.lost_error: OSError | None = None
 
     def emit(self, ev: str, **fields: Any) -> None:
-        record = {"ev": ev, "t": time.time(), "pid": os.getpid(), **fields}
-        line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
         try:
-            os.write(self._fd, line.encode())
+            os.write(self._fd, _line(ev, fields))
         except OSError as exc:
             # A full disk must never break the training run: count what is lost and say so once writes work again.
             self.lost += 1
@@ -32,9 +30,6 @@ class EventLog:
         if self.lost:
             lost, self.lost = self.lost, 0
             note = {
-                "ev": EV_PROBE_ERROR,
-                "t": time.time(),
-                "pid": os.getpid(),
                 "where": "event_log.write",
                 "type": type(self.lost_error).__name__,
                 "message": str(self.lost_error)[:500],
@@ -42,12 +37,17 @@ class EventLog:
                 "count": lost,
             }
             try:
-                os.write(self._fd, (json.dumps(note, separators=(",", ":")) + "\n").encode())
+                os.write(self._fd, _line(EV_PROBE_ERROR, note))
             except OSError:
                 self.lost += lost  # still failing: keep the count for the next try
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def _line(ev: str, fields: dict[str, Any]) -> bytes:
+    record = {"ev": ev, "t": time.time(), "pid": os.getpid(), **fields}
+    return (json.dumps(record, default=str, separators=(",", ":")) + "\n").encode()
 
 
 _log: EventLog | None = None

@@ -246,9 +246,6 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
     probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
     if _is_loader_iterator(iterator):
         _iterators[iterator] = probe
-        if new_iterator:
-            # A loop left with `break` never sees StopIteration; the iterator's end tells watchers it is over.
-            weakref.finalize(iterator, _emit, "iter_closed", loader=probe.loader_id)
     return iterator
 
 

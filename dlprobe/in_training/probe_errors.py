@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from dlprobe.rundir.schema import EV_PROBE_ERROR
 
@@ -52,11 +51,6 @@ def flush() -> None:
     for where, count in list(_counts.items()):
         if _emitted.get(where) != count:
             _emit(where)
-
-
-def counts() -> dict[str, Any]:
-    """How often each probe part failed in this process (for tests and the in-process API)."""
-    return {"pid": os.getpid(), **_counts}
 
 
 def _forget_in_child() -> None:
