@@ -118,11 +118,21 @@ EV_SCAN_ERROR = "scan_error"
 EV_SCAN_SKIPPED = "scan_skipped"  # a loader found alive that cannot be scanned; the scan goes on
 EV_SCAN_END = "scan_end"
 EV_PROBE_ERROR = "probe_error"  # the probe's own failure inside the training process (rate-limited)
+# Who a probed process is (pid, rank, local rank, world size, node, host): written by every process that builds a
+# DataLoader, before its first "loader" event, and again whenever its identity changes (Lightning's rank 0
+# learns its rank only when it joins the process group). Loaders are keyed by (writer pid, loader id);
+# the rank is how they are shown. A single-script run writes one, with the ranks null.
+EV_PROCESS = "process"
 
 # --- samples.jsonl: the "k" field of each line -----------------------------------------------------------
 SAMPLE_PROC = "proc"  # a process seen for the first time
 SAMPLE_READING = "s"  # one round of readings (per process and for the system)
 SAMPLE_GONE = "gone"  # a process ended
+
+# --- meta.json: how the target was started -----------------------------------------------------------------
+LAUNCH_SCRIPT = "script"  # dlprobe run train.py ARGS
+LAUNCH_MODULE = "module"  # dlprobe run -m pkg.mod ARGS
+LAUNCH_COMMAND = "command"  # dlprobe run -- torchrun ... / bash train.sh / python -m ...: hooks via the environment
 
 # --- result.json: why dlprobe itself ended the run --------------------------------------------------------
 STOP_REASON_HANG = "hang"  # the hang guard stopped it (--on-hang stop)
@@ -160,6 +170,18 @@ class ScriptErrorEvent(Event, total=False):
 class StopEvent(Event, total=False):
     reason: str  # max_batches | max_seconds
     batches: int
+
+
+class ProcessEvent(Event, total=False):
+    """EV_PROCESS: a probed process's identity; rank fields are None outside a distributed job."""
+
+    ppid: int
+    rank: int | None  # $RANK, or torch.distributed's rank once the process group is up
+    local_rank: int | None  # $LOCAL_RANK
+    world_size: int | None  # $WORLD_SIZE
+    node_rank: int | None  # $GROUP_RANK (torchrun) or $NODE_RANK (Lightning)
+    host: str
+    argv: list[str]
 
 
 class LoaderEvent(Event, total=False):
@@ -239,8 +261,11 @@ class StacksMeta(TypedDict, total=False):
 class Meta(TypedDict, total=False):
     schema_version: int
     dlprobe_version: str
-    script: str
+    script: str  # the script, the module (-m) or the command's first word
     argv: list[str]
+    launch: str  # LAUNCH_*: how the target was started (absent in runs before launchers: a script)
+    command: list[str]  # the full command line that was started, as the user gave it
+    node_rank: int | None  # this node's rank in a several-node job (from the command's --node-rank), else None
     cwd: str
     started_at: float
     machine: dict[str, Any]
