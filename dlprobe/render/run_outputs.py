@@ -1,4 +1,4 @@
-"""Writes a run's outputs: report.json, the plot, an optional --json copy, and the terminal summary."""
+"""Writes a run's outputs: report.json, report.html, the plot, an optional --json copy, and the terminal summary."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 from rich.console import Console
 
 from dlprobe.analysis.report import report_for
+from dlprobe.render.html import html_problem
 from dlprobe.render.terminal import run_summary
 from dlprobe.rundir.files import write_json, write_json_option
-from dlprobe.rundir.schema import PLOT_FILE, REPORT_FILE
+from dlprobe.rundir.schema import PLOT_FILE, REPORT_FILE, REPORT_HTML_FILE
 
 
 def write_outputs(run_dir: Path, console: Console | None, json_path: str | None = None) -> dict[str, Any]:
@@ -18,6 +19,7 @@ def write_outputs(run_dir: Path, console: Console | None, json_path: str | None 
     run, report = report_for(run_dir)
     write_json(run_dir / REPORT_FILE, report)
     problems = []
+    problems += html_problem(run_dir / REPORT_HTML_FILE, run, report)
     # No DataLoader, nothing to plot: skipping it saves a second of matplotlib start-up on short scripts.
     if run.loaders:
         try:

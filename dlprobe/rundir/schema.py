@@ -20,6 +20,7 @@ SAMPLES_FILE = "samples.jsonl"
 RESULT_FILE = "result.json"
 REPORT_FILE = "report.json"
 PLOT_FILE = "memory.png"
+REPORT_HTML_FILE = "report.html"  # the self-contained page (render/html.py)
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
 KERNEL_FILE = "kernel.json"
@@ -65,6 +66,7 @@ RUN_DIR_NAMES = (
     RESULT_FILE,
     REPORT_FILE,
     PLOT_FILE,
+    REPORT_HTML_FILE,
     STDOUT_FILE,
     STDERR_FILE,
     KERNEL_FILE,

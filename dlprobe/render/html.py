@@ -1,0 +1,680 @@
+"""report.html: one self-contained page per run (verdict, finding cards, timelines, stacks, loaders), no script.
+
+The page is built from the same report dict as the terminal and report.json, plus a bounded `timeline` (the run's
+series downsampled, every event kept) taken from the loaded run. Everything that came from the run directory is
+user data and is escaped; the Content-Security-Policy forbids every network load and every script.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from collections.abc import Callable
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from dlprobe.analysis.model import RunData
+from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, downsample, legend_html
+from dlprobe.rundir.files import read_json
+from dlprobe.rundir.schema import (
+    CHECK_FILE,
+    EV_BATCHES,
+    EV_EPOCH,
+    EV_LOADER_ERROR,
+    EV_SCAN_START,
+    EV_SCRIPT_ERROR,
+    EV_STOP,
+    EV_TAKEOVER,
+    EV_TRIAL_START,
+    STDERR_FILE,
+)
+from dlprobe.units import format_bytes
+
+MiB = 1024 * 1024
+MAX_POINTS = 600  # per line: min/max per bucket keeps the peaks; ~600 points draw a 900 px wide chart faithfully
+MAX_ROWS = 50  # rows of one evidence table; the rest stay in report.json
+MAX_STACK_LINES = 12  # hotspot stacks shown per process
+STDERR_TAIL_BYTES = 6000
+KIND_LINES = (("pss_anon", "solid", "anonymous"), ("pss_file", "dashed", "file"), ("pss_shmem", "dashdot", "shm"))
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+
+
+# --- from the loaded run: a bounded, JSON-able timeline ---------------------------------------------------------
+
+
+def _process_name(role: str, pid: int, loader_id: int | None, worker_id: int | None, comm: str | None) -> str:
+    if role == "worker":
+        return f"loader {loader_id} worker {worker_id} (pid {pid})"
+    if role == "main":
+        return f"main (pid {pid})"
+    return f"{comm or 'other'} (pid {pid})"
+
+
+def _points(pairs: list[tuple[float, int]] | list[tuple[float, float]], t0: float, scale: float) -> list[list[float]]:
+    pts = [(round(t - t0, 3), v / scale) for t, v in pairs]
+    return [[x, round(y, 3)] for x, y in downsample(pts, MAX_POINTS)]
+
+
+def _batch_times(run: RunData, t0: float) -> list[dict[str, Any]]:
+    """Each loader's wait per batch against time; batches arrive in groups, so times inside a group are spread."""
+    out = []
+    for lo in run.loaders:
+        pts: list[tuple[float, float]] = []
+        last: float | None = None
+        for ev in run.events:
+            if ev.get("loader") != lo.loader_id:
+                continue
+            if ev.get("ev") == EV_EPOCH:
+                last = float(ev.get("t", 0.0))
+            elif ev.get("ev") == EV_BATCHES:
+                waits = [w for w in ev.get("waits") or [] if isinstance(w, (int, float))]
+                end = float(ev.get("t", 0.0))
+                start = last if last is not None and last < end else end
+                for i, wait in enumerate(waits):
+                    pts.append((start + (end - start) * (i + 1) / len(waits) - t0, wait * 1000.0))
+                last = end
+        if pts:
+            out.append(
+                {"loader": lo.loader_id, "batches": len(pts), "points": [list(p) for p in downsample(pts, MAX_POINTS)]}
+            )
+    return out
+
+
+def _events(run: RunData, t0: float) -> list[dict[str, Any]]:
+    """Every event that explains the curves, in time order: epochs, worker starts and ends, hangs, OOM kills."""
+    names = {p.pid: _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
+    killed = {int(k["pid"]) for k in (run.kernel.get("kills") or []) if isinstance(k.get("pid"), int)}
+    out: list[dict[str, Any]] = []
+    for ev in run.events:
+        kind, t = ev.get("ev"), ev.get("t")
+        if not isinstance(t, (int, float)):
+            continue
+        if kind == EV_EPOCH:
+            out.append(
+                {
+                    "t": t - float(ev.get("iter_s") or 0.0),
+                    "what": f"loader {ev.get('loader')} epoch {ev.get('epoch')} starts",
+                }
+            )
+            for w in ev.get("workers") or []:
+                out.append(
+                    {
+                        "t": t,
+                        "what": f"loader {ev.get('loader')} worker {w.get('worker_id')} started (pid {w.get('pid')})",
+                    }
+                )
+        elif kind == EV_SCRIPT_ERROR:
+            out.append({"t": t, "what": f"script raised {ev.get('type')}: {ev.get('message')}", "severity": "error"})
+        elif kind == EV_LOADER_ERROR:
+            out.append(
+                {
+                    "t": t,
+                    "what": f"loader {ev.get('loader')} raised {ev.get('type') or ev.get('error') or ''}",
+                    "severity": "error",
+                }
+            )
+        elif kind == EV_STOP:
+            out.append({"t": t, "what": f"stopped by dlprobe ({ev.get('reason')})", "severity": "warning"})
+        elif kind in (EV_TAKEOVER, EV_SCAN_START):
+            out.append({"t": t, "what": f"dlprobe took over the loader ({kind})", "severity": "warning"})
+        elif kind == EV_TRIAL_START:
+            out.append({"t": t, "what": f"tune trial: num_workers={ev.get('num_workers')}"})
+    for pid, t in run.gone.items():
+        if pid in names and pid != run.meta.get("target_pid"):
+            if pid in killed:
+                out.append({"t": t, "what": f"{names[pid]} OOM-killed by the kernel", "severity": "error"})
+            else:
+                out.append({"t": t, "what": f"{names[pid]} ended"})
+    for hang in run.hangs:
+        if isinstance(hang.get("t"), (int, float)):
+            out.append(
+                {
+                    "t": hang["t"],
+                    "what": f"hang {hang.get('number')}: no batch for {hang.get('waited_s')} s",
+                    "severity": "error",
+                }
+            )
+    ended = run.result.get("ended_at")
+    if isinstance(ended, (int, float)):
+        code, sig = run.result.get("exit_code"), run.result.get("signal")
+        out.append({"t": ended, "what": f"the script ended: exit code {code}" + (f" ({sig})" if sig else ""),
+                    "severity": "info" if code == 0 else "error"})  # fmt: skip
+    for e in out:
+        e["t"] = round(float(e["t"]) - t0, 3)
+        e.setdefault("severity", "info")
+    return sorted(out, key=lambda e: e["t"])
+
+
+def _hang_stacks(run: RunData) -> list[dict[str, Any]]:
+    hangs = []
+    for hang in run.hangs:
+        procs = []
+        for p in hang.get("processes") or []:
+            threads = []
+            for th in p.get("stack") or []:
+                frames = [f"{f.get('name')} ({f.get('file')}:{f.get('line')})" for f in th.get("frames") or []]
+                threads.append({"name": th.get("name"), "frames": frames})
+            procs.append({"pid": p.get("pid"), "role": p.get("role"), "worker_id": p.get("worker_id"),
+                          "state": p.get("state"), "threads": threads, "error": p.get("stack_error")})  # fmt: skip
+        hangs.append({"number": hang.get("number"), "waited_s": hang.get("waited_s"), "processes": procs,
+                      "problem": hang.get("stack_problem")})  # fmt: skip
+    return hangs
+
+
+def _hotspots(run: RunData) -> list[dict[str, Any]]:
+    if run.stacks is None or not run.stacks.stacks:
+        return []
+    names = {p.pid: _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
+    by_pid: dict[int, list[Any]] = {}
+    for s in run.stacks.stacks:
+        by_pid.setdefault(s.pid, []).append(s)
+    out = []
+    for pid, stacks in by_pid.items():
+        total = sum(s.count for s in stacks)
+        top = sorted(stacks, key=lambda s: -s.count)[:MAX_STACK_LINES]
+        out.append({"pid": pid, "name": names.get(pid, f"pid {pid}"), "samples": total,
+                    "stacks": [{"count": s.count, "frames": s.frames[-8:]} for s in top]})  # fmt: skip
+    return sorted(out, key=lambda h: -h["samples"])
+
+
+def _stderr_tail(run_dir: Path) -> str | None:
+    try:
+        with (run_dir / STDERR_FILE).open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - STDERR_TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    if size > STDERR_TAIL_BYTES:
+        text = "..." + text.split("\n", 1)[-1]
+    return text
+
+
+def _reproduce(meta: dict[str, Any]) -> str:
+    argv = [str(a) for a in meta.get("argv") or []]
+    launch = meta.get("launch") or "script"
+    if launch == "command" and meta.get("command"):
+        return "dlprobe run -- " + shlex.join(str(c) for c in meta["command"])
+    if launch == "module":
+        return "dlprobe run -m " + shlex.join([str(meta.get("script") or "?"), *argv])
+    return "dlprobe run " + shlex.join([str(meta.get("script") or "?"), *argv])
+
+
+def timeline_from_run(run: RunData) -> dict[str, Any]:
+    """What the charts and stack sections need, bounded in size whatever the length of the run."""
+    t0 = float(run.meta.get("started_at") or (run.system.t[0] if run.system.t else 0.0))
+    order = {"main": 0, "worker": 1}
+    procs = sorted(run.processes, key=lambda p: (order.get(p.role, 2), p.loader_id or 0, p.worker_id or 0, p.pid))
+    processes = []
+    for p in procs:
+        if p.role not in ("main", "worker"):
+            continue
+        entry: dict[str, Any] = {"name": _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm), "role": p.role}
+        for metric in ("uss", "rss", *(k for k, _, _ in KIND_LINES)):
+            values = p.series.values(metric)
+            if values:
+                entry[metric] = _points(values, t0, MiB)
+        processes.append(entry)
+    shm = [(t, u) for t, u in zip(run.system.t, run.system.shm_used, strict=False) if u is not None]
+    cgroup = [(t, u) for t, u in zip(run.system.t, run.system.cgroup_usage, strict=False) if u is not None]
+    ended = run.result.get("ended_at")
+    return {
+        "t_end": round(float(ended) - t0, 3) if isinstance(ended, (int, float)) and t0 else None,
+        "reproduce": _reproduce(dict(run.meta)),
+        "cwd": run.meta.get("cwd"),
+        "probe_started": run.probe_started,
+        "processes": processes,
+        "shm": {"used": _points(shm, t0, MiB), "total": run.system.shm_total},
+        "cgroup": {"usage": _points(cgroup, t0, MiB), "limit": run.system.cgroup_limit},
+        "waits": _batch_times(run, t0),
+        "events": _events(run, t0),
+        "hangs": _hang_stacks(run),
+        "hotspots": _hotspots(run),
+        "stderr_tail": _stderr_tail(run.path),
+    }
+
+
+# --- the page ---------------------------------------------------------------------------------------------------
+
+
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def _fmt(key: str, value: Any) -> str:
+    """One evidence value as text, in human units where its name says what it is."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        if key.endswith("bytes") or key in ("rss", "uss", "pss", "swap", "limit", "total", "peak"):
+            return format_bytes(value)
+        if isinstance(value, float) and ("share" in key or "fraction" in key) and 0 <= value <= 1:
+            return f"{100 * value:.1f}%"
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        return f"{value:,}"
+    return str(value)
+
+
+def _value_html(key: str, value: Any, depth: int = 0) -> str:
+    if isinstance(value, dict):
+        if depth > 2:
+            return _e(value)
+        rows = "".join(f"<tr><th scope=row>{_e(k)}</th><td>{_value_html(str(k), v, depth + 1)}</td></tr>"
+                       for k, v in value.items())  # fmt: skip
+        return f'<table class="kv">{rows}</table>'
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) for v in value) and depth <= 2:
+            cols: list[str] = []
+            for row in value[:MAX_ROWS]:
+                cols += [str(k) for k in row if str(k) not in cols]
+            head = "".join(f"<th scope=col>{_e(c)}</th>" for c in cols)
+            body = "".join(
+                "<tr>" + "".join(f"<td>{_value_html(c, row.get(c), depth + 1)}</td>" for c in cols) + "</tr>"
+                for row in value[:MAX_ROWS]
+            )
+            more = (
+                f"<p class=note>{len(value) - MAX_ROWS} more rows in report.json</p>" if len(value) > MAX_ROWS else ""
+            )
+            return f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}'
+        shown = ", ".join(_e(_fmt(key, v)) if not isinstance(v, (dict, list)) else _value_html(key, v, depth + 1)
+                          for v in value[:MAX_ROWS])  # fmt: skip
+        more = f", ... ({len(value)} in all)" if len(value) > MAX_ROWS else ""
+        return f"{shown}{more}" if value else "-"
+    return _e(_fmt(key, value))
+
+
+def _rich_text(text: str) -> str:
+    """Text whose `backticks` are code: short spans inline, long or multi-line ones as copyable blocks."""
+    parts = str(text).split("`")
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0 or i == len(parts) - 1:
+            out.append(_e(part) if i % 2 == 0 else _e("`" + part))
+        elif "\n" in part or len(part) > 70:
+            out.append(f'<pre class="code">{_e(part)}</pre>')
+        else:
+            out.append(f"<code>{_e(part)}</code>")
+    return "".join(out)
+
+
+def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dict[str, Any] | None) -> str:
+    code, sig = report.get("exit_code"), report.get("signal")
+    findings = report.get("findings") or []
+    errors = sum(1 for f in findings if f.get("severity") == "error")
+    warnings = sum(1 for f in findings if f.get("severity") == "warning")
+    if code is None:
+        status, cls = "no exit status recorded (still running, or the supervisor was killed)", "warning"
+    elif code == 0 and not sig:
+        status, cls = "the script finished: exit code 0", "ok"
+    else:
+        status, cls = f"the script failed: exit code {code}" + (f" ({sig})" if sig else ""), "error"
+    if errors or warnings:
+        status += f"; {errors} error(s), {warnings} warning(s) found"
+    elif findings:
+        status += "; only notes found"
+    else:
+        status += "; no problem found"
+    machine = report.get("machine") or {}
+    rows = [
+        ("exit code", "-" if code is None else code),
+        ("signal", sig or "-"),
+        ("duration", "-" if report.get("duration_s") is None else f"{report['duration_s']:.1f} s"),
+        (
+            "machine",
+            ", ".join(
+                f"{k} {_fmt(k, v)}"
+                for k, v in (
+                    ("host", machine.get("host")),
+                    ("python", machine.get("python")),
+                    ("cores", machine.get("usable_cores")),
+                    ("memory", format_bytes(machine["mem_total"]) if machine.get("mem_total") else None),
+                    ("/dev/shm", format_bytes(machine["shm_total"]) if machine.get("shm_total") else None),
+                )
+                if v is not None
+            )
+            or "-",
+        ),  # fmt: skip
+        ("run directory", report.get("run_dir") or "-"),
+    ]
+    if timeline and timeline.get("cwd"):
+        rows.append(("working directory", timeline["cwd"]))
+    table = "".join(f"<tr><th scope=row>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    parts = [f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2><p class="status">{_e(status)}</p>']
+    if check is not None:
+        passed = check.get("passed")
+        parts.append(f'<p class="status {"ok" if passed else "error"}">dlprobe check: '
+                     f'{"passed" if passed else "failed"} (exit code {_e(check.get("exit_code"))})</p>')  # fmt: skip
+    parts.append(f'<table class="kv">{table}</table>')
+    if timeline and timeline.get("reproduce"):
+        parts.append(f'<p>To reproduce:</p><pre class="code">{_e(timeline["reproduce"])}</pre>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _check_rules(check: dict[str, Any]) -> str:
+    rows = "".join(
+        f'<tr class="{_e(r.get("status"))}"><td>{_e(r.get("rule"))}</td><td>{_e(r.get("threshold"))}</td>'
+        f"<td>{_e(r.get('observed'))}</td><td><strong>{_e(r.get('status'))}</strong></td>"
+        f"<td>{_rich_text(r.get('message') or '')}</td><td>{_e(r.get('source'))}</td></tr>"
+        for r in check.get("rules") or []
+    )
+    return ('<section id="check"><h2>Check rules</h2><table class="ev"><thead><tr><th>rule</th><th>limit</th>'
+            f"<th>observed</th><th>verdict</th><th>message</th><th>from</th></tr></thead><tbody>{rows}</tbody>"
+            "</table></section>")  # fmt: skip
+
+
+def _findings(report: dict[str, Any]) -> str:
+    findings = report.get("findings") or []
+    if not findings:
+        return '<section id="findings"><h2>Findings</h2><p>No finding: nothing in this run looked wrong.</p></section>'
+    cards = []
+    for f in findings:
+        sev = str(f.get("severity") or "info")
+        code = str(f.get("code") or "?")
+        loader = f.get("loader_id")
+        evidence = f.get("evidence") or {}
+        cards.append(
+            f'<article class="card {_e(sev)}" id="finding-{_e(code)}" data-code="{_e(code)}">'
+            f'<h3><span class="sev">{_e(sev.upper())}</span> <code>{_e(code)}</code>'
+            f"{f' <span class=loader>loader {_e(loader)}</span>' if loader is not None else ''}</h3>"
+            f'<p class="title">{_rich_text(f.get("title") or "")}</p>'
+            f"<p>{_rich_text(f.get('detail') or '')}</p>"
+            f'<div class="fix"><strong>Fix:</strong> {_rich_text(f.get("fix") or "")}</div>'
+            + (
+                f"<details{' open' if sev == 'error' else ''}><summary>Evidence</summary>"
+                f'<div class="scroll">{_value_html("evidence", evidence)}</div></details>'
+                if evidence
+                else ""
+            )
+            + "</article>"
+        )
+    return f'<section id="findings"><h2>Findings ({len(findings)})</h2>{"".join(cards)}</section>'
+
+
+def _line(label: str, points: list[list[float]], color: str, dash: str = "solid") -> Line:
+    return Line(label, [(float(x), float(y)) for x, y in points], color, dash)
+
+
+def _charts(timeline: dict[str, Any], notes: list[str]) -> str:
+    events = timeline.get("events") or []
+    markers = [Marker(float(e["t"]), f"{i + 1}: {e['what']}", e.get("severity", "info")) for i, e in enumerate(events)]
+    xs = [float(x) for p in timeline.get("processes") or [] for k in ("uss", "rss") for x, _ in p.get(k) or []]
+    xs += [float(e["t"]) for e in events] + [float(x) for x, _ in (timeline.get("shm") or {}).get("used") or []]
+    if timeline.get("t_end") is not None:
+        xs.append(float(timeline["t_end"]))
+    x_range = (min(0.0, *xs), max(xs)) if xs else None
+    out = []
+    mem = Chart("Memory per process: USS (solid, private to it), RSS (dotted, counts shared pages)", "MiB",
+                markers=markers, x_range=x_range)  # fmt: skip
+    kinds = Chart("Workers by kind of page (PSS): solid anonymous (heap, copy-on-write), dashed file, dash-dot shm",
+                  "MiB of PSS", markers=markers, x_range=x_range)  # fmt: skip
+    for i, p in enumerate(timeline.get("processes") or []):
+        color = PALETTE[i % len(PALETTE)]
+        if p.get("uss"):
+            mem.lines.append(_line(f"{p['name']} USS", p["uss"], color))
+        if p.get("rss"):
+            mem.lines.append(_line(f"{p['name']} RSS", p["rss"], color, "dotted"))
+        if p.get("role") == "worker":
+            for metric, dash, kind in KIND_LINES:
+                if p.get(metric):
+                    kinds.lines.append(_line(f"{p['name']} {kind}", p[metric], color, dash))
+    cgroup = timeline.get("cgroup") or {}
+    if cgroup.get("limit"):
+        mem.hlines.append((cgroup["limit"] / MiB, f"memory limit (cgroup) {format_bytes(cgroup['limit'])}"))
+    if mem.lines:
+        out.append(_figure(mem))
+    else:
+        notes.append("no memory sample of the main process or a worker (the script ended before the first sample, "
+                     "or it created no DataLoader workers)")  # fmt: skip
+    if kinds.lines:
+        out.append(_figure(kinds))
+    elif any(p.get("role") == "worker" for p in timeline.get("processes") or []):
+        notes.append("memory by kind of page: this run did not record it (an older dlprobe, or smaps_rollup "
+                     "was not readable)")  # fmt: skip
+    system = Chart("Machine: /dev/shm use and the job's cgroup memory", "MiB", markers=markers, x_range=x_range)
+    shm = timeline.get("shm") or {}
+    if shm.get("used"):
+        system.lines.append(_line("/dev/shm used", shm["used"], "#6A3D9A"))
+        total = shm.get("total")
+        # the capacity only when use comes near it: otherwise it flattens the line that matters
+        if total and max(y for _, y in shm["used"]) > 0.25 * total / MiB:
+            system.hlines.append((total / MiB, f"/dev/shm size {format_bytes(total)}"))
+    if cgroup.get("usage"):
+        system.lines.append(_line("cgroup memory used", cgroup["usage"], "#B15928", "dashed"))
+        if cgroup.get("limit"):
+            system.hlines.append((cgroup["limit"] / MiB, f"cgroup limit {format_bytes(cgroup['limit'])}"))
+    if system.lines:
+        out.append(_figure(system))
+    waits = Chart("The loop's wait per batch (batches reported in groups: times within a group are spread)",
+                  "ms", markers=markers, x_range=x_range, y_format="{:,.1f}")  # fmt: skip
+    for i, w in enumerate(timeline.get("waits") or []):
+        waits.lines.append(
+            _line(f"loader {w['loader']} ({w['batches']:,} batches)", w["points"], PALETTE[i % len(PALETTE)])
+        )
+    if waits.lines:
+        out.append(_figure(waits))
+    if events:
+        rows = "".join(f'<tr class="{_e(e.get("severity"))}"><td>{i + 1}</td><td>{float(e["t"]):.2f} s</td>'
+                       f"<td>{_e(e['what'])}</td></tr>" for i, e in enumerate(events))  # fmt: skip
+        out.append(f'<details open><summary>Events ({len(events)}), numbered as on the charts</summary>'
+                   f'<table class="ev"><thead><tr><th>#</th><th>time</th><th>what happened</th></tr></thead>'
+                   f"<tbody>{rows}</tbody></table></details>")  # fmt: skip
+    if not out:
+        return ""
+    return f'<section id="timeline"><h2>Timeline</h2>{"".join(out)}</section>'
+
+
+def _figure(chart: Chart) -> str:
+    return f"<figure>{chart_svg(chart)}{legend_html(chart)}</figure>"
+
+
+def _stacks(timeline: dict[str, Any]) -> str:
+    out = []
+    for hang in timeline.get("hangs") or []:
+        procs = []
+        for p in hang.get("processes") or []:
+            who = f"{p.get('role')} pid {p.get('pid')}" + (
+                f" worker {p['worker_id']}" if p.get("worker_id") is not None else ""
+            )
+            threads = (
+                "".join(
+                    f"<p>thread {_e(th.get('name') or '?')}:</p><pre>{_e(chr(10).join(th.get('frames') or []))}</pre>"
+                    for th in p.get("threads") or []
+                )
+                or f"<p>no stack ({_e(p.get('error') or 'not dumped')})</p>"
+            )
+            procs.append(f"<details><summary>{_e(who)} ({_e(p.get('state') or '?')})</summary>{threads}</details>")
+        problem = hang.get("problem")
+        note = f"<p class=note>{_e(problem.get('advice') or problem)}</p>" if isinstance(problem, dict) else ""
+        out.append(f"<details open><summary>Hang {_e(hang.get('number'))}: no batch for {_e(hang.get('waited_s'))} s"
+                   f"</summary>{note}{''.join(procs)}</details>")  # fmt: skip
+    hot = timeline.get("hotspots") or []
+    if hot:
+        procs = []
+        for h in hot:
+            rows = "".join(f"<tr><td>{s['count']}</td><td><pre>{_e(chr(10).join(s['frames']))}</pre></td></tr>"
+                           for s in h["stacks"])  # fmt: skip
+            procs.append(f"<details><summary>{_e(h['name'])}: {h['samples']} samples</summary>"
+                         f'<table class="ev"><thead><tr><th>samples</th><th>stack (innermost last)</th></tr></thead>'
+                         f"<tbody>{rows}</tbody></table></details>")  # fmt: skip
+        out.append(
+            "<details><summary>Hotspots: where each process spent its time (py-spy)</summary>"
+            f"{''.join(procs)}</details>"
+        )
+    if not out:
+        return ""
+    return f'<section id="stacks"><h2>Stacks</h2>{"".join(out)}</section>'
+
+
+def _loaders(report: dict[str, Any]) -> str:
+    loaders = report.get("loaders") or []
+    if not loaders:
+        return (
+            '<section id="loaders"><h2>DataLoaders</h2>'
+            "<p>The script created no DataLoader that dlprobe saw.</p></section>"
+        )
+    cols = ("loader_id", "dataset_type", "dataset_len", "batch_size", "num_workers", "start_method", "pin_memory",
+            "prefetch_factor", "persistent_workers", "epochs", "batches", "wait_fraction", "first_batch_s")  # fmt: skip
+    head = "".join(f"<th scope=col>{_e(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_e(_fmt(c, lo.get(c)))}</td>" for c in cols) + "</tr>" for lo in loaders)
+    return (
+        f'<section id="loaders"><h2>DataLoaders</h2><table class="ev"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></section>"
+    )
+
+
+def _processes(report: dict[str, Any]) -> str:
+    procs = report.get("processes") or []
+    if not procs:
+        return ""
+    head = "".join(
+        f"<th scope=col>{c}</th>"
+        for c in ("process", "pid", "RSS peak", "USS start", "USS peak", "USS end", "PSS peak")
+    )
+    rows = []
+    for p in procs:
+        role = p.get("role")
+        name = (
+            f"loader {p.get('loader_id')} worker {p.get('worker_id')}"
+            if role == "worker"
+            else role
+            if role == "main"
+            else f"other: {p.get('comm') or '?'}"
+        )
+        uss, rss, pss = p.get("uss") or {}, p.get("rss") or {}, p.get("pss") or {}
+        peaks = (rss.get("peak"), uss.get("start"), uss.get("peak"), uss.get("end"), pss.get("peak"))
+        cells = (name, p.get("pid"), *(format_bytes(v) for v in peaks))
+        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+    return (f'<section id="processes"><h2>Memory per process</h2><table class="ev"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></section>")  # fmt: skip
+
+
+STYLE = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1a1a1a;background:#fff;margin:0 auto;
+max-width:1100px;padding:1em 1.5em}
+h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.25em;border-bottom:1px solid #ccc;margin-top:1.6em}
+h3{font-size:1.05em;margin:0 0 .3em}code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em}
+code{background:#f0f0f0;padding:0 .2em;border-radius:3px}pre{background:#f5f5f5;border:1px solid #ddd;padding:.5em;
+overflow-x:auto;white-space:pre-wrap;word-break:break-word;margin:.3em 0}
+.verdict{border-left:6px solid #555;padding:.2em 1em;background:#fafafa}.verdict.ok{border-color:#1b7f3b}
+.verdict.error{border-color:#B00020}.verdict.warning{border-color:#8A5A00}.status{font-size:1.1em;font-weight:600}
+.status.ok{color:#1b6b34}.status.error{color:#9b001c}
+.card{border:1px solid #ccc;border-left:6px solid #555;border-radius:4px;padding:.6em 1em;margin:.8em 0;
+break-inside:avoid}.card.error{border-left-color:#B00020}.card.warning{border-left-color:#8A5A00}
+.card.info{border-left-color:#1f5fa8}.sev{font-size:.8em;padding:.1em .4em;border-radius:3px;color:#fff;background:#555}
+.error .sev{background:#B00020}.warning .sev{background:#7a4f00}.info .sev{background:#1f5fa8}
+.loader{font-weight:normal;color:#444}.title{font-weight:600}
+.fix{background:#eef6ee;padding:.4em .6em;border-radius:3px}
+table{border-collapse:collapse;margin:.3em 0}td,th{border:1px solid #ddd;padding:.15em .45em;text-align:left;
+vertical-align:top}th{background:#f3f3f3}table.kv th{font-weight:600}table.ev{font-size:.9em}
+tr.fail td,tr.error td{background:#fdecee}tr.warning td{background:#fff6e0}
+details{margin:.4em 0}summary{cursor:pointer;font-weight:600}figure{margin:.8em 0}
+svg.chart{max-width:100%;height:auto;font-family:system-ui,sans-serif}
+svg .ct{font-size:13px;font-weight:600;fill:#1a1a1a}
+svg .tk{font-size:11px;fill:#333}svg .lim{fill:#9b001c}svg .mk{font-size:10px;font-weight:700}
+.legend{list-style:none;padding:0;margin:0;display:flex;flex-wrap:wrap;gap:.2em 1.2em;font-size:.85em}
+.scroll{overflow-x:auto}
+.note{color:#444;font-style:italic}.problems{border:1px solid #8A5A00;background:#fff8e6;padding:.4em 1em}
+footer{margin-top:2em;color:#555;font-size:.85em}
+@media print{body{max-width:none;font-size:11pt}details{display:block}details>summary{list-style:none}
+.card,figure,table{break-inside:avoid}a{color:inherit}}
+"""
+
+
+def render_html(
+    report: dict[str, Any],
+    timeline: dict[str, Any] | None = None,
+    check: dict[str, Any] | None = None,
+    problems: list[str] | None = None,
+) -> str:
+    """The whole page; a section that cannot be drawn becomes a line saying so, never a broken page."""
+    notes = list(problems or [])
+    title = " ".join([str(report.get("script") or "?"), *(str(a) for a in report.get("argv") or [])])
+    if timeline is None:
+        notes.append("the timeline: the run's samples and events were not available")
+    elif timeline.get("probe_started") is False:
+        notes.append("the probe never started inside the script (it failed before its first line), so there are "
+                     "no loaders, batches or worker readings")  # fmt: skip
+    sections: list[tuple[str, Callable[[], str]]] = [
+        ("the verdict", lambda: _verdict(report, timeline, check)),
+        ("the check rules", lambda: _check_rules(check) if check is not None else ""),
+        ("the findings", lambda: _findings(report)),
+        ("the timeline", lambda: _charts(timeline, notes) if timeline is not None else ""),
+        ("the stacks", lambda: _stacks(timeline) if timeline is not None else ""),
+        ("the loaders", lambda: _loaders(report)),
+        ("the processes", lambda: _processes(report)),
+    ]
+    body = []
+    for name, build in sections:
+        try:
+            body.append(build())
+        except Exception as exc:  # one bad section must not cost the page: say what is missing instead
+            notes.append(f"{name}: {type(exc).__name__}: {exc}")
+    tail = (timeline or {}).get("stderr_tail")
+    if tail:
+        body.append(f'<section id="stderr"><h2>Script output</h2><details><summary>The end of stderr.log</summary>'
+                    f"<pre>{_e(tail)}</pre></details></section>")  # fmt: skip
+    if notes:
+        items = "".join(f"<li>{_e(n)}</li>" for n in notes)
+        body.insert(
+            1,
+            '<section class="problems" id="not-shown"><h2>What this page could not show</h2>'
+            f"<ul>{items}</ul></section>",
+        )
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>dlprobe: {_e(title)}</title><style>{STYLE}</style></head><body>"
+        f"<header><h1>dlprobe report: <code>{_e(title)}</code></h1></header><main>"
+        + "\n".join(b for b in body if b)
+        + f"</main><footer>dlprobe {_e(report.get('dlprobe_version') or '?')}, page written {stamp} UTC from "
+        f"{_e(report.get('run_dir') or '?')}. Every number here is also in report.json.</footer></body></html>\n"
+    )
+
+
+def write_html(path: Path, report: dict[str, Any], timeline: dict[str, Any] | None = None,
+               check: dict[str, Any] | None = None, problems: list[str] | None = None) -> Path:  # fmt: skip
+    """Write the page atomically (a reader never sees half a page)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render_html(report, timeline, check, problems), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def write_run_html(
+    path: Path, run: RunData | None, report: dict[str, Any], check: dict[str, Any] | None = None
+) -> None:
+    """The page of one run; a timeline that cannot be built is named on the page rather than losing the page."""
+    problems = []
+    timeline = None
+    if run is not None:
+        try:
+            timeline = timeline_from_run(run)
+        except Exception as exc:  # the report's own sections still make a useful page
+            problems.append(f"the timeline: {type(exc).__name__}: {exc}")
+    write_html(path, report, timeline, check, problems)
+
+
+def html_problem(
+    path: Path, run: RunData | None, report: dict[str, Any], check: dict[str, Any] | None = None
+) -> list[str]:
+    """Write the page (with check.json's verdict when the run has one); what went wrong, for the terminal."""
+    if check is None and run is not None and (run.path / CHECK_FILE).exists():
+        try:
+            check = read_json(run.path / CHECK_FILE)
+        except (OSError, ValueError):
+            check = None
+    try:
+        write_run_html(path, run, report, check)
+    except Exception as exc:  # the page is a view: report.json, already written, must not be lost for it
+        return [f"could not write {path.name}: {type(exc).__name__}: {exc}"]
+    return []
