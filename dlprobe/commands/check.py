@@ -21,6 +21,7 @@ from dlprobe.rundir.schema import (
     EV_STOP,
     EVENTS_FILE,
     HANGS_DIR,
+    REPORT_HTML_FILE,
     RESULT_FILE,
     STOP_REASON_HANG,
     HangRecord,
@@ -160,7 +161,9 @@ def _baseline_for(config: CheckConfig, update: bool) -> dict[str, Any] | None:
 
 def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
     """Everything `dlprobe check` does; bad configs and baselines fail before the script starts."""
+    from dlprobe.analysis.model import load_run
     from dlprobe.render.check_table import check_summary
+    from dlprobe.render.html import html_problem
     from dlprobe.render.junit import write_junit
     from dlprobe.render.run_outputs import write_outputs
     from dlprobe.supervisor.run_target import RunOptions, check_script, run_script
@@ -199,8 +202,12 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
             "rules": [r.to_dict() for r in rows],
         },
     )
+    # The page again, now with the check's verdict (write_outputs drew it before the rules were evaluated).
+    page_problems = html_problem(outcome.run_dir / REPORT_HTML_FILE, load_run(outcome.run_dir), report)
     if console is not None:
         console.print(check_summary(rows, code, str(outcome.run_dir)))
+        for problem in page_problems:  # the page is a view: it must not change the verdict or its exit code
+            console.print(f"[yellow]warning:[/] {problem}")
     problems = []
     if junit_path is not None:
         try:

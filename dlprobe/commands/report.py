@@ -1,4 +1,4 @@
-"""`dlprobe report`: render a saved run directory again (summary, report.json, plot)."""
+"""`dlprobe report`: render a saved run directory again (summary, report.json, report.html, plot)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,31 @@ from dlprobe.commands.options import json_option
 def report(
     run_dir: str = typer.Argument(..., help="A run directory made by `dlprobe run`."),
     json_path: str | None = json_option("Also write the report as JSON to this path."),
+    html_path: str | None = typer.Option(
+        None, "--html", help="Also write the self-contained page (report.html) to this path, e.g. to attach to a bug."
+    ),
 ) -> None:
-    """Render the summary, report.json and plot again from a saved run directory."""
+    """Render the summary, report.json, report.html and plot again from a saved run directory."""
+    import shutil
+    from pathlib import Path
+
     from dlprobe.console import out_console
+    from dlprobe.errors import DlprobeError
     from dlprobe.render.run_outputs import write_outputs
     from dlprobe.rundir.files import open_run_dir
+    from dlprobe.rundir.schema import REPORT_HTML_FILE
 
-    write_outputs(open_run_dir(run_dir), out_console(), json_path)
+    path = open_run_dir(run_dir)
+    if html_path and Path(html_path).is_dir():
+        raise DlprobeError(f"--html {html_path} is a directory", hint="give a file name, e.g. --html run.html")
+    write_outputs(path, out_console(), json_path)
+    if html_path:
+        page = path / REPORT_HTML_FILE
+        try:
+            if Path(html_path).resolve() != page.resolve():
+                shutil.copyfile(page, html_path)
+        except OSError as exc:
+            raise DlprobeError(
+                f"cannot write --html {html_path}: {exc.strerror or exc}",
+                hint=f"the page is still saved in {page}" if page.exists() else "pick a writable path",
+            ) from None

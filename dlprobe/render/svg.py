@@ -45,7 +45,7 @@ def downsample(points: list[tuple[float, float]], max_points: int) -> list[tuple
     """At most about max_points points: each bucket of the time axis keeps its first, min and max, so peaks stay."""
     if len(points) <= max_points or max_points < 6:
         return points
-    buckets = max_points // 3
+    buckets = max_points // 4  # up to four points each: first, min, max, last
     x0, x1 = points[0][0], points[-1][0]
     span = (x1 - x0) or 1.0
     out: list[tuple[float, float]] = []

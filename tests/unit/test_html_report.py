@@ -1,0 +1,213 @@
+"""report.html on synthetic runs: escaped user data, balanced markup, no network, and bad input named on the page."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from dlprobe.analysis import analyze
+from dlprobe.analysis.model import Epoch, Finding, RunData, Series
+from dlprobe.analysis.report import build_report
+from dlprobe.render.html import MAX_POINTS, render_html, timeline_from_run, write_run_html
+from dlprobe.render.svg import downsample
+from tests.unit.fakes import MiB, loader, run, series, worker
+
+PLANT = "<script>alert(1)</script>"
+VOID = {"meta", "br", "img", "input", "link", "hr", "col", "wbr", "source", "area", "base", "embed", "track"}
+
+
+class PageCheck(HTMLParser):
+    """Collects what a page must not have (scripts, network loads, unbalanced tags) and what it must (codes)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.unbalanced: list[str] = []
+        self.scripts = 0
+        self.external: list[str] = []
+        self.codes: set[str] = set()
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "script":
+            self.scripts += 1
+        for name, value in attrs:
+            if name in ("src", "href", "action", "xlink:href", "srcset") and value:
+                self.external.append(value)
+            if name == "data-code" and value:
+                self.codes.add(value)
+            if name.startswith("on"):
+                self.external.append(f"{name}={value}")
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.unbalanced.append(f"</{tag}> while open: {self.stack[-3:]}")
+            return
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse(page: str) -> PageCheck:
+    check = PageCheck()
+    check.feed(page)
+    check.close()
+    assert not check.unbalanced, check.unbalanced[:3]
+    assert not check.stack, f"tags left open: {check.stack}"
+    assert check.scripts == 0
+    assert not check.external, check.external
+    assert not re.search(r"url\(|@import", page), "the style must load nothing"
+    return check
+
+
+def _hostile_run() -> RunData:
+    """A leaky loader whose dataset path and the script's exception message carry markup."""
+    grow = [10 * MiB + i * 10 * MiB for i in range(10)]
+    workers = [worker(11, 0, series(grow, [300 * MiB] * 10)), worker(12, 1, series(grow, [300 * MiB] * 10))]
+    main = worker(10, 0, series([200 * MiB] * 10, [400 * MiB] * 10))
+    main.role, main.loader_id, main.worker_id = "main", None, None
+    suspects = [{"attribute": f"self.paths {PLANT}", "type": "list[str]", "items": 10, "est_bytes": 300 * MiB}]
+    lo = loader(suspects=suspects, est_bytes=300 * MiB, epochs=[Epoch(0, 101.0, 0.1, 109.0, 3, [0.5, 0.01, 0.02])])
+    lo.config["dataset"]["type"] = f"/data/{PLANT}/set.Dataset"
+    events = [
+        {"ev": "epoch", "t": 101.1, "pid": 10, "loader": 0, "epoch": 0, "iter_s": 0.1,
+         "workers": [{"pid": 11, "worker_id": 0}, {"pid": 12, "worker_id": 1}]},
+        {"ev": "batches", "t": 105.0, "pid": 10, "loader": 0, "epoch": 0, "waits": [0.5, 0.01, 0.02]},
+        {"ev": "script_error", "t": 109.5, "pid": 10, "type": "ValueError", "message": f"bad path {PLANT} \ufffd"},
+    ]  # fmt: skip
+    r = run([lo], [main, *workers], events=events)
+    r.meta["argv"] = ["--data", PLANT]
+    r.result = {"exit_code": 1, "ended_at": 110.0}
+    r.gone = {11: 109.8}
+    return r
+
+
+def test_every_value_from_the_run_is_escaped_and_the_page_is_well_formed():
+    r = _hostile_run()
+    report = build_report(r, analyze(r))
+    report["findings"].append(
+        Finding("planted", "error", f"title {PLANT}", f"detail {PLANT}", f"fix `x = {PLANT}`", {"e": PLANT}).to_dict()
+    )
+    page = render_html(report, timeline_from_run(r))
+    check = parse(page)
+    assert "<script>" not in page.lower()
+    assert {f["code"] for f in report["findings"]} <= check.codes
+    assert "cow-growth" in check.codes
+    text = "".join(check.text)
+    # the planted markup reads back as text, in the verdict, the finding, the event list and the loaders table
+    assert text.count(PLANT) >= 5
+    assert "ValueError: bad path <script>" in text
+    assert 'http-equiv="Content-Security-Policy"' in page and "default-src 'none'" in page
+
+
+def test_a_run_older_than_page_kinds_says_so_and_still_draws_memory():
+    r = _hostile_run()
+    for p in r.processes:
+        for kind in ("pss_anon", "pss_file", "pss_shmem"):
+            setattr(p.series, kind, [None] * len(p.series.t))
+    page = render_html(build_report(r, analyze(r)), timeline_from_run(r))
+    text = "".join(parse(page).text)
+    assert "this run did not record it" in text
+    assert "Memory per process: USS" in text
+
+
+def test_a_run_that_died_before_any_sample_gets_a_page_that_says_what_is_missing():
+    r = run([], [])
+    r.result = {"exit_code": 1, "signal": "SIGKILL", "ended_at": 100.5}
+    page = render_html(build_report(r, analyze(r)), timeline_from_run(r))
+    text = "".join(parse(page).text)
+    assert "What this page could not show" in text
+    assert "no memory sample" in text
+    assert "exit code 1 (SIGKILL)" in text
+
+
+def test_a_section_that_fails_is_named_and_the_rest_of_the_page_stays(tmp_path):
+    r = _hostile_run()
+    report = build_report(r, analyze(r))
+    report["loaders"] = "not a list"  # a damaged report must not cost the findings or the charts
+    path = tmp_path / "report.html"
+    write_run_html(path, r, report)
+    check = parse(path.read_text())
+    text = "".join(check.text)
+    assert "the loaders: AttributeError" in text
+    assert "cow-growth" in check.codes
+
+
+def test_a_run_that_cannot_be_read_into_a_timeline_still_gets_its_findings(tmp_path):
+    r = _hostile_run()
+    report = build_report(r, analyze(r))
+    r.processes[0].series = None  # type: ignore[assignment]
+    path = tmp_path / "report.html"
+    write_run_html(path, r, report)
+    text = "".join(parse(path.read_text()).text)
+    assert "the timeline: AttributeError" in text
+
+
+def test_non_utf8_bytes_in_stderr_are_replaced_not_fatal(tmp_path):
+    r = _hostile_run()
+    r.path = tmp_path
+    (tmp_path / "stderr.log").write_bytes(b"Traceback\n\xff\xfe " + PLANT.encode() + b"\n")
+    page = render_html(build_report(r, analyze(r)), timeline_from_run(r))
+    text = "".join(parse(page).text)
+    assert "\ufffd\ufffd " + PLANT in text
+
+
+def test_a_long_run_is_downsampled_to_a_bounded_page_and_keeps_its_peaks():
+    n = 36_000  # one hour at 10 Hz
+    uss = [100 * MiB + (i % 50) * MiB for i in range(n)]
+    uss[20_001] = 5000 * MiB  # one spike must survive downsampling
+    s = Series(t=[100.0 + i * 0.1 for i in range(n)], rss=list(uss), uss=list(uss), pss=list(uss), swap=[0] * n)
+    workers = [worker(11 + w, w, s) for w in range(8)]
+    waits = [0.001 * (i % 7) for i in range(n)]
+    events: list[dict[str, Any]] = [{"ev": "epoch", "t": 100.0 + e * 60, "pid": 1, "loader": 0, "epoch": e,
+                                     "iter_s": 0.0} for e in range(60)]  # fmt: skip
+    events += [{"ev": "batches", "t": 100.0 + i / 10, "pid": 1, "loader": 0, "epoch": 0, "waits": waits[i : i + 100]}
+               for i in range(0, n, 100)]  # fmt: skip
+    r = run([loader(epochs=[Epoch(0, 100.0, 0.0, None, n, waits)])], workers, events=events)
+    timeline = timeline_from_run(r)
+    assert all(len(p["uss"]) <= MAX_POINTS for p in timeline["processes"])
+    assert max(y for _, y in timeline["processes"][0]["uss"]) == 5000
+    assert len([e for e in timeline["events"] if "epoch" in e["what"]]) == 60  # every event is kept
+    page = render_html(build_report(r, analyze(r)), timeline)
+    parse(page)
+    assert len(page.encode()) < 2 * 1024 * 1024
+
+
+def test_downsample_keeps_first_last_min_and_max():
+    pts = [(float(i), float((i * 37) % 101)) for i in range(10_000)]
+    pts[5000] = (5000.0, 1e6)
+    pts[7000] = (7000.0, -5.0)
+    out = downsample(pts, 300)
+    assert len(out) <= 300
+    assert out[0] == pts[0] and out[-1] == pts[-1]
+    assert (5000.0, 1e6) in out and (7000.0, -5.0) in out
+    assert [x for x, _ in out] == sorted(x for x, _ in out)
+
+
+def test_check_verdict_and_rules_are_shown_when_given():
+    r = _hostile_run()
+    check = {"exit_code": 1, "passed": False, "rules": [
+        {"rule": "max_worker_uss_growth", "threshold": "50 MB", "observed": "90 MiB", "status": "fail",
+         "message": f"worker 0 grew {PLANT}", "source": "--max-worker-uss-growth"}]}  # fmt: skip
+    page = render_html(build_report(r, analyze(r)), timeline_from_run(r), check)
+    text = "".join(parse(page).text)
+    assert "dlprobe check: failed (exit code 1)" in text
+    assert f"worker 0 grew {PLANT}" in text
+
+
+def test_the_page_file_is_written_atomically(tmp_path: Path):
+    r = _hostile_run()
+    path = tmp_path / "report.html"
+    write_run_html(path, r, build_report(r, analyze(r)))
+    assert path.read_text().startswith("<!DOCTYPE html>")
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
