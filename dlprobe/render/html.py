@@ -126,7 +126,7 @@ def _events(run: RunData, t0: float) -> list[dict[str, Any]]:
             if pid in killed:
                 out.append({"t": t, "what": f"{names[pid]} OOM-killed by the kernel", "severity": "error"})
             else:
-                out.append({"t": t, "what": f"{names[pid]} ended"})
+                out.append({"t": t, "what": f"{names[pid]} ended", "pid": pid})
     for hang in run.hangs:
         if isinstance(hang.get("t"), (int, float)):
             out.append(
@@ -402,8 +402,24 @@ def _line(label: str, points: list[list[float]], color: str, dash: str = "solid"
     return Line(label, [(float(x), float(y)) for x, y in points], color, dash)
 
 
-def _charts(timeline: dict[str, Any], notes: list[str]) -> str:
-    events = timeline.get("events") or []
+def _deaths(report: dict[str, Any]) -> dict[int, str]:
+    """Why each dead worker died, as its finding says (the timeline only knows when its pid vanished)."""
+    out = {}
+    for f in report.get("findings") or []:
+        ev = f.get("evidence") or {}
+        if f.get("code") == "worker-killed" and isinstance(ev, dict):
+            how = f"killed: {ev.get('cause')}" + (f" ({ev['signal']})" if ev.get("signal") else "")
+            out.update({pid: how for pid in ev.get("pids") or [] if isinstance(pid, int)})
+    return out
+
+
+def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) -> str:
+    deaths = _deaths(report)
+    events = []
+    for e in timeline.get("events") or []:
+        if e.get("pid") in deaths:
+            e = {**e, "what": e["what"].replace(" ended", f" {deaths[e['pid']]}"), "severity": "error"}
+        events.append(e)
     markers = [Marker(float(e["t"]), f"{i + 1}: {e['what']}", e.get("severity", "info")) for i, e in enumerate(events)]
     xs = [float(x) for p in timeline.get("processes") or [] for k in ("uss", "rss") for x, _ in p.get(k) or []]
     xs += [float(e["t"]) for e in events] + [float(x) for x, _ in (timeline.get("shm") or {}).get("used") or []]
@@ -606,7 +622,7 @@ def render_html(
         ("the verdict", lambda: _verdict(report, timeline, check)),
         ("the check rules", lambda: _check_rules(check) if check is not None else ""),
         ("the findings", lambda: _findings(report)),
-        ("the timeline", lambda: _charts(timeline, notes) if timeline is not None else ""),
+        ("the timeline", lambda: _charts(report, timeline, notes) if timeline is not None else ""),
         ("the stacks", lambda: _stacks(timeline) if timeline is not None else ""),
         ("the loaders", lambda: _loaders(report)),
         ("the processes", lambda: _processes(report)),
