@@ -38,6 +38,7 @@ MAX_ROWS = 50  # rows of one evidence table; the rest stay in report.json
 MAX_STACK_LINES = 12  # hotspot stacks shown per process
 STDERR_TAIL_BYTES = 6000
 KIND_LINES = (("pss_anon", "solid", "anonymous"), ("pss_file", "dashed", "file"), ("pss_shmem", "dashdot", "shm"))
+ID_KEYS = ("pid", "pids", "line", "epoch", "exit_code", "returncode")
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 
@@ -124,9 +125,10 @@ def _events(run: RunData, t0: float) -> list[dict[str, Any]]:
     for pid, t in run.gone.items():
         if pid in names and pid != run.meta.get("target_pid"):
             if pid in killed:
-                out.append({"t": t, "what": f"{names[pid]} OOM-killed by the kernel", "severity": "error"})
+                out.append({"t": t, "what": f"{names[pid]} OOM-killed by the kernel", "severity": "error", "pid": pid,
+                            "name": names[pid]})  # fmt: skip
             else:
-                out.append({"t": t, "what": f"{names[pid]} ended", "pid": pid})
+                out.append({"t": t, "what": f"{names[pid]} ended", "pid": pid, "name": names[pid]})
     for hang in run.hangs:
         if isinstance(hang.get("t"), (int, float)):
             out.append(
@@ -251,6 +253,8 @@ def _fmt(key: str, value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, int) and (key in ID_KEYS or key.endswith(("_id", "pid", "index", "indices", "line"))):
+        return str(value)  # a pid or an index is a name, not an amount: no thousands separator
     if isinstance(value, (int, float)):
         if key.endswith("bytes") or key in ("rss", "uss", "pss", "swap", "limit", "total", "peak"):
             return format_bytes(value)
@@ -418,7 +422,7 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
     events = []
     for e in timeline.get("events") or []:
         if e.get("pid") in deaths:
-            e = {**e, "what": e["what"].replace(" ended", f" {deaths[e['pid']]}"), "severity": "error"}
+            e = {**e, "what": f"{e.get('name')} {deaths[e['pid']]}", "severity": "error"}
         events.append(e)
     markers = [Marker(float(e["t"]), f"{i + 1}: {e['what']}", e.get("severity", "info")) for i, e in enumerate(events)]
     xs = [float(x) for p in timeline.get("processes") or [] for k in ("uss", "rss") for x, _ in p.get(k) or []]

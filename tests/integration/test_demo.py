@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.conftest import run_dlprobe
+from tests.htmlpage import read_page
 
 
 def test_demo_shows_the_leak_and_its_fix(tmp_path):
@@ -23,4 +24,10 @@ def test_demo_shows_the_leak_and_its_fix(tmp_path):
     fixed_workers = [p for p in fixed["processes"] if p["role"] == "worker"]
     assert fixed_workers and all(w["uss"]["peak"] - w["uss"]["start"] < 16 * 1024 * 1024 for w in fixed_workers)
     assert (tmp_path / "demo" / "leaky" / "memory.png").exists()
+    # The page of each run: the leak's card, naming the attribute and its fix, and the memory timeline.
+    leaky_page = read_page(tmp_path / "demo" / "leaky", ["cow-growth"]).all_text
+    assert "self.samples" in leaky_page and "Fix:" in leaky_page
+    assert "Memory per process: USS" in leaky_page and "loader 0 worker 1" in leaky_page
+    assert "Workers by kind of page" in leaky_page and "loader 0 epoch 0 starts" in leaky_page
+    assert "cow-growth" not in read_page(tmp_path / "demo" / "fixed").codes
     assert "what the demo shows" in proc.stderr

@@ -16,6 +16,7 @@ import psutil
 from dlprobe.rundir.inflight_format import read_all
 from dlprobe.rundir.schema import STOP_REASON_HANG
 from tests.conftest import SCRIPTS, memory_cgroup, names_not_in_schema, needs_small_shm, run_dlprobe, run_with_small_shm
+from tests.htmlpage import read_page
 
 FAULTY = str(SCRIPTS / "faulty_worker.py")
 HANG_OPTIONS = ["--quiet", "--hang-timeout", "3", "--on-hang", "stop"]
@@ -73,6 +74,8 @@ def test_blocked_sample_is_a_worker_hang_with_the_users_frame(tmp_path):
     assert result["stopped_by"] and result["stop_reason"] == STOP_REASON_HANG and result["survivors"] == []
     assert list((run_dir / "stacks").glob("hang1-*.json")), "py-spy output is kept in the run directory"
     assert names_not_in_schema(run_dir) == []
+    page = read_page(run_dir, ["worker-hang"]).all_text  # the hang on the time axis, and its stacks
+    assert "hang 1: no batch for" in page and "Hang 1: no batch for" in page and "misbehave (" in page
     _assert_no_leftovers(report)
 
 
@@ -154,6 +157,9 @@ def test_real_oom_kill_in_a_memory_cgroup_is_named_oom(tmp_path):
     assert ev["cause"] == "oom" and ev["signal"] == "SIGKILL"
     assert ev["worker_id"] == 0 and ev["index"] == 13
     assert ev.get("cgroup_oom_kills", 0) >= 1 or "kernel_log" in ev
+    page = read_page(run_dir, ["worker-killed"]).all_text
+    assert "loader 0 worker 0" in page and "killed: oom (SIGKILL)" in page  # the death, on the time axis
+    assert "memory limit (cgroup)" in page
     _assert_no_leftovers(report)
 
 
