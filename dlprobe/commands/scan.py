@@ -32,6 +32,7 @@ def scan(
     start_method: str = typer.Option("auto", "--start-method", help="auto (the loader's), fork, spawn or forkserver."),
     json_path: str | None = json_option("Write the result as JSON to this path."),
     exclude_out: str | None = typer.Option(None, "--exclude-out", help="Write the bad indices to this file."),
+    html_path: str | None = typer.Option(None, "--html", help="Write the result as a self-contained HTML page here."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no summary."),
 ) -> None:
     """Check every sample of every DataLoader the script has before training (or of --loader N); list the bad ones.
@@ -47,7 +48,7 @@ def scan(
     options.every_loader = loader is None
     console = None if quiet else out_console()
     raise typer.Exit(
-        run_scan_command(script, list(script_args or []), loader, options, json_path, exclude_out, console)
+        run_scan_command(script, list(script_args or []), loader, options, json_path, exclude_out, console, html_path)
     )
 
 
@@ -62,7 +63,9 @@ def _check_writable(option: str, path: str | None) -> None:
         raise DlprobeError(f"{option} {path}: cannot write into {parent}", hint="give a path in a writable directory")
 
 
-def write_scan_files(result: ScanResult, json_path: str | None, exclude_out: str | None) -> None:
+def write_scan_files(
+    result: ScanResult, json_path: str | None, exclude_out: str | None, html_path: str | None = None
+) -> None:
     from dlprobe.rundir.files import write_json
 
     try:
@@ -70,6 +73,10 @@ def write_scan_files(result: ScanResult, json_path: str | None, exclude_out: str
             write_json(Path(json_path), result.to_json())
         if exclude_out:
             _write_exclude_files(result, exclude_out)
+        if html_path:
+            from dlprobe.render.html_results import render_scan_html, write_page
+
+            write_page(Path(html_path), render_scan_html(result.to_json(), result.exit_code()))
     except OSError as exc:
         raise DlprobeError(f"cannot write {exc.filename}: {exc.strerror or exc}", hint="check the path") from None
 
@@ -97,6 +104,7 @@ def run_scan_command(
     json_path: str | None,
     exclude_out: str | None,
     console: Console | None,
+    html_path: str | None = None,
 ) -> int:
     """Run the whole command; returns its exit code (0 all good, 1 bad samples, 130 interrupted)."""
     from dlprobe.render.scan import scan_summary
@@ -105,12 +113,13 @@ def run_scan_command(
 
     _check_writable("--json", json_path)
     _check_writable("--exclude-out", exclude_out)
+    _check_writable("--html", html_path)
     if loader is not None and loader < 0:
         raise DlprobeError(f"--loader {loader}: loaders are numbered from 0", hint="e.g. --loader 1 for the second")
     result = run_scan(script, args, loader, options, ScanProgress(enabled=console is not None))
     if console is not None:
         console.print(scan_summary(result), soft_wrap=True)
-    write_scan_files(result, json_path, exclude_out)
+    write_scan_files(result, json_path, exclude_out, html_path)
     if result.died:
         code = result.returncode
         raise DlprobeError(

@@ -1,4 +1,4 @@
-"""`dlprobe triage`: explain a failure that already happened, from its log; print it and write --json."""
+"""`dlprobe triage`: explain a failure that already happened, from its log; print it, write --json and --html."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def triage(
         None, "--kernel-log", help="Read OOM kills from this saved `dmesg`/kern.log instead of this machine's."
     ),
     no_machine: bool = typer.Option(False, "--no-machine", help="The run failed elsewhere: do not check this machine."),
+    html_path: str | None = typer.Option(None, "--html", help="Also write the result as a self-contained HTML page."),
 ) -> None:
     """Explain a DataLoader failure that already happened, from its log: causes ranked, evidence, fix.
 
@@ -28,7 +29,7 @@ def triage(
     """
     from dlprobe.console import out_console
 
-    result = triage_log_to(logfile, json_path, out_console(), not no_machine, kernel_log)
+    result = triage_log_to(logfile, json_path, out_console(), not no_machine, kernel_log, html_path)
     raise typer.Exit(exit_code(result))
 
 
@@ -37,7 +38,7 @@ def exit_code(result: dict[str, Any]) -> int:
 
 
 def triage_log_to(path: str, json_path: str | None, console: Console | None, machine_check: bool = True,
-                  kernel_log: str | None = None) -> dict[str, Any]:  # fmt: skip
+                  kernel_log: str | None = None, html_path: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Triage, print the summary, write --json; a failing --json path is reported after the summary."""
     from dlprobe.rundir.files import write_json_option
     from dlprobe.triage.result import triage as triage_result
@@ -49,4 +50,15 @@ def triage_log_to(path: str, json_path: str | None, console: Console | None, mac
         console.print(triage_summary(result))
     if json_path:
         write_json_option(json_path, result, "the summary above is complete; pick a writable path")
+    if html_path:
+        from pathlib import Path
+
+        from dlprobe.errors import DlprobeError
+        from dlprobe.render.html_results import render_triage_html, write_page
+
+        try:
+            write_page(Path(html_path), render_triage_html(result))
+        except OSError as exc:
+            raise DlprobeError(f"cannot write --html {html_path}: {exc.strerror or exc}",
+                               hint="the summary above is complete; pick a writable path") from None  # fmt: skip
     return result

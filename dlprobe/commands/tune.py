@@ -1,4 +1,4 @@
-"""`dlprobe tune`: run the sweep, then write tune.json, tune.png, an optional --json copy, and the table."""
+"""`dlprobe tune`: run the sweep, then write tune.json, tune.png, report.html, a --json copy, and the table."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def tune_and_report(
     """0 with a recommendation, 1 without one (every trial failed or none fits in memory)."""
     from dlprobe.render.tune_table import tune_summary
     from dlprobe.rundir.files import write_json_option
-    from dlprobe.rundir.schema import TUNE_PLOT_FILE
+    from dlprobe.rundir.schema import REPORT_HTML_FILE, TUNE_PLOT_FILE
     from dlprobe.supervisor.tune_sweep import TuneOptions, run_tune
 
     options = TuneOptions(script, args, out, budget_s, batches, loader, max_workers, tolerance)
@@ -69,10 +69,17 @@ def tune_and_report(
         plot_tune(result, Path(result["dir"]) / TUNE_PLOT_FILE)
     except Exception as exc:  # the numbers matter more than the picture
         plot_path, problem = None, f"could not draw {TUNE_PLOT_FILE}: {exc}"
+    problems = [problem] if problem else []
+    try:
+        from dlprobe.render.html_results import render_tune_html, write_page
+
+        write_page(Path(result["dir"]) / REPORT_HTML_FILE, render_tune_html(result))
+    except Exception as exc:  # the page is a view of tune.json, which is already written
+        problems.append(f"could not write {REPORT_HTML_FILE}: {type(exc).__name__}: {exc}")
     if console is not None:
         console.print(tune_summary(result, plot_path))
-        if problem:
-            console.print(f"[yellow]warning:[/] {problem}")
+        for line in problems:
+            console.print(f"[yellow]warning:[/] {line}")
     if json_path:
         write_json_option(json_path, result, f"the result is still saved in {result['dir']}/tune.json")
     return 0 if result["recommended"] else 1

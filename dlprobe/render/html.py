@@ -243,7 +243,7 @@ def timeline_from_run(run: RunData) -> dict[str, Any]:
 # --- the page ---------------------------------------------------------------------------------------------------
 
 
-def _e(value: Any) -> str:
+def esc(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
@@ -266,11 +266,11 @@ def _fmt(key: str, value: Any) -> str:
     return str(value)
 
 
-def _value_html(key: str, value: Any, depth: int = 0) -> str:
+def value_html(key: str, value: Any, depth: int = 0) -> str:
     if isinstance(value, dict):
         if depth > 2:
-            return _e(value)
-        rows = "".join(f"<tr><th scope=row>{_e(k)}</th><td>{_value_html(str(k), v, depth + 1)}</td></tr>"
+            return esc(value)
+        rows = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{value_html(str(k), v, depth + 1)}</td></tr>"
                        for k, v in value.items())  # fmt: skip
         return f'<table class="kv">{rows}</table>'
     if isinstance(value, list):
@@ -278,20 +278,20 @@ def _value_html(key: str, value: Any, depth: int = 0) -> str:
             cols: list[str] = []
             for row in value[:MAX_ROWS]:
                 cols += [str(k) for k in row if str(k) not in cols]
-            head = "".join(f"<th scope=col>{_e(c)}</th>" for c in cols)
+            head = "".join(f"<th scope=col>{esc(c)}</th>" for c in cols)
             body = "".join(
-                "<tr>" + "".join(f"<td>{_value_html(c, row.get(c), depth + 1)}</td>" for c in cols) + "</tr>"
+                "<tr>" + "".join(f"<td>{value_html(c, row.get(c), depth + 1)}</td>" for c in cols) + "</tr>"
                 for row in value[:MAX_ROWS]
             )
             more = (
                 f"<p class=note>{len(value) - MAX_ROWS} more rows in report.json</p>" if len(value) > MAX_ROWS else ""
             )
             return f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}'
-        shown = ", ".join(_e(_fmt(key, v)) if not isinstance(v, (dict, list)) else _value_html(key, v, depth + 1)
+        shown = ", ".join(esc(_fmt(key, v)) if not isinstance(v, (dict, list)) else value_html(key, v, depth + 1)
                           for v in value[:MAX_ROWS])  # fmt: skip
         more = f", ... ({len(value)} in all)" if len(value) > MAX_ROWS else ""
         return f"{shown}{more}" if value else "-"
-    return _e(_fmt(key, value))
+    return esc(_fmt(key, value))
 
 
 def _rich_text(text: str) -> str:
@@ -300,11 +300,11 @@ def _rich_text(text: str) -> str:
     out = []
     for i, part in enumerate(parts):
         if i % 2 == 0 or i == len(parts) - 1:
-            out.append(_e(part) if i % 2 == 0 else _e("`" + part))
+            out.append(esc(part) if i % 2 == 0 else esc("`" + part))
         elif "\n" in part or len(part) > 70:
-            out.append(f'<pre class="code">{_e(part)}</pre>')
+            out.append(f'<pre class="code">{esc(part)}</pre>')
         else:
-            out.append(f"<code>{_e(part)}</code>")
+            out.append(f"<code>{esc(part)}</code>")
     return "".join(out)
 
 
@@ -349,24 +349,24 @@ def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dic
     ]
     if timeline and timeline.get("cwd"):
         rows.append(("working directory", timeline["cwd"]))
-    table = "".join(f"<tr><th scope=row>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
-    parts = [f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2><p class="status">{_e(status)}</p>']
+    table = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+    parts = [f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2><p class="status">{esc(status)}</p>']
     if check is not None:
         passed = check.get("passed")
         parts.append(f'<p class="status {"ok" if passed else "error"}">dlprobe check: '
-                     f'{"passed" if passed else "failed"} (exit code {_e(check.get("exit_code"))})</p>')  # fmt: skip
+                     f'{"passed" if passed else "failed"} (exit code {esc(check.get("exit_code"))})</p>')  # fmt: skip
     parts.append(f'<table class="kv">{table}</table>')
     if timeline and timeline.get("reproduce"):
-        parts.append(f'<p>To reproduce:</p><pre class="code">{_e(timeline["reproduce"])}</pre>')
+        parts.append(f'<p>To reproduce:</p><pre class="code">{esc(timeline["reproduce"])}</pre>')
     parts.append("</section>")
     return "".join(parts)
 
 
 def _check_rules(check: dict[str, Any]) -> str:
     rows = "".join(
-        f'<tr class="{_e(r.get("status"))}"><td>{_e(r.get("rule"))}</td><td>{_e(r.get("threshold"))}</td>'
-        f"<td>{_e(r.get('observed'))}</td><td><strong>{_e(r.get('status'))}</strong></td>"
-        f"<td>{_rich_text(r.get('message') or '')}</td><td>{_e(r.get('source'))}</td></tr>"
+        f'<tr class="{esc(r.get("status"))}"><td>{esc(r.get("rule"))}</td><td>{esc(r.get("threshold"))}</td>'
+        f"<td>{esc(r.get('observed'))}</td><td><strong>{esc(r.get('status'))}</strong></td>"
+        f"<td>{_rich_text(r.get('message') or '')}</td><td>{esc(r.get('source'))}</td></tr>"
         for r in check.get("rules") or []
     )
     return ('<section id="check"><h2>Check rules</h2><table class="ev"><thead><tr><th>rule</th><th>limit</th>'
@@ -374,7 +374,7 @@ def _check_rules(check: dict[str, Any]) -> str:
             "</table></section>")  # fmt: skip
 
 
-def _findings(report: dict[str, Any]) -> str:
+def findings_section(report: dict[str, Any]) -> str:
     findings = report.get("findings") or []
     if not findings:
         return '<section id="findings"><h2>Findings</h2><p>No finding: nothing in this run looked wrong.</p></section>'
@@ -385,15 +385,15 @@ def _findings(report: dict[str, Any]) -> str:
         loader = f.get("loader_id")
         evidence = f.get("evidence") or {}
         cards.append(
-            f'<article class="card {_e(sev)}" id="finding-{_e(code)}" data-code="{_e(code)}">'
-            f'<h3><span class="sev">{_e(sev.upper())}</span> <code>{_e(code)}</code>'
-            f"{f' <span class=loader>loader {_e(loader)}</span>' if loader is not None else ''}</h3>"
+            f'<article class="card {esc(sev)}" id="finding-{esc(code)}" data-code="{esc(code)}">'
+            f'<h3><span class="sev">{esc(sev.upper())}</span> <code>{esc(code)}</code>'
+            f"{f' <span class=loader>loader {esc(loader)}</span>' if loader is not None else ''}</h3>"
             f'<p class="title">{_rich_text(f.get("title") or "")}</p>'
             f"<p>{_rich_text(f.get('detail') or '')}</p>"
             f'<div class="fix"><strong>Fix:</strong> {_rich_text(f.get("fix") or "")}</div>'
             + (
                 f"<details{' open' if sev == 'error' else ''}><summary>Evidence</summary>"
-                f'<div class="scroll">{_value_html("evidence", evidence)}</div></details>'
+                f'<div class="scroll">{value_html("evidence", evidence)}</div></details>'
                 if evidence
                 else ""
             )
@@ -481,8 +481,8 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
     if waits.lines:
         out.append(_figure(waits))
     if events:
-        rows = "".join(f'<tr class="{_e(e.get("severity"))}"><td>{i + 1}</td><td>{float(e["t"]):.2f} s</td>'
-                       f"<td>{_e(e['what'])}</td></tr>" for i, e in enumerate(events))  # fmt: skip
+        rows = "".join(f'<tr class="{esc(e.get("severity"))}"><td>{i + 1}</td><td>{float(e["t"]):.2f} s</td>'
+                       f"<td>{esc(e['what'])}</td></tr>" for i, e in enumerate(events))  # fmt: skip
         out.append(f'<details open><summary>Events ({len(events)}), numbered as on the charts</summary>'
                    f'<table class="ev"><thead><tr><th>#</th><th>time</th><th>what happened</th></tr></thead>'
                    f"<tbody>{rows}</tbody></table></details>")  # fmt: skip
@@ -505,23 +505,23 @@ def _stacks(timeline: dict[str, Any]) -> str:
             )
             threads = (
                 "".join(
-                    f"<p>thread {_e(th.get('name') or '?')}:</p><pre>{_e(chr(10).join(th.get('frames') or []))}</pre>"
+                    f"<p>thread {esc(th.get('name') or '?')}:</p><pre>{esc(chr(10).join(th.get('frames') or []))}</pre>"
                     for th in p.get("threads") or []
                 )
-                or f"<p>no stack ({_e(p.get('error') or 'not dumped')})</p>"
+                or f"<p>no stack ({esc(p.get('error') or 'not dumped')})</p>"
             )
-            procs.append(f"<details><summary>{_e(who)} ({_e(p.get('state') or '?')})</summary>{threads}</details>")
+            procs.append(f"<details><summary>{esc(who)} ({esc(p.get('state') or '?')})</summary>{threads}</details>")
         problem = hang.get("problem")
-        note = f"<p class=note>{_e(problem.get('advice') or problem)}</p>" if isinstance(problem, dict) else ""
-        out.append(f"<details open><summary>Hang {_e(hang.get('number'))}: no batch for {_e(hang.get('waited_s'))} s"
+        note = f"<p class=note>{esc(problem.get('advice') or problem)}</p>" if isinstance(problem, dict) else ""
+        out.append(f"<details open><summary>Hang {esc(hang.get('number'))}: no batch for {esc(hang.get('waited_s'))} s"
                    f"</summary>{note}{''.join(procs)}</details>")  # fmt: skip
     hot = timeline.get("hotspots") or []
     if hot:
         procs = []
         for h in hot:
-            rows = "".join(f"<tr><td>{s['count']}</td><td><pre>{_e(chr(10).join(s['frames']))}</pre></td></tr>"
+            rows = "".join(f"<tr><td>{s['count']}</td><td><pre>{esc(chr(10).join(s['frames']))}</pre></td></tr>"
                            for s in h["stacks"])  # fmt: skip
-            procs.append(f"<details><summary>{_e(h['name'])}: {h['samples']} samples</summary>"
+            procs.append(f"<details><summary>{esc(h['name'])}: {h['samples']} samples</summary>"
                          f'<table class="ev"><thead><tr><th>samples</th><th>stack (innermost last)</th></tr></thead>'
                          f"<tbody>{rows}</tbody></table></details>")  # fmt: skip
         out.append(
@@ -542,8 +542,8 @@ def _loaders(report: dict[str, Any]) -> str:
         )
     cols = ("loader_id", "dataset_type", "dataset_len", "batch_size", "num_workers", "start_method", "pin_memory",
             "prefetch_factor", "persistent_workers", "epochs", "batches", "wait_fraction", "first_batch_s")  # fmt: skip
-    head = "".join(f"<th scope=col>{_e(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_e(_fmt(c, lo.get(c)))}</td>" for c in cols) + "</tr>" for lo in loaders)
+    head = "".join(f"<th scope=col>{esc(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{esc(_fmt(c, lo.get(c)))}</td>" for c in cols) + "</tr>" for lo in loaders)
     return (
         f'<section id="loaders"><h2>DataLoaders</h2><table class="ev"><thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table></section>"
@@ -571,7 +571,7 @@ def _processes(report: dict[str, Any]) -> str:
         uss, rss, pss = p.get("uss") or {}, p.get("rss") or {}, p.get("pss") or {}
         peaks = (rss.get("peak"), uss.get("start"), uss.get("peak"), uss.get("end"), pss.get("peak"))
         cells = (name, p.get("pid"), *(format_bytes(v) for v in peaks))
-        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+        rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     return (f'<section id="processes"><h2>Memory per process</h2><table class="ev"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table></section>")  # fmt: skip
 
@@ -625,7 +625,7 @@ def render_html(
     sections: list[tuple[str, Callable[[], str]]] = [
         ("the verdict", lambda: _verdict(report, timeline, check)),
         ("the check rules", lambda: _check_rules(check) if check is not None else ""),
-        ("the findings", lambda: _findings(report)),
+        ("the findings", lambda: findings_section(report)),
         ("the timeline", lambda: _charts(report, timeline, notes) if timeline is not None else ""),
         ("the stacks", lambda: _stacks(timeline) if timeline is not None else ""),
         ("the loaders", lambda: _loaders(report)),
@@ -640,24 +640,31 @@ def render_html(
     tail = (timeline or {}).get("stderr_tail")
     if tail:
         body.append(f'<section id="stderr"><h2>Script output</h2><details><summary>The end of stderr.log</summary>'
-                    f"<pre>{_e(tail)}</pre></details></section>")  # fmt: skip
+                    f"<pre>{esc(tail)}</pre></details></section>")  # fmt: skip
+    footer = f"from {esc(report.get('run_dir') or '?')}. Every number here is also in report.json."
+    return page(f"dlprobe report: {title}", body, notes, str(report.get("dlprobe_version") or "?"), footer)
+
+
+def page(title: str, body: list[str], notes: list[str], version: str, footer: str) -> str:
+    """The page around its sections: CSP, style, the list of what could not be shown, the footer (already HTML)."""
+    body = [b for b in body if b]
     if notes:
-        items = "".join(f"<li>{_e(n)}</li>" for n in notes)
+        items = "".join(f"<li>{esc(n)}</li>" for n in notes)
         body.insert(
             1,
             '<section class="problems" id="not-shown"><h2>What this page could not show</h2>'
             f"<ul>{items}</ul></section>",
         )
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    head, _, rest = title.partition(": ")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>dlprobe: {_e(title)}</title><style>{STYLE}</style></head><body>"
-        f"<header><h1>dlprobe report: <code>{_e(title)}</code></h1></header><main>"
-        + "\n".join(b for b in body if b)
-        + f"</main><footer>dlprobe {_e(report.get('dlprobe_version') or '?')}, page written {stamp} UTC from "
-        f"{_e(report.get('run_dir') or '?')}. Every number here is also in report.json.</footer></body></html>\n"
+        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>"
+        f"<header><h1>{esc(head)}: <code>{esc(rest)}</code></h1></header><main>"
+        + "\n".join(body)
+        + f"</main><footer>dlprobe {esc(version)}, page written {stamp} UTC {footer}</footer></body></html>\n"
     )
 
 

@@ -39,6 +39,7 @@ class Chart:
     hlines: list[tuple[float, str]] = field(default_factory=list)  # (y, label): a limit or a capacity
     x_range: tuple[float, float] | None = None  # shared by every chart of a page so events line up
     y_format: str = "{:,.0f}"
+    x_label: str = "seconds since the run started"
 
 
 def downsample(points: list[tuple[float, float]], max_points: int) -> list[tuple[float, float]]:
@@ -124,7 +125,7 @@ def chart_svg(chart: Chart, width: int = 900, height: int = 260) -> str:
         parts.append(f'<line x1="{_num(x)}" x2="{_num(x)}" y1="{top + plot_h}" y2="{top + plot_h + 4}" stroke="#666"/>')
         parts.append(f'<text x="{_num(x)}" y="{top + plot_h + 16}" text-anchor="middle" class="tk">{tick:g}</text>')
     parts.append(f'<text x="{left + plot_w / 2}" y="{height - 4}" text-anchor="middle" class="tk">'
-                 "seconds since the run started</text>")  # fmt: skip
+                 f"{escape(chart.x_label)}</text>")  # fmt: skip
     parts.append(f'<text transform="translate(12 {top + plot_h / 2}) rotate(-90)" text-anchor="middle" class="tk">'
                  f"{escape(chart.y_label)}</text>")  # fmt: skip
     for y, label in chart.hlines:

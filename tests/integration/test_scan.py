@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from tests.conftest import SCRIPTS, run_dlprobe
+from tests.htmlpage import parse_page
 
 # Mirrors PLANTED in tests/scripts/scan_planted.py.
 PLANTED = {5: "shape", 11: "none", 17: "nan", 23: "exception", 29: "crash", 37: "timeout", 41: "dtype", 50: "nan"}
@@ -32,9 +33,9 @@ def _kinds(result: dict) -> dict[int, str]:
 
 def test_planted_bad_samples_are_found_exactly_and_the_exclude_file_lets_training_finish(tmp_path):
     exclude = tmp_path / "bad.txt"
-    proc, result = _scan(
-        tmp_path, "--sample-timeout", "1", "--exclude-out", str(exclude), str(SCRIPTS / "scan_planted.py")
-    )
+    page = tmp_path / "scan.html"
+    proc, result = _scan(tmp_path, "--sample-timeout", "1", "--exclude-out", str(exclude), "--html", str(page),
+                         str(SCRIPTS / "scan_planted.py"))  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     assert _kinds(result) == PLANTED
     assert result["total"] == result["scanned"] == 64 and result["complete"]
@@ -45,6 +46,8 @@ def test_planted_bad_samples_are_found_exactly_and_the_exclude_file_lets_trainin
     assert by_index[41]["detail"].startswith("sample[0] has dtype float64, expected float32")
     assert "Inf" in by_index[50]["detail"] and "NaN" in by_index[17]["detail"]
     assert "index 29" in proc.stdout and "worker killed by SIGSEGV" in proc.stdout
+    text = parse_page(page.read_text()).all_text
+    assert f"{len(PLANTED)} bad samples of 64 checked" in text and "ValueError: corrupt record 23" in text
     # The hung and the crashed workers were replaced and every worker was ended: nothing is left running.
     script = str(SCRIPTS / "scan_planted.py")
     assert not [p for p in psutil.process_iter(["cmdline"]) if script in (p.info["cmdline"] or [])]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import SCRIPTS, memory_cgroup, needs_small_shm, run_dlprobe
+from tests.htmlpage import parse_page
 
 MiB = 1024 * 1024
 FAULTY = str(SCRIPTS / "faulty_worker.py")
@@ -96,10 +97,14 @@ def test_worker_killed_by_a_signal_is_named_first_with_pid_and_signal(tmp_path, 
 
 def test_worker_exception_is_a_bad_sample_with_index_worker_and_frame(tmp_path, plain_logs):
     log, _ = plain_logs["exception"]
-    proc, result = triage(tmp_path, log)
+    page = tmp_path / "triage.html"
+    proc, result = triage(tmp_path, log, "--html", str(page))
     assert proc.returncode == 0
     first = result["findings"][0]
     assert first["code"] == "bad-sample"
+    checked = parse_page(page.read_text())
+    assert {f["code"] for f in result["findings"]} == checked.codes
+    assert "corrupt record at index 13" in checked.all_text
     ev = first["evidence"]
     assert ev["exception"] == "ValueError"
     assert ev["message"] == "corrupt record at index 13"

@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 
 from tests.conftest import SCRIPTS, run_dlprobe
+from tests.htmlpage import parse_page
 
 
 def _tune(tmp_path: Path, script: str, *options: str, script_args: tuple[str, ...] = (), one_core: bool = False):
@@ -43,6 +44,9 @@ def test_tune_on_cpu_heavy_dataset_recommends_workers_and_records_every_trial(tm
     assert "recommended: DataLoader(..., num_workers=" in proc.stderr and "why:" in proc.stderr
     assert json.loads((out / "tune.json").read_text()) == result
     assert (out / "tune.png").stat().st_size > 10_000
+    page = parse_page((out / "report.html").read_text()).all_text
+    assert f"recommended: num_workers={result['recommended']['num_workers']}" in page
+    assert "Throughput by num_workers" in page and "w2-p2-nopin" in page
     assert "total" not in proc.stdout  # the script never trained
 
 

@@ -155,3 +155,21 @@ def test_the_page_file_is_written_atomically(tmp_path: Path):
     write_run_html(path, r, build_report(r, analyze(r)))
     assert path.read_text().startswith("<!DOCTYPE html>")
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+def test_tune_scan_and_triage_pages_escape_their_results_and_name_what_they_could_not_show():
+    from dlprobe.render.html_results import render_scan_html, render_triage_html, render_tune_html
+
+    trial = {"num_workers": 2, "prefetch_factor": 2, "status": "ok", "samples_per_s": 900.0, "key": PLANT}
+    tune = {"script": PLANT, "argv": [], "trials": [trial], "recommended": {"num_workers": 2}}
+    text = parse_page(render_tune_html(tune)).all_text
+    assert "recommended: num_workers=2" in text and PLANT in text and "Throughput by num_workers" in text
+    scan = {"script": "s.py", "argv": [], "unit": "index", "scanned": 10, "complete": True,
+            "bad": [{"index": 3, "kind": "exception", "detail": f"ValueError: {PLANT}"}], "loaders": 7}  # fmt: skip
+    text = parse_page(render_scan_html(scan, 1)).all_text
+    assert "1 bad samples of 10 checked" in text and f"ValueError: {PLANT}" in text
+    assert "the loaders: TypeError" in text  # a damaged result still gives a page that says what it could not show
+    triage = {"failure_found": True, "log": {"path": PLANT}, "findings": [Finding("bad-sample", "error", PLANT, "d",
+              "f", {"message": PLANT}).to_dict()]}  # fmt: skip
+    checked = parse_page(render_triage_html(triage))
+    assert checked.codes == {"bad-sample"} and PLANT in checked.all_text
