@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.analysis.model import RunData
-from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, downsample, legend_html
+from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, downsample, keep_indices, legend_html
 from dlprobe.rundir.files import read_json
 from dlprobe.rundir.schema import (
     CHECK_FILE,
@@ -53,9 +53,15 @@ def _process_name(role: str, pid: int, loader_id: int | None, worker_id: int | N
     return f"{comm or 'other'} (pid {pid})"
 
 
-def _points(pairs: list[tuple[float, int]] | list[tuple[float, float]], t0: float, scale: float) -> list[list[float]]:
-    pts = [(round(t - t0, 3), v / scale) for t, v in pairs]
-    return [[x, round(y, 3)] for x, y in downsample(pts, MAX_POINTS)]
+def _points(t: list[float], values: list[Any], t0: float, scale: float) -> list[list[float]]:
+    """One series as [seconds, value/scale] pairs, downsampled first so only the kept points are converted."""
+    if len(t) != len(values):  # a series cut short (or never read) pairs only the times it has values for
+        n = min(len(t), len(values))
+        t, values = t[:n], values[:n]
+    if None in values:
+        keep = [i for i, v in enumerate(values) if v is not None]
+        t, values = [t[i] for i in keep], [values[i] for i in keep]
+    return [[round(t[i] - t0, 3), round(values[i] / scale, 3)] for i in keep_indices(t, values, MAX_POINTS)]
 
 
 def _batch_times(run: RunData, t0: float) -> list[dict[str, Any]]:
@@ -217,12 +223,11 @@ def timeline_from_run(run: RunData) -> dict[str, Any]:
             continue
         entry: dict[str, Any] = {"name": _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm), "role": p.role}
         for metric in ("uss", "rss", *(k for k, _, _ in KIND_LINES)):
-            values = p.series.values(metric)
-            if values:
-                entry[metric] = _points(values, t0, MiB)
+            points = _points(p.series.t, getattr(p.series, metric), t0, MiB)
+            if points:
+                entry[metric] = points
         processes.append(entry)
-    shm = [(t, u) for t, u in zip(run.system.t, run.system.shm_used, strict=False) if u is not None]
-    cgroup = [(t, u) for t, u in zip(run.system.t, run.system.cgroup_usage, strict=False) if u is not None]
+
     ended = run.result.get("ended_at")
     return {
         "t_end": round(float(ended) - t0, 3) if isinstance(ended, (int, float)) and t0 else None,
@@ -230,8 +235,8 @@ def timeline_from_run(run: RunData) -> dict[str, Any]:
         "cwd": run.meta.get("cwd"),
         "probe_started": run.probe_started,
         "processes": processes,
-        "shm": {"used": _points(shm, t0, MiB), "total": run.system.shm_total},
-        "cgroup": {"usage": _points(cgroup, t0, MiB), "limit": run.system.cgroup_limit},
+        "shm": {"used": _points(run.system.t, run.system.shm_used, t0, MiB), "total": run.system.shm_total},
+        "cgroup": {"usage": _points(run.system.t, run.system.cgroup_usage, t0, MiB), "limit": run.system.cgroup_limit},
         "waits": _batch_times(run, t0),
         "events": _events(run, t0),
         "hangs": _hang_stacks(run),

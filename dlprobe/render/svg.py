@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from html import escape
 
@@ -42,29 +43,31 @@ class Chart:
     x_label: str = "seconds since the run started"
 
 
-def downsample(points: list[tuple[float, float]], max_points: int) -> list[tuple[float, float]]:
-    """At most about max_points points: each bucket of the time axis keeps its first, min and max, so peaks stay."""
-    if len(points) <= max_points or max_points < 6:
-        return points
-    buckets = max_points // 4  # up to four points each: first, min, max, last
-    x0, x1 = points[0][0], points[-1][0]
-    span = (x1 - x0) or 1.0
-    out: list[tuple[float, float]] = []
+def keep_indices(xs: list[float], ys: list[float], max_points: int) -> list[int]:
+    """Indices of at most max_points points: each bucket of the time axis keeps its first, min, max and last, so
+    peaks stay. xs must be sorted; the work per point is done in C (bisect, min/max over a range)."""
+    n = len(xs)
+    if n <= max_points or max_points < 8:
+        return list(range(n))
+    buckets = max_points // 4  # up to four points each
+    x0, span = xs[0], (xs[-1] - xs[0]) or 1.0
+    get = ys.__getitem__
+    out: list[int] = []
     start = 0
-    n = len(points)
     for b in range(buckets):
-        edge = x0 + span * (b + 1) / buckets
-        end = start
-        while end < n and (points[end][0] <= edge or b == buckets - 1):
-            end += 1
+        end = n if b == buckets - 1 else bisect_right(xs, x0 + span * (b + 1) / buckets, start)
         if end > start:
-            chunk = points[start:end]
-            lo = min(chunk, key=lambda p: p[1])
-            hi = max(chunk, key=lambda p: p[1])
-            keep = {chunk[0], lo, hi, chunk[-1]}
-            out.extend(sorted(keep))
+            span_idx = range(start, end)
+            out.extend(sorted({start, min(span_idx, key=get), max(span_idx, key=get), end - 1}))
         start = end
     return out
+
+
+def downsample(points: list[tuple[float, float]], max_points: int) -> list[tuple[float, float]]:
+    """The points keep_indices keeps."""
+    xs = [x for x, _ in points]
+    ys = [y for _, y in points]
+    return [points[i] for i in keep_indices(xs, ys, max_points)]
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:

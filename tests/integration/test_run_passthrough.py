@@ -9,6 +9,7 @@ import sys
 
 from dlprobe.rundir.schema import META_FILE, RUN_SCHEMA_VERSION
 from tests.conftest import SCRIPTS, names_not_in_schema, run_dlprobe
+from tests.htmlpage import read_page
 
 
 def _plain(script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -50,6 +51,8 @@ def test_syntax_error_is_reported_like_python_without_dlprobe_traceback(probe):
     assert "SyntaxError" in result.stderr
     assert "Traceback" not in result.stderr
     assert result.findings("script-error")[0]["evidence"]["type"] == "SyntaxError"
+    page = read_page(result.run_dir, ["script-error"]).all_text
+    assert "the script failed: exit code 1" in page and "SyntaxError" in page
 
 
 def test_missing_script_is_a_usage_error(tmp_path):
@@ -99,6 +102,7 @@ def test_run_directory_format_version_older_reads_newer_is_refused(probe, tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == current.stdout.replace(str(result.run_dir), str(older))
     assert proc.stderr == current.stderr == ""
+    assert "the script finished: exit code 0" in read_page(older).all_text
 
     newer = tmp_path / "new"
     shutil.copytree(result.run_dir, newer)
