@@ -155,6 +155,15 @@ def _events(run: RunData, t0: float) -> list[dict[str, Any]]:
     return sorted(out, key=lambda e: e["t"])
 
 
+def _frame_text(frame: dict[str, Any]) -> str:
+    """One frame as `>> function (file:line)`; the marker points at the user's own code, where hangs usually are."""
+    where = str(frame.get("file") or "?") + (f":{frame['line']}" if frame.get("line") else "")
+    text = f"{frame.get('name')} ({where})"
+    if frame.get("code"):
+        text += f"  {frame['code']}"
+    return (">> " if frame.get("user") else "   ") + text
+
+
 def _hang_stacks(run: RunData) -> list[dict[str, Any]]:
     hangs = []
     for hang in run.hangs:
@@ -162,12 +171,13 @@ def _hang_stacks(run: RunData) -> list[dict[str, Any]]:
         for p in hang.get("processes") or []:
             threads = []
             for th in p.get("stack") or []:
-                frames = [f"{f.get('name')} ({f.get('file')}:{f.get('line')})" for f in th.get("frames") or []]
+                frames = [_frame_text(f) for f in th.get("frames") or [] if isinstance(f, dict)]
                 threads.append({"name": th.get("name"), "frames": frames})
             procs.append({"pid": p.get("pid"), "role": p.get("role"), "worker_id": p.get("worker_id"),
                           "state": p.get("state"), "threads": threads, "error": p.get("stack_error")})  # fmt: skip
+        loop = hang.get("loop") or {}
         hangs.append({"number": hang.get("number"), "waited_s": hang.get("waited_s"), "processes": procs,
-                      "problem": hang.get("stack_problem")})  # fmt: skip
+                      "problem": hang.get("stack_problem"), "awaited_worker": loop.get("awaited_worker")})  # fmt: skip
     return hangs
 
 
@@ -505,17 +515,21 @@ def _stacks(timeline: dict[str, Any]) -> str:
     for hang in timeline.get("hangs") or []:
         procs = []
         for p in hang.get("processes") or []:
-            who = f"{p.get('role')} pid {p.get('pid')}" + (
-                f" worker {p['worker_id']}" if p.get("worker_id") is not None else ""
-            )
+            who = (f"worker {p.get('worker_id')} (pid {p.get('pid')})" if p.get("role") == "worker"
+                   else f"{p.get('role')} (pid {p.get('pid')})")  # fmt: skip
             threads = (
                 "".join(
-                    f"<p>thread {esc(th.get('name') or '?')}:</p><pre>{esc(chr(10).join(th.get('frames') or []))}</pre>"
+                    f"<p>thread {esc(th.get('name') or '?')} (innermost frame first; >> marks your code):</p>"
+                    f"<pre>{esc(chr(10).join(th.get('frames') or []))}</pre>"
                     for th in p.get("threads") or []
                 )
                 or f"<p>no stack ({esc(p.get('error') or 'not dumped')})</p>"
             )
-            procs.append(f"<details><summary>{esc(who)} ({esc(p.get('state') or '?')})</summary>{threads}</details>")
+            awaited = p.get("role") == "worker" and p.get("worker_id") == hang.get("awaited_worker")
+            if awaited:
+                who += ", the worker the loop was waiting for"
+            procs.append(f"<details{' open' if awaited else ''}><summary>{esc(who)} (state "
+                         f"{esc(p.get('state') or '?')})</summary>{threads}</details>")  # fmt: skip
         problem = hang.get("problem")
         note = f"<p class=note>{esc(problem.get('advice') or problem)}</p>" if isinstance(problem, dict) else ""
         out.append(f"<details open><summary>Hang {esc(hang.get('number'))}: no batch for {esc(hang.get('waited_s'))} s"
@@ -608,7 +622,8 @@ svg .tk{font-size:11px;fill:#333}svg .lim{fill:#9b001c}svg .mk{font-size:10px;fo
 .scroll{overflow-x:auto}
 .note{color:#444;font-style:italic}.problems{border:1px solid #8A5A00;background:#fff8e6;padding:.4em 1em}
 footer{margin-top:2em;color:#555;font-size:.85em}
-@media print{body{max-width:none;font-size:11pt}details{display:block}details>summary{list-style:none}
+@media print{body{max-width:none;font-size:11pt}details>summary{list-style:none}
+details::details-content{content-visibility:visible;display:block}
 .card,figure,table{break-inside:avoid}a{color:inherit}}
 """
 

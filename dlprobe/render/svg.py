@@ -10,6 +10,7 @@ from html import escape
 # Colour-blind-safe (Okabe-Ito), dark enough on white for lines and legend swatches.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#8C564B")
 DASHES = {"solid": "", "dotted": "2 3", "dashed": "6 4", "dashdot": "8 3 2 3"}
+MAX_FLAGS = 30
 MARKER_COLORS = {"error": "#B00020", "warning": "#8A5A00", "info": "#555555"}
 
 
@@ -146,15 +147,20 @@ def chart_svg(chart: Chart, width: int = 900, height: int = 260) -> str:
         stroke = escape(line.color, quote=True)
         parts.append(f'<polyline points="{coords}" fill="none" stroke="{stroke}" stroke-width="{line.width}"'
                      f"{dash_attr}><title>{escape(line.label)}</title></polyline>")  # fmt: skip
+    # Past MAX_FLAGS markers (a long run's epochs), only errors and warnings keep their numbered flag and
+    # routine events are drawn faint: the flags would overlap into a black bar. The table lists every one.
+    crowded = len(chart.markers) > MAX_FLAGS
     for i, marker in enumerate(chart.markers):
         mx = _num(px(marker.x))
         color = MARKER_COLORS.get(marker.severity, MARKER_COLORS["info"])
         label = escape(marker.label)
+        quiet = crowded and marker.severity == "info"
+        opacity = ' stroke-opacity="0.25"' if quiet else ""
         parts.append(f'<line x1="{mx}" x2="{mx}" y1="{top}" y2="{top + plot_h}" stroke="{color}" stroke-width="1" '
-                     f'stroke-dasharray="3 3"><title>{label}</title></line>')  # fmt: skip
-        # Numbered flags keep the plot readable when events crowd; the numbers are listed under the chart.
-        parts.append(f'<text x="{mx}" y="{top - 3 if i % 2 == 0 else top + 10}" text-anchor="middle" '
-                     f'class="mk" fill="{color}">{i + 1}<title>{label}</title></text>')  # fmt: skip
+                     f'stroke-dasharray="3 3"{opacity}><title>{label}</title></line>')  # fmt: skip
+        if not quiet:  # numbered flags: the numbers are those of the event table under the charts
+            parts.append(f'<text x="{mx}" y="{top - 3 if i % 2 == 0 else top + 10}" text-anchor="middle" '
+                         f'class="mk" fill="{color}">{i + 1}<title>{label}</title></text>')  # fmt: skip
     parts.append("</svg>")
     return "\n".join(parts)
 
