@@ -53,7 +53,7 @@ def run_demo(out: Path | None, console: Console) -> int:
     console.print(
         "The leaky dataset keeps one Python dict per sample; each forked worker copies the pages it reads. "
         "The fix stores the same data in numpy arrays and calls gc.freeze() before the workers start, so the "
-        "garbage collector in each worker does not copy the parent's other objects either. Plots: "
-        f"{root}/leaky/memory.png and {root}/fixed/memory.png"
+        "garbage collector in each worker does not copy the parent's other objects either. Open in a browser: "
+        f"{root}/leaky/report.html and {root}/fixed/report.html (plots: memory.png beside them)"
     )
     return 0

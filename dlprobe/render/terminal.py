@@ -157,5 +157,7 @@ def run_summary(report: dict[str, Any], run_dir: str | None = None) -> Group:
     else:
         parts.append(Text("No problems found.", style="bold green"))
     if run_dir:
-        parts.append(Text(f"Run saved in {run_dir} (report.json, memory.png, raw samples and events)", style="dim"))
+        parts.append(
+            Text(f"Run saved in {run_dir} (report.html, report.json, memory.png, raw samples and events)", style="dim")
+        )
     return Group(*parts)
