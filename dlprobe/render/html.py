@@ -552,6 +552,13 @@ def _stacks(timeline: dict[str, Any]) -> str:
     return f'<section id="stacks"><h2>Stacks</h2>{"".join(out)}</section>'
 
 
+def _job(report: dict[str, Any]) -> str:
+    """A multi-rank job's sections ("job", "ranks" in report.json), as tables until they get their own view."""
+    parts = [f"<h3>{esc(key)}</h3><div class=scroll>{value_html(key, report[key])}</div>"
+             for key in ("job", "ranks") if report.get(key)]  # fmt: skip
+    return f'<section id="job"><h2>Job and ranks</h2>{"".join(parts)}</section>' if parts else ""
+
+
 def _loaders(report: dict[str, Any]) -> str:
     loaders = report.get("loaders") or []
     if not loaders:
@@ -648,6 +655,7 @@ def render_html(
         ("the findings", lambda: findings_section(report)),
         ("the timeline", lambda: _charts(report, timeline, notes) if timeline is not None else ""),
         ("the stacks", lambda: _stacks(timeline) if timeline is not None else ""),
+        ("the job", lambda: _job(report)),
         ("the loaders", lambda: _loaders(report)),
         ("the processes", lambda: _processes(report)),
     ]

@@ -173,3 +173,11 @@ def test_tune_scan_and_triage_pages_escape_their_results_and_name_what_they_coul
               "f", {"message": PLANT}).to_dict()]}  # fmt: skip
     checked = parse_page(render_triage_html(triage))
     assert checked.codes == {"bad-sample"} and PLANT in checked.all_text
+
+
+def test_a_multi_rank_report_shows_its_ranks_as_a_table():
+    r = _hostile_run()
+    report = build_report(r, analyze(r))
+    report["ranks"] = [{"rank": 0, "host": PLANT, "exit_code": 0}, {"rank": 1, "host": "b", "exit_code": -9}]
+    text = parse_page(render_html(report, timeline_from_run(r))).all_text
+    assert "Job and ranks" in text and PLANT in text and "-9" in text
