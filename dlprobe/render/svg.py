@@ -114,7 +114,7 @@ def chart_svg(chart: Chart, width: int = 900, height: int = 260) -> str:
     title = escape(chart.title)
     parts = [
         f'<svg class="chart" viewBox="0 0 {width} {height}" width="100%" role="img" aria-label="{title}" '
-        f'xmlns="http://www.w3.org/2000/svg" preserveAspectRatio="xMinYMin meet">',
+        f'preserveAspectRatio="xMinYMin meet">',
         f"<title>{title}</title>",
         f'<text x="{left}" y="16" class="ct">{title}</text>',
         f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',

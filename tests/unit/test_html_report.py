@@ -52,6 +52,7 @@ def test_every_value_from_the_run_is_escaped_and_the_page_is_well_formed():
     assert text.count(PLANT) >= 5
     assert "ValueError: bad path <script>" in text
     assert 'http-equiv="Content-Security-Policy"' in page
+    assert "http://" not in page and "https://" not in page  # not even a namespace: nothing to resolve
 
 
 def test_a_run_older_than_page_kinds_says_so_and_still_draws_memory():
