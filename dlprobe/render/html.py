@@ -28,6 +28,7 @@ from dlprobe.rundir.schema import (
     EV_STOP,
     EV_TAKEOVER,
     EV_TRIAL_START,
+    SAMPLER_OK,
     STDERR_FILE,
 )
 from dlprobe.units import format_bytes
@@ -115,13 +116,9 @@ def _events(run: RunData, t0: float) -> list[dict[str, Any]]:
         elif kind == EV_SCRIPT_ERROR:
             out.append({"t": t, "what": f"script raised {ev.get('type')}: {ev.get('message')}", "severity": "error"})
         elif kind == EV_LOADER_ERROR:
-            out.append(
-                {
-                    "t": t,
-                    "what": f"loader {ev.get('loader')} raised {ev.get('type') or ev.get('error') or ''}",
-                    "severity": "error",
-                }
-            )
+            message = str(ev.get("cause") or ev.get("message") or "").strip().splitlines()[-1:]
+            what = f"loader {ev.get('loader')} raised {ev.get('type') or '?'}" + (f": {message[0]}" if message else "")
+            out.append({"t": t, "what": what[:300], "severity": "error"})
         elif kind == EV_STOP:
             out.append({"t": t, "what": f"stopped by dlprobe ({ev.get('reason')})", "severity": "warning"})
         elif kind in (EV_TAKEOVER, EV_SCAN_START):
@@ -197,6 +194,16 @@ def _hotspots(run: RunData) -> list[dict[str, Any]]:
     return sorted(out, key=lambda h: -h["samples"])
 
 
+def _sampler_problem(run: RunData) -> str | None:
+    """Why the run has no hotspots, when its stack sampler said so (stacks.json)."""
+    profile = run.stacks
+    if profile is None or profile.status in (None, SAMPLER_OK) or profile.stacks:
+        return None
+    return (
+        f"worker hotspots: the stack sampler recorded nothing ({profile.status}: {profile.error or 'no reason given'})"
+    )
+
+
 def _stderr_tail(run_dir: Path) -> str | None:
     try:
         with (run_dir / STDERR_FILE).open("rb") as f:
@@ -251,6 +258,7 @@ def timeline_from_run(run: RunData) -> dict[str, Any]:
         "events": _events(run, t0),
         "hangs": _hang_stacks(run),
         "hotspots": _hotspots(run),
+        "hotspots_problem": _sampler_problem(run),
         "stderr_tail": _stderr_tail(run.path),
     }
 
@@ -476,8 +484,9 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
     system = Chart("Machine: /dev/shm use and the job's cgroup memory", "MiB", markers=markers, x_range=x_range)
     shm = timeline.get("shm") or {}
     if shm.get("used"):
-        system.lines.append(_line("/dev/shm used", shm["used"], "#6A3D9A"))
         total = shm.get("total")
+        label = "/dev/shm used" + (f" (size {format_bytes(total)})" if total else "")
+        system.lines.append(_line(label, shm["used"], "#6A3D9A"))
         # the capacity only when use comes near it: otherwise it flattens the line that matters
         if total and max(y for _, y in shm["used"]) > 0.25 * total / MiB:
             system.hlines.append((total / MiB, f"/dev/shm size {format_bytes(total)}"))
@@ -646,7 +655,9 @@ def render_html(
     title = " ".join([str(report.get("script") or "?"), *(str(a) for a in report.get("argv") or [])])
     if timeline is None:
         notes.append("the timeline: the run's samples and events were not available")
-    elif timeline.get("probe_started") is False:
+    elif timeline.get("hotspots_problem"):
+        notes.append(str(timeline["hotspots_problem"]))
+    if timeline is not None and timeline.get("probe_started") is False:
         notes.append("the probe never started inside the script (it failed before its first line), so there are "
                      "no loaders, batches or worker readings")  # fmt: skip
     sections: list[tuple[str, Callable[[], str]]] = [

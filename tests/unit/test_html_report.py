@@ -182,3 +182,15 @@ def test_a_multi_rank_report_shows_its_ranks_as_a_table():
     report["ranks"] = [{"rank": 0, "host": PLANT, "exit_code": 0}, {"rank": 1, "host": "b", "exit_code": -9}]
     text = parse_page(render_html(report, timeline_from_run(r))).all_text
     assert "Job and ranks" in text and PLANT in text and "-9" in text
+
+
+def test_a_run_without_stacks_says_why_and_a_loader_error_names_its_cause():
+    from dlprobe.analysis.stackfile import StackProfile
+
+    r = _hostile_run()
+    r.stacks = StackProfile(status="missing", error=f"no py-spy {PLANT}")
+    r.events.append({"ev": "loader_error", "t": 109.0, "pid": 10, "loader": 0, "type": "RuntimeError",
+                     "message": "Caught ValueError in DataLoader worker", "cause": f"ValueError: {PLANT}"})  # fmt: skip
+    text = parse_page(render_html(build_report(r, analyze(r)), timeline_from_run(r))).all_text
+    assert f"the stack sampler recorded nothing (missing: no py-spy {PLANT})" in text
+    assert f"loader 0 raised RuntimeError: ValueError: {PLANT}" in text
