@@ -255,3 +255,23 @@ def test_two_nodes_each_under_its_own_dlprobe(tmp_path: Path) -> None:
         (identity,) = of_kind(run_dir, "process")
         assert (identity["rank"], identity["node_rank"], identity["world_size"]) == (node, node, 2)
         assert f"rank {node}/2" in out
+
+
+def test_check_gates_a_torchrun_job(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    args = ["check", "-q", "--out", str(run_dir), "--max-batches", "3", "--fail-on", "no-loader", "--"]
+    proc = run_dlprobe([*args, *torchrun(DDP, "--epochs", "3")], tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    check = json.loads((run_dir / "check.json").read_text())
+    assert check["passed"] and check["stop"]["reason"] == "max_batches"
+    # every rank stops itself after 3 batches (the limit is per process, as num_workers is per rank)
+    stops = of_kind(run_dir, "stop")
+    assert sorted(e["batches"] for e in stops) == [3, 3] and len({e["pid"] for e in stops}) == 2
+
+
+def test_scan_and_tune_take_one_process_not_a_command(tmp_path: Path) -> None:
+    for command in ("scan", "tune"):
+        proc = run_dlprobe([command, "--", "torchrun", "--nproc-per-node", "2", "train.py"], tmp_path)
+        assert proc.returncode == 2
+        assert proc.stderr.startswith(f"error: dlprobe {command} runs one process, not a command after --")
+        assert "Traceback" not in proc.stderr
