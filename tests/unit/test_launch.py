@@ -172,3 +172,15 @@ def test_two_ranks_loader_0_do_not_collide_in_the_supervisor() -> None:
     assert progress.mains(999) == [101, 102]
     assert {101, 102, 201, 202} <= sampler.known and sampler.workers == {201, 202}
     assert "rank0/loader0: 7 batches rank1/loader0: 3 batches" in progress.status(1.0, sampler).plain
+
+
+def test_hotspot_sampler_counts_the_wait_of_one_rank_not_the_sum(tmp_path: Path) -> None:
+    from dlprobe.supervisor.stack_recorder import StackRecorder
+
+    recorder = StackRecorder(os.getpid(), tmp_path)
+    batches = [
+        {"ev": "batches", "pid": pid, "t": 10.0, "waits": [5.0, 1.0, 1.0], "total": 3} for pid in (101, 102, 103)
+    ]
+    recorder.observe(batches, 10.5)  # too soon to start py-spy: only the bookkeeping runs
+    assert recorder.wait_s == 2.0  # each rank's first wait is start-up; three ranks waiting 2 s side by side
+    assert not recorder.started
