@@ -275,3 +275,16 @@ def test_scan_and_tune_take_one_process_not_a_command(tmp_path: Path) -> None:
         assert proc.returncode == 2
         assert proc.stderr.startswith(f"error: dlprobe {command} runs one process, not a command after --")
         assert "Traceback" not in proc.stderr
+
+
+def test_a_rank_that_dies_before_its_loader(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = run_dlprobe(["run", "--out", str(run_dir), "--", *torchrun(DDP, "--die", "1:7")], tmp_path, timeout=240)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # torchrun's own code for a failed rank
+    assert (
+        "exitcode  : 7" in proc.stderr
+        and "Traceback (most recent call last)" not in proc.stderr.split("ChildFailedError")[-1]
+    )
+    assert (run_dir / "report.json").exists()
+    assert "rank 1" not in {f"rank {e['rank']}" for e in of_kind(run_dir, "process")}
+    assert_nothing_left(run_dir, DDP)
