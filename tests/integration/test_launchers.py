@@ -281,10 +281,8 @@ def test_a_rank_that_dies_before_its_loader(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     proc = run_dlprobe(["run", "--out", str(run_dir), "--", *torchrun(DDP, "--die", "1:7")], tmp_path, timeout=240)
     assert proc.returncode == 1, proc.stderr[-3000:]  # torchrun's own code for a failed rank
-    assert (
-        "exitcode  : 7" in proc.stderr
-        and "Traceback (most recent call last)" not in proc.stderr.split("ChildFailedError")[-1]
-    )
+    assert "exitcode  : 7" in proc.stderr  # torchrun's own summary names the rank's code
+    assert "/dlprobe/" not in proc.stderr  # no traceback through dlprobe's code, only torchrun's own
     assert (run_dir / "report.json").exists()
-    assert "rank 1" not in {f"rank {e['rank']}" for e in of_kind(run_dir, "process")}
+    assert {e["rank"] for e in of_kind(run_dir, "process")} <= {0}
     assert_nothing_left(run_dir, DDP)
