@@ -159,8 +159,9 @@ def test_sigterm_to_dlprobe_reaches_the_whole_job(tmp_path: Path) -> None:
     assert_nothing_left(run_dir, DDP)
 
 
-def test_module_in_a_package_runs_as_python_m_does(tmp_path: Path) -> None:
-    package = tmp_path / "mypkg"
+def make_package(root: Path) -> None:
+    """mypkg/train.py: prints how it was run, iterates a DataLoader with 2 spawn-started workers, exits 4."""
+    package = root / "mypkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "train.py").write_text(
@@ -174,6 +175,10 @@ def test_module_in_a_package_runs_as_python_m_does(tmp_path: Path) -> None:
         "    print('batches', sum(1 for _ in loader))\n"
         "    sys.exit(4)\n"
     )
+
+
+def test_module_in_a_package_runs_as_python_m_does(tmp_path: Path) -> None:
+    make_package(tmp_path)
     run_dir = tmp_path / "run"
     proc = run_dlprobe(["run", "-q", "--out", str(run_dir), "-m", "mypkg.train", "--lr", "3", "-q"], tmp_path)
     assert proc.returncode == 4, proc.stderr[-3000:]
@@ -286,3 +291,10 @@ def test_a_rank_that_dies_before_its_loader(tmp_path: Path) -> None:
     assert (run_dir / "report.json").exists()
     assert {e["rank"] for e in of_kind(run_dir, "process")} <= {0}
     assert_nothing_left(run_dir, DDP)
+
+
+def test_scan_takes_a_module(tmp_path: Path) -> None:
+    make_package(tmp_path)
+    proc = run_dlprobe(["scan", "-m", "mypkg.train", "--workers", "1"], tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "checked 16 of 16 samples" in proc.stdout and "no bad samples" in proc.stdout
