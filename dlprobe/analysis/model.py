@@ -23,6 +23,7 @@ from dlprobe.rundir.schema import (
     HANG_RECORD_GLOB,
     HANGS_DIR,
     KERNEL_FILE,
+    LAUNCH_COMMAND,
     META_FILE,
     RESULT_FILE,
     SAMPLE_GONE,
@@ -160,7 +161,9 @@ class RunData:
     def probe_started(self) -> bool:
         """Whether the target's probe wrote its start event (only `dlprobe run` targets, with a target pid, do)."""
         script = str(self.meta.get("script") or "")
-        if not self.meta.get("target_pid") or script.startswith("<"):
+        # A command after `--` starts no bootstrap (its Python processes are probed through sitecustomize, and it may
+        # start none): there is no start event to miss.
+        if not self.meta.get("target_pid") or script.startswith("<") or self.meta.get("launch") == LAUNCH_COMMAND:
             return True
         return any(e.get("ev") == EV_START for e in self.events)
 
