@@ -238,13 +238,14 @@ class _LineStreamCore:
         else:
             f.seek(0)
         taken = bad = 0
+        at = f.tell()  # then counted, not asked: tell() on every line costs as much as the parsing
         try:
-            while f.tell() < end and taken != limit:
-                at = f.tell()
+            while at < end and taken != limit:
                 raw = f.readline()
                 if not raw:
                     break
                 taken += 1
+                at += len(raw)
                 try:
                     text = raw.decode("utf-8").rstrip("\r\n")
                     if not text.strip():
@@ -252,7 +253,7 @@ class _LineStreamCore:
                     item = self.parse(text)
                 except ValueError as exc:
                     if self.on_bad_line == "error":
-                        number = _line_number(self.path, at)
+                        number = _line_number(self.path, at - len(raw))
                         raise ValueError(f"{self.path}, line {number}: {exc}: {raw[:200]!r}") from None
                     bad += 1
                     continue
