@@ -37,10 +37,10 @@ when ranks must stay exactly in step).
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator
 from multiprocessing.context import get_spawning_popen
+from multiprocessing.sharedctypes import RawArray
 from typing import Any
 
 import numpy as np
@@ -112,37 +112,43 @@ def _resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
     return rank, world_size
 
 
-class _SharedInt:
-    """An int shared with DataLoader workers (set_epoch after persistent workers started; bad-line counts).
+class _SharedState:
+    """The epoch and the bad-line counts, shared with DataLoader workers (forked, spawned or forkserver).
 
-    Backed by multiprocessing.Value, which reaches forked and spawned workers; pickled any other way (a deepcopy,
-    a user's own pickle) it becomes a plain int of the value at that moment.
+    Workers started before a set_epoch (persistent_workers=True) must see it, and the parent must see what they
+    skipped. A lock-free shared array (multiprocessing.sharedctypes, backed by a file descriptor that any start
+    method can pass on): slot 0 is the epoch, written by the parent only; then one bad-line counter per
+    process, slot 1 for the parent and 2 + worker id for a worker, each written by its own process only, so no
+    lock (a lock made in one start method's context cannot be passed to a process of another). Pickled other
+    than to start a worker (a deepcopy, a user's own pickle) it becomes a private copy.
     """
 
-    def __init__(self, value: int = 0) -> None:
-        self._shared: Any = multiprocessing.Value("q", value)
-        self._plain = value
+    SLOTS = 2 + 256
+
+    def __init__(self) -> None:
+        self._values: Any = RawArray("q", self.SLOTS)
 
     @property
-    def value(self) -> int:
-        return int(self._shared.value) if self._shared is not None else self._plain
+    def epoch(self) -> int:
+        return int(self._values[0])
 
-    def set(self, value: int) -> None:
-        if self._shared is not None:
-            self._shared.value = value
-        self._plain = value
+    def set_epoch(self, epoch: int) -> None:
+        self._values[0] = epoch
+        for i in range(1, self.SLOTS):
+            self._values[i] = 0
 
-    def add(self, n: int) -> None:
-        if self._shared is None:
-            self._plain += n
-            return
-        with self._shared.get_lock():
-            self._shared.value += n
+    @property
+    def bad_lines(self) -> int:
+        return int(sum(self._values[1:]))
+
+    def add_bad(self, worker: int | None, n: int) -> None:
+        slot = 1 if worker is None else 2 + worker % (self.SLOTS - 2)
+        self._values[slot] += n
 
     def __getstate__(self) -> dict[str, Any]:
         if get_spawning_popen() is not None:  # a worker being started: share the same memory
-            return {"_shared": self._shared, "_plain": self._plain}
-        return {"_shared": None, "_plain": self.value}
+            return {"_values": self._values}
+        return {"_values": list(self._values)}
 
 
 class _LineStreamCore:
@@ -175,23 +181,22 @@ class _LineStreamCore:
         self.world_size = world_size
         self.on_bad_line = on_bad_line
         self.parse = parse
-        self._epoch = _SharedInt(0)
-        self._bad = _SharedInt(0)
+        self._shared = _SharedState()
+        self._worker: int | None = None  # the DataLoader worker id this copy runs in, None in the parent
         self._counts: dict[tuple[int, int], np.ndarray] = {}  # (file size, blocks) -> lines per block
 
     def set_epoch(self, epoch: int) -> None:
         """Reshuffle the block order for this epoch (call it on every rank, before iterating the loader)."""
-        self._epoch.set(epoch)
-        self._bad.set(0)
+        self._shared.set_epoch(epoch)
 
     @property
     def epoch(self) -> int:
-        return self._epoch.value
+        return self._shared.epoch
 
     @property
     def bad_lines(self) -> int:
         """Lines skipped as blank or malformed since the last set_epoch, in this process and its workers."""
-        return self._bad.value
+        return self._shared.bad_lines
 
     def _plan(
         self, rank: int, world_size: int, worker: int, num_workers: int, epoch: int
@@ -260,7 +265,7 @@ class _LineStreamCore:
                 yield item
         finally:
             if bad:
-                self._bad.add(bad)
+                self._shared.add_bad(self._worker, bad)
 
     def _iter_here(self) -> Iterator[Any]:
         from torch.utils.data import get_worker_info
@@ -268,6 +273,7 @@ class _LineStreamCore:
         rank, world_size = _resolve_rank(self.rank, self.world_size)
         info = get_worker_info()
         worker, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        self._worker = info.id if info is not None else None
         return self.shard(rank, world_size, worker, num_workers)
 
 

@@ -120,3 +120,18 @@ def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="rank 2 is not within world_size 2"):
         list(ShardedLineStream(tmp_path / "index.txt", rank=2, world_size=2))
     assert collections.Counter(ShardedLineStream(tmp_path / "index.txt")) == {("a", 1): 1}
+
+
+def test_spawned_persistent_workers_see_set_epoch_and_report_their_bad_lines(tmp_path):
+    rows = write_index(tmp_path / "index.txt", 500)
+    with open(tmp_path / "index.txt", "a") as f:
+        f.write("no-label\n")
+    stream = ShardedLineStream(tmp_path / "index.txt", block_bytes=300, rank=0, world_size=1)
+    loader = DataLoader(stream, batch_size=None, num_workers=2, multiprocessing_context="spawn",
+                        persistent_workers=True)  # fmt: skip
+    orders = []
+    for epoch in range(2):
+        stream.set_epoch(epoch)
+        orders.append([tuple(x) for x in loader])
+        assert stream.bad_lines == 1
+    assert orders[0] != orders[1] and sorted(orders[0]) == sorted(orders[1]) == rows
