@@ -29,7 +29,8 @@ import numpy as np
 
 # torchvision.datasets.folder.IMG_EXTENSIONS; matched case-insensitively against the end of each file name
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
+Listing = list[tuple[str, list[str]]]  # (folder relative to root, its file names), in ImageFolder's order
 
 
 def default_cache_dir() -> str:
@@ -38,20 +39,27 @@ def default_cache_dir() -> str:
 
 
 class FileIndex:
-    """(path, class index) pairs packed into one byte buffer plus offsets: no Python object per file.
+    """(path, class index) pairs packed into numpy arrays: no Python object per file.
 
-    A forked DataLoader worker that reads `index[i]` touches only numpy buffers (no reference counts), so its
-    pages stay shared with the parent.
+    A file is its folder (an index into `folders`, paths relative to root) and its name (a slice of one byte
+    buffer). A forked DataLoader worker that reads `index[i]` touches only numpy buffers and a few folder
+    strings, so its pages stay shared with the parent.
     """
 
-    def __init__(self, root: str, classes: list[str], buf: np.ndarray, offsets: np.ndarray, targets: np.ndarray):
+    def __init__(self, root: str, classes: list[str], folders: list[str], arrays: dict[str, np.ndarray]) -> None:
         self.root = root
         self.classes = classes
         self.class_to_idx = {c: i for i, c in enumerate(classes)}
-        self._buf = buf  # every path relative to root, encoded with os.fsencode, back to back
-        self._offsets = offsets  # int64, len(self) + 1
-        self.targets = targets  # int64, one class index per file
+        self.folders = folders
+        self._names = arrays["names"]  # uint8: every file name, os.fsencode'd, back to back
+        self._offsets = arrays["offsets"]  # int64, len(self) + 1
+        self._folder_of = arrays["folder_of"]  # int32, an index into folders per file
+        self.targets = arrays["targets"]  # int64, one class index per file
         self.from_cache = False
+
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"names": self._names, "offsets": self._offsets, "folder_of": self._folder_of, "targets": self.targets}
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -61,8 +69,8 @@ class FileIndex:
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(f"file index {i} out of range ({len(self)} files)")
-        rel = os.fsdecode(self._buf[self._offsets[i] : self._offsets[i + 1]].tobytes())
-        return os.path.join(self.root, rel)
+        name = os.fsdecode(self._names[self._offsets[i] : self._offsets[i + 1]].tobytes())
+        return os.path.join(self.root, self.folders[self._folder_of[i]], name)
 
     def __getitem__(self, i: int) -> tuple[str, int]:
         return self.path(i), int(self.targets[i])
@@ -73,7 +81,7 @@ class FileIndex:
 
     @property
     def nbytes(self) -> int:
-        return int(self._buf.nbytes + self._offsets.nbytes + self.targets.nbytes)
+        return sum(int(a.nbytes) for a in self.arrays.values())
 
 
 class SampleView(Sequence[tuple[str, int]]):
@@ -100,37 +108,66 @@ class SampleView(Sequence[tuple[str, int]]):
         return f"<{len(self)} samples under {self._index.root!r}>"
 
 
-def _scan_class(class_dir: str, extensions: tuple[str, ...]) -> tuple[list[str], list[tuple[str, int]]]:
-    """Files of one class folder in ImageFolder's order, and (folder, mtime_ns) of every folder read.
+def _scan_class(real_root: str, name: str, extensions: tuple[str, ...]) -> tuple[Listing, list[tuple[str, int]]]:
+    """(folder relative to root, sorted file names) of one class in ImageFolder's order, and every folder's mtime.
 
     ImageFolder runs `sorted(os.walk(class_dir, followlinks=True))` and sorts the file names of each folder:
     folders in the order of their path strings, then files by name. os.walk calls a non-directory a file; so
     does this. DirEntry.is_dir() answers from the directory listing (d_type), so no file is stat'ed; folders
     are (one stat each, for the cache key).
     """
-    files_by_dir: list[tuple[str, list[str]]] = []
+    listing: Listing = []
     mtimes: list[tuple[str, int]] = []
-    pending = [class_dir]
+    pending = [name]
     while pending:
-        folder = pending.pop()
+        rel = pending.pop()
+        folder = os.path.join(real_root, rel)
+        names = []
         try:
             with os.scandir(folder) as it:
-                names = []
                 for entry in it:
                     try:
                         is_dir = entry.is_dir()
                     except OSError:  # os.walk treats an entry it cannot classify as a file
                         is_dir = False
                     if is_dir:
-                        pending.append(entry.path)
+                        pending.append(os.path.join(rel, entry.name))
                     elif entry.name.lower().endswith(extensions):
                         names.append(entry.name)
             mtimes.append((folder, os.stat(folder).st_mtime_ns))
         except OSError:  # os.walk (hence ImageFolder) skips a folder it cannot list
             continue
-        files_by_dir.append((folder, sorted(names)))
-    files_by_dir.sort(key=lambda item: item[0])
-    return [os.path.join(folder, name) for folder, names in files_by_dir for name in names], mtimes
+        names.sort()
+        listing.append((rel, names))
+    listing.sort(key=lambda item: item[0])
+    return listing, mtimes
+
+
+def _pack(root: str, classes: list[str], scans: list[Listing]) -> FileIndex:
+    folders: list[str] = []
+    counts: list[int] = []
+    folder_class: list[int] = []
+    names: list[str] = []
+    for target, listing in enumerate(scans):
+        for rel, folder_names in listing:
+            if folder_names:
+                folders.append(rel)
+                counts.append(len(folder_names))
+                folder_class.append(target)
+                names.extend(folder_names)
+    joined = "".join(names)
+    buf = os.fsencode(joined)  # one call for a million names; per name only when some are not ASCII
+    sizes = map(len, names) if len(buf) == len(joined) else (len(os.fsencode(n)) for n in names)
+    offsets = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(sizes, dtype=np.int64, count=len(names)), out=offsets[1:])
+    folder_of = np.repeat(np.arange(len(folders), dtype=np.int32), counts)
+    arrays: dict[str, np.ndarray] = {
+        "names": np.frombuffer(buf, dtype=np.uint8),
+        "offsets": offsets,
+        "folder_of": folder_of,
+        "targets": np.asarray(folder_class, dtype=np.int64)[folder_of],
+    }
+    return FileIndex(root, classes, folders, arrays)
 
 
 def _cache_file(cache_dir: str, real_root: str, extensions: tuple[str, ...]) -> str:
@@ -155,7 +192,8 @@ def _load_cache(path: str, root: str, real_root: str) -> FileIndex | None:
             meta = json.loads(saved["meta"].tobytes().decode())
             if meta["root"] != real_root or not _still_valid(meta["mtimes"]):
                 return None
-            index = FileIndex(root, meta["classes"], saved["buf"], saved["offsets"], saved["targets"])
+            arrays = {k: saved[k] for k in ("names", "offsets", "folder_of", "targets")}
+            index = FileIndex(root, meta["classes"], meta["folders"], arrays)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError) as exc:  # a damaged or foreign file: rebuild it, and say so
@@ -167,7 +205,7 @@ def _load_cache(path: str, root: str, real_root: str) -> FileIndex | None:
 
 
 def _save_cache(path: str, index: FileIndex, real_root: str, mtimes: dict[str, int]) -> None:
-    meta = json.dumps({"root": real_root, "classes": index.classes, "mtimes": mtimes}).encode()
+    meta = json.dumps({"root": real_root, "classes": index.classes, "folders": index.folders, "mtimes": mtimes})
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         # A temporary file renamed into place: a reader never sees half an index, and concurrent builders
@@ -175,8 +213,8 @@ def _save_cache(path: str, index: FileIndex, real_root: str, mtimes: dict[str, i
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, meta=np.frombuffer(meta, dtype=np.uint8), buf=index._buf, offsets=index._offsets,
-                         targets=index.targets)  # fmt: skip
+                arrays: dict[str, Any] = {"meta": np.frombuffer(meta.encode(), dtype=np.uint8), **index.arrays}
+                np.savez(f, **arrays)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
@@ -219,21 +257,14 @@ def build_file_index(
     if not classes:
         raise FileNotFoundError(f"Couldn't find any class folder in {root_str}.")
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(classes)))) as pool:
-        scans = list(pool.map(lambda c: _scan_class(os.path.join(real_root, c), exts), classes))
+        scans = list(pool.map(lambda c: _scan_class(real_root, c, exts), classes))
 
-    empty = [c for c, (files, _) in zip(classes, scans, strict=True) if not files]
+    empty = [c for c, (listing, _) in zip(classes, scans, strict=True) if not any(names for _, names in listing)]
     if empty and not allow_empty:
         raise FileNotFoundError(
             f"Found no valid file for the classes {', '.join(empty)}. Supported extensions are: {', '.join(exts)}"
         )
-    prefix = len(real_root) + 1
-    encoded = [os.fsencode(p[prefix:]) for files, _ in scans for p in files]
-    lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    buf = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    targets = np.repeat(np.arange(len(classes), dtype=np.int64), [len(files) for files, _ in scans])
-    index = FileIndex(root_str, classes, buf, offsets, targets)
+    index = _pack(root_str, classes, [listing for listing, _ in scans])
     if cache_path is not None:
         mtimes = {real_root: root_mtime} | {folder: m for _, folder_mtimes in scans for folder, m in folder_mtimes}
         _save_cache(cache_path, index, real_root, mtimes)

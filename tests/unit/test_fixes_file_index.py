@@ -35,7 +35,7 @@ def make_tree(root: Path) -> None:
     files = [
         "cat/b.jpg", "cat/a.JPG", "cat/c.Png", "cat/notes.txt", "cat/sub/z.jpeg", "cat/sub-x/y.png",
         "cat/sub/deeper/q.webp", "cat/a.jpg.bak", "dog/1.png", "dog/10.png", "dog/2.png", "dog/.hidden.png",
-        "dog/x/y/z/deep.bmp", "Zebra/img.TIFF", "bird/readme.md", "bird/chick.jpg",
+        "dog/x/y/z/deep.bmp", "dog/café.png", "Zebra/img.TIFF", "bird/readme.md", "bird/chick.jpg",
     ]  # fmt: skip
     for rel in files:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
