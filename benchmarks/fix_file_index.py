@@ -133,7 +133,7 @@ def main() -> None:
         print(f"build_file_index, cached reload          median {median(reloads):7.3f} s   "
               f"({median(walk) / median(reloads):.0f}x faster than the walk)")  # fmt: skip
         print(f"memory: list of (path, class) tuples {list_bytes(reference) / 2**20:.0f} MiB of Python objects; "
-              f"packed index {first.nbytes / 2**20:.0f} MiB in 3 numpy arrays")  # fmt: skip
+              f"packed index {first.nbytes / 2**20:.0f} MiB in 4 numpy arrays")  # fmt: skip
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
