@@ -23,7 +23,8 @@ num_workers so that every (rank, worker) gets the same number of blocks. A line 
 byte falls in (a reader seeks to the block's start, skips the rest of a line begun before it, and reads past
 the block's end to finish its last line), so every line is read exactly once with no index of line offsets.
 The blocks are permuted from (seed, epoch), the same permutation on every rank, and dealt round-robin: block
-`perm[j]` goes to (rank, worker) number `j % S`. Within a block lines come in file order.
+`perm[j]` goes to (rank, worker) number `j % S`. Within a block lines come in file order. Every rank must use
+the same num_workers and seed, and the file must not change during an epoch.
 
 The remainder: blocks are cut by bytes, so (rank, worker) shares hold about, not exactly, the same number of
 lines; with drop_last=False every line is yielded once and ranks may yield a few lines more or fewer than each
