@@ -113,7 +113,10 @@ def find_dtype_waste(run: RunData) -> list[Finding]:
 SHARDING_FIX = (
     "Shard the stream by worker in __iter__: `info = torch.utils.data.get_worker_info()`; "
     "`wid, n = (info.id, info.num_workers) if info else (0, 1)`; then yield only items `i` with "
-    "`i % n == wid` (better: give each worker its own files, `files[wid::n]`). Under DDP shard by rank too."
+    "`i % n == wid` (better: give each worker its own files, `files[wid::n]`). Under DDP shard by rank too. "
+    "For a `path label` index file, `from dlprobe.fixes import ShardedLineStream`, "
+    '`ShardedLineStream("train.txt", drop_last=True)` does both: every line once per epoch across ranks and '
+    "workers, `set_epoch(e)` to reshuffle."
 )
 
 

@@ -20,6 +20,7 @@ _FS_FILES = re.compile(
     r"(^|/)(os|glob|pathlib|genericpath|posixpath|shutil|fnmatch)\.py$|^<frozen (os|genericpath|posixpath)>$"
     r"|torchvision/datasets/folder\.py$"
 )
+_IMAGE_FOLDER = re.compile(r"torchvision/datasets/folder\.py$")
 _FS_FUNCS = re.compile(r"walk|scandir|listdir|glob|find_classes|make_dataset|iterdir|stat|exists|is(file|dir)")
 
 Frame = tuple[str, str]
@@ -112,6 +113,18 @@ def _where_time_went(path: list[dict[str, Any]], phase_s: float) -> dict[str, An
     }
 
 
+def _file_index_fix(stacks: list[dict[str, Any]], function: str | None) -> str:
+    """Remedy 3 of dlprobe.fixes, as code to paste in place of ImageFolder or the script's own walk."""
+    image_folder = any(_IMAGE_FOLDER.search(f[0]) for s in stacks for f in s["frames"])
+    instead = "ImageFolder(root, ...)" if image_folder else f"the walk in {function or 'the constructor'}"
+    return (
+        "Build the file index once and reload it: `from dlprobe.fixes import FileIndexDataset`, "
+        f"`dataset = FileIndexDataset(root, transform=...)` in place of {instead} (ImageFolder's samples, targets "
+        "and classes from one os.scandir per folder, no per-file stat, cached on disk until a folder changes; "
+        "`build_file_index(root)` for the (path, class) list alone)"
+    )
+
+
 def _restart_cost(loader: LoaderRecord) -> float:
     """Mean extra time to the first batch of epochs after the first (workers started again each epoch)."""
     if loader.num_workers == 0 or loader.config.get("persistent_workers") or len(loader.epochs) < 2:
@@ -162,11 +175,7 @@ def find_slow_start(run: RunData) -> list[Finding]:
                                  "hot_share": hot["share"] if hot else None,
                                  "file_system_s": round(fs_s, 3), "directory_walk": walk})  # fmt: skip
                 if walk:
-                    fixes.append(
-                        "Build the file index once and load it (a .npy/.parquet/CSV of paths and labels written by a "
-                        f"one-off script) instead of walking the directory in {hot['function'] if hot else 'it'}; "
-                        "filter by extension before joining paths and skip per-file checks at start-up"
-                    )
+                    fixes.append(_file_index_fix(construct_stacks, hot["function"] if hot else None))
                 elif hot and hot["share"] >= HOT_SHARE:
                     what = hot["into"] or hot["frame"]
                     fixes.append(f"Make {what} cheaper or cache its result on disk")

@@ -554,7 +554,8 @@ def _warning_candidates(scan: LogScan) -> list[Candidate]:
             "iterable-duplicates", "warning", "IterableDataset returned more samples than its length",
             "Every worker iterates the whole IterableDataset unless `__iter__` splits the work, so each sample is "
             "yielded num_workers times.",
-            "shard in `__iter__` with `torch.utils.data.get_worker_info()` (id, num_workers).",
+            "shard in `__iter__` with `torch.utils.data.get_worker_info()` (id, num_workers); for a `path label` "
+            "index file, `from dlprobe.fixes import ShardedLineStream` shards by rank and worker.",
             {"line": m.line, "message": m.text, **m.fields})))  # fmt: skip
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -76,6 +77,24 @@ def test_sharded_iterable_dataset_has_no_duplicates(probe):
     assert counted[-1]["samples"] == 400 and counted[-1]["duplicates"] == 0  # it was counted, and found none
 
 
+def test_a_naive_line_index_stream_gets_iterable_duplicates_naming_sharded_line_stream(probe):
+    result = probe("line_index_stream.py", "naive")
+    assert result.stdout.strip() == "samples 1200 unique 600"
+    [finding] = result.findings("iterable-duplicates")
+    assert (finding["evidence"]["samples"], finding["evidence"]["duplicates"]) == (1200, 600)
+    assert 'ShardedLineStream("train.txt", drop_last=True)' in finding["fix"]
+
+
+def test_sharded_line_stream_reads_each_line_once_and_gets_no_iterable_duplicates(probe):
+    result = probe("line_index_stream.py", "sharded")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "samples 600 unique 600"
+    assert result.findings("iterable-duplicates") == []
+    events = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()]
+    counted = [e for e in events if e["ev"] == "dupes"]
+    assert counted[-1]["samples"] == 600 and counted[-1]["duplicates"] == 0  # it was counted, and found none
+
+
 def test_slow_directory_walk_in_the_constructor_gets_slow_start_pointing_at_the_walk(probe, tmp_path):
     root = tmp_path / "images"
     for d in range(5):
@@ -91,6 +110,23 @@ def test_slow_directory_walk_in_the_constructor_gets_slow_start_pointing_at_the_
     assert evidence["directory_walk"] is True
     assert any(frame.startswith("_walk (") for frame in evidence["hot_path"])
     assert "index_image_files" in finding["title"] and "file index" in finding["fix"]
+    assert "FileIndexDataset(root, transform=...)` in place of the walk in index_image_files" in finding["fix"]
+
+
+def test_the_same_tree_through_file_index_dataset_is_listed_once_then_reloaded_with_no_walk(probe, tmp_path):
+    root = tmp_path / "images"
+    for d in range(5):
+        (root / f"class{d}").mkdir(parents=True)
+        for i in range(500):
+            (root / f"class{d}" / f"{i}.jpg").touch()
+    first = probe("slow_directory_walk.py", str(root), "file-index")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split("\n")[:2] == ["batches 40", "listed 2505 entries"]  # 2,500 files, as the walk finds
+    # slow-start itself depends on the machine's load; the walk that the remedy replaces must be gone
+    assert [f for f in first.findings("slow-start") if f["evidence"].get("directory_walk")] == []
+    shutil.rmtree(first.run_dir)  # the fixture's run directory, free for the second run
+    second = probe("slow_directory_walk.py", str(root), "file-index")
+    assert second.stdout.split("\n")[:2] == ["batches 40", "listed 0 entries"]  # reloaded, nothing listed
 
 
 def test_thread_alive_at_fork_gets_fork_hazard(probe):

@@ -1,4 +1,6 @@
-"""The dataset constructor walks a directory of image files on (emulated) network storage. Arg: DIR.
+"""The dataset constructor walks a directory of image files on (emulated) network storage. Args: DIR [file-index].
+
+With `file-index` the dataset is dlprobe.fixes.FileIndexDataset (cached next to DIR) instead of the walk.
 
 Every directory entry costs 1 ms to list, as a metadata round-trip does on NFS or a parallel file system;
 the emulation wraps os.scandir, which os.walk uses.
@@ -13,6 +15,7 @@ from torch.utils.data import DataLoader, Dataset
 
 IMAGE_EXTENSIONS = (".jpg", ".png")
 _local_scandir = os.scandir
+listed = 0  # directory entries read through the emulated network storage
 
 
 class NetworkScandir:
@@ -29,7 +32,9 @@ class NetworkScandir:
         return self
 
     def __next__(self):
+        global listed
         entry = next(self.inner)
+        listed += 1
         time.sleep(0.001)
         return entry
 
@@ -57,6 +62,19 @@ class FolderDataset(Dataset):
         return torch.zeros(4), self.samples[i][1]
 
 
+def zeros(path):
+    return torch.zeros(4)
+
+
 if __name__ == "__main__":
-    loader = DataLoader(FolderDataset(sys.argv[1]), batch_size=64, num_workers=0)
+    if sys.argv[2:] == ["file-index"]:
+        from dlprobe.fixes import FileIndexDataset
+
+        cache_dir = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "index-cache")
+        dataset = FileIndexDataset(sys.argv[1], loader=zeros, cache_dir=cache_dir)
+    else:
+        dataset = FolderDataset(sys.argv[1])
+    loader = DataLoader(dataset, batch_size=64, num_workers=0)
     print(f"batches {sum(1 for _ in loader)}")
+    if sys.argv[2:] == ["file-index"]:
+        print(f"listed {listed} entries")

@@ -78,3 +78,23 @@ def test_fork_hazard_is_info_for_idle_threads_and_its_fix_says_nothing_is_needed
     finding = _fork_finding(loader(), locking)
     assert finding is not None and finding.severity == "warning"
     assert "taking a lock" in finding.title and "or multiprocessing_context=" in finding.fix
+
+
+WALK = ["/usr/lib/python3.12/os.py", "_walk", 380]
+INDEX = ["train.py", "index_image_files", 20]
+FOLDER = [f"{SITE}/torchvision/datasets/folder.py", "make_dataset", 100]
+IMAGE_FOLDER = [f"{SITE}/torchvision/datasets/folder.py", "ImageFolder.__init__", 310]
+
+
+def test_a_walk_in_the_scripts_own_function_gets_the_file_index_dataset_in_its_place():
+    [finding] = find_slow_start(_slow_run(3.0, [{"seconds": 2.8, "frames": [MODULE, INDEX, WALK]}]))
+    assert finding.evidence["directory_walk"] is True
+    assert "`dataset = FileIndexDataset(root, transform=...)` in place of the walk in index_image_files" in finding.fix
+    assert "from dlprobe.fixes import FileIndexDataset" in finding.fix
+
+
+def test_an_image_folder_walk_gets_the_file_index_dataset_in_place_of_image_folder():
+    frames = [MODULE, MAIN, IMAGE_FOLDER, FOLDER, WALK]
+    [finding] = find_slow_start(_slow_run(3.0, [{"seconds": 2.8, "frames": frames}]))
+    assert finding.evidence["directory_walk"] is True
+    assert "FileIndexDataset(root, transform=...)` in place of ImageFolder(root, ...)" in finding.fix

@@ -233,3 +233,12 @@ def test_the_reproduce_command_quotes_the_script_and_admits_when_it_is_unknown()
     bare = scan_of("RuntimeError: DataLoader worker (pid 5) exited unexpectedly with exit code 3. Details are lost\n")
     result = reproduce(bare, diagnose(bare, machine(), NOW))
     assert result["script"] is None and "does not show the script" in result["note"]
+
+
+def test_pytorchs_iterable_length_warning_names_the_sharded_line_stream():
+    warning = (
+        "UserWarning: Length of IterableDataset <__main__.DS object at 0x7f> was reported to be 100(when accessing "
+        "len(dataloader)), but 200 samples have been fetched.\n"
+    )
+    [finding] = [f for f in diagnose(scan_of(warning), machine(), NOW) if f.code == "iterable-duplicates"]
+    assert "get_worker_info()" in finding.fix and "ShardedLineStream" in finding.fix
