@@ -182,7 +182,7 @@ class RunData:
 WorkerStart = dict[int, tuple[int, int, float, dict[str, int] | None]]
 
 
-def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord], WorkerStart]:
+def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord], WorkerStart]:
     """Loaders with their epochs and batch waits, and each worker pid's (loader, worker id, start reading).
 
     Loaders are keyed by (writer pid, loader id): every rank of a job numbers its loaders from 0. A worker's own
@@ -249,7 +249,7 @@ def load_run(path: Path) -> RunData:
     meta: Meta = read_json(path / META_FILE)
     result: Result = read_json(path / RESULT_FILE) if (path / RESULT_FILE).exists() else {}
     events = list(read_jsonl(path / EVENTS_FILE))
-    loaders, worker_of = _loaders_from_events(events)
+    loaders, worker_of = loaders_from_events(events)
     main_pid = meta.get("target_pid")
     processes: dict[int, ProcessRecord] = {}
     system = SystemSeries()

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from dlprobe.analysis.report import report_for
+from dlprobe.analysis.report import job_report_for, report_for
 from dlprobe.render.terminal import run_summary
 from dlprobe.rundir.files import write_json, write_json_option
 from dlprobe.rundir.schema import PLOT_FILE, REPORT_FILE
@@ -32,4 +32,16 @@ def write_outputs(run_dir: Path, console: Console | None, json_path: str | None 
             console.print(f"[yellow]warning:[/] {problem}")
     if json_path:
         write_json_option(json_path, report, f"the report is still saved in {run_dir / REPORT_FILE}")
+    return report
+
+
+def write_job_outputs(run_dirs: list[Path], console: Console | None, json_path: str | None = None) -> dict[str, Any]:
+    """The run directories of a several-node job as one report: printed, and written to --json when given (each
+    node's own report.json stays that node's)."""
+    _, report = job_report_for(run_dirs)
+    if console is not None:
+        console.print(run_summary(report))
+        console.print(f"[dim]Job report of {len(run_dirs)} run directories: {', '.join(map(str, run_dirs))}[/]")
+    if json_path:
+        write_json_option(json_path, report, "the job report was printed above")
     return report

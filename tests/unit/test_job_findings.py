@@ -1,0 +1,222 @@
+"""A job's report from synthetic multi-rank runs: the split by writer, merged findings, and the findings that only
+exist across ranks (node-oversubscribed, uneven-ranks, rank-duplicates, a hang that stalls every rank, rank-failed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlprobe.analysis.job import is_job, split_job
+from dlprobe.analysis.job_findings import analyze_job, launcher_failures, ranks_text
+from dlprobe.analysis.report import build_job_report
+from dlprobe.render.terminal import run_summary
+from tests.unit import fakes
+from tests.unit.test_failure_findings import hang_record, idle_worker, stuck_worker
+from tests.unit.test_stack_causes import native, py
+
+MiB = fakes.MiB
+FLAT = [300 * MiB] * 3
+LEAKY = [300 * MiB, 500 * MiB, 700 * MiB]
+
+
+def two_ranks(uss0: list[int] = FLAT, uss1: list[int] = FLAT, cores: int = 8, **kw: Any):
+    events = fakes.rank_events(10, 0, [11, 12], **kw.pop("r0", {})) + fakes.rank_events(
+        20, 1, [21, 22], **kw.pop("r1", {})
+    )
+    processes = fakes.rank_processes(10, [11, 12], uss0) + fakes.rank_processes(20, [21, 22], uss1)
+    return fakes.job_run(events, processes, usable_cores=cores, **kw)
+
+
+def codes(findings) -> list[str]:
+    return [f.code for f in findings]
+
+
+def test_each_writer_becomes_a_rank_with_its_own_loader_and_workers():
+    job = split_job([two_ranks()])
+    assert [(v.rank, v.pid) for v in job.ranks] == [(0, 10), (1, 20)]
+    for view, workers in zip(job.ranks, ([11, 12], [21, 22]), strict=True):
+        assert [lo.loader_id for lo in view.run.loaders] == [0]
+        assert sorted(p.pid for p in view.run.workers(0)) == workers
+        assert [p.pid for p in view.run.processes if p.role == "main"] == [view.pid]
+        assert view.run.loaders[0].epochs[0].batches == 10
+    assert job.nodes[0].workers == 4
+    # The node's total is every process of the tree in one sampling round: launcher + 2 ranks + 4 workers.
+    assert job.nodes[0].pss_peak == 50 * MiB + 2 * 200 * MiB + 4 * 300 * MiB
+
+
+def test_one_writer_is_not_a_job():
+    run = fakes.job_run(fakes.rank_events(10, None, [11]), fakes.rank_processes(10, [11], FLAT))
+    assert not is_job([run])
+    assert is_job([two_ranks()])
+
+
+def test_cow_growth_on_both_ranks_is_one_finding_with_the_node_total():
+    findings = analyze_job(split_job([two_ranks(LEAKY, LEAKY)]))
+    [cow] = [f for f in findings if f.code == "cow-growth"]
+    assert cow.title.startswith("Loader 0 on ranks 0-1: every worker copied up to 400.0 MiB")
+    assert "node total 3.2 GiB of 24.0 GiB" in cow.title
+    assert [r["rank"] for r in cow.evidence["ranks"]] == ["rank 0", "rank 1"]
+    assert {r["pid"] for r in cow.evidence["ranks"]} == {10, 20}
+
+
+def test_flat_workers_give_no_cow_growth():
+    assert "cow-growth" not in codes(analyze_job(split_job([two_ranks(FLAT, FLAT)])))
+
+
+def test_a_finding_on_one_rank_only_is_labelled_with_that_rank():
+    findings = analyze_job(split_job([two_ranks(FLAT, LEAKY)]))
+    [cow] = [f for f in findings if f.code == "cow-growth"]
+    assert cow.title.startswith("Rank 1: 2 of 2 workers of loader 0")
+    assert cow.evidence["rank"] == "rank 1" and "ranks" not in cow.evidence
+
+
+def test_merged_cow_growth_is_an_error_when_the_node_sum_passes_half_the_memory():
+    small = 2 * 1024 * MiB  # 4 workers x 700 MiB = 2.7 GiB > half of 2 GiB; each rank alone: 1.4 GiB
+    findings = analyze_job(split_job([two_ranks(LEAKY, LEAKY, mem_total=small)]))
+    [cow] = [f for f in findings if f.code == "cow-growth"]
+    assert cow.severity == "error"
+
+
+def test_ranks_times_workers_over_the_cores():
+    [finding] = [f for f in analyze_job(split_job([two_ranks(cores=2)])) if f.code == "node-oversubscribed"]
+    assert finding.title.startswith("2 ranks x 2 workers = 4 worker processes: ")
+    assert "compete for 2 usable core(s)" in finding.title and finding.title.endswith("1 per rank fit")
+    assert "node-oversubscribed" not in codes(analyze_job(split_job([two_ranks(cores=8)])))
+
+
+def test_ranks_times_workers_over_the_memory():
+    job = split_job([two_ranks(LEAKY, LEAKY, mem_total=3 * 1024 * MiB)])
+    [finding] = [f for f in analyze_job(job) if f.code == "node-oversubscribed"]
+    assert finding.severity == "error"
+    assert finding.evidence["workers_per_rank_fit_memory"] == 1  # (0.8 x 3 GiB - 2 x 200 MiB) / (2 x 700 MiB)
+
+
+def test_a_rank_with_no_batches_is_named_with_the_counts():
+    job = split_job([two_ranks(r1={"batches": 0})])
+    [finding] = [f for f in analyze_job(job) if f.code == "uneven-ranks"]
+    assert finding.severity == "error"
+    assert finding.title == "Loader 0 gives rank 1 no batches per epoch than the others (rank 0: 10, rank 1: 0)"
+    assert finding.evidence["short_ranks"] == {"rank 1": 0}
+
+
+def test_uneven_ranks_needs_far_fewer_batches_in_an_ended_epoch():
+    assert "uneven-ranks" not in codes(analyze_job(split_job([two_ranks(r1={"batches": 9})])))
+    # cut off (no epoch_end): another rank's crash, not a short shard
+    assert "uneven-ranks" not in codes(analyze_job(split_job([two_ranks(r1={"batches": 0, "ended": False})])))
+
+
+def test_ranks_reading_the_same_samples():
+    same = [f"{i:016x}" for i in range(40)]
+    job = split_job([two_ranks(r0={"digests": same}, r1={"digests": same})])
+    [finding] = [f for f in analyze_job(job) if f.code == "rank-duplicates"]
+    assert finding.title.startswith("Loader 0 feeds the same samples to ranks 0-1: up to 100%")
+    disjoint = [f"{i:016x}" for i in range(40, 80)]
+    job = split_job([two_ranks(r0={"digests": same}, r1={"digests": disjoint})])
+    assert "rank-duplicates" not in codes(analyze_job(job))
+
+
+def _in_all_reduce() -> dict[str, Any]:
+    frames = [
+        py("all_reduce", "work.wait()", user=False),
+        py("<module>", "dist.all_reduce(t)"),
+    ]
+    frames[0]["file"] = "/venv/torch/distributed/distributed_c10d.py"
+    return {"pid": 10, "role": "other", "state": "S", "stack": [{"name": "MainThread", "frames": frames}]}
+
+
+def _hung_job(other_rank_stack: dict[str, Any]):
+    run = two_ranks()
+    main = {"pid": 20, "role": "main", "state": "S",
+            "stack": [{"name": "MainThread", "frames": [py("<module>", "for batch in loader:")]}]}  # fmt: skip
+    worker = {**stuck_worker(), "pid": 21}
+    worker["inflight"] = {**worker["inflight"], "pid": 21}
+    record = hang_record([main, worker, idle_worker(22, 1), other_rank_stack])
+    record["main_pid"] = 20
+    run.hangs = [record]
+    return split_job([run])
+
+
+def test_one_ranks_stuck_worker_with_the_other_in_a_collective_is_one_hang():
+    findings = analyze_job(_hung_job(_in_all_reduce()))
+    [hang] = [f for f in findings if f.code in ("worker-hang", "main-hang")]
+    assert hang.title.startswith("Rank 1: Loader 0 worker 0 (pid 21) hangs on index 13")
+    assert hang.title.endswith("; rank 0 waits for it in all_reduce")
+    assert hang.evidence["waiting_ranks"][0]["collective"].startswith("all_reduce (distributed_c10d.py")
+
+
+def test_a_hang_without_a_collective_on_the_other_rank_says_no_wait():
+    other = {**_in_all_reduce(), "stack": [{"name": "MainThread", "frames": [native("poll"), py("train_step")]}]}
+    [hang] = [f for f in analyze_job(_hung_job(other)) if f.code == "worker-hang"]
+    assert "for it" not in hang.title
+    assert hang.evidence["waiting_ranks"] == [{"rank": "rank 0", "pid": 10, "collective": None, "stack_seen": True}]
+
+
+CHILD_FAILED = """
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_13:00:00
+  host      : node-a
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 20)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def test_torchruns_failure_summary_is_read():
+    [failure] = launcher_failures(CHILD_FAILED)
+    assert failure == {"rank": 1, "local_rank": 1, "host": "node-a", "exit_code": 1, "pid": 20, "signal": None,
+                       "error_file": "<N/A>", "root_cause": True}  # fmt: skip
+    assert launcher_failures("Traceback ...\nValueError: x\n") == []
+
+
+def test_a_failed_rank_with_nothing_else_to_explain_it(tmp_path):
+    (tmp_path / "stderr.log").write_text(CHILD_FAILED)
+    findings = analyze_job(split_job([two_ranks(path=str(tmp_path))]))
+    [failed] = [f for f in findings if f.code == "rank-failed"]
+    assert failed.title == "Rank 1 (pid 20) failed with exit code 1 first: the root cause torchrun names"
+
+
+def test_ranks_text():
+    assert ranks_text(["rank 0", "rank 1", "rank 2", "rank 5"]) == "ranks 0-2, 5"
+    assert ranks_text(["rank 3"]) == "rank 3"
+    assert ranks_text(["node 0 rank 0", "node 1 rank 1"]) == "node 0 rank 0, node 1 rank 1"
+
+
+def test_two_nodes_merge_into_one_job_with_node_labels():
+    node0 = fakes.job_run(fakes.rank_events(10, 0, [11, 12]), fakes.rank_processes(10, [11, 12], LEAKY),
+                          node_rank=0)  # fmt: skip
+    node1 = fakes.job_run(fakes.rank_events(10, 1, [11, 12], node_rank=1, host="node-b"),
+                          fakes.rank_processes(10, [11, 12], LEAKY), node_rank=1)  # fmt: skip
+    job = split_job([node0, node1])
+    assert [job.label(v) for v in job.ranks] == ["node 0 rank 0", "node 1 rank 1"]
+    findings = analyze_job(job)
+    [cow] = [f for f in findings if f.code == "cow-growth"]
+    assert "node 0 total" in cow.title and "node 1 total" in cow.title
+    report = build_job_report(job, findings)
+    assert [r["label"] for r in report["ranks"]] == ["node 0 rank 0", "node 1 rank 1"]
+    assert [n["host"] for n in report["job"]["nodes"]] == ["node-a", "node-b"]
+
+
+def test_job_report_and_its_terminal_table():
+    job = split_job([two_ranks(LEAKY, LEAKY)])
+    report = build_job_report(job, analyze_job(job))
+    assert [(r["label"], r["workers"], r["batches"]) for r in report["ranks"]] == [("rank 0", 2, 10), ("rank 1", 2, 10)]
+    assert {lo["rank"] for lo in report["loaders"]} == {"rank 0", "rank 1"}
+    node = report["job"]["nodes"][0]
+    assert node["pss_peak"] == 50 * MiB + 2 * 200 * MiB + 4 * 700 * MiB
+    from rich.console import Console
+
+    console = Console(width=120, color_system=None, record=True)
+    console.print(run_summary(report))
+    text = console.export_text()
+    assert "Ranks" in text and "rank 1" in text
+    assert "Node total PSS peak 3.2 GiB of 24.0 GiB (MemTotal), 4 worker processes" in text
+    assert "rank 0 (pid 10): " in text  # the merged finding's per-rank lines
