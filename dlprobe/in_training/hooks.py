@@ -65,7 +65,7 @@ class LoaderProbe:
         self.epoch += 1
         self.epoch_open = True
         self.described_batch = False
-        self.dupes = DuplicateCounter() if self.hash_samples else None
+        self.dupes = DuplicateCounter(sketch=_in_distributed_job()) if self.hash_samples else None
         workers = None
         if new_iterator and hasattr(iterator, "_workers"):
             # Read each new worker once right here: a forked worker starts copying pages at once, and the
@@ -127,6 +127,14 @@ _all_probes: list[LoaderProbe] = []
 _created: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
+def _in_distributed_job() -> bool:
+    """Whether this process is one of several ranks (torchrun, Lightning and Slurm launchers set WORLD_SIZE)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE") or 1) > 1
+    except ValueError:
+        return False
+
+
 def _gc_at_fork() -> dict[str, Any]:
     """What the workers' garbage collector inherited: whether it runs, how many objects gc.freeze() already hid,
     and pymalloc's block count, a cheap stand-in for the parent's object count (len(gc.get_objects()) would walk
@@ -165,7 +173,9 @@ def _probe_for(loader: Any) -> LoaderProbe:
         probe = LoaderProbe(len(_all_probes))
         _probes[loader] = probe
         _all_probes.append(probe)
-        probe.hash_samples = bool(getattr(loader, "_dataset_kind", 0))  # _DatasetKind.Iterable == 1
+        # _DatasetKind.Iterable == 1; in a distributed job every loader's samples are sketched, so that the
+        # report can tell ranks that read the same samples (no DistributedSampler) apart.
+        probe.hash_samples = bool(getattr(loader, "_dataset_kind", 0)) or _in_distributed_job()
         try:
             _emit(EV_LOADER, **_loader_config(loader, probe.loader_id))
         except Exception as exc:  # inspection must never break training

@@ -220,3 +220,23 @@ def test_job_report_and_its_terminal_table():
     assert "Ranks" in text and "rank 1" in text
     assert "Node total PSS peak 3.2 GiB of 24.0 GiB (MemTotal), 4 worker processes" in text
     assert "rank 0 (pid 10): " in text  # the merged finding's per-rank lines
+
+
+def test_the_sketch_keeps_the_same_smallest_digests_on_ranks_that_read_the_same_samples():
+    import numpy as np
+
+    from dlprobe.in_training.sample_hashes import SKETCH_SIZE, DuplicateCounter
+
+    def sketch(rows: range, order: int = 1) -> set[str]:
+        counter = DuplicateCounter(sketch=True)
+        data = np.arange(1000, dtype=np.int64).reshape(-1, 2)
+        picked = list(rows)[::order]
+        for start in range(0, len(picked), 10):
+            counter.add_batch(data[picked[start : start + 10]])
+        return set(counter.summary()["digests"])
+
+    same = sketch(range(0, 400))
+    assert len(same) == SKETCH_SIZE
+    assert sketch(range(0, 400), order=-1) == same  # the same samples in another order
+    assert not sketch(range(0, 200)) & sketch(range(200, 400))  # DistributedSampler's disjoint halves
+    assert "digests" not in DuplicateCounter().summary()
