@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import heapq
 import sys
 from typing import Any
 
 MAX_SAMPLES = 200_000  # per epoch; enough to see duplication, bounded memory (8-byte digests)
 ROW_BYTES = 8192  # a sample bigger than this is hashed from an evenly strided subset of its elements
+# In a distributed job each rank keeps the SKETCH_SIZE smallest digests of an epoch (a bottom-k sketch): ranks that
+# read the same samples keep the same digests, so comparing sketches estimates the overlap without the full sets.
+SKETCH_SIZE = 64
 
 
 def _rows(leaf: Any, n: int) -> list[bytes] | None:
@@ -61,7 +65,8 @@ def _batch_size(leaves: list[Any]) -> int | None:
 class DuplicateCounter:
     """Samples seen and distinct samples in one epoch of one loader."""
 
-    def __init__(self) -> None:
+    def __init__(self, sketch: bool = False) -> None:
+        self.sketch: list[int] | None = [] if sketch else None  # a max-heap (negated) of the smallest digests
         self.samples = 0
         self.seen: set[bytes] = set()
         self.duplicates = 0
@@ -87,6 +92,8 @@ class DuplicateCounter:
             for rows in per_leaf:
                 h.update(rows[i])
             digest = h.digest()
+            if self.sketch is not None and digest not in self.seen:
+                self._add_to_sketch(int.from_bytes(digest, "big"))
             if digest in self.seen:
                 self.duplicates += 1
                 if self.first_duplicate_at is None:
@@ -96,9 +103,20 @@ class DuplicateCounter:
             self.samples += 1
         self.changed = True
 
+    def _add_to_sketch(self, value: int) -> None:
+        sketch = self.sketch
+        if sketch is None:
+            return
+        if len(sketch) < SKETCH_SIZE:
+            heapq.heappush(sketch, -value)
+        elif value < -sketch[0]:
+            heapq.heapreplace(sketch, -value)
+
     def summary(self) -> dict[str, Any]:
         self.changed = False
+        extra = {"digests": sorted(f"{-v:016x}" for v in self.sketch)} if self.sketch is not None else {}
         return {
+            **extra,
             "samples": self.samples,
             "unique": len(self.seen),
             "duplicates": self.duplicates,
