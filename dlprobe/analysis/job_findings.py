@@ -13,7 +13,7 @@ from dlprobe.analysis.memory_findings import COW_MIN_GROWTH
 from dlprobe.analysis.model import SEVERITIES, Finding, RunData
 from dlprobe.analysis.run_findings import find_run_problems
 from dlprobe.analysis.stack_causes import frame_text, main_thread
-from dlprobe.rundir.schema import EV_DUPES, EV_SCRIPT_ERROR
+from dlprobe.rundir.schema import EV_DUPES, EV_SCRIPT_ERROR, STDERR_FILE, STOP_REASON_HANG
 from dlprobe.units import format_bytes
 
 UNEVEN_SHARE = 0.5  # a rank with fewer than half the batches of the busiest rank idles or hangs the job
@@ -383,7 +383,7 @@ def find_rank_duplicates(job: Job) -> list[Finding]:
 
 _FAILURE = re.compile(
     r"^\s*host\s*:\s*(?P<host>\S+)\s*\n\s*rank\s*:\s*(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)\s*\n"
-    r"\s*exitcode\s*:\s*(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)(?: \((?P<signal>\w+)\))?\s*\n"
+    r"\s*exitcode\s*:\s*(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)[ \t]*(?:\((?P<signal>\w+)\))?[ \t]*\n"
     r"\s*error_file\s*:\s*(?P<file>.*)$",
     re.MULTILINE,
 )
@@ -416,11 +416,16 @@ def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
     """The launcher's own report of a failed rank, kept where no finding of that rank explains the failure."""
     findings = []
     for node, run in enumerate(job.runs):
+        if run.result.get("stop_reason") == STOP_REASON_HANG:
+            continue  # dlprobe stopped the job (--on-hang stop): the failures torchrun lists are its doing
         try:
-            stderr = (run.path / "stderr.log").read_text(errors="replace")
+            stderr = (run.path / STDERR_FILE).read_text(errors="replace")
         except OSError:
             continue
-        for failure in launcher_failures(stderr):
+        failures = launcher_failures(stderr)
+        # The ranks torchrun stopped because of the root cause (SIGTERM) are its consequence, not more failures.
+        roots = [f for f in failures if f["root_cause"]] or failures
+        for failure in roots:
             view = next((v for v in job.ranks if v.node == node and v.rank == failure["rank"]), None)
             label = job.label(view) if view else f"rank {failure['rank']}"
             explained = [f for f in found if f.severity == "error" and label in _rank_labels(f)]
@@ -443,7 +448,7 @@ def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
                     ),
                     fix="Read that rank's traceback; decorate the entry point with "
                     "torch.distributed.elastic.multiprocessing.errors.record to get it in the summary.",
-                    evidence=failure,
+                    evidence={**failure, "other_failures": [f for f in failures if f is not failure]},
                 )
             )
     return findings

@@ -156,22 +156,33 @@ torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 train.py FAILED
 ------------------------------------------------------------
 Failures:
-  <NO_OTHER_FAILURES>
+[1]:
+  time      : 2026-11-23_13:17:51
+  host      : node-a
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 10)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 10
 ------------------------------------------------------------
 Root Cause (first observed failure):
 [0]:
-  time      : 2026-11-23_13:00:00
+  time      : 2026-11-23_13:17:51
   host      : node-a
   rank      : 1 (local_rank: 1)
-  exitcode  : 1 (pid: 20)
-  error_file: <N/A>
+  exitcode  : 1 (pid: 20) \n  error_file: <N/A>
   traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
 ============================================================
 """
 
 
 def test_torchruns_failure_summary_is_read():
-    [failure] = launcher_failures(CHILD_FAILED)
+    stopped, failure = launcher_failures(CHILD_FAILED)  # as torch 2.13 prints it (a trailing space, two spaces)
+    assert (stopped["rank"], stopped["exit_code"], stopped["signal"], stopped["root_cause"]) == (
+        0,
+        -15,
+        "SIGTERM",
+        False,
+    )
     assert failure == {"rank": 1, "local_rank": 1, "host": "node-a", "exit_code": 1, "pid": 20, "signal": None,
                        "error_file": "<N/A>", "root_cause": True}  # fmt: skip
     assert launcher_failures("Traceback ...\nValueError: x\n") == []
@@ -182,6 +193,7 @@ def test_a_failed_rank_with_nothing_else_to_explain_it(tmp_path):
     findings = analyze_job(split_job([two_ranks(path=str(tmp_path))]))
     [failed] = [f for f in findings if f.code == "rank-failed"]
     assert failed.title == "Rank 1 (pid 20) failed with exit code 1 first: the root cause torchrun names"
+    assert [f["rank"] for f in failed.evidence["other_failures"]] == [0]  # stopped by torchrun: no finding of its own
 
 
 def test_ranks_text():
