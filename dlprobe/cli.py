@@ -9,7 +9,7 @@ import typer
 
 from dlprobe import __version__
 from dlprobe.commands import check, demo, report, run, scan, triage, tune
-from dlprobe.commands.options import SCRIPT_COMMAND
+from dlprobe.commands.options import SCRIPT_COMMAND, LaunchCommand
 from dlprobe.errors import USAGE_EXIT_CODE, DlprobeError
 
 app = typer.Typer(
@@ -35,13 +35,13 @@ def _root(
 
 
 # In the order a user meets them; commands that run a script take everything after it as the script's own.
-app.command(context_settings=SCRIPT_COMMAND)(run.run)
+app.command(cls=LaunchCommand, context_settings=SCRIPT_COMMAND)(run.run)
 app.command()(report.report)
-app.command(context_settings=SCRIPT_COMMAND)(tune.tune)
+app.command(cls=LaunchCommand, context_settings=SCRIPT_COMMAND)(tune.tune)
 app.command()(demo.demo)
-app.command(context_settings=SCRIPT_COMMAND)(check.check)
+app.command(cls=LaunchCommand, context_settings=SCRIPT_COMMAND)(check.check)
 app.command()(triage.triage)
-app.command(context_settings=SCRIPT_COMMAND)(scan.scan)
+app.command(cls=LaunchCommand, context_settings=SCRIPT_COMMAND)(scan.scan)
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ from dlprobe.rundir.schema import (
     HANG_RECORD_GLOB,
     HANGS_DIR,
     KERNEL_FILE,
+    LAUNCH_COMMAND,
     META_FILE,
     RESULT_FILE,
     SAMPLE_GONE,
@@ -162,7 +163,9 @@ class RunData:
     def probe_started(self) -> bool:
         """Whether the target's probe wrote its start event (only `dlprobe run` targets, with a target pid, do)."""
         script = str(self.meta.get("script") or "")
-        if not self.meta.get("target_pid") or script.startswith("<"):
+        # A command after `--` starts no bootstrap (its Python processes are probed through sitecustomize, and it may
+        # start none): there is no start event to miss.
+        if not self.meta.get("target_pid") or script.startswith("<") or self.meta.get("launch") == LAUNCH_COMMAND:
             return True
         # A process probed through the environment (dlprobe run -- COMMAND) says who it is instead of "start".
         return any(e.get("ev") in (EV_START, EV_PROCESS) for e in self.events)

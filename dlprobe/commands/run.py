@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from dlprobe.commands.options import SCRIPT_ARGS, json_option, out_option
+from dlprobe.commands.options import MODULE_HELP, SCRIPT_ARGS, json_option, launch_kind, out_option
 
 
 def run(
-    script: str = typer.Argument(..., help="The training script, run unmodified."),
+    ctx: typer.Context,
+    script: str = typer.Argument(
+        ..., help="The training script, run unmodified; with -m a module; after -- any command (torchrun ...)."
+    ),
     script_args: list[str] | None = SCRIPT_ARGS,
+    module: bool = typer.Option(False, "-m", help=MODULE_HELP),
     out: str | None = out_option(),
     json_path: str | None = json_option("Also write the report as JSON to this path."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary; just the run directory."),
@@ -20,13 +24,24 @@ def run(
 ) -> None:
     """Run SCRIPT under the probe and report on every DataLoader it creates.
 
-    dlprobe's own output goes to stderr; the script's stdout, stderr and exit code come through unchanged.
+    `dlprobe run train.py ARGS`, `dlprobe run -m mypkg.train ARGS`, or any launcher after `--`:
+    `dlprobe run -- torchrun --nproc-per-node 2 train.py`. Every Python process of the command that builds a
+    DataLoader is probed (each rank of a job). dlprobe's own output goes to stderr; the target's stdout, stderr
+    and exit code come through unchanged.
     """
     from dlprobe.console import err_console
     from dlprobe.render.run_outputs import write_outputs
     from dlprobe.supervisor.run_target import RunOptions, run_script
 
-    options = RunOptions(script, list(script_args or []), out, not quiet, hang_timeout=hang_timeout, on_hang=on_hang)
+    options = RunOptions(
+        script,
+        list(script_args or []),
+        out,
+        not quiet,
+        hang_timeout=hang_timeout,
+        on_hang=on_hang,
+        launch=launch_kind(ctx, module),
+    )
     outcome = run_script(options)
     write_outputs(outcome.run_dir, None if quiet else err_console(), json_path)
     raise typer.Exit(outcome.exit_code)

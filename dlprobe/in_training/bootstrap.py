@@ -2,29 +2,41 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
 import traceback
+from collections.abc import Callable
 
 from dlprobe.in_training import hooks
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.tracebacks import clean_chain, install_excepthook
 from dlprobe.rundir.schema import EV_SCRIPT_ERROR, EV_START
 
+MODULE_FLAG = "-m"
+
 
 def main() -> None:
-    if len(sys.argv) < 2:
-        sys.exit("usage: python -m dlprobe.in_training.bootstrap SCRIPT [ARGS...]")
-    script, args = sys.argv[1], sys.argv[2:]
+    if len(sys.argv) < 2 or (sys.argv[1] == MODULE_FLAG and len(sys.argv) < 3):
+        sys.exit("usage: python -m dlprobe.in_training.bootstrap (SCRIPT | -m MODULE) [ARGS...]")
+    module = sys.argv[2] if sys.argv[1] == MODULE_FLAG else None
+    script, args = (module, sys.argv[3:]) if module is not None else (sys.argv[1], sys.argv[2:])
     hooks.install()
     log = get_log()
     if log is not None:
-        log.emit(EV_START, script=script, argv=args, python=sys.version.split()[0])
-    sys.argv = [script, *args]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
+        log.emit(EV_START, script=script, argv=args, python=sys.version.split()[0], module=module is not None)
+    if module is not None:
+        # As `python -m`: the current directory first on the path; runpy sets argv[0] to the module's file.
+        sys.argv = [module, *args]
+        sys.path[0] = os.getcwd()
+        run = _module_runner(module)
+    else:
+        sys.argv = [script, *args]
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+        run = _script_runner(script)
     try:
-        runpy.run_path(script, run_name="__main__")
+        run()
     except SystemExit:
         hooks.flush_all()
         raise
@@ -46,6 +58,22 @@ def main() -> None:
             )
         install_excepthook()
         raise
+
+
+def _script_runner(script: str) -> Callable[[], object]:
+    return lambda: runpy.run_path(script, run_name="__main__")
+
+
+def _module_runner(module: str) -> Callable[[], object]:
+    """Finds the module first, so a missing one reads as python's own message (exit 1), not as a probe traceback."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except Exception as exc:  # a parent package that fails to import: python -m says the same, then exits 1
+        problem = f"{type(exc).__name__}: {exc}"
+        sys.exit(f"{sys.executable}: Error while finding module specification for {module!r} ({problem})")
+    if spec is None:
+        sys.exit(f"{sys.executable}: No module named {module}")
+    return lambda: runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import weakref
 from types import ModuleType
 from typing import Any, cast
 
-from dlprobe.in_training import inflight, probe_errors, runtime_state, startup_profile
+from dlprobe.in_training import identity, inflight, probe_errors, runtime_state, startup_profile
 from dlprobe.in_training.batch_info import describe_batch
 from dlprobe.in_training.dataset_inspect import summarize_dataset
 from dlprobe.in_training.event_log import get_log
@@ -66,6 +66,7 @@ class LoaderProbe:
         self.epoch_open = True
         self.described_batch = False
         self.dupes = DuplicateCounter(sketch=_in_distributed_job()) if self.hash_samples else None
+        identity.emit_if_changed()  # Lightning's rank 0 learns its rank only once the process group is up
         workers = None
         if new_iterator and hasattr(iterator, "_workers"):
             # Read each new worker once right here: a forked worker starts copying pages at once, and the
@@ -176,6 +177,7 @@ def _probe_for(loader: Any) -> LoaderProbe:
         # _DatasetKind.Iterable == 1; in a distributed job every loader's samples are sketched, so that the
         # report can tell ranks that read the same samples (no DistributedSampler) apart.
         probe.hash_samples = bool(getattr(loader, "_dataset_kind", 0)) or _in_distributed_job()
+        identity.emit_if_changed()  # who wrote the loader comes before the loader: rank, node, host
         try:
             _emit(EV_LOADER, **_loader_config(loader, probe.loader_id))
         except Exception as exc:  # inspection must never break training
@@ -202,6 +204,7 @@ def _wrap_init(original_init: Any) -> Any:
     @functools.wraps(original_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         _created.setdefault(self, time.time())
+        _start_main_process()  # a process probed through sitecustomize becomes a training process here
         startup_profile.mark_loader_created()
         original_init(self, *args, **kwargs)
 
@@ -345,6 +348,7 @@ def patch_dataloader(module: ModuleType) -> None:
     _patch_family(loader_cls, "__iter__", _wrap_iter)
     _patch_family(base_iter_cls, "__next__", _wrap_next)
     loader_cls._dlprobe_patched = True
+    _register_atexit()
     try:  # loaders without workers fetch in this process: record those too
         inflight.patch_fetchers()
     except Exception as exc:
@@ -399,6 +403,18 @@ def flush_all() -> None:
     probe_errors.flush()
 
 
+def patched_spec(fullname: str, path: Any, target: Any, asking: object) -> importlib.machinery.ModuleSpec | None:
+    """torch's dataloader module's spec from the other finders, with a loader that patches it once executed."""
+    for finder in sys.meta_path:
+        if finder is asking or getattr(finder, "_dlprobe_finder", False) or not hasattr(finder, "find_spec"):
+            continue
+        spec = finder.find_spec(fullname, path, target)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _PatchingLoader(spec.loader)
+            return spec
+    return None
+
+
 class _PatchingLoader(importlib.abc.Loader):
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -415,28 +431,58 @@ class _PatchingLoader(importlib.abc.Loader):
 class _PatchOnImport(importlib.abc.MetaPathFinder):
     """Patches torch's dataloader module the moment the script imports it, so torch loads lazily."""
 
+    _dlprobe_finder = True  # the injected sitecustomize's finder says the same: one of them is enough
+
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname != DATALOADER_MODULE:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _PatchingLoader(spec.loader)
-                return spec
-        return None
+        return patched_spec(fullname, path, target, self)
 
 
-def install() -> None:
-    """Install the hooks: patch now if torch's dataloader is already imported, else on import."""
+_main_started = False
+_atexit_registered = False
+
+
+def _start_main_process() -> None:
+    """This process's own in-flight slot, once: at install (bootstrap), or when a process probed only through the
+    injected sitecustomize (a torchrun rank, a re-launched Lightning rank) builds its first DataLoader. DataLoader
+    workers never build one, so they keep exactly the worker path."""
+    global _main_started
+    if _main_started:
+        return
+    _main_started = True
     run_dir = os.environ.get(RUN_DIR_ENV)
     if run_dir:
         inflight.start_main(run_dir)
+
+
+def _forget_main_in_child() -> None:
+    # A forked child that builds loaders of its own (a fork-started rank) needs a slot of its own.
+    global _main_started
+    _main_started = False
+
+
+os.register_at_fork(after_in_child=_forget_main_in_child)
+
+
+def _register_atexit() -> None:
+    global _atexit_registered
+    if not _atexit_registered:
+        _atexit_registered = True
+        atexit.register(flush_all)
+
+
+def install() -> None:
+    """Install the hooks (idempotent): patch now if torch's dataloader is already imported, else on import.
+
+    The bootstrap calls this before the script runs; the injected sitecustomize may have put its own lazy finder
+    in place already in the same process, in which case no second one is added.
+    """
+    _start_main_process()
     startup_profile.start()
     module = sys.modules.get(DATALOADER_MODULE)
     if module is not None:
         patch_dataloader(module)
-    else:
+    elif not any(getattr(finder, "_dlprobe_finder", False) for finder in sys.meta_path):
         sys.meta_path.insert(0, _PatchOnImport())
-    atexit.register(flush_all)
+    _register_atexit()

@@ -90,6 +90,9 @@ TUNE_CONFIG_ENV = "DLPROBE_TUNE_CONFIG"
 EXIT_NO_BATCHES = 3  # a tune trial's exit code when its loader gave no batch
 SCAN_OPTIONS_ENV = "DLPROBE_SCAN_OPTIONS"
 NO_STARTUP_PROFILE_ENV = "DLPROBE_NO_STARTUP_PROFILE"
+# Where the dlprobe package lives, for the sitecustomize injected on PYTHONPATH: a command may run a python that has
+# dlprobe on no path of its own (another venv, `python -I` aside); the hook appends this only if its import fails.
+PACKAGE_PATH_ENV = "DLPROBE_PACKAGE_PATH"
 
 # --- events.jsonl: the "ev" field of each line ----------------------------------------------------------
 EV_START = "start"
@@ -155,9 +158,10 @@ class Event(TypedDict):
 
 
 class StartEvent(Event, total=False):
-    script: str
+    script: str  # the script, or the module with module=True (dlprobe run -m)
     argv: list[str]
     python: str
+    module: bool
 
 
 class ScriptErrorEvent(Event, total=False):

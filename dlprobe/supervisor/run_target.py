@@ -23,7 +23,11 @@ from dlprobe.rundir.files import JsonlTail, create_run_dir, write_json
 from dlprobe.rundir.schema import (
     EV_BATCHES,
     EV_EPOCH,
+    EV_PROCESS,
     EVENTS_FILE,
+    LAUNCH_COMMAND,
+    LAUNCH_MODULE,
+    LAUNCH_SCRIPT,
     META_FILE,
     RESULT_FILE,
     RUN_DIR_ENV,
@@ -34,6 +38,7 @@ from dlprobe.rundir.schema import (
     Meta,
     Result,
 )
+from dlprobe.supervisor import launch
 from dlprobe.supervisor.hang.guard import RunGuard
 from dlprobe.supervisor.hang.watch import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
 from dlprobe.supervisor.live import LiveView
@@ -52,7 +57,7 @@ TickHook = Callable[[float, list[dict[str, Any]], subprocess.Popen[bytes]], None
 
 @dataclass
 class RunOptions:
-    script: str
+    script: str  # the script, the module (-m) or the command's program (--)
     args: list[str] = field(default_factory=list)
     out: str | None = None
     live: bool = True
@@ -60,6 +65,7 @@ class RunOptions:
     on_tick: TickHook | None = None
     hang_timeout: float = DEFAULT_HANG_TIMEOUT_S
     on_hang: str = "wait"
+    launch: str = LAUNCH_SCRIPT  # LAUNCH_SCRIPT | LAUNCH_MODULE | LAUNCH_COMMAND
 
 
 @dataclass
@@ -79,6 +85,16 @@ def check_script(script: str) -> None:
             pass
     except OSError as exc:
         raise DlprobeError(f"cannot read {script}: {exc.strerror}", hint="check the file's permissions") from None
+
+
+def check_target(script: str, launch_kind: str, args: list[str] | None = None) -> None:
+    """The script exists, the module name is one, the command's program is on PATH; else one error line, exit 2."""
+    if launch_kind == LAUNCH_MODULE:
+        launch.check_module(script)
+    elif launch_kind == LAUNCH_COMMAND:
+        launch.check_command([script, *(args or [])])
+    else:
+        check_script(script)
 
 
 def check_hang_options(options: RunOptions) -> None:
@@ -137,32 +153,56 @@ class _Pump(threading.Thread):
                     pass
 
 
+# A loader is known by (the pid of the process that built it, its id in that process): every rank has a loader 0.
+LoaderKey = tuple[int, int]
+
+
 class Progress:
     """What the live view shows, folded from the events the hooks write."""
 
     def __init__(self) -> None:
-        self.batches: dict[int, int] = {}
-        self.wait_s: dict[int, float] = {}
-        self.workers: dict[int, tuple[int, int]] = {}
+        self.batches: dict[LoaderKey, int] = {}
+        self.wait_s: dict[LoaderKey, float] = {}
+        # worker pid -> (pid of the process that built its loader, loader id, worker id)
+        self.workers: dict[int, tuple[int, int, int]] = {}
+        self.ranks: dict[int, int | None] = {}  # pid of each process that built a DataLoader -> its rank
 
     def feed(self, events: list[dict[str, Any]], sampler: Sampler) -> None:
         for ev in events:
             kind = ev.get("ev")
-            if kind == EV_EPOCH:
+            writer = int(ev.get("pid") or 0)
+            if kind == EV_PROCESS:
+                # A rank of a job (any process that builds a DataLoader): sampled from now on as a main process.
+                self.ranks[writer] = ev.get("rank")
+                sampler.add_pid(writer)
+            elif kind == EV_EPOCH:
                 for w in ev.get("workers") or []:
-                    self.workers[int(w["pid"])] = (ev["loader"], w["worker_id"])
+                    self.workers[int(w["pid"])] = (writer, ev["loader"], w["worker_id"])
                     sampler.add_pid(int(w["pid"]), worker=True)
             elif kind == EV_BATCHES:
-                lid = ev["loader"]
-                self.batches[lid] = ev.get("total", 0)
-                self.wait_s[lid] = self.wait_s.get(lid, 0.0) + sum(ev.get("waits") or [])
+                key = (writer, ev["loader"])
+                self.batches[key] = ev.get("total", 0)
+                self.wait_s[key] = self.wait_s.get(key, 0.0) + sum(ev.get("waits") or [])
+
+    def mains(self, target_pid: int) -> list[int]:
+        """The processes whose loop the hang guard watches: every process that built a DataLoader, else the target."""
+        return sorted(self.ranks) if self.ranks else [target_pid]
+
+    def _loader_name(self, key: LoaderKey) -> str:
+        pid, lid = key
+        rank = self.ranks.get(pid)
+        if rank is not None:
+            return f"rank{rank}/loader{lid}"
+        if len({p for p, _ in self.batches}) > 1:
+            return f"pid{pid}/loader{lid}"
+        return f"loader{lid}"
 
     def status(self, elapsed: float, sampler: Sampler) -> Text:
         text = Text()
         text.append("dlprobe ", style="bold cyan")
         text.append(f"{elapsed:6.1f}s ")
-        for lid, n in sorted(self.batches.items()):
-            text.append(f" loader{lid}: {n} batches")
+        for key, n in sorted(self.batches.items(), key=lambda kv: (self.ranks.get(kv[0][0]) or 0, kv[0])):
+            text.append(f" {self._loader_name(key)}: {n} batches")
         live_workers = [pid for pid in self.workers if pid not in sampler.gone]
         uss = [sampler.last.get(pid, {}).get("uss") for pid in live_workers]
         known = [u for u in uss if u is not None]
@@ -177,29 +217,33 @@ class Progress:
 
 
 def run_script(options: RunOptions) -> RunOutcome:
-    """Run the script under the probe; returns the run directory and the script's exit code."""
-    check_script(options.script)
+    """Run the script, module or command under the probe; returns the run directory and the target's exit code."""
+    check_target(options.script, options.launch, options.args)
     check_hang_options(options)
-    run_dir = create_run_dir(options.out, options.script)
+    command = launch.target_command(options.launch, options.script, options.args)
+    env = dict(os.environ)
+    launch.inject(env)
+    run_dir = create_run_dir(options.out, launch.run_name(options.launch, options.script, options.args))
     started = time.time()
     meta: Meta = {
         "schema_version": RUN_SCHEMA_VERSION,
         "dlprobe_version": __version__,
         "script": options.script,
         "argv": options.args,
+        "launch": options.launch,
+        "command": [options.script, *options.args] if options.launch == LAUNCH_COMMAND else command[3:],
+        "node_rank": launch.node_rank([options.script, *options.args]),
         "cwd": os.getcwd(),
         "started_at": started,
         "machine": machine_facts(),
     }
-    env = dict(os.environ)
     env[RUN_DIR_ENV] = str(run_dir.resolve())
     # The script writes into pipes now; unbuffered keeps its output as timely as on a terminal.
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(options.env)
-    command = [sys.executable, "-m", "dlprobe.in_training.bootstrap", options.script, *options.args]
     (run_dir / EVENTS_FILE).touch()
     view = LiveView(options.live)
-    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = _start(command, env)
     meta["target_pid"] = child.pid
     memcg = cgroup.memory_dir(child.pid)
     meta["cgroup"] = str(memcg[0]) if memcg else None
@@ -246,6 +290,16 @@ def run_script(options: RunOptions) -> RunOutcome:
     return RunOutcome(run_dir, exit_code)
 
 
+def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:  # checked before, but a command can vanish, lack a #! line, or meet E2BIG
+        raise DlprobeError(
+            f"cannot start {command[0]}: {exc.strerror or exc}",
+            hint="check that the command runs on its own, without dlprobe",
+        ) from None
+
+
 def _own_cost() -> dict[str, float]:
     """What probing cost: the supervisor's own CPU seconds and peak RSS (the target is not counted)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -279,7 +333,7 @@ def _sample_until_exit(
             if on_tick is not None:
                 on_tick(now, new_events, child)
             sampler.tick(now)
-            guard.tick(now, sorted(sampler.known - sampler.gone), progress.workers)
+            guard.tick(now, sorted(sampler.known - sampler.gone), progress.workers, progress.mains(child.pid))
             if view.enabled:
                 view.update(progress.status(now - started, sampler))
             try:

@@ -36,11 +36,18 @@ class RunGuard:
         except subprocess.TimeoutExpired:
             return False
 
-    def tick(self, now: float, pids: list[int], workers: dict[int, tuple[int, int]]) -> None:
+    def tick(
+        self,
+        now: float,
+        pids: list[int],
+        workers: dict[int, tuple[int, int, int]],
+        mains: list[int] | None = None,
+    ) -> None:
+        """`workers`: worker pid -> (its main's pid, loader, worker id); `mains`: the processes that build loaders."""
         if self.watch.stopped:
             return
         before = self.watch.count
-        stop = self.watch.check(now, pids, workers)
+        stop = self.watch.check(now, pids, workers, mains)
         if self.watch.count == before:
             return
         saved = self.run_dir / HANGS_DIR / hang_record_name(self.watch.count)

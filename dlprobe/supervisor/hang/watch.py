@@ -40,32 +40,47 @@ class HangWatch:
         self.main_pid = main_pid
         self.timeout_s = timeout_s
         self.on_hang = on_hang
-        self.main_slot = slot_path(run_dir, main_pid)
-        self.reported: set[float] = set()
+        # (pid, since) of every wait dumped already: in a job each rank's loop waits on its own
+        self.reported: set[tuple[int, float]] = set()
         self.count = 0
         self.stopped = False
 
-    def stalled_wait(self, now: float) -> dict[str, Any] | None:
-        """The main slot's loop state when the loop has waited past the timeout and was not dumped yet."""
+    def stalled_wait(self, now: float, mains: list[int] | None = None) -> tuple[int, dict[str, Any]] | None:
+        """(pid, loop state) of a training process whose loop has waited past the timeout and was not dumped yet.
+
+        `mains` are the processes that build DataLoaders (every rank of a job); the target itself by default.
+        The longest wait wins: the rank whose loader is stuck waits longer than those stuck behind it.
+        """
         if self.timeout_s <= 0:
             return None
-        slot = read_slot(self.main_slot)
-        loop = (slot or {}).get("loop") or {}
-        since = loop.get("since")
-        if loop.get("state") not in ("waiting-for-batch", "creating-iterator") or not since:
-            return None
-        if now - since < self.timeout_s or since in self.reported:
-            return None
-        return loop
+        found: tuple[int, dict[str, Any]] | None = None
+        for pid in mains or [self.main_pid]:
+            slot = read_slot(slot_path(self.run_dir, pid))
+            loop = (slot or {}).get("loop") or {}
+            since = loop.get("since")
+            if loop.get("state") not in ("waiting-for-batch", "creating-iterator") or not since:
+                continue
+            if now - since < self.timeout_s or (pid, since) in self.reported:
+                continue
+            if found is None or since < found[1]["since"]:
+                found = (pid, loop)
+        return found
 
-    def check(self, now: float, pids: list[int], workers: dict[int, tuple[int, int]]) -> bool:
+    def check(
+        self,
+        now: float,
+        pids: list[int],
+        workers: dict[int, tuple[int, int, int]],
+        mains: list[int] | None = None,
+    ) -> bool:
         """Record a hang if there is one; True when the run should now be stopped (--on-hang stop)."""
-        loop = self.stalled_wait(now)
-        if loop is None:
+        stalled = self.stalled_wait(now, mains)
+        if stalled is None:
             return False
-        self.reported.add(loop["since"])
+        main_pid, loop = stalled
+        self.reported.add((main_pid, loop["since"]))
         self.count += 1
-        record = collect(self.run_dir, self.main_pid, pids, workers, loop, now, self.count)
+        record = collect(self.run_dir, main_pid, pids, workers, loop, now, self.count, mains)
         record["on_hang"] = self.on_hang
         record["timeout_s"] = self.timeout_s
         folder = self.run_dir / HANGS_DIR
@@ -75,27 +90,41 @@ class HangWatch:
         return self.stopped
 
 
-def _role(pid: int, main_pid: int, slot: dict[str, Any] | None, workers: dict[int, tuple[int, int]]) -> dict[str, Any]:
-    if pid == main_pid:
+def _role(
+    pid: int, mains: set[int], slot: dict[str, Any] | None, workers: dict[int, tuple[int, int, int]]
+) -> dict[str, Any]:
+    """main (a process that builds loaders: each rank), worker (with its main's pid where known), or other."""
+    if pid in mains or (slot is not None and slot.get("role") == "main"):
         return {"role": "main", "loader_id": None, "worker_id": None}
+    writer = workers.get(pid)
     if slot is not None and slot.get("role") == "worker":
-        return {"role": "worker", "loader_id": slot.get("loader_id"), "worker_id": slot.get("worker_id")}
-    if pid in workers:
-        return {"role": "worker", "loader_id": workers[pid][0], "worker_id": workers[pid][1]}
-    return {"role": "other", "loader_id": None, "worker_id": None}
+        role = {"role": "worker", "loader_id": slot.get("loader_id"), "worker_id": slot.get("worker_id")}
+    elif writer is not None:
+        role = {"role": "worker", "loader_id": writer[1], "worker_id": writer[2]}
+    else:
+        return {"role": "other", "loader_id": None, "worker_id": None}
+    if writer is not None:
+        role["main_pid"] = writer[0]
+    return role
 
 
 def collect(
     run_dir: Path,
     main_pid: int,
     pids: list[int],
-    workers: dict[int, tuple[int, int]],
+    workers: dict[int, tuple[int, int, int]],
     loop: dict[str, Any],
     now: float,
     number: int,
+    mains: list[int] | None = None,
 ) -> HangRecord:
-    """Everything known about a stalled run right now: per process state, CPU use, in-flight slot, stacks."""
+    """Everything known about a stalled run right now: per process state, CPU use, in-flight slot, stacks.
+
+    The stalled main process comes first; in a job the other ranks follow as mains too, with their stacks (they
+    are typically waiting in a collective for the stalled one).
+    """
     slots = read_all(run_dir)
+    main_set = {main_pid, *(mains or [])}
     pids = [main_pid, *[p for p in pids if p != main_pid]]
     first = {pid: procstate.read_state(pid) for pid in pids}
     t0 = time.monotonic()
@@ -105,7 +134,7 @@ def collect(
     processes = []
     for pid in pids:
         state = procstate.read_state(pid)
-        entry: dict[str, Any] = {"pid": pid, **_role(pid, main_pid, slots.get(pid), workers)}
+        entry: dict[str, Any] = {"pid": pid, **_role(pid, main_set, slots.get(pid), workers)}
         if state is None:
             entry["gone"] = True
         else:
