@@ -51,7 +51,9 @@ class NodeMemory:
     uss: list[int] = field(default_factory=list)
     limit_bytes: int | None = None
     limit_kind: str | None = None  # cgroup | MemTotal
-    projected_bytes: int | None = None  # the node total at the end of the epoch, from each rank's growth so far
+    # The node total at the end of the epoch, from each rank's growth so far; None when every epoch seen ended (the
+    # peak is then what an epoch takes).
+    projected_bytes: int | None = None
     workers: int = 0  # worker processes across the node's ranks
     worker_peak_bytes: int | None = None  # the largest per-worker USS projected to the end of the epoch
     workers_per_rank_fit: int | None = None
@@ -223,8 +225,9 @@ def _node_memory(run: RunData, node: int, views: list[RankView]) -> NodeMemory:
         memory.limit_bytes, memory.limit_kind = int(run.system.cgroup_limit), "cgroup"
     elif (run.meta.get("machine") or {}).get("mem_total"):
         memory.limit_bytes, memory.limit_kind = int(run.meta["machine"]["mem_total"]), "MemTotal"
-    if memory.pss:
-        memory.projected_bytes = memory.pss[-1] + sum(_rank_growth(v) for v in views)
+    growth = sum(_rank_growth(v) for v in views)
+    if memory.pss and growth:  # an epoch still running: its growth so far, extended to the epoch's end
+        memory.projected_bytes = max(memory.pss) + growth
     memory.workers = sum(max((lo.num_workers for lo in v.run.loaders), default=0) for v in views)
     _fit_workers(memory, views)
     return memory

@@ -19,6 +19,7 @@ from dlprobe.units import format_bytes
 UNEVEN_SHARE = 0.5  # a rank with fewer than half the batches of the busiest rank idles or hangs the job
 SHARED_SAMPLES_SHARE = 0.2  # of a rank's sampled digests also read by another rank
 MIN_SHARED_SAMPLES = 4
+DISTINCT_SAMPLES_SHARE = 0.9  # a rank's own samples must be this distinct for content hashes to identify samples
 HANG_CODES = ("worker-hang", "main-hang")
 
 _COLLECTIVE = re.compile(
@@ -324,12 +325,18 @@ def find_uneven_ranks(job: Job) -> list[Finding]:
 
 
 def _digests(view: RankView, loader_id: int) -> set[str]:
-    """The sampled sample digests of the rank's first epoch of this loader (the hooks' bottom-k sketch)."""
-    per_epoch: dict[int, list[str]] = {}
+    """The sampled sample digests of the rank's first epoch of this loader (the hooks' bottom-k sketch); empty when
+    the rank's own samples repeat, since then equal contents cannot tell the same sample from a look-alike."""
+    per_epoch: dict[int, dict[str, Any]] = {}
     for ev in view.run.events:
         if ev.get("ev") == EV_DUPES and ev.get("loader") == loader_id and ev.get("digests"):
-            per_epoch[ev["epoch"]] = ev["digests"]  # the last summary of an epoch holds its sketch
-    return set(per_epoch[min(per_epoch)]) if per_epoch else set()
+            per_epoch[ev["epoch"]] = ev  # the last summary of an epoch holds its sketch
+    if not per_epoch:
+        return set()
+    first = per_epoch[min(per_epoch)]
+    if (first.get("unique") or 0) < DISTINCT_SAMPLES_SHARE * (first.get("samples") or 0):
+        return set()
+    return set(first["digests"])
 
 
 def find_rank_duplicates(job: Job) -> list[Finding]:

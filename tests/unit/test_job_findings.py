@@ -39,6 +39,7 @@ def test_each_writer_becomes_a_rank_with_its_own_loader_and_workers():
         assert [p.pid for p in view.run.processes if p.role == "main"] == [view.pid]
         assert view.run.loaders[0].epochs[0].batches == 10
     assert job.nodes[0].workers == 4
+    assert job.nodes[0].projected_bytes is None  # every epoch ended: nothing to project
     # The node's total is every process of the tree in one sampling round: launcher + 2 ranks + 4 workers.
     assert job.nodes[0].pss_peak == 50 * MiB + 2 * 200 * MiB + 4 * 300 * MiB
 
@@ -109,6 +110,10 @@ def test_ranks_reading_the_same_samples():
     job = split_job([two_ranks(r0={"digests": same}, r1={"digests": same})])
     [finding] = [f for f in analyze_job(job) if f.code == "rank-duplicates"]
     assert finding.title.startswith("Loader 0 feeds the same samples to ranks 0-1: up to 100%")
+    look_alike = fakes.rank_events(20, 1, [21, 22], digests=same)
+    next(e for e in look_alike if e["ev"] == "dupes")["unique"] = 10  # 80 samples, 10 distinct contents
+    run = fakes.job_run(fakes.rank_events(10, 0, [11, 12], digests=same) + look_alike, [])
+    assert "rank-duplicates" not in codes(analyze_job(split_job([run])))
     disjoint = [f"{i:016x}" for i in range(40, 80)]
     job = split_job([two_ranks(r0={"digests": same}, r1={"digests": disjoint})])
     assert "rank-duplicates" not in codes(analyze_job(job))
@@ -252,3 +257,27 @@ def test_the_sketch_keeps_the_same_smallest_digests_on_ranks_that_read_the_same_
     assert sketch(range(0, 400), order=-1) == same  # the same samples in another order
     assert not sketch(range(0, 200)) & sketch(range(200, 400))  # DistributedSampler's disjoint halves
     assert "digests" not in DuplicateCounter().summary()
+
+
+def test_the_process_groups_own_threads_are_no_fork_hazard():
+    from dlprobe.analysis.startup_findings import find_fork_hazard
+
+    def fork_state(names: dict[str, int]) -> dict[str, Any]:
+        return {"ev": "fork_state", "t": 101.0, "pid": 10, "loader": 0, "epoch": 0, "python_threads": [],
+                "os_threads": sum(names.values()), "os_thread_names": names, "torch_threads": 1, "openmp": True,
+                "cuda_initialized": False, "baseline": {"os_threads": 1, "python_threads": 0}}  # fmt: skip
+
+    gloo = {"python3": 1, "gloo_tcp_loop": 1, "pt_gloo_runloop": 2}
+    run = fakes.run([fakes.loader()], [], events=[fork_state(gloo)])
+    assert find_fork_hazard(run) == []
+    run = fakes.run([fakes.loader()], [], events=[fork_state({**gloo, "python3": 2})])
+    [finding] = find_fork_hazard(run)
+    assert "1 native thread(s) started since import" in finding.title
+
+
+def test_a_running_epoch_projects_the_node_total_to_its_end():
+    # 5 of 10 batches (160 samples / 2 ranks / batch 8) and each worker grew 400 MiB: 400 MiB more each by the end
+    half = {"ended": False, "batches": 5}
+    job = split_job([two_ranks(LEAKY, LEAKY, r0=half, r1=half)])
+    memory = job.nodes[0]
+    assert memory.projected_bytes == memory.pss_peak + 4 * 400 * MiB
