@@ -301,9 +301,13 @@ def find_uneven_ranks(job: Job) -> list[Finding]:
                 severity="error" if empty else "warning",
                 title=(
                     f"Loader {lid} gives {names} "
-                    + ("no batches" if len(empty) == len(short) else "far fewer batches")
-                    + f" per epoch than the others ({numbers})"
-                ),
+                    + (
+                        "no batches in an epoch while the others get theirs"
+                        if len(empty) == len(short)
+                        else "far fewer batches per epoch than the others"
+                    )
+                    + f" ({numbers})"
+                ),  # fmt: skip
                 detail=(
                     "Every rank must run the same number of steps: a rank whose loader runs dry idles while the "
                     "others train, and at the next collective (the gradient all_reduce, a barrier) the job hangs "

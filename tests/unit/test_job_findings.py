@@ -95,8 +95,17 @@ def test_a_rank_with_no_batches_is_named_with_the_counts():
     job = split_job([two_ranks(r1={"batches": 0})])
     [finding] = [f for f in analyze_job(job) if f.code == "uneven-ranks"]
     assert finding.severity == "error"
-    assert finding.title == "Loader 0 gives rank 1 no batches per epoch than the others (rank 0: 10, rank 1: 0)"
+    assert (
+        finding.title
+        == "Loader 0 gives rank 1 no batches in an epoch while the others get theirs (rank 0: 10, rank 1: 0)"
+    )
     assert finding.evidence["short_ranks"] == {"rank 1": 0}
+
+
+def test_a_rank_with_far_fewer_batches():
+    [finding] = [f for f in analyze_job(split_job([two_ranks(r1={"batches": 4})])) if f.code == "uneven-ranks"]
+    assert finding.severity == "warning"
+    assert finding.title == "Loader 0 gives rank 1 far fewer batches per epoch than the others (rank 0: 10, rank 1: 4)"
 
 
 def test_uneven_ranks_needs_far_fewer_batches_in_an_ended_epoch():
