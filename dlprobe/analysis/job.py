@@ -11,8 +11,11 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+from dlprobe.analysis.memory_findings import COW_MIN_GROWTH
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData, loaders_from_events
 from dlprobe.rundir.schema import EV_EPOCH, EV_PROCESS, HangRecord, Meta, ProcessEvent
+
+PROJECT_MIN_GROWTH = COW_MIN_GROWTH
 
 
 @dataclass
@@ -200,10 +203,16 @@ def _rank_growth(view: RankView) -> int:
         if fraction >= 1.0:
             continue
         for proc in view.run.workers(loader.loader_id):
-            values = [v for _, v in proc.series.values("pss")]
-            if len(values) >= 2:
-                extra += int(max(0, values[-1] - values[0]) * (1 / fraction - 1))
+            extra += int(_steady_growth(proc.series.values("pss")) * (1 / fraction - 1))
     return extra
+
+
+def _steady_growth(readings: list[tuple[float, int]]) -> int:
+    """Growth worth extending to the end of an epoch: a worker's start-up (imports, first batches) adds a few MiB
+    that do not go on growing, so less than a finding's threshold is taken as none."""
+    values = [v for _, v in readings]
+    grown = values[-1] - values[0] if len(values) >= 2 else 0
+    return grown if grown >= PROJECT_MIN_GROWTH else 0
 
 
 def _node_memory(run: RunData, node: int, views: list[RankView]) -> NodeMemory:
@@ -244,9 +253,10 @@ def _fit_workers(memory: NodeMemory, views: list[RankView]) -> None:
         for loader in view.run.loaders:
             fraction = _epoch_fraction(view, loader)
             for proc in view.run.workers(loader.loader_id):
-                values = [v for _, v in proc.series.values("uss")]
-                if values:
-                    peaks.append(int(max(values) + max(0, values[-1] - values[0]) * (1 / fraction - 1)))
+                readings = proc.series.values("uss")
+                if readings:
+                    peak = max(v for _, v in readings)
+                    peaks.append(int(peak + _steady_growth(readings) * (1 / fraction - 1)))
     if not peaks or not memory.limit_bytes or not views:
         return
     memory.worker_peak_bytes = max(peaks)
