@@ -141,13 +141,20 @@ def merge_rank_findings(job: Job, per_rank: list[tuple[RankView, list[Finding]]]
 
 
 def _collective_frame(proc: dict[str, Any]) -> str | None:
-    """The torch.distributed frame a process waits in (all_reduce, barrier, ...), from its hang stack."""
+    """The torch.distributed call a process waits in (all_reduce, barrier, ...), from its hang stack: the Python
+    frame where there is one (the native c10d::Work::wait below it says less), and the user's line that called it."""
     thread = main_thread(proc.get("stack") or [])
-    for frame in (thread or {}).get("frames") or []:
+    frames = (thread or {}).get("frames") or []
+    found = []
+    for frame in frames:
         name = str(frame.get("name") or "").rsplit("::", 1)[-1].rsplit(".", 1)[-1]
         if _COLLECTIVE.match(name) and _DISTRIBUTED_FILE.search(str(frame.get("file") or "") + str(frame.get("name"))):
-            return frame_text(frame)
-    return None
+            found.append(frame)
+    if not found:
+        return None
+    frame = next((f for f in found if not f.get("native")), found[0])
+    caller = next((f for f in frames if f.get("user") and not f.get("native")), None)
+    return frame_text(frame) + (f", called from {frame_text(caller)}" if caller else "")
 
 
 def _waiting_ranks(job: Job, view: RankView) -> list[dict[str, Any]]:
@@ -183,7 +190,7 @@ def _job_hang(job: Job, per_rank: list[tuple[RankView, list[Finding]]]) -> None:
         verb = "waits" if len(in_collective) == 1 else "wait"
         finding.title += f"; {labels} {verb} for it in {in_collective[0]['collective'].split(' ')[0]}"
         finding.detail += (
-            f" Every other rank waits for this one inside a collective ({labels}: "
+            " Every other rank waits for this one inside a collective ("
             + "; ".join(f"{w['rank']} in {w['collective']}" for w in in_collective)
             + "), so the whole job stands still until its process group times out."
         )
