@@ -120,7 +120,7 @@ def test_two_nodes_merge_into_one_job_report(tmp_path):
     [cow] = [f for f in report["findings"] if f["code"] == "cow-growth"]
     assert cow["title"].startswith("Loader 0 on node 0 rank 0, node 1 rank 1: every worker copied")
     assert "node 0 total" in cow["title"] and "node 1 total" in cow["title"]
-    assert "node 0 rank 0" in merged.stderr and "Node 1 total PSS peak" in merged.stderr
+    assert "node 0 rank 0" in merged.stdout and "Node 1 total PSS peak" in merged.stdout  # report prints to stdout
     # each node's own report stays a single-process report
     assert "ranks" not in json.loads((tmp_path / "node0" / "report.json").read_text())
 
