@@ -13,7 +13,7 @@ from dlprobe.check.baseline import load_baseline, save_baseline
 from dlprobe.check.config import CheckConfig, load_config
 from dlprobe.check.limits import RunWatch, Stop
 from dlprobe.check.rules import RuleResult, evaluate, failed, script_failed
-from dlprobe.commands.options import SCRIPT_ARGS, out_option
+from dlprobe.commands.options import MODULE_HELP, SCRIPT_ARGS, launch_kind, out_option
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import read_json, read_jsonl, write_json
 from dlprobe.rundir.schema import (
@@ -21,6 +21,7 @@ from dlprobe.rundir.schema import (
     EV_STOP,
     EVENTS_FILE,
     HANGS_DIR,
+    LAUNCH_SCRIPT,
     RESULT_FILE,
     STOP_REASON_HANG,
     HangRecord,
@@ -32,8 +33,12 @@ PASSED, FAILED, USAGE, SCRIPT_FAILED = 0, 1, 2, 3
 
 
 def check(
-    script: str = typer.Argument(..., help="The training script, run unmodified."),
+    ctx: typer.Context,
+    script: str = typer.Argument(
+        ..., help="The training script, run unmodified; with -m a module; after -- any command (torchrun ...)."
+    ),
     script_args: list[str] | None = SCRIPT_ARGS,
+    module: bool = typer.Option(False, "-m", help=MODULE_HELP),
     config: str | None = typer.Option(
         None,
         "--config",
@@ -83,6 +88,7 @@ def check(
     }
     overrides = {key: value for key, value in given.items() if value is not None}
     options = CheckOptions(script, list(script_args or []), config, overrides, out, junit, update_baseline, quiet)
+    options.launch = launch_kind(ctx, module)
     outcome = run_check(options, err_console())
     raise typer.Exit(outcome.exit_code)
 
@@ -97,6 +103,7 @@ class CheckOptions:
     junit: str | None = None
     update_baseline: bool = False
     quiet: bool = False
+    launch: str = LAUNCH_SCRIPT  # or LAUNCH_MODULE (-m), LAUNCH_COMMAND (after --)
 
 
 @dataclass
@@ -163,10 +170,10 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
     from dlprobe.render.check_table import check_summary
     from dlprobe.render.junit import write_junit
     from dlprobe.render.run_outputs import write_outputs
-    from dlprobe.supervisor.run_target import RunOptions, check_script, run_script
+    from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
 
     config = load_config(options.config_path, options.overrides)
-    check_script(options.script)
+    check_target(options.script, options.launch, options.args)
     baseline = _baseline_for(config, options.update_baseline)
     junit_path = Path(options.junit) if options.junit else None
     if junit_path is not None and not junit_path.parent.is_dir():
@@ -177,7 +184,7 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
     # enforces max_batches and max_seconds.
     watch = RunWatch(config.max_batches, config.max_seconds)
     run_options = RunOptions(options.script, options.args, options.out, live=not options.quiet, env=watch.env(),
-                             on_tick=watch.on_tick)  # fmt: skip
+                             on_tick=watch.on_tick, launch=options.launch)  # fmt: skip
     if config.hang_timeout is not None:
         run_options.hang_timeout = config.hang_timeout
         run_options.on_hang = "stop"

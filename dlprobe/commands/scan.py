@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dlprobe.commands.options import SCRIPT_ARGS, json_option
+from dlprobe.commands.options import MODULE_HELP, SCRIPT_ARGS, json_option, one_process_only
 from dlprobe.errors import DlprobeError
+from dlprobe.rundir.schema import LAUNCH_SCRIPT
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -19,8 +20,12 @@ if TYPE_CHECKING:
 
 
 def scan(
-    script: str = typer.Argument(..., help="The training script; it runs until its DataLoader, then stops."),
+    ctx: typer.Context,
+    script: str = typer.Argument(
+        ..., help="The training script (with -m a module); it runs until its DataLoader, then stops."
+    ),
     script_args: list[str] | None = SCRIPT_ARGS,
+    module: bool = typer.Option(False, "-m", help=MODULE_HELP),
     loader: int | None = typer.Option(
         None, "--loader", help="Only this DataLoader: 0 is the first one the script iterates (default: every one)."
     ),
@@ -43,11 +48,12 @@ def scan(
     from dlprobe.console import out_console
     from dlprobe.scan.options import build_options
 
+    launch = one_process_only(ctx, module, "scan")
     options = build_options(workers, sample_timeout, range_text, sample, seed, start_method)
     options.every_loader = loader is None
     console = None if quiet else out_console()
     raise typer.Exit(
-        run_scan_command(script, list(script_args or []), loader, options, json_path, exclude_out, console)
+        run_scan_command(script, list(script_args or []), loader, options, json_path, exclude_out, console, launch)
     )
 
 
@@ -97,6 +103,7 @@ def run_scan_command(
     json_path: str | None,
     exclude_out: str | None,
     console: Console | None,
+    launch: str = LAUNCH_SCRIPT,
 ) -> int:
     """Run the whole command; returns its exit code (0 all good, 1 bad samples, 130 interrupted)."""
     from dlprobe.render.scan import scan_summary
@@ -107,7 +114,7 @@ def run_scan_command(
     _check_writable("--exclude-out", exclude_out)
     if loader is not None and loader < 0:
         raise DlprobeError(f"--loader {loader}: loaders are numbered from 0", hint="e.g. --loader 1 for the second")
-    result = run_scan(script, args, loader, options, ScanProgress(enabled=console is not None))
+    result = run_scan(script, args, loader, options, ScanProgress(enabled=console is not None), launch)
     if console is not None:
         console.print(scan_summary(result), soft_wrap=True)
     write_scan_files(result, json_path, exclude_out)

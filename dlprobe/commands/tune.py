@@ -7,16 +7,21 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dlprobe.commands.options import SCRIPT_ARGS, json_option, out_option
+from dlprobe.commands.options import MODULE_HELP, SCRIPT_ARGS, json_option, one_process_only, out_option
 from dlprobe.errors import DlprobeError
+from dlprobe.rundir.schema import LAUNCH_SCRIPT
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 
 def tune(
-    script: str = typer.Argument(..., help="The training script; it runs up to its DataLoader and does not train."),
+    ctx: typer.Context,
+    script: str = typer.Argument(
+        ..., help="The training script (with -m a module); it runs up to its DataLoader and does not train."
+    ),
     script_args: list[str] | None = SCRIPT_ARGS,
+    module: bool = typer.Option(False, "-m", help=MODULE_HELP),
     budget: str = typer.Option("120s", "--budget", help="Time for the whole sweep, e.g. 60s or 5m."),
     batches: int = typer.Option(40, "--batches", help="Batches timed per trial."),
     loader: int = typer.Option(0, "--loader", help="Which DataLoader to tune, by the order the script iterates them."),
@@ -31,13 +36,16 @@ def tune(
     from dlprobe.console import err_console
     from dlprobe.units import parse_duration
 
+    launch = one_process_only(ctx, module, "tune")
     try:
         budget_s = parse_duration(budget)
     except ValueError as exc:
         raise DlprobeError(str(exc), hint="e.g. --budget 120s") from None
     args = list(script_args or [])
     raise typer.Exit(
-        tune_and_report(script, args, budget_s, batches, loader, max_workers, tolerance, out, json_path, err_console())
+        tune_and_report(
+            script, args, budget_s, batches, loader, max_workers, tolerance, out, json_path, err_console(), launch
+        )
     )
 
 
@@ -52,6 +60,7 @@ def tune_and_report(
     out: str | None,
     json_path: str | None,
     console: Console | None,
+    launch: str = LAUNCH_SCRIPT,
 ) -> int:
     """0 with a recommendation, 1 without one (every trial failed or none fits in memory)."""
     from dlprobe.render.tune_table import tune_summary
@@ -59,7 +68,7 @@ def tune_and_report(
     from dlprobe.rundir.schema import TUNE_PLOT_FILE
     from dlprobe.supervisor.tune_sweep import TuneOptions, run_tune
 
-    options = TuneOptions(script, args, out, budget_s, batches, loader, max_workers, tolerance)
+    options = TuneOptions(script, args, out, budget_s, batches, loader, max_workers, tolerance, launch)
     result = run_tune(options)
     plot_path: str | None = str(Path(result["dir"]) / TUNE_PLOT_FILE)
     problem = None

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import sys
+from importlib.machinery import PathFinder
 from pathlib import Path
 
 import dlprobe
@@ -25,9 +26,19 @@ _NODE_RANK_FLAGS = ("--node-rank", "--node_rank")
 
 
 def check_module(module: str) -> None:
+    """A dotted name whose top-level package exists where the target's python will look (the current directory
+    first, as python -m does). Only the top level: finding `pkg.mod` would import `pkg`, and with it maybe torch."""
     if not _MODULE_NAME.match(module):
         raise DlprobeError(
             f"{module!r} is not a module name", hint="give a dotted module name as for python -m, e.g. -m mypkg.train"
+        )
+    top = module.split(".", 1)[0]
+    if top in sys.builtin_module_names or top in sys.modules:
+        return
+    if PathFinder.find_spec(top, [os.getcwd(), *sys.path[1:]]) is None:
+        raise DlprobeError(
+            f"no module named {top}",
+            hint="run from the directory that holds the package, or install it; -m takes a module as python -m does",
         )
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -18,11 +17,19 @@ from typing import IO, Any
 
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import JsonlTail
-from dlprobe.rundir.schema import EVENTS_FILE, RUN_DIR_ENV, SCAN_OPTIONS_ENV, TAKEOVER_ENV, TAKEOVER_LOADER_ENV
+from dlprobe.rundir.schema import (
+    EVENTS_FILE,
+    LAUNCH_SCRIPT,
+    RUN_DIR_ENV,
+    SCAN_OPTIONS_ENV,
+    TAKEOVER_ENV,
+    TAKEOVER_LOADER_ENV,
+)
 from dlprobe.scan.options import ScanOptions
 from dlprobe.scan.progress import ScanProgress
 from dlprobe.scan.result import ScanResult
-from dlprobe.supervisor.run_target import check_script
+from dlprobe.supervisor.launch import target_command
+from dlprobe.supervisor.run_target import check_target
 
 TAKEOVER_FUNCTION = "dlprobe.in_training.scan.engine:take_over"  # named here as text: this side never imports torch
 POLL_S = 0.1
@@ -39,10 +46,15 @@ def _pump(source: IO[bytes], sink: Callable[[bytes], None]) -> threading.Thread:
 
 
 def run_scan(
-    script: str, args: list[str], loader: int | None, options: ScanOptions, progress: ScanProgress
+    script: str,
+    args: list[str],
+    loader: int | None,
+    options: ScanOptions,
+    progress: ScanProgress,
+    launch: str = LAUNCH_SCRIPT,
 ) -> ScanResult:
-    """Scan the dataset of the script's DataLoader number `loader` (None: every one before training)."""
-    check_script(script)
+    """Scan the dataset of the script's (or module's) DataLoader number `loader` (None: every one before training)."""
+    check_target(script, launch, args)
     result = ScanResult(script, args, loader, options.selection_text())
     interrupts = 0
     with tempfile.TemporaryDirectory(prefix="dlprobe-scan-") as run_dir:
@@ -56,7 +68,7 @@ def run_scan(
             SCAN_OPTIONS_ENV: options.to_env(),
             "PYTHONUNBUFFERED": "1",
         }
-        command = [sys.executable, "-m", "dlprobe.in_training.bootstrap", script, *args]
+        command = target_command(launch, script, args)
         child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert child.stdout is not None and child.stderr is not None
         # The script's own output goes to stderr, above the bar: stdout is kept for the summary.

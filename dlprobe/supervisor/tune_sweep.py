@@ -16,13 +16,14 @@ from dlprobe.rundir.files import DEFAULT_ROOT, create_run_dir, write_json
 from dlprobe.rundir.schema import (
     EV_TUNE_LOADER,
     EXIT_NO_BATCHES,
+    LAUNCH_SCRIPT,
     STDERR_FILE,
     TAKEOVER_ENV,
     TAKEOVER_LOADER_ENV,
     TUNE_CONFIG_ENV,
     TUNE_RESULT_FILE,
 )
-from dlprobe.supervisor.run_target import RunOptions, check_script, run_script
+from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
 from dlprobe.system.cpus import cpu_facts
 from dlprobe.system.proctree import kill_tree
 from dlprobe.tune.plan import worker_counts
@@ -45,6 +46,7 @@ class TuneOptions:
     loader: int = 0
     max_workers: int | None = None
     tolerance: float = 0.05
+    launch: str = LAUNCH_SCRIPT  # or LAUNCH_MODULE (-m)
 
 
 class _TimeLimit:
@@ -79,7 +81,7 @@ def _validate(options: TuneOptions) -> None:
 
 def run_tune(options: TuneOptions) -> dict[str, Any]:
     """Measure the trials (restarting the script if a trial kills it) and return the tune result."""
-    check_script(options.script)
+    check_target(options.script, options.launch, options.args)
     _validate(options)
     root = _tune_dir(options)
     cpus = cpu_facts()
@@ -102,7 +104,11 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         env = {TAKEOVER_ENV: RUNNER, TAKEOVER_LOADER_ENV: str(options.loader), TUNE_CONFIG_ENV: json.dumps(config)}
         limit = _TimeLimit(max(1.0, remaining) + GRACE_S)
         attempt_dir = str(root / f"attempt-{attempt}")
-        outcome = run_script(RunOptions(options.script, options.args, attempt_dir, live=False, env=env, on_tick=limit))
+        outcome = run_script(
+            RunOptions(
+                options.script, options.args, attempt_dir, live=False, env=env, on_tick=limit, launch=options.launch
+            )
+        )
         run = load_run(outcome.run_dir)
         first_run = first_run or run
         loader_info = next((e for e in run.events if e.get("ev") == EV_TUNE_LOADER), None)

@@ -1,7 +1,12 @@
-"""A torchrun job on CPU (gloo): each rank reads its share through a DistributedSampler with 2 workers."""
+"""A torchrun job on CPU (gloo): each rank reads its share through a DistributedSampler with 2 workers.
 
+--fail RANK:INDEX makes that rank's dataset raise on that index; --block RANK:INDEX makes it block forever there
+(the other rank then waits in the all_reduce that ends every epoch).
+"""
+
+import argparse
 import os
-import sys
+import threading
 
 import torch
 import torch.distributed as dist
@@ -10,24 +15,42 @@ from torch.utils.data.distributed import DistributedSampler
 
 
 class Squares(Dataset):
+    def __init__(self, rank, fail, block):
+        self.rank, self.fail, self.block = rank, fail, block
+
     def __len__(self):
         return 64
 
     def __getitem__(self, i):
+        if self.fail == (self.rank, i):
+            raise ValueError(f"sample {i} is corrupt")
+        if self.block == (self.rank, i):
+            threading.Event().wait()  # a read that never returns (a dead NFS mount, a lock never released)
         return torch.tensor([float(i * i)])
 
 
+def rank_index(text):
+    rank, index = text.split(":")
+    return int(rank), int(index)
+
+
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--fail", type=rank_index)
+    parser.add_argument("--block", type=rank_index)
+    args = parser.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-    loader = DataLoader(Squares(), batch_size=4, num_workers=2, sampler=DistributedSampler(Squares()))
+    dataset = Squares(rank, args.fail, args.block)
+    sampler = DistributedSampler(dataset, shuffle=False)
+    loader = DataLoader(dataset, batch_size=4, num_workers=2, sampler=sampler)
     total = torch.zeros(1)
-    for epoch in range(epochs):
-        loader.sampler.set_epoch(epoch)
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
         for batch in loader:
             total += batch.sum()
-    dist.all_reduce(total)
+        dist.all_reduce(total)
     print(f"rank {rank}/{world} local {os.environ.get('LOCAL_RANK')} total {int(total.item())}", flush=True)
     dist.destroy_process_group()
 
