@@ -130,3 +130,16 @@ def test_report_of_a_directory_that_is_not_a_run(tmp_path):
     result = run_dlprobe(["report", str(tmp_path), str(tmp_path / "empty")], tmp_path)
     assert result.returncode == 2
     assert result.stderr.count("error:") == 1 and "Traceback" not in result.stderr
+
+
+def test_lightning_ddp_ranks_are_one_job_report(tmp_path):
+    import pytest
+
+    pytest.importorskip("lightning")
+    run_dir = tmp_path / "run"
+    proc = run_dlprobe(["run", "--out", str(run_dir), str(SCRIPTS / "lightning_ddp.py")], tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((run_dir / "report.json").read_text())
+    # rank 1 is rank 0's child (Lightning re-launches the script): each rank keeps only its own worker
+    assert [(r["label"], r["workers"], r["batches"]) for r in report["ranks"]] == [("rank 0", 1, 4), ("rank 1", 1, 4)]
+    assert "Ranks" in proc.stderr
