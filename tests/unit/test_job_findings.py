@@ -290,3 +290,13 @@ def test_a_running_epoch_projects_the_node_total_to_its_end():
     job = split_job([two_ranks(LEAKY, LEAKY, r0=half, r1=half)])
     memory = job.nodes[0]
     assert memory.projected_bytes == memory.pss_peak + 4 * 400 * MiB
+
+
+def test_a_rank_that_died_before_its_loader_keeps_its_script_error():
+    run = two_ranks()
+    run.events.append({"ev": "script_error", "t": 101.0, "pid": 30, "type": "RuntimeError", "message": "no data",
+                       "file": "train.py", "line": 3})  # fmt: skip
+    findings = analyze_job(split_job([run]))
+    [error] = [f for f in findings if f.code == "script-error"]
+    assert error.title == "Process 30: The script raised RuntimeError: no data"
+    assert error.evidence["pid"] == 30
