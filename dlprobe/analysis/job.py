@@ -215,21 +215,35 @@ def _steady_growth(readings: list[tuple[float, int]]) -> int:
     return grown if grown >= PROJECT_MIN_GROWTH else 0
 
 
+def tree_total(processes: list[ProcessRecord], metric: str) -> tuple[list[float], list[int]]:
+    """The sum of a metric over processes at every reading time. PSS is read for a few processes per round (it is
+    costly), so each process counts with its last reading from its first to its last: summing only the readings
+    of one round would show a saw-tooth far below the truth."""
+    series = [r for r in (p.series.values(metric) for p in processes) if r]
+    times = sorted({t for readings in series for t, _ in readings})
+    totals = []
+    positions = [0] * len(series)
+    for t in times:
+        total = 0
+        for i, readings in enumerate(series):
+            if not readings[0][0] <= t <= readings[-1][0]:
+                continue
+            while positions[i] + 1 < len(readings) and readings[positions[i] + 1][0] <= t:
+                positions[i] += 1
+            total += readings[positions[i]][1]
+        totals.append(total)
+    return times, totals
+
+
 def _node_memory(run: RunData, node: int, views: list[RankView]) -> NodeMemory:
-    rounds_pss: dict[float, int] = {}
-    rounds_uss: dict[float, int] = {}
-    for proc in run.processes:
-        for t, v in proc.series.values("pss"):
-            rounds_pss[t] = rounds_pss.get(t, 0) + v
-        for t, v in proc.series.values("uss"):
-            rounds_uss[t] = rounds_uss.get(t, 0) + v
-    times = sorted(rounds_pss)
+    times, pss = tree_total(run.processes, "pss")
+    uss_times, uss = tree_total(run.processes, "uss")
+    uss_at = dict(zip(uss_times, uss, strict=True))
     host = next((v.host for v in views if v.host), None) or (run.meta.get("machine") or {}).get("hostname")
     node_rank = run.meta.get("node_rank")
     if node_rank is None:
         node_rank = next((v.node_rank for v in views if v.node_rank is not None), None)
-    memory = NodeMemory(node, node_rank, host, times, [rounds_pss[t] for t in times],
-                        [rounds_uss.get(t, 0) for t in times])  # fmt: skip
+    memory = NodeMemory(node, node_rank, host, times, pss, [uss_at.get(t, 0) for t in times])
     if run.system.cgroup_limit:
         memory.limit_bytes, memory.limit_kind = int(run.system.cgroup_limit), "cgroup"
     elif (run.meta.get("machine") or {}).get("mem_total"):

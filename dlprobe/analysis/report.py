@@ -7,7 +7,7 @@ from typing import Any
 
 from dlprobe import __version__
 from dlprobe.analysis import analyze
-from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job
+from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job, tree_total
 from dlprobe.analysis.job_findings import analyze_job
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, load_run
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, wait_summary
@@ -130,7 +130,7 @@ def _rank_entry(job: Job, view: RankView) -> dict[str, Any]:
         "wait_fraction": max(waits) if waits else None,
         "uss_peak": metric_summary(main.series, "uss")["peak"] if main else None,
         "workers_uss_peak": sum(metric_summary(p.series, "uss")["peak"] or 0 for p in workers) if workers else None,
-        "pss_peak": job_pss_peak(run.processes),
+        "pss_peak": max(tree_total(run.processes, "pss")[1], default=None),
     }
 
 

@@ -23,7 +23,7 @@ def write_outputs(run_dir: Path, console: Console | None, json_path: str | None 
         try:
             from dlprobe.render.plot import plot_memory
 
-            plot_memory(run, run_dir / PLOT_FILE)
+            plot_memory(run, run_dir / PLOT_FILE, report)
         except Exception as exc:  # a plotting problem must not lose the report
             problems.append(f"could not draw {PLOT_FILE}: {exc}")
     if console is not None:

@@ -300,3 +300,16 @@ def test_a_rank_that_died_before_its_loader_keeps_its_script_error():
     [error] = [f for f in findings if f.code == "script-error"]
     assert error.title == "Process 30: The script raised RuntimeError: no data"
     assert error.evidence["pid"] == 30
+
+
+def test_the_node_total_holds_each_processs_last_reading_between_its_readings():
+    from dlprobe.analysis.job import tree_total
+    from dlprobe.analysis.model import ProcessRecord, Series
+
+    def proc(pid: int, readings: list[tuple[float, int]]) -> ProcessRecord:
+        t, v = [t for t, _ in readings], [v for _, v in readings]
+        return ProcessRecord(pid, "other", series=Series(t=t, rss=list(v), uss=list(v), pss=list(v), swap=[0] * len(t)))
+
+    # PSS read in turns: a at 0 and 2, b at 1 and 3, c (a worker that ended) only at 1
+    a, b, c = proc(1, [(0.0, 10), (2.0, 12)]), proc(2, [(1.0, 100), (3.0, 300)]), proc(3, [(1.0, 5)])
+    assert tree_total([a, b, c], "pss") == ([0.0, 1.0, 2.0, 3.0], [10, 10 + 100 + 5, 12 + 100, 300])
