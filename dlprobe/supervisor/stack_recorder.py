@@ -49,16 +49,21 @@ class StackRecorder:
         self.started_at: float | None = None
         self.first_batch_t: float | None = None
         self.wait_s = 0.0
+        self.wait_by_pid: dict[int, float] = {}
 
     def observe(self, events: list[dict[str, Any]], now: float) -> None:
         """Start when the loop has waited for data a large share of the time; stop after the window."""
         for ev in events:
             if ev.get("ev") == EV_BATCHES:
                 waits = ev.get("waits") or []
+                pid = int(ev.get("pid") or 0)
                 if self.first_batch_t is None:
                     self.first_batch_t = ev["t"] - sum(waits)
-                    waits = waits[1:]  # the first batch is start-up, not steady waiting
-                self.wait_s += sum(waits)
+                if pid not in self.wait_by_pid:
+                    waits = waits[1:]  # each process's first batch is start-up, not steady waiting
+                self.wait_by_pid[pid] = self.wait_by_pid.get(pid, 0.0) + sum(waits)
+        # Ranks wait side by side: the share is the most any one training process waited, not their sum.
+        self.wait_s = max(self.wait_by_pid.values(), default=0.0)
         if not self.started and self.first_batch_t is not None:
             span = now - self.first_batch_t
             if span >= START_AFTER_S and self.wait_s >= START_WAIT_SHARE * span:

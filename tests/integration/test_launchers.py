@@ -159,8 +159,9 @@ def test_sigterm_to_dlprobe_reaches_the_whole_job(tmp_path: Path) -> None:
     assert_nothing_left(run_dir, DDP)
 
 
-def test_module_in_a_package_runs_as_python_m_does(tmp_path: Path) -> None:
-    package = tmp_path / "mypkg"
+def make_package(root: Path) -> None:
+    """mypkg/train.py: prints how it was run, iterates a DataLoader with 2 spawn-started workers, exits 4."""
+    package = root / "mypkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "train.py").write_text(
@@ -174,6 +175,10 @@ def test_module_in_a_package_runs_as_python_m_does(tmp_path: Path) -> None:
         "    print('batches', sum(1 for _ in loader))\n"
         "    sys.exit(4)\n"
     )
+
+
+def test_module_in_a_package_runs_as_python_m_does(tmp_path: Path) -> None:
+    make_package(tmp_path)
     run_dir = tmp_path / "run"
     proc = run_dlprobe(["run", "-q", "--out", str(run_dir), "-m", "mypkg.train", "--lr", "3", "-q"], tmp_path)
     assert proc.returncode == 4, proc.stderr[-3000:]
@@ -255,3 +260,41 @@ def test_two_nodes_each_under_its_own_dlprobe(tmp_path: Path) -> None:
         (identity,) = of_kind(run_dir, "process")
         assert (identity["rank"], identity["node_rank"], identity["world_size"]) == (node, node, 2)
         assert f"rank {node}/2" in out
+
+
+def test_check_gates_a_torchrun_job(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    args = ["check", "-q", "--out", str(run_dir), "--max-batches", "3", "--fail-on", "no-loader", "--"]
+    proc = run_dlprobe([*args, *torchrun(DDP, "--epochs", "3")], tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    check = json.loads((run_dir / "check.json").read_text())
+    assert check["passed"] and check["stop"]["reason"] == "max_batches"
+    # every rank stops itself after 3 batches (the limit is per process, as num_workers is per rank)
+    stops = of_kind(run_dir, "stop")
+    assert sorted(e["batches"] for e in stops) == [3, 3] and len({e["pid"] for e in stops}) == 2
+
+
+def test_scan_and_tune_take_one_process_not_a_command(tmp_path: Path) -> None:
+    for command in ("scan", "tune"):
+        proc = run_dlprobe([command, "--", "torchrun", "--nproc-per-node", "2", "train.py"], tmp_path)
+        assert proc.returncode == 2
+        assert proc.stderr.startswith(f"error: dlprobe {command} runs one process, not a command after --")
+        assert "Traceback" not in proc.stderr
+
+
+def test_a_rank_that_dies_before_its_loader(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = run_dlprobe(["run", "--out", str(run_dir), "--", *torchrun(DDP, "--die", "1:7")], tmp_path, timeout=240)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # torchrun's own code for a failed rank
+    assert "exitcode  : 7" in proc.stderr  # torchrun's own summary names the rank's code
+    assert "/dlprobe/" not in proc.stderr  # no traceback through dlprobe's code, only torchrun's own
+    assert (run_dir / "report.json").exists()
+    assert {e["rank"] for e in of_kind(run_dir, "process")} <= {0}
+    assert_nothing_left(run_dir, DDP)
+
+
+def test_scan_takes_a_module(tmp_path: Path) -> None:
+    make_package(tmp_path)
+    proc = run_dlprobe(["scan", "-m", "mypkg.train", "--workers", "1"], tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "checked 16 of 16 samples" in proc.stdout and "no bad samples" in proc.stdout

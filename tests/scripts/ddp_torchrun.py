@@ -1,7 +1,8 @@
 """A torchrun job on CPU (gloo): each rank reads its share through a DistributedSampler with 2 workers.
 
 --fail RANK:INDEX makes that rank's dataset raise on that index; --block RANK:INDEX makes it block forever there
-(the other rank then waits in the all_reduce that ends every epoch).
+(the other rank then waits in the all_reduce that ends every epoch); --die RANK:CODE makes that rank exit with CODE
+before it builds its DataLoader.
 """
 
 import argparse
@@ -39,9 +40,12 @@ def main():
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--fail", type=rank_index)
     parser.add_argument("--block", type=rank_index)
+    parser.add_argument("--die", type=rank_index)
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    if args.die and args.die[0] == rank:
+        os._exit(args.die[1])
     dataset = Squares(rank, args.fail, args.block)
     sampler = DistributedSampler(dataset, shuffle=False)
     loader = DataLoader(dataset, batch_size=4, num_workers=2, sampler=sampler)
