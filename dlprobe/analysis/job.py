@@ -102,8 +102,12 @@ def identities(run: RunData) -> dict[int, ProcessEvent]:
 
 
 def is_job(runs: list[RunData]) -> bool:
-    """Several run directories, or one whose events come from more than one probed process."""
-    return len(runs) > 1 or (len(runs) == 1 and len(identities(runs[0])) > 1)
+    """Several run directories, or one whose events come from more than one probed process or from a rank of a
+    distributed job (the other ranks may have died before building a loader)."""
+    if len(runs) != 1:
+        return len(runs) > 1
+    found = identities(runs[0])
+    return len(found) > 1 or any((ident.get("world_size") or 1) > 1 for ident in found.values())
 
 
 def _worker_pids(events: list[dict[str, Any]], writer: int) -> set[int]:

@@ -456,13 +456,16 @@ def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
                 Finding(
                     code="rank-failed",
                     severity="error",
-                    title=f"{label[0].upper()}{label[1:]} (pid {failure['pid']}) failed with {how}"
-                    + (" first: the root cause torchrun names" if failure["root_cause"] else ""),
+                    title=f"{label[0].upper()}{label[1:]} (pid {failure['pid']}) failed "
+                    + ("first, " if failure["root_cause"] else "")
+                    + f"with {how}"
+                    + (" (torchrun's root cause)" if failure["root_cause"] else ""),
                     detail=(
                         "torchrun's error summary (ChildFailedError) names this rank; the rest of the job was "
                         "stopped because of it. Its traceback is in stderr.log above the summary"
                         + ("" if failure["error_file"].startswith("<") else f" and in {failure['error_file']}")
                         + "."
+                        + ("" if view else " It never built a DataLoader, so dlprobe saw nothing else of it.")
                     ),
                     fix="Read that rank's traceback; decorate the entry point with "
                     "torch.distributed.elastic.multiprocessing.errors.record to get it in the summary.",

@@ -143,3 +143,12 @@ def test_lightning_ddp_ranks_are_one_job_report(tmp_path):
     # rank 1 is rank 0's child (Lightning re-launches the script): each rank keeps only its own worker
     assert [(r["label"], r["workers"], r["batches"]) for r in report["ranks"]] == [("rank 0", 1, 4), ("rank 1", 1, 4)]
     assert "Ranks" in proc.stderr
+
+
+def test_a_rank_that_dies_before_its_loader_is_named_from_torchruns_summary(tmp_path):
+    result = run_job(tmp_path, "ddp_torchrun.py", "--die", "1:7")
+    assert result.returncode == 1  # torchrun's own code for a failed rank
+    [failed] = result.findings("rank-failed")
+    assert failed["title"].startswith("Rank 1 (pid ") and "with exit code 7" in failed["title"]
+    assert "never built a DataLoader" in failed["detail"]
+    assert [r["label"] for r in result.report["ranks"]] == ["rank 0"]

@@ -59,7 +59,7 @@ def rank_events(
     workers: list[int],
     batches: int = 10,
     ended: bool = True,
-    world_size: int = 2,
+    world_size: int | None = 2,
     loader_id: int = 0,
     dataset_len: int = 160,
     digests: list[str] | None = None,

@@ -45,8 +45,11 @@ def test_each_writer_becomes_a_rank_with_its_own_loader_and_workers():
 
 
 def test_one_writer_is_not_a_job():
-    run = fakes.job_run(fakes.rank_events(10, None, [11]), fakes.rank_processes(10, [11], FLAT))
+    run = fakes.job_run(fakes.rank_events(10, None, [11], world_size=None), fakes.rank_processes(10, [11], FLAT))
     assert not is_job([run])
+    # one rank of two left events (the other died before its loader): still a job, so its failure is reported
+    run = fakes.job_run(fakes.rank_events(10, 0, [11]), fakes.rank_processes(10, [11], FLAT))
+    assert is_job([run])
     assert is_job([two_ranks()])
 
 
@@ -206,7 +209,7 @@ def test_a_failed_rank_with_nothing_else_to_explain_it(tmp_path):
     (tmp_path / "stderr.log").write_text(CHILD_FAILED)
     findings = analyze_job(split_job([two_ranks(path=str(tmp_path))]))
     [failed] = [f for f in findings if f.code == "rank-failed"]
-    assert failed.title == "Rank 1 (pid 20) failed with exit code 1 first: the root cause torchrun names"
+    assert failed.title == "Rank 1 (pid 20) failed first, with exit code 1 (torchrun's root cause)"
     assert [f["rank"] for f in failed.evidence["other_failures"]] == [0]  # stopped by torchrun: no finding of its own
 
 
