@@ -121,8 +121,9 @@ def test_two_nodes_merge_into_one_job_report(tmp_path):
     assert cow["title"].startswith("Loader 0 on node 0 rank 0, node 1 rank 1: every worker copied")
     assert "node 0 total" in cow["title"] and "node 1 total" in cow["title"]
     assert "node 0 rank 0" in merged.stdout and "Node 1 total PSS peak" in merged.stdout  # report prints to stdout
-    # each node's own report stays a single-process report
-    assert "ranks" not in json.loads((tmp_path / "node0" / "report.json").read_text())
+    # each node's own report is its part of the job: its one rank
+    own = json.loads((tmp_path / "node1" / "report.json").read_text())
+    assert [r["label"] for r in own["ranks"]] == ["rank 1"] and own["job"]["nodes"][0]["node_rank"] == 1
 
 
 def test_report_of_a_directory_that_is_not_a_run(tmp_path):
