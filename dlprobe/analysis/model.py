@@ -16,6 +16,7 @@ from dlprobe.rundir.schema import (
     EV_EPOCH_END,
     EV_LOADER,
     EV_LOADER_ERROR,
+    EV_PROCESS,
     EV_SCRIPT_ERROR,
     EV_START,
     EV_START_METHOD,
@@ -113,6 +114,7 @@ class LoaderRecord:
     errors: list[dict[str, Any]] = field(default_factory=list)
     # The parent's garbage collector when workers first started (enabled, frozen objects, pymalloc blocks).
     gc_at_fork: dict[str, Any] | None = None
+    writer: int | None = None  # the pid of the process that built it (ranks of a job reuse loader ids)
 
     @property
     def dataset(self) -> dict[str, Any]:
@@ -165,7 +167,8 @@ class RunData:
         # start none): there is no start event to miss.
         if not self.meta.get("target_pid") or script.startswith("<") or self.meta.get("launch") == LAUNCH_COMMAND:
             return True
-        return any(e.get("ev") == EV_START for e in self.events)
+        # A process probed through the environment (dlprobe run -- COMMAND) says who it is instead of "start".
+        return any(e.get("ev") in (EV_START, EV_PROCESS) for e in self.events)
 
     @property
     def script_error(self) -> ScriptErrorEvent | None:
@@ -182,18 +185,30 @@ class RunData:
 WorkerStart = dict[int, tuple[int, int, float, dict[str, int] | None]]
 
 
-def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord], WorkerStart]:
-    """Loaders with their epochs and batch waits, and each worker pid's (loader, worker id, start reading)."""
-    loaders: dict[int, LoaderRecord] = {}
+def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord], WorkerStart]:
+    """Loaders with their epochs and batch waits, and each worker pid's (loader, worker id, start reading).
+
+    Loaders are keyed by (writer pid, loader id): every rank of a job numbers its loaders from 0. A worker's own
+    events (its pid is not the writer's) belong to the loader of that id whose epoch listed the worker."""
+    loaders: dict[tuple[int | None, int], LoaderRecord] = {}
     worker_of: WorkerStart = {}
+    writer_of: dict[int, int | None] = {}  # worker pid -> the pid of the process that started it
     for ev in events:
         kind = ev.get("ev")
         lid = ev.get("loader")
+        pid = ev.get("pid")
         if kind == EV_LOADER and isinstance(lid, int):
             config = {k: v for k, v in ev.items() if k not in ("ev", "t", "pid", "loader")}
-            loaders[lid] = LoaderRecord(lid, config, ev["t"])
+            loaders[(pid, lid)] = LoaderRecord(lid, config, ev["t"], writer=pid)
             continue
-        lo = loaders.get(lid) if isinstance(lid, int) else None
+        if not isinstance(lid, int):
+            continue
+        lo = loaders.get((pid, lid))
+        if lo is None and isinstance(pid, int) and pid in writer_of:
+            lo = loaders.get((writer_of[pid], lid))
+        if lo is None:  # one process built loaders: its workers' early events need no writer to find it
+            same_id = [record for (_, i), record in loaders.items() if i == lid]
+            lo = same_id[0] if len(same_id) == 1 else None
         if lo is None:
             continue
         if kind == EV_START_METHOD:
@@ -204,6 +219,7 @@ def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecor
                 lo.gc_at_fork = ev["gc"]
             for w in ev.get("workers") or []:
                 worker_of[int(w["pid"])] = (lo.loader_id, int(w["worker_id"]), float(ev["t"]), w.get("memory"))
+                writer_of[int(w["pid"])] = lo.writer
         elif kind == EV_BATCHES and lo.epochs:
             epoch = lo.epochs[-1]
             epoch.waits.extend(ev.get("waits") or [])
@@ -218,7 +234,7 @@ def _loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecor
     for lo in loaders.values():
         if lo.start_method is None:
             lo.start_method = lo.config.get("start_method")
-    return sorted(loaders.values(), key=lambda lo: lo.loader_id), worker_of
+    return sorted(loaders.values(), key=lambda lo: (lo.loader_id, lo.t_created)), worker_of
 
 
 def _append(series: Series, t: float, values: dict[str, Any]) -> None:
@@ -236,7 +252,7 @@ def load_run(path: Path) -> RunData:
     meta: Meta = read_json(path / META_FILE)
     result: Result = read_json(path / RESULT_FILE) if (path / RESULT_FILE).exists() else {}
     events = list(read_jsonl(path / EVENTS_FILE))
-    loaders, worker_of = _loaders_from_events(events)
+    loaders, worker_of = loaders_from_events(events)
     main_pid = meta.get("target_pid")
     processes: dict[int, ProcessRecord] = {}
     system = SystemSeries()

@@ -7,6 +7,8 @@ from typing import Any
 
 from dlprobe import __version__
 from dlprobe.analysis import analyze
+from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job, tree_total
+from dlprobe.analysis.job_findings import analyze_job
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, load_run
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, wait_summary
 
@@ -91,6 +93,94 @@ def _process_order(proc: Any) -> tuple[int, int, int, int]:
 
 
 def report_for(path: Path) -> tuple[RunData, dict[str, Any]]:
-    """Load a run directory, analyze it and build its report."""
+    """Load a run directory, analyze it and build its report (a job report when several processes were probed)."""
     run = load_run(path)
+    if is_job([run]):
+        job = split_job([run])
+        return run, build_job_report(job, analyze_job(job))
     return run, build_report(run, analyze(run))
+
+
+def job_report_for(paths: list[Path]) -> tuple[Job, dict[str, Any]]:
+    """Several run directories (one per node of a job) merged into one job report."""
+    job = split_job([load_run(path) for path in paths])
+    return job, build_job_report(job, analyze_job(job))
+
+
+def _rank_entry(job: Job, view: RankView) -> dict[str, Any]:
+    run = view.run
+    loaders = [wait_summary(lo) for lo in run.loaders]
+    waits = [lo["wait_fraction"] for lo in loaders if lo["wait_fraction"] is not None and lo["batches"]]
+    main = next((p for p in run.processes if p.role == "main"), None)
+    workers = run.workers()
+    ident = view.identity
+    return {
+        "label": job.label(view),
+        "pid": view.pid,
+        "rank": ident.get("rank"),
+        "local_rank": ident.get("local_rank"),
+        "world_size": ident.get("world_size"),
+        "node_rank": view.node_rank,
+        "host": ident.get("host"),
+        "run_dir": str(run.path),
+        "loaders": len(run.loaders),
+        "workers": len(workers),
+        "num_workers": max((lo.num_workers for lo in run.loaders), default=0),
+        "batches": sum(lo["batches"] for lo in loaders),
+        "wait_fraction": max(waits) if waits else None,
+        "uss_peak": metric_summary(main.series, "uss")["peak"] if main else None,
+        "workers_uss_peak": sum(metric_summary(p.series, "uss")["peak"] or 0 for p in workers) if workers else None,
+        "pss_peak": max(tree_total(run.processes, "pss")[1], default=None),
+    }
+
+
+def _node_entry(job: Job, memory: NodeMemory) -> dict[str, Any]:
+    run = job.runs[memory.node]
+    return {
+        "node": memory.node,
+        "node_rank": memory.node_rank,
+        "host": memory.host,
+        "run_dir": str(run.path),
+        "exit_code": run.result.get("exit_code"),
+        "ranks": [job.label(v) for v in job.ranks if v.node == memory.node],
+        "worker_processes": memory.workers,
+        "pss_peak": memory.pss_peak,
+        "pss_end": memory.pss[-1] if memory.pss else None,
+        "uss_peak": max(memory.uss) if memory.uss else None,
+        "memory_limit": memory.limit_bytes,
+        "memory_limit_kind": memory.limit_kind,
+        "pss_projected_epoch_end": memory.projected_bytes,
+        "worker_projected_peak": memory.worker_peak_bytes,
+        "workers_per_rank_fit": memory.workers_per_rank_fit,
+        "pss_total": {"t": [round(t, 3) for t in memory.t], "bytes": memory.pss},
+    }
+
+
+def build_job_report(job: Job, findings: list[Finding]) -> dict[str, Any]:
+    """The report of a job: the first run's header, loaders and processes labelled by rank, and "ranks"/"job"."""
+    first = job.runs[0]
+    report = build_report(first, findings)
+    codes = [r.result.get("exit_code") for r in job.runs]
+    report["exit_code"] = next((c for c in codes if c), codes[0])
+    report["loaders"] = [
+        {**_loader_entry(v.run, lo), "rank": job.label(v), "pid": v.pid} for v in job.ranks for lo in v.run.loaders
+    ]
+    seen: set[tuple[int, int]] = set()
+    processes = []
+    for view in job.ranks:
+        for proc in sorted(view.run.processes, key=_process_order):
+            seen.add((view.node, proc.pid))
+            processes.append({**_process_entry(proc), "rank": job.label(view)})
+    for node, run in enumerate(job.runs):  # the launcher and anything else of the tree
+        for proc in sorted(run.processes, key=_process_order):
+            if (node, proc.pid) not in seen and proc.series.t:
+                processes.append({**_process_entry(proc), "role": "other", "rank": None})
+    report["processes"] = processes
+    report["system"]["pss_total_peak"] = max((n.pss_peak or 0 for n in job.nodes), default=None)
+    report["ranks"] = [_rank_entry(job, v) for v in job.ranks]
+    report["job"] = {
+        "ranks": len(job.ranks),
+        "run_dirs": [str(r.path) for r in job.runs],
+        "nodes": [_node_entry(job, n) for n in job.nodes],
+    }
+    return report

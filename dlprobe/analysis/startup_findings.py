@@ -224,6 +224,9 @@ def find_slow_start(run: RunData) -> list[Finding]:
     return findings
 
 
+_PROCESS_GROUP_THREAD = re.compile(r"^(gloo_|pt_gloo|pt_nccl|nccl|c10d|pt_c10d|ProcessGroup)", re.IGNORECASE)
+
+
 def find_fork_hazard(run: RunData) -> list[Finding]:
     findings = []
     for loader in run.loaders:
@@ -242,7 +245,12 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None
     baseline = state.get("baseline") or {}
     native = state.get("os_threads", 1) - 1 - len(threads)
     native_before = baseline.get("os_threads", 1) - 1 - baseline.get("python_threads", 0) if baseline else 0
-    native_extra = max(0, native - native_before)
+    # torch.distributed's own communication threads (gloo's loops, NCCL's watchdog) run in every rank of a job and
+    # the workers never touch the process group: PyTorch's own DDP recipe forks workers next to them.
+    comm = sum(
+        int(count) for name, count in (state.get("os_thread_names") or {}).items() if _PROCESS_GROUP_THREAD.match(name)
+    )
+    native_extra = max(0, native - native_before - comm)
     cuda = bool(state.get("cuda_initialized"))
     openmp_pool = native_extra > 0 and state.get("openmp") and (state.get("torch_threads") or 1) > 1
     if not threads and not cuda and not native_extra:

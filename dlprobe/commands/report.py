@@ -1,4 +1,5 @@
-"""`dlprobe report`: render a saved run directory again (summary, report.json, report.html, plot)."""
+"""`dlprobe report`: render a saved run directory again (summary, report.json, report.html, plot), or merge several
+(one per node of a job) into one job report."""
 
 from __future__ import annotations
 
@@ -8,25 +9,32 @@ from dlprobe.commands.options import json_option
 
 
 def report(
-    run_dir: str = typer.Argument(..., help="A run directory made by `dlprobe run`."),
+    run_dirs: list[str] = typer.Argument(
+        ..., help="A run directory made by `dlprobe run`; several (one per node of a job) merge into one job report."
+    ),
     json_path: str | None = json_option("Also write the report as JSON to this path."),
     html_path: str | None = typer.Option(
         None, "--html", help="Also write the self-contained page (report.html) to this path, e.g. to attach to a bug."
     ),
 ) -> None:
-    """Render the summary, report.json, report.html and plot again from a saved run directory."""
+    """Render the summary, report.json, report.html and plot again from a saved run directory, or merge the run
+    directories of a several-node job into one report."""
     import shutil
     from pathlib import Path
 
     from dlprobe.console import out_console
     from dlprobe.errors import DlprobeError
-    from dlprobe.render.run_outputs import write_outputs
+    from dlprobe.render.run_outputs import write_job_outputs, write_outputs
     from dlprobe.rundir.files import open_run_dir
     from dlprobe.rundir.schema import REPORT_HTML_FILE
 
-    path = open_run_dir(run_dir)
+    paths = [open_run_dir(run_dir) for run_dir in run_dirs]
     if html_path and Path(html_path).is_dir():
         raise DlprobeError(f"--html {html_path} is a directory", hint="give a file name, e.g. --html run.html")
+    if len(paths) > 1:
+        write_job_outputs(paths, out_console(), json_path, html_path)
+        return
+    path = paths[0]
     write_outputs(path, out_console(), json_path)
     if html_path:
         page = path / REPORT_HTML_FILE

@@ -21,7 +21,7 @@ from dlprobe.in_training.batch_info import describe_batch
 from dlprobe.in_training.dataset_inspect import summarize_dataset
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.run_limits import LIMITS
-from dlprobe.in_training.sample_hashes import DuplicateCounter
+from dlprobe.in_training.sample_hashes import ROW_BYTES, SKETCH_ROW_BYTES, DuplicateCounter
 from dlprobe.rundir.schema import (
     EV_ACCEL,
     EV_BATCH_INFO,
@@ -58,6 +58,7 @@ class LoaderProbe:
         self.epoch_open = False
         self.described_batch = False
         self.hash_samples = False  # IterableDatasets: count repeated samples (workers without sharding)
+        self.iterable = False
         self.dupes: DuplicateCounter | None = None
 
     def begin_epoch(self, iterator: Any, new_iterator: bool, iter_s: float) -> None:
@@ -65,7 +66,11 @@ class LoaderProbe:
         self.epoch += 1
         self.epoch_open = True
         self.described_batch = False
-        self.dupes = DuplicateCounter() if self.hash_samples else None
+        self.dupes = (
+            DuplicateCounter(_in_distributed_job(), ROW_BYTES if self.iterable else SKETCH_ROW_BYTES)
+            if self.hash_samples
+            else None
+        )
         identity.emit_if_changed()  # Lightning's rank 0 learns its rank only once the process group is up
         workers = None
         if new_iterator and hasattr(iterator, "_workers"):
@@ -128,6 +133,14 @@ _all_probes: list[LoaderProbe] = []
 _created: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
+def _in_distributed_job() -> bool:
+    """Whether this process is one of several ranks (torchrun, Lightning and Slurm launchers set WORLD_SIZE)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE") or 1) > 1
+    except ValueError:
+        return False
+
+
 def _gc_at_fork() -> dict[str, Any]:
     """What the workers' garbage collector inherited: whether it runs, how many objects gc.freeze() already hid,
     and pymalloc's block count, a cheap stand-in for the parent's object count (len(gc.get_objects()) would walk
@@ -166,7 +179,10 @@ def _probe_for(loader: Any) -> LoaderProbe:
         probe = LoaderProbe(len(_all_probes))
         _probes[loader] = probe
         _all_probes.append(probe)
-        probe.hash_samples = bool(getattr(loader, "_dataset_kind", 0))  # _DatasetKind.Iterable == 1
+        # _DatasetKind.Iterable == 1; in a distributed job every loader's samples are sketched, so that the
+        # report can tell ranks that read the same samples (no DistributedSampler) apart.
+        probe.iterable = bool(getattr(loader, "_dataset_kind", 0))
+        probe.hash_samples = probe.iterable or _in_distributed_job()
         identity.emit_if_changed()  # who wrote the loader comes before the loader: rank, node, host
         try:
             _emit(EV_LOADER, **_loader_config(loader, probe.loader_id))

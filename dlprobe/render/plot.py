@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from dlprobe.analysis.model import RunData
 
@@ -30,8 +31,36 @@ def _plot_kinds(ax: object, proc: object, t0: float, color: str) -> None:
             )
 
 
-def plot_memory(run: RunData, path: Path) -> Path:
-    """Write the PNG and return its path; matplotlib is imported only here, so the probe stays light."""
+def _rank_labels(report: dict[str, Any] | None) -> dict[int, str]:
+    """In a job: each rank's and worker's pid -> "rank 1 worker 0 (pid)", from the report's processes."""
+    if not report or len(report.get("ranks") or []) < 2:
+        return {}
+    labels = {}
+    for proc in report.get("processes") or []:
+        if proc.get("rank") and proc.get("role") in ("main", "worker"):
+            what = "main" if proc["role"] == "main" else f"L{proc.get('loader_id')} worker {proc.get('worker_id')}"
+            labels[int(proc["pid"])] = f"{proc['rank']} {what} ({proc['pid']})"
+    return labels
+
+
+def _plot_node_total(ax: Any, run: RunData, report: dict[str, Any] | None, t0: float) -> None:
+    """A job's node total (every process of the tree: what the OOM killer sees), and its limit when near it."""
+    node = next((n for n in (report or {}).get("job", {}).get("nodes", []) if n.get("run_dir") == str(run.path)), None)
+    if node is None or not (node.get("pss_total") or {}).get("t"):
+        return
+    series = node["pss_total"]
+    totals = [v / MiB for v in series["bytes"]]
+    ax.plot([t - t0 for t in series["t"]], totals, color="black", linewidth=2, label="node total PSS")
+    limit = node.get("memory_limit")
+    if limit and max(totals) > 0.25 * limit / MiB:
+        ax.axhline(
+            limit / MiB, color="tab:red", linestyle="--", label=f"memory limit ({node.get('memory_limit_kind')})"
+        )
+
+
+def plot_memory(run: RunData, path: Path, report: dict[str, Any] | None = None) -> Path:
+    """Write the PNG and return its path; matplotlib is imported only here, so the probe stays light. With a job's
+    report, processes are labelled by rank and the node's total is drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -40,7 +69,8 @@ def plot_memory(run: RunData, path: Path) -> Path:
     t0 = run.meta.get("started_at") or (run.system.t[0] if run.system.t else 0.0)
     order = {"main": 0, "worker": 1}
     procs = sorted(run.processes, key=lambda p: (order.get(p.role, 2), p.loader_id or 0, p.worker_id or 0))
-    shown = [p for p in procs if p.role in ("main", "worker")]
+    ranks = _rank_labels(report)
+    shown = [p for p in procs if p.pid in ranks] if ranks else [p for p in procs if p.role in ("main", "worker")]
     # Runs recorded before dlprobe read memory by kind of page keep the two-panel plot.
     with_kinds = any(p.role == "worker" and p.series.values("pss_anon") for p in shown)
     if with_kinds:
@@ -57,9 +87,11 @@ def plot_memory(run: RunData, path: Path) -> Path:
         uss = proc.series.values("uss")
         rss = proc.series.values("rss")
         if uss:
-            ax_mem.plot([t - t0 for t, _ in uss], [v / MiB for _, v in uss], color=color, label=f"{_label(proc)} USS")
+            label = ranks.get(proc.pid) or _label(proc)
+            ax_mem.plot([t - t0 for t, _ in uss], [v / MiB for _, v in uss], color=color, label=f"{label} USS")
         if rss:
             ax_mem.plot([t - t0 for t, _ in rss], [v / MiB for _, v in rss], color=color, linestyle=":", alpha=0.7)
+    _plot_node_total(ax_mem, run, report, t0)
     ax_mem.set_ylabel("MiB (solid USS, dotted RSS)")
     ax_mem.set_title(f"dlprobe: memory per process, {run.meta.get('script', '')}")
     ax_mem.grid(alpha=0.3)

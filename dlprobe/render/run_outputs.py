@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from dlprobe.analysis.report import report_for
+from dlprobe.analysis.report import job_report_for, report_for
 from dlprobe.render.html import html_problem
 from dlprobe.render.terminal import run_summary
 from dlprobe.rundir.files import write_json, write_json_option
@@ -25,7 +25,7 @@ def write_outputs(run_dir: Path, console: Console | None, json_path: str | None 
         try:
             from dlprobe.render.plot import plot_memory
 
-            plot_memory(run, run_dir / PLOT_FILE)
+            plot_memory(run, run_dir / PLOT_FILE, report)
         except Exception as exc:  # a plotting problem must not lose the report
             problems.append(f"could not draw {PLOT_FILE}: {exc}")
     if console is not None:
@@ -34,4 +34,22 @@ def write_outputs(run_dir: Path, console: Console | None, json_path: str | None 
             console.print(f"[yellow]warning:[/] {problem}")
     if json_path:
         write_json_option(json_path, report, f"the report is still saved in {run_dir / REPORT_FILE}")
+    return report
+
+
+def write_job_outputs(
+    run_dirs: list[Path], console: Console | None, json_path: str | None = None, html_path: str | None = None
+) -> dict[str, Any]:
+    """The run directories of a several-node job as one report: printed, and written to --json and --html when
+    given (each node's own report.json and report.html stay that node's)."""
+    _, report = job_report_for(run_dirs)
+    # The merged page has the verdict, findings and the job's tables; each node's timelines stay on its own page.
+    problems = html_problem(Path(html_path), None, report) if html_path else []
+    if console is not None:
+        console.print(run_summary(report))
+        console.print(f"[dim]Job report of {len(run_dirs)} run directories: {', '.join(map(str, run_dirs))}[/]")
+        for problem in problems:
+            console.print(f"[yellow]warning:[/] {problem}")
+    if json_path:
+        write_json_option(json_path, report, "the job report was printed above")
     return report

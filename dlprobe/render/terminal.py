@@ -62,6 +62,52 @@ def loaders_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def ranks_table(report: dict[str, Any]) -> Table:
+    """One row per rank of a job: its loaders, workers, waiting share and memory."""
+    table = Table(title="Ranks", title_justify="left")
+    several_hosts = len({r.get("host") for r in report["ranks"]}) > 1
+    for col in ("rank", *(("host",) if several_hosts else ()), "pid", "loaders", "workers", "batches", "wait",
+                "USS peak", "workers USS", "PSS peak"):  # fmt: skip
+        table.add_column(col, justify="left" if col in ("rank", "host") else "right", no_wrap=True)
+    for rank in report["ranks"]:
+        table.add_row(
+            rank["label"],
+            *((rank.get("host") or "?",) if several_hosts else ()),
+            str(rank["pid"]),
+            str(rank["loaders"]),
+            str(rank["workers"]),
+            f"{rank['batches']:,}",
+            _pct(rank.get("wait_fraction")),
+            format_bytes(rank.get("uss_peak")),
+            format_bytes(rank.get("workers_uss_peak")),
+            format_bytes(rank.get("pss_peak")),
+        )
+    return table
+
+
+def node_lines(report: dict[str, Any]) -> Text:
+    """Each node's total memory (every process of the tree: what the OOM killer sees) against its limit."""
+    text = Text()
+    nodes = report["job"]["nodes"]
+    for node in nodes:
+        name = (
+            "Node"
+            if len(nodes) == 1
+            else f"Node {node['node_rank'] if node['node_rank'] is not None else node['node']}"
+        )
+        line = f"{name} total PSS peak {format_bytes(node.get('pss_peak'))}"
+        if node.get("memory_limit"):
+            line += f" of {format_bytes(node['memory_limit'])} ({node.get('memory_limit_kind')})"
+        line += f", {node.get('worker_processes', 0)} worker processes"
+        if node.get("pss_projected_epoch_end") is not None:
+            line += f"; projected at the end of the epoch {format_bytes(node['pss_projected_epoch_end'])}"
+        if node.get("workers_per_rank_fit") is not None:
+            line += f"; workers per rank that fit: {node['workers_per_rank_fit']}"
+        text.append(line + "\n")
+    text.rstrip()
+    return text
+
+
 def process_name(proc: dict[str, Any]) -> str:
     if proc["role"] == "worker":
         return f"loader {proc['loader_id']} worker {proc['worker_id']}"
@@ -121,6 +167,8 @@ def _worker_growth_line(row: dict[str, Any]) -> str:
 
 
 def _compact(value: Any, key: str = "") -> str:
+    if key == "ranks" and isinstance(value, dict) and "title" in value:  # a merged finding: one line per rank
+        return f"{value.get('rank')} (pid {value.get('pid')}): {value['title']}"
     if isinstance(value, dict) and "uss_growth_bytes" in value and "worker_id" in value:
         return _worker_growth_line(value)
     if isinstance(value, dict):
@@ -147,9 +195,12 @@ def finding_panel(finding: dict[str, Any]) -> Panel:
 
 def run_summary(report: dict[str, Any], run_dir: str | None = None) -> Group:
     parts: list[RenderableType] = [header(report)]
-    if report["loaders"]:
+    if len(report.get("ranks") or []) > 1:
+        parts.append(ranks_table(report))
+        parts.append(node_lines(report))
+    elif report["loaders"]:
         parts.append(loaders_table(report))
-    if report["processes"]:
+    if report["processes"] and len(report.get("ranks") or []) <= 1:
         parts.append(processes_table(report))
     findings = report["findings"]
     if findings:

@@ -51,3 +51,65 @@ def run(
     meta = {"script": "train.py", "argv": [], "started_at": 100.0, "machine": {"mem_total": mem_total}}
     result = {"exit_code": 0, "ended_at": 110.0}
     return RunData(Path("/nonexistent"), meta, result, loaders, processes, system or SystemSeries(), events or [])
+
+
+def rank_events(
+    pid: int,
+    rank: int | None,
+    workers: list[int],
+    batches: int = 10,
+    ended: bool = True,
+    world_size: int | None = 2,
+    loader_id: int = 0,
+    dataset_len: int = 160,
+    digests: list[str] | None = None,
+    host: str = "node-a",
+    node_rank: int | None = 0,
+) -> list[dict[str, Any]]:
+    """The events one probed process of a job writes: its identity, a loader, one epoch with its workers."""
+    events: list[dict[str, Any]] = [
+        {"ev": "process", "t": 100.0, "pid": pid, "ppid": 1, "rank": rank, "local_rank": rank,
+         "world_size": world_size, "node_rank": node_rank, "host": host, "argv": ["train.py"]},
+        {"ev": "loader", "t": 100.5, "pid": pid, "loader": loader_id, "num_workers": len(workers), "batch_size": 8,
+         "start_method": "fork", "prefetch_factor": 2,
+         "dataset": {"type": "x.DS", "len": dataset_len, "suspects": [], "est_bytes": 0}},
+        {"ev": "epoch", "t": 101.0, "pid": pid, "loader": loader_id, "epoch": 1, "iter_s": 0.1,
+         "workers": [{"pid": w, "worker_id": i, "memory": None} for i, w in enumerate(workers)]},
+    ]  # fmt: skip
+    if batches:
+        events.append({"ev": "batches", "t": 105.0, "pid": pid, "loader": loader_id, "epoch": 1,
+                       "waits": [0.01] * batches, "total": batches})  # fmt: skip
+    if digests is not None:
+        events.append({"ev": "dupes", "t": 105.0, "pid": pid, "loader": loader_id, "epoch": 1, "samples": 80,
+                       "unique": 80, "duplicates": 0, "digests": digests})  # fmt: skip
+    if ended:
+        events.append({"ev": "epoch_end", "t": 106.0, "pid": pid, "loader": loader_id, "epoch": 1,
+                       "batches": batches})  # fmt: skip
+    return events
+
+
+def rank_processes(pid: int, workers: list[int], worker_uss: list[int], main_uss: int = 200 * MiB,
+                   ppid: int = 1) -> list[ProcessRecord]:  # fmt: skip
+    """A rank's training process and its workers as the sampler saw them (USS grows as given, RSS flat)."""
+    n = len(worker_uss)
+    procs = [ProcessRecord(pid, "other", comm="python", ppid=ppid, series=series([main_uss] * n, [main_uss] * n))]
+    for w in workers:
+        procs.append(ProcessRecord(w, "other", comm="pt_data_worker", ppid=pid,
+                                   series=series(list(worker_uss), [worker_uss[0]] * n)))  # fmt: skip
+    return procs
+
+
+def job_run(
+    events: list[dict[str, Any]],
+    processes: list[ProcessRecord],
+    usable_cores: int = 2,
+    mem_total: int = 24 * 1024 * MiB,
+    node_rank: int | None = None,
+    path: str = "/nonexistent",
+) -> RunData:
+    """A run directory of a job: several writers in one events list, the whole tree's samples."""
+    meta = {"script": "torchrun", "argv": [], "started_at": 100.0, "target_pid": 1, "node_rank": node_rank,
+            "machine": {"mem_total": mem_total, "usable_cores": usable_cores}}  # fmt: skip
+    launcher = ProcessRecord(1, "main", comm="torchrun", series=series([50 * MiB] * 3, [50 * MiB] * 3))
+    result = {"exit_code": 0, "ended_at": 110.0}
+    return RunData(Path(path), meta, result, [], [launcher, *processes], SystemSeries(), events)  # type: ignore[arg-type]

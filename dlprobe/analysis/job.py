@@ -1,0 +1,313 @@
+"""A job: run directories whose events come from several probed processes (ranks), split into one view per rank.
+
+Each rank's view is an ordinary RunData (its own events, loaders, workers, in-flight slots and hang records) so
+every analyzer runs on it unchanged; the node-wide readings (samples of the whole tree, cgroup, /dev/shm) stay
+with the run they came from, one run directory per node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+from dlprobe.analysis.memory_findings import COW_MIN_GROWTH
+from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData, loaders_from_events
+from dlprobe.rundir.schema import EV_EPOCH, EV_PROCESS, HangRecord, Meta, ProcessEvent
+
+PROJECT_MIN_GROWTH = COW_MIN_GROWTH
+
+
+@dataclass
+class RankView:
+    """One probed process of a job (a rank, or any process that built a DataLoader) and what belongs to it."""
+
+    pid: int
+    identity: ProcessEvent
+    run: RunData  # only this process, its workers and their events; the node's system readings
+    node: int  # index of the run directory (node) it was recorded in
+    node_rank: int | None = None
+
+    @property
+    def rank(self) -> int | None:
+        return self.identity.get("rank")
+
+    @property
+    def host(self) -> str | None:
+        return self.identity.get("host")
+
+    def sort_key(self) -> tuple[int, int, int, int]:
+        rank = self.rank
+        return (self.node_rank if self.node_rank is not None else self.node, 0 if rank is not None else 1, rank or 0,
+                self.pid)  # fmt: skip
+
+
+@dataclass
+class NodeMemory:
+    """The node's memory over time: every process of the tree together (what the OOM killer sees)."""
+
+    node: int
+    node_rank: int | None
+    host: str | None
+    t: list[float] = field(default_factory=list)
+    pss: list[int] = field(default_factory=list)  # sum over the processes read in each sampling round
+    uss: list[int] = field(default_factory=list)
+    limit_bytes: int | None = None
+    limit_kind: str | None = None  # cgroup | MemTotal
+    # The node total at the end of the epoch, from each rank's growth so far; None when every epoch seen ended (the
+    # peak is then what an epoch takes).
+    projected_bytes: int | None = None
+    workers: int = 0  # worker processes across the node's ranks
+    worker_peak_bytes: int | None = None  # the largest per-worker USS projected to the end of the epoch
+    workers_per_rank_fit: int | None = None
+
+    @property
+    def pss_peak(self) -> int | None:
+        return max(self.pss) if self.pss else None
+
+
+@dataclass
+class Job:
+    runs: list[RunData]
+    ranks: list[RankView]
+    nodes: list[NodeMemory]
+    # Processes with events that are neither a rank nor a rank's worker (a rank that died before its first
+    # loader, a launcher that imported the probe): their events, by pid.
+    others: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def several_nodes(self) -> bool:
+        return len(self.runs) > 1
+
+    def label(self, view: RankView) -> str:
+        return rank_label(view, self.several_nodes)
+
+
+def rank_label(view: RankView, several_nodes: bool = False) -> str:
+    """How a rank is named to people: "rank 3", "node 1 rank 3" across nodes, "pid N" outside a distributed job."""
+    who = f"rank {view.rank}" if view.rank is not None else f"pid {view.pid}"
+    if several_nodes:
+        node = view.node_rank if view.node_rank is not None else view.node
+        return f"node {node} {who}"
+    return who
+
+
+def identities(run: RunData) -> dict[int, ProcessEvent]:
+    """Each probed process's last identity event, by pid (the last one wins: Lightning learns its rank late)."""
+    found: dict[int, ProcessEvent] = {}
+    for ev in run.events:
+        if ev.get("ev") == EV_PROCESS and isinstance(ev.get("pid"), int):
+            found[ev["pid"]] = cast(ProcessEvent, ev)
+    return found
+
+
+def is_job(runs: list[RunData]) -> bool:
+    """Several run directories, or one whose events come from more than one probed process or from a rank of a
+    distributed job (the other ranks may have died before building a loader)."""
+    if len(runs) != 1:
+        return len(runs) > 1
+    found = identities(runs[0])
+    return len(found) > 1 or any((ident.get("world_size") or 1) > 1 for ident in found.values())
+
+
+def _worker_pids(events: list[dict[str, Any]], writer: int) -> set[int]:
+    return {
+        int(w["pid"])
+        for ev in events
+        if ev.get("ev") == EV_EPOCH and ev.get("pid") == writer
+        for w in ev.get("workers") or []
+        if isinstance(w, dict) and "pid" in w
+    }
+
+
+def _descendants(processes: list[ProcessRecord], root: int, stop: set[int]) -> set[int]:
+    """root and every process below it in the sampled tree, not entering another rank's subtree."""
+    children: dict[int, list[int]] = {}
+    for proc in processes:
+        if proc.ppid is not None:
+            children.setdefault(proc.ppid, []).append(proc.pid)
+    found, todo = {root}, [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found and child not in stop:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _rank_hang(record: HangRecord, pids: set[int]) -> HangRecord:
+    """A hang record as this rank would have it alone: its own processes only."""
+    mine = dict(record)
+    mine["processes"] = [p for p in record.get("processes") or [] if p.get("pid") in pids]
+    return cast(HangRecord, mine)
+
+
+def _view(run: RunData, pid: int, identity: ProcessEvent, node: int, others: set[int]) -> RankView:
+    workers = _worker_pids(run.events, pid)
+    pids = _descendants(run.processes, pid, others) | workers | {pid}
+    events = [e for e in run.events if e.get("pid") in pids]
+    loaders, worker_of = loaders_from_events(events)
+    processes = []
+    for proc in run.processes:
+        if proc.pid not in pids:
+            continue
+        if proc.pid in worker_of:
+            loader_id, worker_id = worker_of[proc.pid][:2]
+            processes.append(replace(proc, role="worker", loader_id=loader_id, worker_id=worker_id))
+        else:
+            processes.append(replace(proc, role="main" if proc.pid == pid else "other"))
+    meta = cast(Meta, {**run.meta, "target_pid": pid})
+    hangs = [_rank_hang(h, pids) for h in run.hangs if h.get("main_pid") == pid]
+    view_run = RunData(
+        run.path,
+        meta,
+        run.result,
+        loaders,
+        processes,
+        run.system,
+        events,
+        inflight={p: slot for p, slot in run.inflight.items() if p in pids},
+        hangs=hangs,
+        gone={p: t for p, t in run.gone.items() if p in pids},
+        kernel=run.kernel,
+        stacks=run.stacks,
+    )
+    node_rank = identity.get("node_rank")
+    if node_rank is None:
+        node_rank = run.meta.get("node_rank")
+    return RankView(pid, identity, view_run, node, node_rank)
+
+
+def _epoch_fraction(view: RankView, loader: LoaderRecord) -> float:
+    """How much of an epoch the rank's loader has done: 1 once an epoch ended; else batches so far over the
+    batches an epoch has (a completed epoch of this rank, or the dataset split over the ranks)."""
+    epochs = loader.epochs
+    if not epochs:
+        return 1.0
+    ended = [e.batches for e in epochs if e.t_end is not None]
+    last = epochs[-1]
+    if last.t_end is not None:
+        return 1.0
+    if ended:
+        per_epoch = max(ended)
+    else:
+        length, batch = loader.dataset.get("len"), loader.config.get("batch_size")
+        world = view.identity.get("world_size") or 1
+        if not length or not batch:
+            return 1.0
+        per_epoch = math.ceil(length / world / batch)
+    return min(1.0, max(last.batches, 1) / per_epoch) if per_epoch else 1.0
+
+
+def _rank_growth(view: RankView) -> int:
+    """Bytes the rank's processes (itself and workers) would still add by the end of the epoch at the rate so far."""
+    extra = 0
+    for loader in view.run.loaders:
+        fraction = _epoch_fraction(view, loader)
+        if fraction >= 1.0:
+            continue
+        for proc in view.run.workers(loader.loader_id):
+            extra += int(_steady_growth(proc.series.values("pss")) * (1 / fraction - 1))
+    return extra
+
+
+def _steady_growth(readings: list[tuple[float, int]]) -> int:
+    """Growth worth extending to the end of an epoch: a worker's start-up (imports, first batches) adds a few MiB
+    that do not go on growing, so less than a finding's threshold is taken as none."""
+    values = [v for _, v in readings]
+    grown = values[-1] - values[0] if len(values) >= 2 else 0
+    return grown if grown >= PROJECT_MIN_GROWTH else 0
+
+
+def tree_total(processes: list[ProcessRecord], metric: str) -> tuple[list[float], list[int]]:
+    """The sum of a metric over processes at every reading time. PSS is read for a few processes per round (it is
+    costly), so each process counts with its last reading from its first to its last: summing only the readings
+    of one round would show a saw-tooth far below the truth."""
+    series = [r for r in (p.series.values(metric) for p in processes) if r]
+    times = sorted({t for readings in series for t, _ in readings})
+    totals = []
+    positions = [0] * len(series)
+    for t in times:
+        total = 0
+        for i, readings in enumerate(series):
+            if not readings[0][0] <= t <= readings[-1][0]:
+                continue
+            while positions[i] + 1 < len(readings) and readings[positions[i] + 1][0] <= t:
+                positions[i] += 1
+            total += readings[positions[i]][1]
+        totals.append(total)
+    return times, totals
+
+
+def _node_memory(run: RunData, node: int, views: list[RankView]) -> NodeMemory:
+    times, pss = tree_total(run.processes, "pss")
+    uss_times, uss = tree_total(run.processes, "uss")
+    uss_at = dict(zip(uss_times, uss, strict=True))
+    host = next((v.host for v in views if v.host), None) or (run.meta.get("machine") or {}).get("hostname")
+    node_rank = run.meta.get("node_rank")
+    if node_rank is None:
+        node_rank = next((v.node_rank for v in views if v.node_rank is not None), None)
+    memory = NodeMemory(node, node_rank, host, times, pss, [uss_at.get(t, 0) for t in times])
+    if run.system.cgroup_limit:
+        memory.limit_bytes, memory.limit_kind = int(run.system.cgroup_limit), "cgroup"
+    elif (run.meta.get("machine") or {}).get("mem_total"):
+        memory.limit_bytes, memory.limit_kind = int(run.meta["machine"]["mem_total"]), "MemTotal"
+    growth = sum(_rank_growth(v) for v in views)
+    if memory.pss and growth:  # an epoch still running: its growth so far, extended to the epoch's end
+        memory.projected_bytes = max(memory.pss) + growth
+    memory.workers = sum(max((lo.num_workers for lo in v.run.loaders), default=0) for v in views)
+    _fit_workers(memory, views)
+    return memory
+
+
+def _fit_workers(memory: NodeMemory, views: list[RankView]) -> None:
+    """How many workers per rank the node's memory holds, at each worker's memory projected to the epoch's end."""
+    peaks = []
+    ranks_own = 0
+    for view in views:
+        main = next((p for p in view.run.processes if p.role == "main"), None)
+        own = [v for _, v in main.series.values("uss")] if main else []
+        ranks_own += max(own) if own else 0
+        for loader in view.run.loaders:
+            fraction = _epoch_fraction(view, loader)
+            for proc in view.run.workers(loader.loader_id):
+                readings = proc.series.values("uss")
+                if readings:
+                    peak = max(v for _, v in readings)
+                    peaks.append(int(peak + _steady_growth(readings) * (1 / fraction - 1)))
+    if not peaks or not memory.limit_bytes or not views:
+        return
+    memory.worker_peak_bytes = max(peaks)
+    # Keep a fifth of the limit for the page cache, the model and everything the sampler does not see.
+    budget = 0.8 * memory.limit_bytes - ranks_own
+    memory.workers_per_rank_fit = max(0, int(budget // (memory.worker_peak_bytes * len(views))))
+
+
+def split_job(runs: list[RunData]) -> Job:
+    """One view per probed process of every run directory, plus each node's memory."""
+    views: list[RankView] = []
+    nodes: list[NodeMemory] = []
+    others: dict[int, list[dict[str, Any]]] = {}
+    for node, run in enumerate(runs):
+        found = identities(run)
+        if not found and run.meta.get("target_pid"):
+            # A run from before identity events (or a probe that never said who it is): the target is the rank.
+            found = {int(run.meta["target_pid"]): cast(ProcessEvent, {"pid": run.meta["target_pid"]})}
+        node_views = [_view(run, pid, ident, node, set(found) - {pid}) for pid, ident in found.items()]
+        views.extend(node_views)
+        nodes.append(_node_memory(run, node, node_views))
+        known = set().union(*(_pids_of(v) for v in node_views)) if node_views else set()
+        for ev in run.events:
+            pid = ev.get("pid")
+            if isinstance(pid, int) and pid not in known:
+                others.setdefault(pid, []).append(ev)
+    views.sort(key=RankView.sort_key)
+    return Job(runs, views, nodes, others)
+
+
+def _pids_of(view: RankView) -> set[int]:
+    return {p.pid for p in view.run.processes} | {view.pid} | _worker_pids(view.run.events, view.pid)
+
+
+def node_of(job: Job, view: RankView) -> NodeMemory:
+    return job.nodes[view.node]

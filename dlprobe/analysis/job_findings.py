@@ -1,0 +1,511 @@
+"""Findings of a job: every analyzer per rank, merged where ranks agree, and those that only exist across ranks
+(`node-oversubscribed`, `uneven-ranks`, `rank-duplicates`, a hang that stalls every rank, `rank-failed`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from dlprobe.analysis import analyze
+from dlprobe.analysis.job import Job, NodeMemory, RankView, node_of
+from dlprobe.analysis.loop_timing import recorded_usable_cores
+from dlprobe.analysis.memory_findings import COW_MIN_GROWTH
+from dlprobe.analysis.model import SEVERITIES, Finding, RunData
+from dlprobe.analysis.run_findings import find_run_problems
+from dlprobe.analysis.stack_causes import frame_text, main_thread
+from dlprobe.rundir.schema import EV_DUPES, EV_SCRIPT_ERROR, STDERR_FILE, STOP_REASON_HANG
+from dlprobe.units import format_bytes
+
+UNEVEN_SHARE = 0.5  # a rank with fewer than half the batches of the busiest rank idles or hangs the job
+SHARED_SAMPLES_SHARE = 0.2  # of a rank's sampled digests also read by another rank
+MIN_SHARED_SAMPLES = 4
+DISTINCT_SAMPLES_SHARE = 0.9  # a rank's own samples must be this distinct for content hashes to identify samples
+HANG_CODES = ("worker-hang", "main-hang")
+
+_COLLECTIVE = re.compile(
+    r"^(all_reduce|all_gather\w*|allgather\w*|reduce_scatter\w*|broadcast\w*|barrier|monitored_barrier|reduce|"
+    r"all_to_all\w*|gather|scatter|send|recv|_wait|wait|wait_stream|_sync_params_and_buffers|_sync_module_states)$"
+)
+_DISTRIBUTED_FILE = re.compile(r"torch/distributed/|c10d|ProcessGroup|torch/nn/parallel/distributed\.py|lightning")
+
+
+def ranks_text(labels: list[str]) -> str:
+    """ "ranks 0-3, 5" from ["rank 0", ... "rank 5"]; other labels (nodes, pids) are listed as they are."""
+    numbers = [int(m.group(1)) for m in (re.fullmatch(r"rank (\d+)", label) for label in labels) if m]
+    if len(numbers) != len(labels):
+        return ", ".join(labels)
+    numbers.sort()
+    spans: list[str] = []
+    start = prev = numbers[0]
+    for n in [*numbers[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        spans.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ("rank " if len(numbers) == 1 else "ranks ") + ", ".join(spans)
+
+
+def _max_severity(findings: list[Finding]) -> str:
+    return min((f.severity for f in findings), key=SEVERITIES.index)
+
+
+def _rank_entry(job: Job, view: RankView, finding: Finding) -> dict[str, Any]:
+    return {"rank": job.label(view), "pid": view.pid, "title": finding.title, "evidence": finding.evidence}
+
+
+def _cow_title(job: Job, group: list[tuple[RankView, Finding]], labels: str) -> str:
+    rows = [r for _, f in group for r in f.evidence.get("workers") or []]
+    grown = [r for r in rows if _worker_growth(r) >= COW_MIN_GROWTH]
+    copied = "copied" in group[0][1].title
+    key = "cow_bytes" if copied else "anon_growth_bytes"
+    peak = max((r.get(key, r.get("uss_growth_bytes")) or 0 for r in grown), default=0)
+    lid = group[0][1].loader_id
+    every = "every worker" if len(grown) == len(rows) else f"{len(grown)} of {len(rows)} workers"
+    what = "copied up to {} of the parent's memory" if copied else "grew by up to {} of private memory"
+    title = f"Loader {lid} on {labels}: {every} {what.format(format_bytes(peak))} each"
+    for memory in {node_of(job, v).node: node_of(job, v) for v, _ in group}.values():
+        title += "; " + _node_total_text(job, memory)
+    return title
+
+
+def _worker_growth(row: dict[str, Any]) -> int:
+    """What cow-growth weighs a worker by: copied plus new anonymous memory, or USS growth in older runs."""
+    if "cow_bytes" in row:
+        return int(row["cow_bytes"]) + int(row.get("anon_growth_bytes") or 0)
+    return int(row.get("uss_growth_bytes") or 0)
+
+
+def _node_total_text(job: Job, memory: NodeMemory) -> str:
+    node_name = memory.node_rank if memory.node_rank is not None else memory.node
+    where = f"node {node_name} total" if job.several_nodes else "node total"
+    text = f"{where} {format_bytes(memory.pss_peak)}"
+    return text + (f" of {format_bytes(memory.limit_bytes)}" if memory.limit_bytes else "")
+
+
+def _merged(job: Job, group: list[tuple[RankView, Finding]]) -> Finding:
+    """One finding for the same code and loader on several ranks, with each rank's own evidence kept."""
+    group.sort(key=lambda pair: pair[0].sort_key())
+    first = group[0][1]
+    labels = ranks_text([job.label(v) for v, _ in group])
+    if first.code == "cow-growth":
+        title = _cow_title(job, group, labels)
+    else:
+        title = f"On {labels}: {first.title}" + (" (the first of them; each in evidence)" if len(group) > 1 else "")
+    detail = first.detail + f" Seen the same on {labels}."
+    evidence = {**first.evidence, "ranks": [_rank_entry(job, v, f) for v, f in group]}
+    severity = _max_severity([f for _, f in group])
+    if first.code == "cow-growth" and _node_share(job, group) > 0.5:
+        severity = "error"  # each rank's workers alone stay below the alarm; the node's sum does not
+    return Finding(first.code, severity, title, detail, first.fix, evidence, first.loader_id)
+
+
+def _node_share(job: Job, group: list[tuple[RankView, Finding]]) -> float:
+    """The largest share of a node's memory limit that the merged workers' USS peaks take together."""
+    shares = []
+    for memory in {node_of(job, v).node: node_of(job, v) for v, _ in group}.values():
+        rows = [r for v, f in group if v.node == memory.node for r in f.evidence.get("workers") or []]
+        total = sum(int(r.get("uss_peak_bytes") or 0) for r in rows)
+        if memory.limit_bytes:
+            shares.append(total / memory.limit_bytes)
+    return max(shares, default=0.0)
+
+
+def _labelled(job: Job, view: RankView, finding: Finding) -> Finding:
+    label = job.label(view)
+    finding.title = f"{label[0].upper()}{label[1:]}: {finding.title}"
+    finding.evidence = {**finding.evidence, "rank": label, "rank_pid": view.pid}
+    return finding
+
+
+def merge_rank_findings(job: Job, per_rank: list[tuple[RankView, list[Finding]]]) -> list[Finding]:
+    """Findings with the same code and loader on more than one rank become one; the rest keep their rank's label."""
+    groups: dict[tuple[str, int | None], list[tuple[RankView, Finding]]] = {}
+    order: list[tuple[str, int | None]] = []
+    for view, findings in per_rank:
+        for finding in findings:
+            key = (finding.code, finding.loader_id)
+            if key not in groups:
+                order.append(key)
+            groups.setdefault(key, []).append((view, finding))
+    out = []
+    for key in order:
+        group = groups[key]
+        # One rank with two findings of a code (two hangs) is not a cross-rank agreement.
+        if len(group) > 1 and len({(v.node, v.pid) for v, _ in group}) == len(group):
+            out.append(_merged(job, group))
+        else:
+            out.extend(_labelled(job, v, f) for v, f in group)
+    return out
+
+
+def _collective_frame(proc: dict[str, Any]) -> str | None:
+    """The torch.distributed call a process waits in (all_reduce, barrier, ...), from its hang stack: the Python
+    frame where there is one (the native c10d::Work::wait below it says less), and the user's line that called it."""
+    thread = main_thread(proc.get("stack") or [])
+    frames = (thread or {}).get("frames") or []
+    found = []
+    for frame in frames:
+        name = str(frame.get("name") or "").rsplit("::", 1)[-1].rsplit(".", 1)[-1]
+        if _COLLECTIVE.match(name) and _DISTRIBUTED_FILE.search(str(frame.get("file") or "") + str(frame.get("name"))):
+            found.append(frame)
+    if not found:
+        return None
+    frame = next((f for f in found if not f.get("native")), found[0])
+    caller = next((f for f in frames if f.get("user") and not f.get("native")), None)
+    return frame_text(frame) + (f", called from {frame_text(caller)}" if caller else "")
+
+
+def _waiting_ranks(job: Job, view: RankView) -> list[dict[str, Any]]:
+    """The other ranks of the same hang: where each one's training process was when the hang was recorded."""
+    waiting = []
+    records = [h for h in job.runs[view.node].hangs if h.get("main_pid") == view.pid]
+    for other in job.ranks:
+        if other is view:
+            continue
+        entry = None
+        # Pids repeat across nodes: another node's rank is looked up in its own node's records only.
+        node_records = records if other.node == view.node else job.runs[other.node].hangs
+        for record in node_records + [h for h in job.runs[other.node].hangs if h not in node_records]:
+            entry = next((p for p in record.get("processes") or [] if p.get("pid") == other.pid), None)
+            if entry is not None:
+                break
+        frame = _collective_frame(entry) if entry else None
+        waiting.append({"rank": job.label(other), "pid": other.pid, "collective": frame, "stack_seen": bool(entry)})
+    return waiting
+
+
+def _job_hang(job: Job, per_rank: list[tuple[RankView, list[Finding]]]) -> None:
+    """One rank's stuck worker stalls the others in a collective: one finding naming that rank, not N hangs."""
+    stuck = [(v, f) for v, fs in per_rank for f in fs if f.code == "worker-hang" and f.severity == "error"]
+    if not stuck:
+        return
+    view, finding = stuck[0]
+    waiting = _waiting_ranks(job, view)
+    in_collective = [w for w in waiting if w["collective"]]
+    finding.evidence["waiting_ranks"] = waiting
+    if in_collective:
+        labels = ranks_text([w["rank"] for w in in_collective])
+        verb = "waits" if len(in_collective) == 1 else "wait"
+        finding.title += f"; {labels} {verb} for it in {in_collective[0]['collective'].split(' ')[0]}"
+        finding.detail += (
+            " Every other rank waits for this one inside a collective ("
+            + "; ".join(f"{w['rank']} in {w['collective']}" for w in in_collective)
+            + "), so the whole job stands still until its process group times out."
+        )
+    # The other ranks' own hang records (a loop that stalls behind the collective) are this same hang.
+    for other, findings in per_rank:
+        if other is view:
+            continue
+        findings[:] = [f for f in findings if f.code not in HANG_CODES or not _waits_in_collective(other, f)]
+
+
+def _waits_in_collective(view: RankView, finding: Finding) -> bool:
+    for record in view.run.hangs:
+        main = next((p for p in record.get("processes") or [] if p.get("pid") == view.pid), None)
+        if main is not None and _collective_frame(main):
+            return True
+    return finding.code == "main-hang" and "collective" in finding.title
+
+
+def find_node_oversubscribed(job: Job) -> list[Finding]:
+    """ranks x num_workers against the node's usable cores and memory; PyTorch checks one loader only."""
+    findings = []
+    for memory in job.nodes:
+        views = [v for v in job.ranks if v.node == memory.node]
+        if len(views) < 2:
+            continue
+        run = job.runs[memory.node]
+        cores = recorded_usable_cores(run)
+        per_rank = {job.label(v): max((lo.num_workers for lo in v.run.loaders), default=0) for v in views}
+        workers = sum(per_rank.values())
+        if workers == 0:
+            continue
+        most = max(per_rank.values())
+        fit_cores = max(1, cores // len(views) - 1) if cores > len(views) else 1
+        over_cores = workers + len(views) > cores and most > fit_cores
+        fit_memory = memory.workers_per_rank_fit
+        over_memory = fit_memory is not None and fit_memory < most
+        if not over_cores and not over_memory:
+            continue
+        fit = min([fit_cores] + ([fit_memory] if fit_memory is not None else []))
+        shape = f"{len(views)} ranks x {most} workers = {workers} worker processes"
+        reasons = []
+        if over_cores:
+            reasons.append(f"with the {len(views)} training processes they compete for {cores} usable core(s)")
+        if over_memory:
+            reasons.append(
+                f"each worker is projected to reach {format_bytes(memory.worker_peak_bytes)} and the node's "
+                f"{format_bytes(memory.limit_bytes)} ({memory.limit_kind}) holds {fit_memory} per rank"
+            )
+        node_name = memory.node_rank if memory.node_rank is not None else memory.node
+        where = f" on node {node_name}" if job.several_nodes else ""
+        findings.append(
+            Finding(
+                code="node-oversubscribed",
+                severity="error" if over_memory else "warning",
+                title=f"{shape}{where}: " + "; ".join(reasons) + f"; {fit} per rank fit",
+                detail=(
+                    "num_workers is per rank: every rank starts its own workers, so the node runs ranks x "
+                    "num_workers worker processes next to the ranks themselves, and the OOM killer sees their sum. "
+                    "PyTorch's own worker-count warning looks at one loader in one process and cannot see this."
+                ),
+                fix=f"DataLoader(..., num_workers={max(fit, 0)}) on each rank (or fewer ranks per node)"
+                + ("; shrink per-worker memory first (see cow-growth)" if over_memory else "")
+                + ".",
+                evidence={
+                    "ranks": len(views),
+                    "num_workers_per_rank": per_rank,
+                    "worker_processes": workers,
+                    "usable_cores": cores,
+                    "workers_per_rank_fit_cores": fit_cores,
+                    "workers_per_rank_fit_memory": fit_memory,
+                    "worker_projected_bytes": memory.worker_peak_bytes,
+                    "node_pss_peak_bytes": memory.pss_peak,
+                    "memory_limit_bytes": memory.limit_bytes,
+                    "memory_limit_kind": memory.limit_kind,
+                },
+            )
+        )
+    return findings
+
+
+def _batches_per_epoch(view: RankView, loader_id: int) -> tuple[int, bool] | None:
+    """(batches of the rank's first epoch of this loader, whether that epoch ended)."""
+    loader = next((lo for lo in view.run.loaders if lo.loader_id == loader_id), None)
+    if loader is None or not loader.epochs:
+        return None
+    epoch = loader.epochs[0]
+    return epoch.batches, epoch.t_end is not None
+
+
+def find_uneven_ranks(job: Job) -> list[Finding]:
+    """A rank whose loader yields no or far fewer batches per epoch than the others."""
+    findings = []
+    loader_ids = sorted({lo.loader_id for v in job.ranks for lo in v.run.loaders})
+    if len(job.ranks) < 2:
+        return []
+    for lid in loader_ids:
+        counts = {}
+        for view in job.ranks:
+            got = _batches_per_epoch(view, lid)
+            if got is not None:
+                counts[job.label(view)] = got
+        if len(counts) < 2:
+            continue
+        most = max(n for n, _ in counts.values())
+        # A short epoch counts only once it ended: a rank cut off by another's crash is not a short rank.
+        short = {label: n for label, (n, ended) in counts.items() if ended and n < UNEVEN_SHARE * most}
+        if most < 2 or not short:
+            continue
+        empty = [label for label, n in short.items() if n == 0]
+        names = ranks_text(list(short))
+        numbers = ", ".join(f"{label}: {n}" for label, (n, _) in counts.items())
+        findings.append(
+            Finding(
+                code="uneven-ranks",
+                severity="error" if empty else "warning",
+                title=(
+                    f"Loader {lid} gives {names} "
+                    + (
+                        "no batches in an epoch while the others get theirs"
+                        if len(empty) == len(short)
+                        else "far fewer batches per epoch than the others"
+                    )
+                    + f" ({numbers})"
+                ),  # fmt: skip
+                detail=(
+                    "Every rank must run the same number of steps: a rank whose loader runs dry idles while the "
+                    "others train, and at the next collective (the gradient all_reduce, a barrier) the job hangs "
+                    "until the process group times out. This is what happens when a sharded dataset (webdataset "
+                    "shards, split_dataset_by_node, files[rank::world]) has fewer shards than ranks x workers, or a "
+                    "number that does not divide."
+                ),
+                fix=(
+                    "Give every rank the same number of batches: make the number of shards a multiple of "
+                    "world_size x num_workers (or reshard), use DistributedSampler(drop_last=True) for map-style "
+                    "data, or cap each rank at the smallest rank's batch count (webdataset's .with_epoch(n)); "
+                    "torch.distributed.algorithms.Join handles uneven inputs in DDP."
+                ),
+                evidence={"batches_per_epoch": {label: n for label, (n, _) in counts.items()}, "short_ranks": short},
+                loader_id=lid,
+            )
+        )
+    return findings
+
+
+def _digests(view: RankView, loader_id: int) -> set[str]:
+    """The sampled sample digests of the rank's first epoch of this loader (the hooks' bottom-k sketch); empty when
+    the rank's own samples repeat, since then equal contents cannot tell the same sample from a look-alike."""
+    per_epoch: dict[int, dict[str, Any]] = {}
+    for ev in view.run.events:
+        if ev.get("ev") == EV_DUPES and ev.get("loader") == loader_id and ev.get("digests"):
+            per_epoch[ev["epoch"]] = ev  # the last summary of an epoch holds its sketch
+    if not per_epoch:
+        return set()
+    first = per_epoch[min(per_epoch)]
+    if (first.get("unique") or 0) < DISTINCT_SAMPLES_SHARE * (first.get("samples") or 0):
+        return set()
+    return set(first["digests"])
+
+
+def find_rank_duplicates(job: Job) -> list[Finding]:
+    """The same samples read by several ranks: their sketches of sample digests overlap."""
+    findings = []
+    loader_ids = sorted({lo.loader_id for v in job.ranks for lo in v.run.loaders})
+    for lid in loader_ids:
+        sketches = {job.label(v): _digests(v, lid) for v in job.ranks}
+        sketches = {label: s for label, s in sketches.items() if s}
+        if len(sketches) < 2:
+            continue
+        labels = list(sketches)
+        pairs: list[dict[str, Any]] = []
+        for i, a in enumerate(labels):
+            for b in labels[i + 1 :]:
+                union = sorted(sketches[a] | sketches[b])[: max(len(sketches[a]), len(sketches[b]))]
+                both = [d for d in union if d in sketches[a] and d in sketches[b]]
+                share = len(both) / len(union) if union else 0.0
+                if len(both) >= MIN_SHARED_SAMPLES and share >= SHARED_SAMPLES_SHARE:
+                    pairs.append({"ranks": [a, b], "shared_share": round(share, 3), "shared_in_sketch": len(both)})
+        if not pairs:
+            continue
+        involved = sorted({r for p in pairs for r in p["ranks"]}, key=labels.index)
+        worst = max(p["shared_share"] for p in pairs)
+        findings.append(
+            Finding(
+                code="rank-duplicates",
+                severity="error",
+                title=(
+                    f"Loader {lid} feeds the same samples to {ranks_text(involved)}: up to {100 * worst:.0f}% of "
+                    "what one rank reads is also read by another"
+                ),
+                detail=(
+                    "Under DDP every rank must see its own part of the data; ranks that read the same samples train "
+                    "on each of them several times per epoch and an epoch takes world_size times as long as it "
+                    "should. dlprobe compares a sketch of each rank's sample hashes (the samples with the smallest "
+                    "hashes), so the share is an estimate."
+                ),
+                fix=(
+                    "Map-style data: DataLoader(ds, sampler=DistributedSampler(ds), ...) and call "
+                    "sampler.set_epoch(epoch) each epoch. Streams: shard by rank and worker "
+                    "(files[rank * num_workers + worker_id :: world_size * num_workers]), or "
+                    "datasets.distributed.split_dataset_by_node(ds, rank, world_size)."
+                ),
+                evidence={"pairs": pairs},
+                loader_id=lid,
+            )
+        )
+    return findings
+
+
+_FAILURE = re.compile(
+    r"^\s*host\s*:\s*(?P<host>\S+)\s*\n\s*rank\s*:\s*(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)\s*\n"
+    r"\s*exitcode\s*:\s*(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)[ \t]*(?:\((?P<signal>\w+)\))?[ \t]*\n"
+    r"\s*error_file\s*:\s*(?P<file>.*)$",
+    re.MULTILINE,
+)
+
+
+def launcher_failures(stderr: str) -> list[dict[str, Any]]:
+    """torchrun's ChildFailedError summary: each failed rank's host, rank, local rank, exit code, pid, signal;
+    the first is the root cause."""
+    if "FAILED" not in stderr:
+        return []
+    block = stderr[stderr.rfind("Root Cause (first observed failure):") :] if "Root Cause" in stderr else ""
+    failures = []
+    for match in _FAILURE.finditer(stderr):
+        failures.append(
+            {
+                "rank": int(match["rank"]),
+                "local_rank": int(match["local"]),
+                "host": match["host"],
+                "exit_code": int(match["code"]),
+                "pid": int(match["pid"]),
+                "signal": match["signal"],
+                "error_file": match["file"].strip(),
+                "root_cause": bool(block) and match.group(0) in block,
+            }
+        )
+    return failures
+
+
+def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
+    """The launcher's own report of a failed rank, kept where no finding of that rank explains the failure."""
+    findings = []
+    for node, run in enumerate(job.runs):
+        if run.result.get("stop_reason") == STOP_REASON_HANG:
+            continue  # dlprobe stopped the job (--on-hang stop): the failures torchrun lists are its doing
+        try:
+            stderr = (run.path / STDERR_FILE).read_text(errors="replace")
+        except OSError:
+            continue
+        failures = launcher_failures(stderr)
+        # The ranks torchrun stopped because of the root cause (SIGTERM) are its consequence, not more failures.
+        roots = [f for f in failures if f["root_cause"]] or failures
+        for failure in roots:
+            view = next((v for v in job.ranks if v.node == node and v.rank == failure["rank"]), None)
+            label = job.label(view) if view else f"rank {failure['rank']}"
+            explained = [f for f in found if f.severity == "error" and label in _rank_labels(f)]
+            for f in explained:
+                f.evidence["launcher"] = failure
+            if explained:
+                continue
+            how = f"signal {failure['signal']}" if failure["signal"] else f"exit code {failure['exit_code']}"
+            findings.append(
+                Finding(
+                    code="rank-failed",
+                    severity="error",
+                    title=f"{label[0].upper()}{label[1:]} (pid {failure['pid']}) failed "
+                    + ("first, " if failure["root_cause"] else "")
+                    + f"with {how}"
+                    + (" (torchrun's root cause)" if failure["root_cause"] else ""),
+                    detail=(
+                        "torchrun's error summary (ChildFailedError) names this rank; the rest of the job was "
+                        "stopped because of it. Its traceback is in stderr.log above the summary"
+                        + ("" if failure["error_file"].startswith("<") else f" and in {failure['error_file']}")
+                        + "."
+                        + ("" if view else " It never built a DataLoader, so dlprobe saw nothing else of it.")
+                    ),
+                    fix="Read that rank's traceback; decorate the entry point with "
+                    "torch.distributed.elastic.multiprocessing.errors.record to get it in the summary.",
+                    evidence={**failure, "other_failures": [f for f in failures if f is not failure]},
+                )
+            )
+    return findings
+
+
+def _rank_labels(finding: Finding) -> set[str]:
+    labels = {str(finding.evidence.get("rank") or "")}
+    labels |= {str(r.get("rank")) for r in finding.evidence.get("ranks") or [] if isinstance(r, dict)}
+    return labels
+
+
+def _other_processes(job: Job) -> list[Finding]:
+    """Script errors of processes that never became a rank view (a rank that died before building a loader)."""
+    findings = []
+    for pid, events in job.others.items():
+        errors = [e for e in events if e.get("ev") == EV_SCRIPT_ERROR]
+        if not errors:
+            continue
+        run = job.runs[0]
+        lone = RunData(run.path, run.meta, run.result, [], [], run.system, errors)
+        for finding in find_run_problems(lone):
+            if finding.code == "script-error":
+                finding.title = f"Process {pid}: {finding.title}"
+                finding.evidence["pid"] = pid
+                findings.append(finding)
+    return findings
+
+
+def analyze_job(job: Job) -> list[Finding]:
+    """Every finding of a job, most severe first: per-rank findings merged across ranks, then the job's own."""
+    per_rank = [(view, analyze(view.run)) for view in job.ranks]
+    _job_hang(job, per_rank)
+    findings = merge_rank_findings(job, per_rank)
+    findings += find_node_oversubscribed(job)
+    findings += find_uneven_ranks(job)
+    findings += find_rank_duplicates(job)
+    findings += _other_processes(job)
+    findings += find_rank_failed(job, findings)
+    return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))

@@ -1,0 +1,318 @@
+"""A job's report from synthetic multi-rank runs: the split by writer, merged findings, and the findings that only
+exist across ranks (node-oversubscribed, uneven-ranks, rank-duplicates, a hang that stalls every rank, rank-failed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlprobe.analysis.job import is_job, split_job
+from dlprobe.analysis.job_findings import analyze_job, launcher_failures, ranks_text
+from dlprobe.analysis.report import build_job_report
+from dlprobe.render.terminal import run_summary
+from tests.unit import fakes
+from tests.unit.test_failure_findings import hang_record, idle_worker, stuck_worker
+from tests.unit.test_stack_causes import native, py
+
+MiB = fakes.MiB
+FLAT = [300 * MiB] * 3
+LEAKY = [300 * MiB, 500 * MiB, 700 * MiB]
+
+
+def two_ranks(uss0: list[int] = FLAT, uss1: list[int] = FLAT, cores: int = 8, **kw: Any):
+    events = fakes.rank_events(10, 0, [11, 12], **kw.pop("r0", {})) + fakes.rank_events(
+        20, 1, [21, 22], **kw.pop("r1", {})
+    )
+    processes = fakes.rank_processes(10, [11, 12], uss0) + fakes.rank_processes(20, [21, 22], uss1)
+    return fakes.job_run(events, processes, usable_cores=cores, **kw)
+
+
+def codes(findings) -> list[str]:
+    return [f.code for f in findings]
+
+
+def test_each_writer_becomes_a_rank_with_its_own_loader_and_workers():
+    job = split_job([two_ranks()])
+    assert [(v.rank, v.pid) for v in job.ranks] == [(0, 10), (1, 20)]
+    for view, workers in zip(job.ranks, ([11, 12], [21, 22]), strict=True):
+        assert [lo.loader_id for lo in view.run.loaders] == [0]
+        assert sorted(p.pid for p in view.run.workers(0)) == workers
+        assert [p.pid for p in view.run.processes if p.role == "main"] == [view.pid]
+        assert view.run.loaders[0].epochs[0].batches == 10
+    assert job.nodes[0].workers == 4
+    assert job.nodes[0].projected_bytes is None  # every epoch ended: nothing to project
+    # The node's total is every process of the tree in one sampling round: launcher + 2 ranks + 4 workers.
+    assert job.nodes[0].pss_peak == 50 * MiB + 2 * 200 * MiB + 4 * 300 * MiB
+
+
+def test_one_writer_is_not_a_job():
+    run = fakes.job_run(fakes.rank_events(10, None, [11], world_size=None), fakes.rank_processes(10, [11], FLAT))
+    assert not is_job([run])
+    # one rank of two left events (the other died before its loader): still a job, so its failure is reported
+    run = fakes.job_run(fakes.rank_events(10, 0, [11]), fakes.rank_processes(10, [11], FLAT))
+    assert is_job([run])
+    assert is_job([two_ranks()])
+
+
+def test_cow_growth_on_both_ranks_is_one_finding_with_the_node_total():
+    findings = analyze_job(split_job([two_ranks(LEAKY, LEAKY)]))
+    [cow] = [f for f in findings if f.code == "cow-growth"]
+    assert cow.title.startswith("Loader 0 on ranks 0-1: every worker copied up to 400.0 MiB")
+    assert "node total 3.2 GiB of 24.0 GiB" in cow.title
+    assert [r["rank"] for r in cow.evidence["ranks"]] == ["rank 0", "rank 1"]
+    assert {r["pid"] for r in cow.evidence["ranks"]} == {10, 20}
+
+
+def test_flat_workers_give_no_cow_growth():
+    assert "cow-growth" not in codes(analyze_job(split_job([two_ranks(FLAT, FLAT)])))
+
+
+def test_a_finding_on_one_rank_only_is_labelled_with_that_rank():
+    findings = analyze_job(split_job([two_ranks(FLAT, LEAKY)]))
+    [cow] = [f for f in findings if f.code == "cow-growth"]
+    assert cow.title.startswith("Rank 1: 2 of 2 workers of loader 0")
+    assert cow.evidence["rank"] == "rank 1" and "ranks" not in cow.evidence
+
+
+def test_merged_cow_growth_is_an_error_when_the_node_sum_passes_half_the_memory():
+    small = 2 * 1024 * MiB  # 4 workers x 700 MiB = 2.7 GiB > half of 2 GiB; each rank alone: 1.4 GiB
+    findings = analyze_job(split_job([two_ranks(LEAKY, LEAKY, mem_total=small)]))
+    [cow] = [f for f in findings if f.code == "cow-growth"]
+    assert cow.severity == "error"
+
+
+def test_ranks_times_workers_over_the_cores():
+    [finding] = [f for f in analyze_job(split_job([two_ranks(cores=2)])) if f.code == "node-oversubscribed"]
+    assert finding.title.startswith("2 ranks x 2 workers = 4 worker processes: ")
+    assert "compete for 2 usable core(s)" in finding.title and finding.title.endswith("1 per rank fit")
+    assert "node-oversubscribed" not in codes(analyze_job(split_job([two_ranks(cores=8)])))
+
+
+def test_ranks_times_workers_over_the_memory():
+    job = split_job([two_ranks(LEAKY, LEAKY, mem_total=3 * 1024 * MiB)])
+    [finding] = [f for f in analyze_job(job) if f.code == "node-oversubscribed"]
+    assert finding.severity == "error"
+    assert finding.evidence["workers_per_rank_fit_memory"] == 1  # (0.8 x 3 GiB - 2 x 200 MiB) / (2 x 700 MiB)
+
+
+def test_a_rank_with_no_batches_is_named_with_the_counts():
+    job = split_job([two_ranks(r1={"batches": 0})])
+    [finding] = [f for f in analyze_job(job) if f.code == "uneven-ranks"]
+    assert finding.severity == "error"
+    assert (
+        finding.title
+        == "Loader 0 gives rank 1 no batches in an epoch while the others get theirs (rank 0: 10, rank 1: 0)"
+    )
+    assert finding.evidence["short_ranks"] == {"rank 1": 0}
+
+
+def test_a_rank_with_far_fewer_batches():
+    [finding] = [f for f in analyze_job(split_job([two_ranks(r1={"batches": 4})])) if f.code == "uneven-ranks"]
+    assert finding.severity == "warning"
+    assert finding.title == "Loader 0 gives rank 1 far fewer batches per epoch than the others (rank 0: 10, rank 1: 4)"
+
+
+def test_uneven_ranks_needs_far_fewer_batches_in_an_ended_epoch():
+    assert "uneven-ranks" not in codes(analyze_job(split_job([two_ranks(r1={"batches": 9})])))
+    # cut off (no epoch_end): another rank's crash, not a short shard
+    assert "uneven-ranks" not in codes(analyze_job(split_job([two_ranks(r1={"batches": 0, "ended": False})])))
+
+
+def test_ranks_reading_the_same_samples():
+    same = [f"{i:016x}" for i in range(40)]
+    job = split_job([two_ranks(r0={"digests": same}, r1={"digests": same})])
+    [finding] = [f for f in analyze_job(job) if f.code == "rank-duplicates"]
+    assert finding.title.startswith("Loader 0 feeds the same samples to ranks 0-1: up to 100%")
+    look_alike = fakes.rank_events(20, 1, [21, 22], digests=same)
+    next(e for e in look_alike if e["ev"] == "dupes")["unique"] = 10  # 80 samples, 10 distinct contents
+    run = fakes.job_run(fakes.rank_events(10, 0, [11, 12], digests=same) + look_alike, [])
+    assert "rank-duplicates" not in codes(analyze_job(split_job([run])))
+    disjoint = [f"{i:016x}" for i in range(40, 80)]
+    job = split_job([two_ranks(r0={"digests": same}, r1={"digests": disjoint})])
+    assert "rank-duplicates" not in codes(analyze_job(job))
+
+
+def _in_all_reduce() -> dict[str, Any]:
+    frames = [
+        py("all_reduce", "work.wait()", user=False),
+        py("<module>", "dist.all_reduce(t)"),
+    ]
+    frames[0]["file"] = "/venv/torch/distributed/distributed_c10d.py"
+    return {"pid": 10, "role": "other", "state": "S", "stack": [{"name": "MainThread", "frames": frames}]}
+
+
+def _hung_job(other_rank_stack: dict[str, Any]):
+    run = two_ranks()
+    main = {"pid": 20, "role": "main", "state": "S",
+            "stack": [{"name": "MainThread", "frames": [py("<module>", "for batch in loader:")]}]}  # fmt: skip
+    worker = {**stuck_worker(), "pid": 21}
+    worker["inflight"] = {**worker["inflight"], "pid": 21}
+    record = hang_record([main, worker, idle_worker(22, 1), other_rank_stack])
+    record["main_pid"] = 20
+    run.hangs = [record]
+    return split_job([run])
+
+
+def test_one_ranks_stuck_worker_with_the_other_in_a_collective_is_one_hang():
+    findings = analyze_job(_hung_job(_in_all_reduce()))
+    [hang] = [f for f in findings if f.code in ("worker-hang", "main-hang")]
+    assert hang.title.startswith("Rank 1: Loader 0 worker 0 (pid 21) hangs on index 13")
+    assert hang.title.endswith("; rank 0 waits for it in all_reduce")
+    assert hang.evidence["waiting_ranks"][0]["collective"].startswith("all_reduce (distributed_c10d.py")
+
+
+def test_a_hang_without_a_collective_on_the_other_rank_says_no_wait():
+    other = {**_in_all_reduce(), "stack": [{"name": "MainThread", "frames": [native("poll"), py("train_step")]}]}
+    [hang] = [f for f in analyze_job(_hung_job(other)) if f.code == "worker-hang"]
+    assert "for it" not in hang.title
+    assert hang.evidence["waiting_ranks"] == [{"rank": "rank 0", "pid": 10, "collective": None, "stack_seen": True}]
+
+
+CHILD_FAILED = """
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-23_13:17:51
+  host      : node-a
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 10)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 10
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_13:17:51
+  host      : node-a
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 20) \n  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def test_torchruns_failure_summary_is_read():
+    stopped, failure = launcher_failures(CHILD_FAILED)  # as torch 2.13 prints it (a trailing space, two spaces)
+    assert (stopped["rank"], stopped["exit_code"], stopped["signal"], stopped["root_cause"]) == (
+        0,
+        -15,
+        "SIGTERM",
+        False,
+    )
+    assert failure == {"rank": 1, "local_rank": 1, "host": "node-a", "exit_code": 1, "pid": 20, "signal": None,
+                       "error_file": "<N/A>", "root_cause": True}  # fmt: skip
+    assert launcher_failures("Traceback ...\nValueError: x\n") == []
+
+
+def test_a_failed_rank_with_nothing_else_to_explain_it(tmp_path):
+    (tmp_path / "stderr.log").write_text(CHILD_FAILED)
+    findings = analyze_job(split_job([two_ranks(path=str(tmp_path))]))
+    [failed] = [f for f in findings if f.code == "rank-failed"]
+    assert failed.title == "Rank 1 (pid 20) failed first, with exit code 1 (torchrun's root cause)"
+    assert [f["rank"] for f in failed.evidence["other_failures"]] == [0]  # stopped by torchrun: no finding of its own
+
+
+def test_ranks_text():
+    assert ranks_text(["rank 0", "rank 1", "rank 2", "rank 5"]) == "ranks 0-2, 5"
+    assert ranks_text(["rank 3"]) == "rank 3"
+    assert ranks_text(["node 0 rank 0", "node 1 rank 1"]) == "node 0 rank 0, node 1 rank 1"
+
+
+def test_two_nodes_merge_into_one_job_with_node_labels():
+    node0 = fakes.job_run(fakes.rank_events(10, 0, [11, 12]), fakes.rank_processes(10, [11, 12], LEAKY),
+                          node_rank=0)  # fmt: skip
+    node1 = fakes.job_run(fakes.rank_events(10, 1, [11, 12], node_rank=1, host="node-b"),
+                          fakes.rank_processes(10, [11, 12], LEAKY), node_rank=1)  # fmt: skip
+    job = split_job([node0, node1])
+    assert [job.label(v) for v in job.ranks] == ["node 0 rank 0", "node 1 rank 1"]
+    findings = analyze_job(job)
+    [cow] = [f for f in findings if f.code == "cow-growth"]
+    assert "node 0 total" in cow.title and "node 1 total" in cow.title
+    report = build_job_report(job, findings)
+    assert [r["label"] for r in report["ranks"]] == ["node 0 rank 0", "node 1 rank 1"]
+    assert [n["host"] for n in report["job"]["nodes"]] == ["node-a", "node-b"]
+
+
+def test_job_report_and_its_terminal_table():
+    job = split_job([two_ranks(LEAKY, LEAKY)])
+    report = build_job_report(job, analyze_job(job))
+    assert [(r["label"], r["workers"], r["batches"]) for r in report["ranks"]] == [("rank 0", 2, 10), ("rank 1", 2, 10)]
+    assert {lo["rank"] for lo in report["loaders"]} == {"rank 0", "rank 1"}
+    node = report["job"]["nodes"][0]
+    assert node["pss_peak"] == 50 * MiB + 2 * 200 * MiB + 4 * 700 * MiB
+    from rich.console import Console
+
+    console = Console(width=120, color_system=None, record=True)
+    console.print(run_summary(report))
+    text = console.export_text()
+    assert "Ranks" in text and "rank 1" in text
+    assert "Node total PSS peak 3.2 GiB of 24.0 GiB (MemTotal), 4 worker processes" in text
+    assert "rank 0 (pid 10): " in text  # the merged finding's per-rank lines
+
+
+def test_the_sketch_keeps_the_same_smallest_digests_on_ranks_that_read_the_same_samples():
+    import numpy as np
+
+    from dlprobe.in_training.sample_hashes import SKETCH_SIZE, DuplicateCounter
+
+    def sketch(rows: range, order: int = 1) -> set[str]:
+        counter = DuplicateCounter(sketch=True)
+        data = np.arange(1000, dtype=np.int64).reshape(-1, 2)
+        picked = list(rows)[::order]
+        for start in range(0, len(picked), 10):
+            counter.add_batch(data[picked[start : start + 10]])
+        return set(counter.summary()["digests"])
+
+    same = sketch(range(0, 400))
+    assert len(same) == SKETCH_SIZE
+    assert sketch(range(0, 400), order=-1) == same  # the same samples in another order
+    assert not sketch(range(0, 200)) & sketch(range(200, 400))  # DistributedSampler's disjoint halves
+    assert "digests" not in DuplicateCounter().summary()
+
+
+def test_the_process_groups_own_threads_are_no_fork_hazard():
+    from dlprobe.analysis.startup_findings import find_fork_hazard
+
+    def fork_state(names: dict[str, int]) -> dict[str, Any]:
+        return {"ev": "fork_state", "t": 101.0, "pid": 10, "loader": 0, "epoch": 0, "python_threads": [],
+                "os_threads": sum(names.values()), "os_thread_names": names, "torch_threads": 1, "openmp": True,
+                "cuda_initialized": False, "baseline": {"os_threads": 1, "python_threads": 0}}  # fmt: skip
+
+    gloo = {"python3": 1, "gloo_tcp_loop": 1, "pt_gloo_runloop": 2}
+    run = fakes.run([fakes.loader()], [], events=[fork_state(gloo)])
+    assert find_fork_hazard(run) == []
+    run = fakes.run([fakes.loader()], [], events=[fork_state({**gloo, "python3": 2})])
+    [finding] = find_fork_hazard(run)
+    assert "1 native thread(s) started since import" in finding.title
+
+
+def test_a_running_epoch_projects_the_node_total_to_its_end():
+    # 5 of 10 batches (160 samples / 2 ranks / batch 8) and each worker grew 400 MiB: 400 MiB more each by the end
+    half = {"ended": False, "batches": 5}
+    job = split_job([two_ranks(LEAKY, LEAKY, r0=half, r1=half)])
+    memory = job.nodes[0]
+    assert memory.projected_bytes == memory.pss_peak + 4 * 400 * MiB
+
+
+def test_a_rank_that_died_before_its_loader_keeps_its_script_error():
+    run = two_ranks()
+    run.events.append({"ev": "script_error", "t": 101.0, "pid": 30, "type": "RuntimeError", "message": "no data",
+                       "file": "train.py", "line": 3})  # fmt: skip
+    findings = analyze_job(split_job([run]))
+    [error] = [f for f in findings if f.code == "script-error"]
+    assert error.title == "Process 30: The script raised RuntimeError: no data"
+    assert error.evidence["pid"] == 30
+
+
+def test_the_node_total_holds_each_processs_last_reading_between_its_readings():
+    from dlprobe.analysis.job import tree_total
+    from dlprobe.analysis.model import ProcessRecord, Series
+
+    def proc(pid: int, readings: list[tuple[float, int]]) -> ProcessRecord:
+        t, v = [t for t, _ in readings], [v for _, v in readings]
+        return ProcessRecord(pid, "other", series=Series(t=t, rss=list(v), uss=list(v), pss=list(v), swap=[0] * len(t)))
+
+    # PSS read in turns: a at 0 and 2, b at 1 and 3, c (a worker that ended) only at 1
+    a, b, c = proc(1, [(0.0, 10), (2.0, 12)]), proc(2, [(1.0, 100), (3.0, 300)]), proc(3, [(1.0, 5)])
+    assert tree_total([a, b, c], "pss") == ([0.0, 1.0, 2.0, 3.0], [10, 10 + 100 + 5, 12 + 100, 300])
