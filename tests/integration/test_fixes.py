@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import SCRIPTS, DlprobeResult, run_dlprobe
@@ -45,3 +49,17 @@ def test_shared_packed_records_reach_spawn_workers_as_mapped_pages_not_copies(tm
     assert shared.stdout.splitlines()[-1] == plain.stdout.splitlines()[-1]  # same total
     assert sorted(p.name for p in cache.iterdir()) == ["spawn-records-v1.json", "spawn-records-v1.lock",
                                                        "spawn-records-v1.npy"]  # fmt: skip
+
+
+def test_ranks_on_one_node_share_one_copy_packed_by_one_of_them(tmp_path: Path):
+    cache = tmp_path / "cache"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3"]
+    proc = subprocess.run([*torchrun, str(SCRIPTS / "packed_records_ranks.py")], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "DLPROBE_CACHE_DIR": str(cache)})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    # the ranks share one stdout, so their lines may run together: split on the marker, not on newlines
+    lines = sorted(re.findall(r"rank \d packed=\w+ n=\d+ last=\{[^}]*\}", proc.stdout))
+    assert [line[:6] for line in lines] == ["rank 0", "rank 1", "rank 2"]
+    assert sum("packed=True" in line for line in lines) == 1  # one rank packed, the other two attached
+    assert all("n=100000 last={'path': '/data/99999.jpg', 'label': 9}" in line for line in lines)
+    assert sorted(p.name for p in cache.glob("*.npy")) == ["ranks-records-v1.npy"]
