@@ -74,14 +74,33 @@ def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
     return rows
 
 
+def _packable(suspect: dict[str, Any]) -> bool:
+    """Whether dlprobe.fixes.PackedRecords can replace the attribute: a sequence of records, not a mapping."""
+    kind = str(suspect.get("type", ""))
+    return kind.split("[")[0] in ("list", "tuple") or kind == "numpy.ndarray[object]"
+
+
+def _share_key(attribute: str) -> str:
+    """A /dev/shm cache key suggested from the attribute's name: self.train.records -> 'records-v1'."""
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in attribute.rsplit(".", 1)[-1]).strip("-.")
+    return f"{name or 'records'}-v1"
+
+
 def _suspects_fix(suspects: list[dict[str, Any]]) -> str:
     if not suspects:
         return COW_FIXES
     top = suspects[0]
-    return (
-        f"`{top['attribute']}` is a {top['type']} with {top['items']:,} items "
+    attr = top["attribute"]
+    text = (
+        f"`{attr}` is a {top['type']} with {top['items']:,} items "
         f"(~{format_bytes(top['est_bytes'])} of Python objects); every worker that reads it copies the pages. "
-        + COW_FIXES
+    )
+    if not _packable(top):
+        return text + COW_FIXES
+    return text + (
+        f"Pack it into one buffer that workers read without copying: `{attr} = PackedRecords({attr})` "
+        "(from dlprobe.fixes import PackedRecords; indexing returns the same records). Or keep the data out of "
+        "Python objects another way: numpy arrays of fixed-width bytes or numbers, a pyarrow table, or tensors."
     )
 
 
@@ -243,6 +262,23 @@ def find_cow_growth(run: RunData) -> list[Finding]:
     return findings
 
 
+def _spawn_fix(suspects: list[dict[str, Any]]) -> str:
+    """Name the shared-memory remedy for the largest record list, with code for the user's own attribute."""
+    top = next((s for s in suspects if _packable(s)), None)
+    if top is None:
+        return (
+            "Put large arrays in /dev/shm once and let every worker map them: "
+            "`arr = shm_array('features-v1', lambda: np.load(path))` (from dlprobe.fixes import shm_array). "
+        )
+    attr = top["attribute"]
+    return (
+        f"Share `{attr}` ({top['type']}, ~{format_bytes(top['est_bytes'])}) through /dev/shm instead of pickling it "
+        f"into every worker: `{attr} = PackedRecords({attr}, share={_share_key(attr)!r})` (from dlprobe.fixes "
+        "import PackedRecords): workers and the other ranks on this machine map one copy; large numpy arrays the "
+        "same way with `shm_array(key, build_fn)`. "
+    )
+
+
 def find_spawn_copy(run: RunData) -> list[Finding]:
     findings = []
     for loader in run.loaders:
@@ -266,12 +302,12 @@ def find_spawn_copy(run: RunData) -> list[Finding]:
                     f"every worker, so ~{format_bytes(total)} is spent on copies (and start-up waits for the "
                     "pickling) every time workers start."
                 ),
-                fix=(
-                    "Keep the dataset object small and load data lazily inside the worker: store file paths or "
-                    "offsets, open files in worker_init_fn or on first __getitem__, and memory-map large arrays "
-                    "(np.load(path, mmap_mode='r')) so workers share the page cache. On Linux, "
-                    "multiprocessing_context='fork' shares the parent's memory instead of copying it. Use "
-                    "persistent_workers=True so the copy is made once, not every epoch."
+                fix=_spawn_fix(loader.dataset.get("suspects") or [])
+                + (
+                    "Otherwise keep the dataset object small (file paths or offsets; open files in worker_init_fn "
+                    "or on first __getitem__), memory-map large arrays (np.load(path, mmap_mode='r')), and use "
+                    "persistent_workers=True so the copy is made once, not every epoch. On Linux, "
+                    "multiprocessing_context='fork' shares the parent's memory instead of copying it."
                 ),
                 evidence={
                     "start_method": loader.start_method,

@@ -131,3 +131,28 @@ def test_parse_smaps_rollup_reads_kinds_and_keeps_uss():
                       "pss_file": 252 * 1024, "pss_shmem": 0}  # fmt: skip
     old_kernel = parse_smaps_rollup(text.replace("Pss_Anon", "X").replace("Pss_File", "Y").replace("Pss_Shmem", "Z"))
     assert old_kernel is not None and "pss_file" not in old_kernel and old_kernel["anon"] == 112 * 1024
+
+
+def test_cow_growth_on_a_record_list_names_packed_records_for_that_attribute():
+    records = {**SUSPECT, "attribute": "self.train.records", "type": "list[dict]"}
+    [finding] = find_cow_growth(run([loader(suspects=[records])], [_growing(11, 0, 200 * MiB)]))
+    assert "`self.train.records = PackedRecords(self.train.records)`" in finding.fix
+    assert "from dlprobe.fixes import PackedRecords" in finding.fix
+
+
+def test_cow_growth_on_a_dict_does_not_offer_packed_records():
+    mapping = {**SUSPECT, "attribute": "self.by_id", "type": "dict[int]"}
+    [finding] = find_cow_growth(run([loader(suspects=[mapping])], [_growing(11, 0, 200 * MiB)]))
+    assert "PackedRecords" not in finding.fix and "`self.by_id` is a dict[int]" in finding.fix
+
+
+def test_spawn_copy_names_shared_packed_records_for_the_largest_record_list():
+    lo = loader(start_method="spawn", num_workers=4, est_bytes=100 * MiB, suspects=[SUSPECT])
+    [finding] = find_spawn_copy(run([lo], []))
+    assert "`self.rows = PackedRecords(self.rows, share='rows-v1')`" in finding.fix
+    assert "persistent_workers=True" in finding.fix
+
+
+def test_spawn_copy_without_a_record_list_names_shm_array():
+    [finding] = find_spawn_copy(run([loader(start_method="spawn", num_workers=4, est_bytes=100 * MiB)], []))
+    assert "shm_array(" in finding.fix and "PackedRecords" not in finding.fix

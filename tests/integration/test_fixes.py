@@ -1,0 +1,65 @@
+"""dlprobe.fixes against their naive twins on real DataLoader workers, with dlprobe's own report as the judge."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import SCRIPTS, DlprobeResult, run_dlprobe
+
+
+def _run(tmp_path: Path, name: str, script: str, *args: str, env: dict[str, str] | None = None) -> DlprobeResult:
+    """`dlprobe run` into its own directory, so one test can compare two runs."""
+    run_dir = tmp_path / name
+    return DlprobeResult(run_dlprobe(["run", "--out", str(run_dir), str(SCRIPTS / script), *args], tmp_path, env=env),
+                         run_dir)  # fmt: skip
+
+
+def test_packed_records_remove_the_cow_growth_the_list_of_dicts_shows(tmp_path: Path):
+    leaky = _run(tmp_path, "list", "leaky_list_dataset.py")
+    assert leaky.returncode == 0, leaky.stderr
+    [finding] = leaky.findings("cow-growth")
+    assert "`self.records = PackedRecords(self.records)`" in finding["fix"]
+
+    packed = _run(tmp_path, "packed", "packed_records_dataset.py")
+    assert packed.returncode == 0, packed.stderr
+    assert packed.findings("cow-growth") == []
+    assert packed.report["loaders"][0]["suspects"] == []
+    assert packed.stdout == leaky.stdout  # the same samples came out: same checksum line
+    workers = [p for p in packed.report["processes"] if p["role"] == "worker"]
+    assert len(workers) == 2 and all(w["samples"] > 0 for w in workers)
+
+
+def test_shared_packed_records_reach_spawn_workers_as_mapped_pages_not_copies(tmp_path: Path):
+    cache = tmp_path / "cache"
+    env = {"DLPROBE_CACHE_DIR": str(cache)}
+    plain = _run(tmp_path, "list", "records_spawn_workers.py", "list", "300000", env=env)
+    assert plain.returncode == 0, plain.stderr
+    [finding] = plain.findings("spawn-copy")
+    assert "`self.records = PackedRecords(self.records, share='records-v1')`" in finding["fix"]
+    assert plain.stdout.count("worker maps cache: False") == 2
+
+    shared = _run(tmp_path, "shared", "records_spawn_workers.py", "shared", "300000", env=env)
+    assert shared.returncode == 0, shared.stderr
+    assert shared.findings("spawn-copy") == []
+    assert shared.stdout.count("worker maps cache: True") == 2  # both workers map the one file in the cache
+    assert shared.stdout.splitlines()[-1] == plain.stdout.splitlines()[-1]  # same total
+    assert sorted(p.name for p in cache.iterdir()) == ["spawn-records-v1.json", "spawn-records-v1.lock",
+                                                       "spawn-records-v1.npy"]  # fmt: skip
+
+
+def test_ranks_on_one_node_share_one_copy_packed_by_one_of_them(tmp_path: Path):
+    cache = tmp_path / "cache"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3"]
+    proc = subprocess.run([*torchrun, str(SCRIPTS / "packed_records_ranks.py")], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "DLPROBE_CACHE_DIR": str(cache)})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    # the ranks share one stdout, so their lines may run together: split on the marker, not on newlines
+    lines = sorted(re.findall(r"rank \d packed=\w+ n=\d+ last=\{[^}]*\}", proc.stdout))
+    assert [line[:6] for line in lines] == ["rank 0", "rank 1", "rank 2"]
+    assert sum("packed=True" in line for line in lines) == 1  # one rank packed, the other two attached
+    assert all("n=100000 last={'path': '/data/99999.jpg', 'label': 9}" in line for line in lines)
+    assert sorted(p.name for p in cache.glob("*.npy")) == ["ranks-records-v1.npy"]
