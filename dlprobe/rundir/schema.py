@@ -275,12 +275,23 @@ class Meta(TypedDict, total=False):
     in_process: bool
 
 
+class SupervisorCost(TypedDict, total=False):
+    """result.json "supervisor": what probing cost, and whether the supervisor's own CPU cap cut its reads."""
+
+    cpu_s: float  # its CPU seconds, start-up included
+    max_rss_bytes: int
+    cpu_budget: float  # the cap, as a share of one core (supervisor/budget.py)
+    cpu_share: float  # its share of one core while the target ran
+    over_budget_s: float  # seconds it ran over the cap and skipped smaps_rollup reads of moving processes
+    deep_reads_skipped: int  # such skipped reads (every process was still read at least every 5 s)
+
+
 class Result(TypedDict, total=False):
     returncode: int
     exit_code: int
     signal: str | None
     ended_at: float
-    supervisor: dict[str, float]
+    supervisor: SupervisorCost
     hangs: int
     stopped_by: str  # for people
     stop_reason: str  # for programs: STOP_REASON_HANG

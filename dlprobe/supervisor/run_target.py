@@ -33,7 +33,9 @@ from dlprobe.rundir.schema import (
     STDOUT_FILE,
     Meta,
     Result,
+    SupervisorCost,
 )
+from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.supervisor.hang.guard import RunGuard
 from dlprobe.supervisor.hang.watch import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
 from dlprobe.supervisor.live import LiveView
@@ -221,8 +223,9 @@ def run_script(options: RunOptions) -> RunOutcome:
     guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text))
     stacks = StackRecorder(child.pid, run_dir)
     known: set[int] = set()
+    budget = CpuBudget()
     try:
-        known = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick)
+        known = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick, budget)
     finally:
         stacks.stop()
         for pump in pumps:
@@ -238,7 +241,7 @@ def run_script(options: RunOptions) -> RunOutcome:
         "exit_code": exit_code,
         "signal": signal.Signals(-returncode).name if returncode < 0 else None,
         "ended_at": time.time(),
-        "supervisor": _own_cost(),
+        "supervisor": {**_own_cost(), **budget.summary()},
         **guard.finish(known),
     }
     write_json(run_dir / RESULT_FILE, result)
@@ -246,7 +249,7 @@ def run_script(options: RunOptions) -> RunOutcome:
     return RunOutcome(run_dir, exit_code)
 
 
-def _own_cost() -> dict[str, float]:
+def _own_cost() -> SupervisorCost:
     """What probing cost: the supervisor's own CPU seconds and peak RSS (the target is not counted)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "max_rss_bytes": usage.ru_maxrss * 1024}
@@ -265,12 +268,13 @@ def _sample_until_exit(
     guard: RunGuard,
     stacks: StackRecorder,
     on_tick: TickHook | None = None,
+    budget: CpuBudget | None = None,
 ) -> set[int]:
     cgroup_dir = cgroup.memory_dir(child.pid)
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
     with (run_dir / SAMPLES_FILE).open("w") as samples:
-        sampler = Sampler(child.pid, samples, cgroup_dir)
+        sampler = Sampler(child.pid, samples, cgroup_dir, budget)
         while True:
             now = time.time()
             new_events = events.read_new()
@@ -283,7 +287,7 @@ def _sample_until_exit(
             if view.enabled:
                 view.update(progress.status(now - started, sampler))
             try:
-                # Wake for the next full round on time, so each worker's USS is read at least once a second.
+                # Wake for the next full round on time, so a moving worker's USS is read every ROUND_S.
                 child.wait(timeout=min(TICK_S, max(0.01, sampler.next_full - time.time())))
                 break
             except subprocess.TimeoutExpired:
