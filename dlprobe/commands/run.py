@@ -28,5 +28,5 @@ def run(
 
     options = RunOptions(script, list(script_args or []), out, not quiet, hang_timeout=hang_timeout, on_hang=on_hang)
     outcome = run_script(options)
-    write_outputs(outcome.run_dir, None if quiet else err_console(), json_path)
+    write_outputs(outcome.run_dir, None if quiet else err_console(), json_path, plot_in_background=True)
     raise typer.Exit(outcome.exit_code)

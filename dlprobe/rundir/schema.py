@@ -20,6 +20,10 @@ SAMPLES_FILE = "samples.jsonl"
 RESULT_FILE = "result.json"
 REPORT_FILE = "report.json"
 PLOT_FILE = "memory.png"
+# `dlprobe run` draws the plot in a detached process (render/plot.py) that writes here and renames, so a reader
+# never sees half a PNG; a failure to draw is written down instead of lost with the process's stderr.
+PLOT_PARTIAL_FILE = "memory.png.partial"
+PLOT_ERROR_FILE = "memory.png.error.txt"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
 KERNEL_FILE = "kernel.json"
@@ -65,6 +69,8 @@ RUN_DIR_NAMES = (
     RESULT_FILE,
     REPORT_FILE,
     PLOT_FILE,
+    PLOT_PARTIAL_FILE,
+    PLOT_ERROR_FILE,
     STDOUT_FILE,
     STDERR_FILE,
     KERNEL_FILE,
