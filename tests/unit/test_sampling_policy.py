@@ -81,3 +81,11 @@ def test_budget_recovers_once_the_window_has_passed():
         clock.now = float(second)  # then nothing
         budget.allowance()
     assert budget.allowance() > 0
+
+
+def test_hotspot_window_lasts_until_enough_samples_of_the_workers():
+    from dlprobe.supervisor.stack_recorder import ENOUGH_SAMPLES, MIN_WINDOW_S, WINDOW_S, window_for
+
+    assert window_for(10, 2) == ENOUGH_SAMPLES / 20  # 10 s: two workers at 10 Hz
+    assert window_for(10, 0) == window_for(10, 1) == WINDOW_S  # the main process alone: the longest window
+    assert window_for(10, 64) == MIN_WINDOW_S  # many workers give enough at once; a short window still
