@@ -3,8 +3,8 @@
 The target imports torch and numpy, holds a 50 MB array and forks N-1 children (like DataLoader workers: the
 same mappings, pages shared with the parent), each touching 20 MB of its own, then lives SECONDS. Children
 are either idle (sleeping: the cheap readings show no movement, so each is read in full every 5 s) or moving
-(each allocates and frees 4 MB ten times a second, so its page-fault count says its memory moved and it is read
-every 0.5 s, within the supervisor's CPU budget). CPU share is result.json's supervisor.cpu_share (its own CPU
+(each maps, writes and unmaps 4 MB ten times a second, so its page-fault count says its memory moved and it is
+read every 0.5 s, within the supervisor's CPU budget). CPU share is result.json's supervisor.cpu_share (its own CPU
 over the run's wall time, the target's start-up included); peak RSS is supervisor.max_rss_bytes.
 
 Targets (issue 15): growing at most linearly with the processes watched; <= 3% of one core with 8 workers (9
@@ -24,7 +24,7 @@ from _common import PYTHON, machine, median, run
 OUT = Path(__file__).resolve().parent / "out"
 
 TREE_SCRIPT = """
-import os, sys, time
+import mmap, os, sys, time
 import numpy as np
 import torch  # noqa: F401  (a worker's mappings: torch's libraries make page-table walks realistic)
 
@@ -35,11 +35,14 @@ end = time.time() + seconds
 for _ in range(count - 1):
     pid = os.fork()
     if pid == 0:
+        end = time.time() + seconds  # each child lives SECONDS: forking 64 of them takes seconds on a busy machine
         own = np.ones(20 * 2**20 // 8)
         while time.time() < end:
             if mode == "moving":
-                churn = np.ones(4 * 2**20 // 8)  # mmap'd, faulted in, unmapped on free: 1024 page faults
-                del churn
+                # a fresh mapping each time (malloc would reuse freed memory): 1024 page faults, then unmapped
+                churn = mmap.mmap(-1, 4 * 2**20)
+                churn.write(bytes(4 * 2**20))
+                churn.close()
             time.sleep(0.1)
         os._exit(0)
     pids.append(pid)
