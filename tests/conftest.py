@@ -49,6 +49,35 @@ def run_dlprobe(args: list[str], cwd: Path, timeout: float = 180, env: dict[str,
     )
 
 
+def background_plotters(under: Path) -> list[Any]:
+    """The detached `python -m dlprobe.render.plot RUN_DIR` processes (render/plot.py) drawing a run under `under`."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "dlprobe.render.plot" in cmd and any(arg.startswith(str(under)) for arg in cmd):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_plotter_left(tmp_path: Path) -> Iterator[None]:
+    """`dlprobe run` leaves its plot to a detached process; a test ends only when the ones it started are done,
+    so no process outlives the test that caused it."""
+    yield
+    _gone, alive = __import__("psutil").wait_procs(background_plotters(tmp_path), timeout=60)
+    assert alive == [], f"plot processes still running after 60 s: {alive}"
+
+
+def wait_for_plot(run_dir: Path, timeout: float = 60) -> Path:
+    """memory.png of a `dlprobe run`, once its background plotter has written it (or said why it could not)."""
+    import psutil
+
+    psutil.wait_procs(background_plotters(run_dir), timeout=timeout)
+    return run_dir / "memory.png"
+
+
 @pytest.fixture
 def probe(tmp_path: Path):
     """probe('script.py', *script_args, options=[...]) -> DlprobeResult of `dlprobe run`."""

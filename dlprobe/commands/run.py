@@ -43,5 +43,5 @@ def run(
         launch=launch_kind(ctx, module),
     )
     outcome = run_script(options)
-    write_outputs(outcome.run_dir, None if quiet else err_console(), json_path)
+    write_outputs(outcome.run_dir, None if quiet else err_console(), json_path, plot_in_background=True)
     raise typer.Exit(outcome.exit_code)

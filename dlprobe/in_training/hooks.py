@@ -85,7 +85,7 @@ class LoaderProbe:
 
     def record_batch(self, wait_s: float, batch: Any) -> None:
         self.batches += 1
-        self.pending.append(round(wait_s, 6))
+        self.pending.append(wait_s)  # rounded once per chunk in flush(), not on every batch
         if not self.described_batch:
             self.described_batch = True
             _emit(EV_BATCH_INFO, loader=self.loader_id, epoch=self.epoch, **describe_batch(batch))
@@ -121,7 +121,7 @@ class LoaderProbe:
     def flush(self) -> None:
         self.last_flush = time.perf_counter()
         if self.pending:
-            waits, self.pending = self.pending, []
+            waits, self.pending = [round(w, 6) for w in self.pending], []
             _emit(EV_BATCHES, loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches)
         if self.dupes is not None and self.dupes.changed:
             _emit(EV_DUPES, loader=self.loader_id, epoch=self.epoch, **self.dupes.summary())

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-from dlprobe.analysis.model import RunData
+from dlprobe.analysis.model import RunData, load_run
+from dlprobe.rundir.files import read_json
+from dlprobe.rundir.schema import PLOT_ERROR_FILE, PLOT_FILE, PLOT_PARTIAL_FILE, REPORT_FILE
 
 MiB = 1024 * 1024
 
@@ -118,6 +123,36 @@ def plot_memory(run: RunData, path: Path, report: dict[str, Any] | None = None) 
     ax_shm.set_xlabel("seconds since start")
     ax_shm.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, format="png")
     plt.close(fig)
     return path
+
+
+def plot_in_background(run_dir: Path) -> None:
+    """Draw memory.png in a detached process: importing matplotlib and drawing take 1-2 s that `dlprobe run`
+    would otherwise add to every run after the script has finished."""
+    subprocess.Popen(
+        [sys.executable, "-m", "dlprobe.render.plot", str(run_dir)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a Ctrl-C typed after dlprobe returned is for the next command, not for the plot
+        close_fds=True,
+    )
+
+
+def draw_run_plot(run_dir: Path) -> None:
+    """Load the run and write memory.png atomically; a failure goes to memory.png.error.txt."""
+    partial = run_dir / PLOT_PARTIAL_FILE
+    try:
+        # report.json is written before this process starts; a job's report labels the ranks and the node total.
+        report = read_json(run_dir / REPORT_FILE) if (run_dir / REPORT_FILE).exists() else None
+        plot_memory(load_run(run_dir), partial, report)
+        os.replace(partial, run_dir / PLOT_FILE)
+    except Exception as exc:  # detached: no one reads this process's stderr, so the reason is kept in the run
+        partial.unlink(missing_ok=True)
+        (run_dir / PLOT_ERROR_FILE).write_text(f"could not draw {PLOT_FILE}: {exc}\n")
+
+
+if __name__ == "__main__":
+    draw_run_plot(Path(sys.argv[1]))

@@ -14,14 +14,26 @@ from dlprobe.rundir.files import write_json, write_json_option
 from dlprobe.rundir.schema import PLOT_FILE, REPORT_FILE, REPORT_HTML_FILE
 
 
-def write_outputs(run_dir: Path, console: Console | None, json_path: str | None = None) -> dict[str, Any]:
-    """Analyze the run and write everything; a failing plot or --json path is reported, not fatal."""
+def write_outputs(
+    run_dir: Path, console: Console | None, json_path: str | None = None, plot_in_background: bool = False
+) -> dict[str, Any]:
+    """Analyze the run and write everything; a failing plot or --json path is reported, not fatal.
+
+    With `plot_in_background` (`dlprobe run`) memory.png is drawn by a detached process and appears a second or
+    two after this returns; `dlprobe report` draws it here."""
     run, report = report_for(run_dir)
     write_json(run_dir / REPORT_FILE, report)
     problems = []
     problems += html_problem(run_dir / REPORT_HTML_FILE, run, report)
     # No DataLoader, nothing to plot: skipping it saves a second of matplotlib start-up on short scripts.
-    if run.loaders:
+    if run.loaders and plot_in_background:
+        from dlprobe.render.plot import plot_in_background as start_plot
+
+        try:
+            start_plot(run_dir)
+        except OSError as exc:
+            problems.append(f"could not start drawing {PLOT_FILE}: {exc} (dlprobe report {run_dir} draws it)")
+    elif run.loaders:
         try:
             from dlprobe.render.plot import plot_memory
 

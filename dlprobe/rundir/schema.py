@@ -21,6 +21,10 @@ RESULT_FILE = "result.json"
 REPORT_FILE = "report.json"
 PLOT_FILE = "memory.png"
 REPORT_HTML_FILE = "report.html"  # the self-contained page (render/html.py)
+# `dlprobe run` draws the plot in a detached process (render/plot.py) that writes here and renames, so a reader
+# never sees half a PNG; a failure to draw is written down instead of lost with the process's stderr.
+PLOT_PARTIAL_FILE = "memory.png.partial"
+PLOT_ERROR_FILE = "memory.png.error.txt"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
 KERNEL_FILE = "kernel.json"
@@ -67,6 +71,8 @@ RUN_DIR_NAMES = (
     REPORT_FILE,
     PLOT_FILE,
     REPORT_HTML_FILE,
+    PLOT_PARTIAL_FILE,
+    PLOT_ERROR_FILE,
     STDOUT_FILE,
     STDERR_FILE,
     KERNEL_FILE,
@@ -281,12 +287,23 @@ class Meta(TypedDict, total=False):
     in_process: bool
 
 
+class SupervisorCost(TypedDict, total=False):
+    """result.json "supervisor": what probing cost, and whether the supervisor's own CPU cap cut its reads."""
+
+    cpu_s: float  # its CPU seconds, start-up included
+    max_rss_bytes: int
+    cpu_budget: float  # the cap, as a share of one core (supervisor/budget.py)
+    cpu_share: float  # its share of one core while the target ran
+    over_budget_s: float  # seconds it ran over the cap and skipped smaps_rollup reads of moving processes
+    deep_reads_skipped: int  # such skipped reads (every process was still read at least every 5 s)
+
+
 class Result(TypedDict, total=False):
     returncode: int
     exit_code: int
     signal: str | None
     ended_at: float
-    supervisor: dict[str, float]
+    supervisor: SupervisorCost
     hangs: int
     stopped_by: str  # for people
     stop_reason: str  # for programs: STOP_REASON_HANG

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import select
 import signal
 import subprocess
 import sys
@@ -37,8 +38,10 @@ from dlprobe.rundir.schema import (
     STDOUT_FILE,
     Meta,
     Result,
+    SupervisorCost,
 )
 from dlprobe.supervisor import launch
+from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.supervisor.hang.guard import RunGuard
 from dlprobe.supervisor.hang.watch import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
 from dlprobe.supervisor.live import LiveView
@@ -265,8 +268,9 @@ def run_script(options: RunOptions) -> RunOutcome:
     guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text))
     stacks = StackRecorder(child.pid, run_dir)
     known: set[int] = set()
+    budget = CpuBudget()
     try:
-        known = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick)
+        known = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick, budget)
     finally:
         stacks.stop()
         for pump in pumps:
@@ -282,7 +286,7 @@ def run_script(options: RunOptions) -> RunOutcome:
         "exit_code": exit_code,
         "signal": signal.Signals(-returncode).name if returncode < 0 else None,
         "ended_at": time.time(),
-        "supervisor": _own_cost(),
+        "supervisor": {**_own_cost(), **budget.summary()},
         **guard.finish(known),
     }
     write_json(run_dir / RESULT_FILE, result)
@@ -300,7 +304,7 @@ def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         ) from None
 
 
-def _own_cost() -> dict[str, float]:
+def _own_cost() -> SupervisorCost:
     """What probing cost: the supervisor's own CPU seconds and peak RSS (the target is not counted)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "max_rss_bytes": usage.ru_maxrss * 1024}
@@ -311,6 +315,35 @@ def _notice(view: LiveView, text: str) -> None:
         view.forward(sys.stderr.fileno(), f"[dlprobe] {text}\n".encode())
 
 
+def _exit_waiter(child: subprocess.Popen[bytes]) -> Callable[[float], bool]:
+    """wait(timeout) -> whether the child has exited (and is reaped). Popen.wait(timeout) polls every few
+    milliseconds (about 20 wake-ups a second, a third of the idle supervisor's CPU); a pidfd sleeps until the
+    exit or the timeout."""
+
+    def polling(timeout: float) -> bool:
+        try:
+            child.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    try:
+        fd = os.pidfd_open(child.pid)
+    except (AttributeError, OSError):  # Linux < 5.3, or not Linux
+        return polling
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+
+    def sleeping(timeout: float) -> bool:
+        if child.returncode is None and not poller.poll(timeout * 1000):
+            return False
+        child.wait()
+        os.close(fd)
+        return True
+
+    return sleeping
+
+
 def _sample_until_exit(
     child: subprocess.Popen[bytes],
     run_dir: Path,
@@ -319,12 +352,14 @@ def _sample_until_exit(
     guard: RunGuard,
     stacks: StackRecorder,
     on_tick: TickHook | None = None,
+    budget: CpuBudget | None = None,
 ) -> set[int]:
     cgroup_dir = cgroup.memory_dir(child.pid)
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
+    exited = _exit_waiter(child)
     with (run_dir / SAMPLES_FILE).open("w") as samples:
-        sampler = Sampler(child.pid, samples, cgroup_dir)
+        sampler = Sampler(child.pid, samples, cgroup_dir, budget)
         while True:
             now = time.time()
             new_events = events.read_new()
@@ -336,12 +371,9 @@ def _sample_until_exit(
             guard.tick(now, sorted(sampler.known - sampler.gone), progress.workers, progress.mains(child.pid))
             if view.enabled:
                 view.update(progress.status(now - started, sampler))
-            try:
-                # Wake for the next full round on time, so each worker's USS is read at least once a second.
-                child.wait(timeout=min(TICK_S, max(0.01, sampler.next_full - time.time())))
+            # Wake for the next full round on time, so a moving worker's USS is read every ROUND_S.
+            if exited(min(TICK_S, max(0.01, sampler.next_full - time.time()))):
                 break
-            except subprocess.TimeoutExpired:
-                continue
         # One last look: workers can outlive the main process for a moment.
         progress.feed(events.read_new(), sampler)
         sampler.tick(time.time())

@@ -4,45 +4,90 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import psutil
 
 from dlprobe.rundir.schema import SAMPLE_GONE, SAMPLE_PROC, SAMPLE_READING
+from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.system import cgroup, procmem
+from dlprobe.system.proctree import descendant_pids
 
-TICK_S = 0.25  # cheap readings (statm, /dev/shm, meminfo, cgroup) this often
-# smaps_rollup walks page tables; a full round is repeated at most every MAX_FULL_S (so every worker's
-# USS is read at least once a second) and no more often than keeps its cost near FULL_BUDGET of a core.
-MIN_FULL_S = 0.5
-MAX_FULL_S = 1.0
-FULL_BUDGET = 0.04
+TICK_S = 0.25  # cheap readings (/proc/PID/stat, /dev/shm, meminfo, cgroup) this often
+# smaps_rollup walks the target's page tables under its memory-map lock (milliseconds of CPU per process, and a
+# worker faulting meanwhile waits), so it is read only where the cheap readings say memory can have moved: RSS or
+# the page-fault count changed by MOVE_BYTES since the process's last full read. A moving process is read every
+# ROUND_S at most; a still one once every MAX_STALE_S, so slow changes (a parent's writes turning shared pages
+# into a worker's private ones) still show.
+ROUND_S = 0.5
+MAX_STALE_S = 5.0
+MOVE_BYTES = 1 << 20
+FIRST_READ_COST_S = 0.004  # CPU seconds per smaps_rollup of a ~200 MB process, until measured on this run
 # Walking the process table to find descendants costs more than everything else; workers are announced by
 # the hooks' events at once, so the walk only catches the rest (forkserver, resource tracker) now and then.
 DISCOVER_EVERY_S = 2.0
-# The main process and helpers (forkserver, resource tracker) change slowly next to workers; reading their
-# smaps_rollup on every third full round leaves the budget to the workers, whose growth is the story.
-OTHERS_EVERY_N_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class FullRead:
+    """What the cheap readings said when a process's smaps_rollup was last read."""
+
+    t: float
+    rss: int
+    faults: int
+
+
+def choose_full_reads(
+    now: float,
+    cheap: dict[int, tuple[int, int]],
+    last_full: dict[int, FullRead],
+    allowance_s: float,
+    cost_s: float,
+) -> tuple[list[int], int]:
+    """Which processes get a smaps_rollup this round, and how many that moved were left out for the CPU budget.
+
+    `cheap` is (rss, page faults) per live pid now. New and stale processes are always read (the budget never
+    buys blindness past MAX_STALE_S); moving ones are read while `allowance_s` lasts, the most moved first, so
+    the fastest-growing worker before an OOM kill keeps fresh readings; still ones wait for MAX_STALE_S.
+    """
+    due: list[int] = []
+    moving: list[tuple[int, int]] = []
+    for pid, (rss, faults) in cheap.items():
+        last = last_full.get(pid)
+        if last is None or now - last.t >= MAX_STALE_S:
+            due.append(pid)
+            continue
+        moved = max(abs(rss - last.rss), (faults - last.faults) * procmem.PAGE_SIZE)
+        if moved >= MOVE_BYTES:
+            moving.append((moved, pid))
+    moving.sort(key=lambda m: (-m[0], m[1]))
+    room = allowance_s - cost_s * len(due)
+    affordable = len(moving) if cost_s <= 0 or room >= cost_s * len(moving) else max(0, int(room / cost_s))
+    return sorted(due + [pid for _, pid in moving[:affordable]]), len(moving) - affordable
 
 
 class Sampler:
     """Discovers the target's descendants and writes one row of readings per tick to samples.jsonl."""
 
-    def __init__(self, root_pid: int, out: IO[str], cgroup_dir: tuple[Path, Path, int] | None) -> None:
+    def __init__(
+        self, root_pid: int, out: IO[str], cgroup_dir: tuple[Path, Path, int] | None, budget: CpuBudget | None = None
+    ) -> None:
         self.root_pid = root_pid
         self.out = out
         self.cgroup_dir = cgroup_dir
+        self.budget = budget  # None (in-process use): no cap, the process's CPU time is the training's own
         self.known: set[int] = set()
         self.gone: set[int] = set()
-        self.full_interval = MIN_FULL_S
         self.next_full = 0.0
         self.last: dict[int, dict[str, int]] = {}
+        self.last_full: dict[int, FullRead] = {}
         self.last_system: dict[str, Any] = {}
-        self.full_cost_s = 0.0
+        self.read_cost_s = FIRST_READ_COST_S
+        self.full_reads = 0
         self.next_discover = 0.0
         self.workers: set[int] = set()
-        self.full_rounds = 0
 
     def _write(self, record: dict[str, Any]) -> None:
         self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -64,40 +109,49 @@ class Sampler:
 
     def discover(self) -> None:
         """Every descendant of the target: fork workers are children, forkserver ones grandchildren."""
-        try:
-            root = psutil.Process(self.root_pid)
-            descendants = root.children(recursive=True)
-        except psutil.Error:
-            return
+        pids = descendant_pids(self.root_pid)
+        if pids is None:
+            try:
+                pids = [child.pid for child in psutil.Process(self.root_pid).children(recursive=True)]
+            except psutil.Error:
+                return
         self.add_pid(self.root_pid)
-        for child in descendants:
-            self.add_pid(child.pid)
+        for pid in pids:
+            self.add_pid(pid)
 
     def tick(self, now: float) -> None:
         if now >= self.next_discover:
             self.discover()
             self.next_discover = now + DISCOVER_EVERY_S
-        full = now >= self.next_full
-        others_too = full and self.full_rounds % OTHERS_EVERY_N_ROUNDS == 0
-        readings: dict[str, dict[str, int]] = {}
-        start = time.perf_counter()
+        cheap: dict[int, tuple[int, int]] = {}
         for pid in sorted(self.known - self.gone):
-            deep = full and (pid in self.workers or others_too)
-            values = procmem.read_smaps_rollup(pid) if deep else None
-            if values is None:
-                rss = procmem.read_rss(pid)
-                if rss is None:
-                    self.gone.add(pid)
-                    self._write({"k": SAMPLE_GONE, "pid": pid, "t": round(now, 3)})
-                    continue
-                values = {"rss": rss}
-            readings[str(pid)] = values
-            self.last[pid] = {**self.last.get(pid, {}), **values}
-        if full:
-            self.full_rounds += 1
-            self.full_cost_s = time.perf_counter() - start
-            self.full_interval = min(MAX_FULL_S, max(MIN_FULL_S, self.full_cost_s / FULL_BUDGET))
-            self.next_full = now + self.full_interval
+            stat = procmem.read_stat(pid)
+            if stat is None:
+                self.gone.add(pid)
+                self._write({"k": SAMPLE_GONE, "pid": pid, "t": round(now, 3)})
+                continue
+            cheap[pid] = stat
+        chosen: set[int] = set()
+        if now >= self.next_full:
+            allowance = self.budget.allowance() if self.budget is not None else float("inf")
+            picked, skipped = choose_full_reads(now, cheap, self.last_full, allowance, self.read_cost_s)
+            chosen = set(picked)
+            if self.budget is not None:
+                self.budget.note_skipped(skipped)
+            self.next_full = now + ROUND_S
+        readings: dict[str, dict[str, int]] = {}
+        for pid, (rss, faults) in cheap.items():
+            values = None
+            if pid in chosen:
+                started = time.thread_time()
+                values = procmem.read_smaps_rollup(pid)
+                # CPU, not wall time: waiting for a busy target's memory-map lock costs the supervisor nothing.
+                self.read_cost_s = 0.8 * self.read_cost_s + 0.2 * (time.thread_time() - started)
+                if values is not None:
+                    self.full_reads += 1
+                    self.last_full[pid] = FullRead(now, rss, faults)
+            readings[str(pid)] = values if values is not None else {"rss": rss}
+            self.last[pid] = {**self.last.get(pid, {}), **readings[str(pid)]}
         row: dict[str, Any] = {"k": SAMPLE_READING, "t": round(now, 3), "p": readings}
         shm = procmem.shm_usage()
         if shm:

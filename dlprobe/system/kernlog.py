@@ -85,12 +85,29 @@ def since_boot() -> float:
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
-def read_records(path: str = KMSG, max_records: int = 100_000) -> list[tuple[float, str]] | None:
-    """(seconds since boot, message) of every record still in the ring buffer; None if unreadable."""
+def open_at_end(path: str = KMSG) -> int | None:
+    """The kernel log opened after its last record, so reading it at the end of a run gives only that run's records:
+    reading the whole ring buffer (up to megabytes) took 0.1-0.9 s after every run on a busy machine."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        os.lseek(fd, 0, os.SEEK_END)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def read_records(path: str = KMSG, max_records: int = 100_000, fd: int | None = None) -> list[tuple[float, str]] | None:
+    """(seconds since boot, message) of every record still in the ring buffer (or, from an `open_at_end` fd, of
+    every record since); None if unreadable. Closes `fd`."""
+    if fd is None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return None
     records = []
     try:
         for _ in range(max_records):

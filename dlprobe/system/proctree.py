@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import psutil
 
 
@@ -29,3 +31,27 @@ def kill_tree(pid: int) -> None:
             proc.kill()
         except psutil.Error:
             pass  # it exited between listing and signalling: nothing left to stop
+
+
+def descendant_pids(pid: int) -> list[int] | None:
+    """Pids below `pid`, from /proc/PID/task/TID/children: the cost grows with the tree, not with every process on
+    the host as psutil's children() scan does. None where the kernel lacks the file (CONFIG_PROC_CHILDREN)."""
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        return None
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        parent = stack.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue  # it exited while we walked: its children are re-parented and found on a later walk
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", "rb") as f:
+                    children = [int(c) for c in f.read().split()]
+            except (OSError, ValueError):
+                continue  # the thread exited between listdir and open
+            found.extend(children)
+            stack.extend(children)
+    return found

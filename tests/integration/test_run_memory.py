@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tests.conftest import SCRIPTS, needs_small_shm, run_with_small_shm
+from tests.conftest import SCRIPTS, needs_small_shm, run_with_small_shm, wait_for_plot
 
 MiB = 1024 * 1024
 
@@ -24,7 +24,7 @@ def test_leaky_list_dataset_reports_cow_growth_naming_the_attribute(probe):
     # by kind of page: Private_Dirty rose while Anonymous stayed flat, which is copy-on-write
     assert all(w["cow_bytes"] >= 64 * MiB > w["anon_growth_bytes"] for w in evidence["workers"])
     assert "copy-on-write" in finding["title"]
-    assert (result.run_dir / "memory.png").stat().st_size > 10_000
+    assert wait_for_plot(result.run_dir).stat().st_size > 10_000
 
 
 def test_numpy_dataset_has_no_cow_growth(probe):

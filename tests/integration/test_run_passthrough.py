@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from dlprobe.rundir.schema import META_FILE, RUN_SCHEMA_VERSION
-from tests.conftest import SCRIPTS, names_not_in_schema, run_dlprobe
+from tests.conftest import SCRIPTS, names_not_in_schema, run_dlprobe, wait_for_plot
 from tests.htmlpage import read_page
 
 
@@ -75,7 +75,7 @@ def test_report_command_rerenders_a_saved_run(probe, tmp_path):
     result = probe("fails_after_batches.py", "0", options=["--quiet"])
     saved = json.loads((result.run_dir / "report.json").read_text())
     (result.run_dir / "report.json").unlink()
-    (result.run_dir / "memory.png").unlink()
+    wait_for_plot(result.run_dir).unlink()
     out = tmp_path / "again.json"
     proc = run_dlprobe(["report", str(result.run_dir), "--json", str(out)], tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -116,3 +116,13 @@ def test_the_recorder_saves_py_spys_error_in_stacks_json(tmp_path, monkeypatch):
     recorder.stop()
     profile = load_stacks(tmp_path)
     assert profile is not None and profile.status == "failed" and profile.error == ATTACH_ERROR
+
+
+def test_a_supervisor_over_its_cpu_budget_says_what_it_skipped_and_stays_quiet_otherwise():
+    run = fakes.run([], [])
+    run.result["supervisor"] = {"cpu_budget": 0.03, "cpu_share": 0.05, "over_budget_s": 12.0, "deep_reads_skipped": 40}
+    [finding] = find_probe_degraded(run)
+    assert "CPU budget (3% of a core)" in finding.title and "40 USS readings" in finding.title
+    assert "every process at least every 5 s" in finding.detail
+    run.result["supervisor"] = {"cpu_budget": 0.03, "cpu_share": 0.02, "over_budget_s": 0.0, "deep_reads_skipped": 0}
+    assert find_probe_degraded(run) == []

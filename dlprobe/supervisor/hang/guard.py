@@ -27,6 +27,7 @@ class RunGuard:
         self.watch = HangWatch(run_dir, child.pid, timeout_s, on_hang)
         self.notify = notify
         self.boot_start = kernlog.since_boot()
+        self.kmsg_fd = kernlog.open_at_end()
         self.survivors: list[int] = []
 
     def _wait_main(self, timeout: float) -> bool:
@@ -58,10 +59,18 @@ class RunGuard:
         else:
             self.notify(what + "still waiting (--on-hang wait; --on-hang stop would end the run)")
 
+    def _kernel_records(self) -> list[tuple[float, str]] | None:
+        """The kernel's records since the run started; the whole ring buffer if that cursor could not be had."""
+        if self.kmsg_fd is None:
+            return kernlog.read_records()
+        fd, self.kmsg_fd = self.kmsg_fd, None
+        return kernlog.read_records(fd=fd)
+
     def finish(self, pids: set[int]) -> Result:
         """Look for OOM kills of our processes in the kernel log; the fields this adds to result.json."""
         try:
-            write_json(self.run_dir / KERNEL_FILE, kernlog.oom_kills(pids, self.boot_start - 1.0))
+            kills = kernlog.oom_kills(pids, self.boot_start - 1.0, self._kernel_records())
+            write_json(self.run_dir / KERNEL_FILE, kills)
         except OSError:
             pass
         fields: Result = {"hangs": self.watch.count}

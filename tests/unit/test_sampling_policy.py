@@ -1,0 +1,91 @@
+"""The sampler's choice of which processes get an expensive smaps_rollup read, and the supervisor's CPU cap."""
+
+from __future__ import annotations
+
+from dlprobe.supervisor.budget import WINDOW_S, CpuBudget
+from dlprobe.supervisor.sampler import MAX_STALE_S, MOVE_BYTES, FullRead, choose_full_reads
+from dlprobe.system.procmem import PAGE_SIZE
+
+MB = 1 << 20
+UNLIMITED = float("inf")
+
+
+def test_new_processes_are_read_at_once_and_still_ones_wait_for_the_bound():
+    last = {1: FullRead(t=10.0, rss=200 * MB, faults=5000)}
+    cheap = {1: (200 * MB, 5000), 2: (150 * MB, 100)}
+    assert choose_full_reads(11.0, cheap, last, UNLIMITED, 0.004) == ([2], 0)
+    assert choose_full_reads(10.0 + MAX_STALE_S - 0.01, cheap, last, UNLIMITED, 0.004) == ([2], 0)
+    assert choose_full_reads(10.0 + MAX_STALE_S, cheap, last, UNLIMITED, 0.004) == ([1, 2], 0)
+
+
+def test_copy_on_write_moves_faults_not_rss_and_is_read():
+    """A worker copying its parent's pages keeps its RSS (the pages were resident, shared) but faults on each."""
+    last = {1: FullRead(t=10.0, rss=200 * MB, faults=5000)}
+    copied = MOVE_BYTES // PAGE_SIZE
+    assert choose_full_reads(10.5, {1: (200 * MB, 5000 + copied)}, last, UNLIMITED, 0.004) == ([1], 0)
+    assert choose_full_reads(10.5, {1: (200 * MB, 5000 + copied - 1)}, last, UNLIMITED, 0.004) == ([], 0)
+
+
+def test_rss_moving_either_way_is_read():
+    last = {1: FullRead(t=10.0, rss=200 * MB, faults=5000)}
+    assert choose_full_reads(10.5, {1: (200 * MB + MOVE_BYTES, 5000)}, last, UNLIMITED, 0.004) == ([1], 0)
+    assert choose_full_reads(10.5, {1: (200 * MB - MOVE_BYTES, 5000)}, last, UNLIMITED, 0.004) == ([1], 0)
+    assert choose_full_reads(10.5, {1: (200 * MB + MOVE_BYTES - 1, 5000)}, last, UNLIMITED, 0.004) == ([], 0)
+
+
+def test_over_budget_the_fastest_movers_are_read_and_stale_ones_always():
+    last = {pid: FullRead(t=10.0, rss=100 * MB, faults=0) for pid in (1, 2, 3)}
+    last[4] = FullRead(t=10.0 - MAX_STALE_S, rss=100 * MB, faults=0)
+    cheap = {1: (102 * MB, 0), 2: (140 * MB, 0), 3: (110 * MB, 0), 4: (100 * MB, 0)}
+    # room for the stale one and two more: the one growing by 40 MB and the one by 10 MB, not the 2 MB one
+    assert choose_full_reads(10.5, cheap, last, 0.0125, 0.004) == ([2, 3, 4], 1)
+    # no allowance left at all: still no process goes unread past the bound
+    assert choose_full_reads(10.5, cheap, last, -1.0, 0.004) == ([4], 3)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.cpu = 0.0
+
+
+def _budget(share: float = 0.03) -> tuple[CpuBudget, FakeClock]:
+    clock = FakeClock()
+    return CpuBudget(share, clock=lambda: clock.now, cpu=lambda: clock.cpu), clock
+
+
+def test_budget_allows_reads_while_the_share_is_under_the_cap():
+    budget, clock = _budget()
+    clock.now, clock.cpu = 5.0, 0.1  # 0.1 s of CPU, judged against a full window: 1% of a core
+    assert abs(budget.allowance() - (0.03 * WINDOW_S - 0.1)) < 1e-9
+    assert budget.summary()["over_budget_s"] == 0
+
+
+def test_budget_over_the_cap_cuts_reads_and_says_for_how_long():
+    budget, clock = _budget()
+    for second in range(1, 31):  # 5% of a core for 30 s
+        clock.now, clock.cpu = float(second), 0.05 * second
+        budget.allowance()
+    assert budget.allowance() < 0
+    budget.note_skipped(7)
+    summary = budget.summary()
+    assert summary["cpu_share"] == 0.05 and summary["cpu_budget"] == 0.03
+    assert 15 <= summary["over_budget_s"] <= 30 and summary["deep_reads_skipped"] == 7
+
+
+def test_budget_recovers_once_the_window_has_passed():
+    budget, clock = _budget()
+    clock.now, clock.cpu = 1.0, 1.0  # a burst: a whole second of CPU
+    assert budget.allowance() < 0
+    for second in range(2, 40):
+        clock.now = float(second)  # then nothing
+        budget.allowance()
+    assert budget.allowance() > 0
+
+
+def test_hotspot_window_lasts_until_enough_samples_of_the_workers():
+    from dlprobe.supervisor.stack_recorder import ENOUGH_SAMPLES, MIN_WINDOW_S, WINDOW_S, window_for
+
+    assert window_for(10, 2) == ENOUGH_SAMPLES / 20  # 10 s: two workers at 10 Hz
+    assert window_for(10, 0) == window_for(10, 1) == WINDOW_S  # the main process alone: the longest window
+    assert window_for(10, 64) == MIN_WINDOW_S  # many workers give enough at once; a short window still
