@@ -133,9 +133,17 @@ def test_hang_with_a_loader_timeout_is_a_worker_hang_and_reproduces_under_a_shor
 
 
 def test_real_oom_kill_in_a_memory_cgroup_is_confirmed_by_the_kernel_log(tmp_path):
-    with memory_cgroup(400 * MiB) as cgroup:
-        procs = cgroup / "cgroup.procs"
-        log, text = run_scenario(tmp_path, "oom", prefix=("sh", "-c", f'echo $$ > {procs} && exec "$0" "$@"'))
+    for attempt in range(3):
+        # On a loaded machine torch's main process sometimes reads the dead worker's pipe (EOFError) before its
+        # SIGCHLD handler names the signal; that log is torch's race, not the one this test is about: run it again.
+        with memory_cgroup(400 * MiB) as cgroup:
+            procs = cgroup / "cgroup.procs"
+            (tmp_path / str(attempt)).mkdir()
+            log, text = run_scenario(
+                tmp_path / str(attempt), "oom", prefix=("sh", "-c", f'echo $$ > {procs} && exec "$0" "$@"')
+            )
+        if "is killed by signal: Killed" in text:
+            break
     assert "is killed by signal: Killed" in text, text
     proc, result = triage(tmp_path, log)
     assert proc.returncode == 0
