@@ -88,6 +88,11 @@ def _merged(job: Job, group: list[tuple[RankView, Finding]]) -> Finding:
     """One finding for the same code and loader on several ranks, with each rank's own evidence kept."""
     group.sort(key=lambda pair: pair[0].sort_key())
     first = group[0][1]
+    same_node = len({v.node for v, _ in group}) == 1
+    if same_node and all(f.title == first.title and f.evidence == first.evidence for _, f in group[1:]):
+        # Read from the run directory's own files (the supervisor's cost, the machine), not from any rank's data:
+        # every rank of the node sees it the same, so it is one finding of the node, not one per rank.
+        return first
     labels = ranks_text([job.label(v) for v, _ in group])
     if first.code == "cow-growth":
         title = _cow_title(job, group, labels)

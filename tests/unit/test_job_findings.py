@@ -316,3 +316,10 @@ def test_the_node_total_holds_each_processs_last_reading_between_its_readings():
     # PSS read in turns: a at 0 and 2, b at 1 and 3, c (a worker that ended) only at 1
     a, b, c = proc(1, [(0.0, 10), (2.0, 12)]), proc(2, [(1.0, 100), (3.0, 300)]), proc(3, [(1.0, 5)])
     assert tree_total([a, b, c], "pss") == ([0.0, 1.0, 2.0, 3.0], [10, 10 + 100 + 5, 12 + 100, 300])
+
+
+def test_a_finding_from_the_jobs_own_files_is_said_once_without_ranks():
+    run = two_ranks()
+    run.result["supervisor"] = {"cpu_s": 1.0, "cpu_budget": 0.03, "over_budget_s": 8.0, "deep_reads_skipped": 81}
+    [note] = [f for f in analyze_job(split_job([run])) if f.code == "probe-degraded"]
+    assert note.title.startswith("dlprobe kept to its CPU budget") and "ranks" not in note.evidence
