@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.analysis.model import RunData
+from dlprobe.render.plot import rank_labels
 from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, downsample, keep_indices, legend_html
 from dlprobe.rundir.files import read_json
 from dlprobe.rundir.schema import (
@@ -90,9 +91,10 @@ def _batch_times(run: RunData, t0: float) -> list[dict[str, Any]]:
     return out
 
 
-def _events(run: RunData, t0: float) -> list[dict[str, Any]]:
+def _events(run: RunData, t0: float, labels: dict[int, str]) -> list[dict[str, Any]]:
     """Every event that explains the curves, in time order: epochs, worker starts and ends, hangs, OOM kills."""
     names = {p.pid: _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
+    names.update(labels)
     killed = {int(k["pid"]) for k in (run.kernel.get("kills") or []) if isinstance(k.get("pid"), int)}
     out: list[dict[str, Any]] = []
     for ev in run.events:
@@ -229,16 +231,22 @@ def _reproduce(meta: dict[str, Any]) -> str:
     return "dlprobe run " + shlex.join([str(meta.get("script") or "?"), *argv])
 
 
-def timeline_from_run(run: RunData) -> dict[str, Any]:
-    """What the charts and stack sections need, bounded in size whatever the length of the run."""
+def timeline_from_run(run: RunData, report: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the charts and stack sections need, bounded in size whatever the length of the run. With a job's
+    report, the ranks and their workers are drawn, named by rank (the launcher is not a rank)."""
+    labels = rank_labels(report)
+    # In a job the whole run's roles are the launcher's view (torchrun is "main"); the report knows each rank's.
+    reported = ((report or {}).get("processes") or []) if labels else []
+    roles = {int(p["pid"]): str(p.get("role")) for p in reported if p.get("pid")}
     t0 = float(run.meta.get("started_at") or (run.system.t[0] if run.system.t else 0.0))
     order = {"main": 0, "worker": 1}
     procs = sorted(run.processes, key=lambda p: (order.get(p.role, 2), p.loader_id or 0, p.worker_id or 0, p.pid))
     processes = []
     for p in procs:
-        if p.role not in ("main", "worker"):
+        if (p.pid not in labels) if labels else p.role not in ("main", "worker"):
             continue
-        entry: dict[str, Any] = {"name": _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm), "role": p.role}
+        name = labels.get(p.pid) or _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm)
+        entry: dict[str, Any] = {"name": name, "role": roles.get(p.pid, p.role)}
         for metric in ("uss", "rss", *(k for k, _, _ in KIND_LINES)):
             points = _points(p.series.t, getattr(p.series, metric), t0, MiB)
             if points:
@@ -255,7 +263,7 @@ def timeline_from_run(run: RunData) -> dict[str, Any]:
         "shm": {"used": _points(run.system.t, run.system.shm_used, t0, MiB), "total": run.system.shm_total},
         "cgroup": {"usage": _points(run.system.t, run.system.cgroup_usage, t0, MiB), "limit": run.system.cgroup_limit},
         "waits": _batch_times(run, t0),
-        "events": _events(run, t0),
+        "events": _events(run, t0, labels),
         "hangs": _hang_stacks(run),
         "hotspots": _hotspots(run),
         "hotspots_problem": _sampler_problem(run),
@@ -724,7 +732,7 @@ def write_run_html(
     timeline = None
     if run is not None:
         try:
-            timeline = timeline_from_run(run)
+            timeline = timeline_from_run(run, report)
         except Exception as exc:  # the report's own sections still make a useful page
             problems.append(f"the timeline: {type(exc).__name__}: {exc}")
     write_html(path, report, timeline, check, problems)

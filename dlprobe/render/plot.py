@@ -36,7 +36,7 @@ def _plot_kinds(ax: object, proc: object, t0: float, color: str) -> None:
             )
 
 
-def _rank_labels(report: dict[str, Any] | None) -> dict[int, str]:
+def rank_labels(report: dict[str, Any] | None) -> dict[int, str]:
     """In a job: each rank's and worker's pid -> "rank 1 worker 0 (pid)", from the report's processes."""
     if not report or len(report.get("ranks") or []) < 2:
         return {}
@@ -74,7 +74,7 @@ def plot_memory(run: RunData, path: Path, report: dict[str, Any] | None = None) 
     t0 = run.meta.get("started_at") or (run.system.t[0] if run.system.t else 0.0)
     order = {"main": 0, "worker": 1}
     procs = sorted(run.processes, key=lambda p: (order.get(p.role, 2), p.loader_id or 0, p.worker_id or 0))
-    ranks = _rank_labels(report)
+    ranks = rank_labels(report)
     shown = [p for p in procs if p.pid in ranks] if ranks else [p for p in procs if p.role in ("main", "worker")]
     # Runs recorded before dlprobe read memory by kind of page keep the two-panel plot.
     with_kinds = any(p.role == "worker" and p.series.values("pss_anon") for p in shown)

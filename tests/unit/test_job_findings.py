@@ -323,3 +323,15 @@ def test_a_finding_from_the_jobs_own_files_is_said_once_without_ranks():
     run.result["supervisor"] = {"cpu_s": 1.0, "cpu_budget": 0.03, "over_budget_s": 8.0, "deep_reads_skipped": 81}
     [note] = [f for f in analyze_job(split_job([run])) if f.code == "probe-degraded"]
     assert note.title.startswith("dlprobe kept to its CPU budget") and "ranks" not in note.evidence
+
+
+def test_the_pages_timeline_of_a_job_draws_the_ranks_by_name_not_the_launcher():
+    from dlprobe.render.html import timeline_from_run
+
+    run = two_ranks(LEAKY, LEAKY)
+    job = split_job([run])
+    timeline = timeline_from_run(run, build_job_report(job, analyze_job(job)))
+    names = [p["name"] for p in timeline["processes"]]
+    assert "rank 0 main (10)" in names and "rank 1 L0 worker 1 (22)" in names
+    assert not any("(1)" in name for name in names)  # the launcher (pid 1) is no rank
+    assert {p["role"] for p in timeline["processes"]} == {"main", "worker"}
