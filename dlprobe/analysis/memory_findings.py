@@ -28,16 +28,23 @@ MAPPED_NOTE = (
 
 
 def _cow_series(series: Series) -> list[int]:
-    """Private_Dirty minus Anonymous minus Pss_Shmem per reading. A new allocation raises Private_Dirty and
-    Anonymous alike, so what is left rises by copy-on-write (an anonymous page the parent already had turning
-    private). /dev/shm pages the parent wrote count as Private_Dirty while only this worker maps them (then their
-    Pss_Shmem is their full size), so Pss_Shmem is taken off too: at worst it hides copies as large as the
-    worker's shared tmpfs pages' share, never raises a false alarm."""
-    return [
-        d - a - (sh or 0)
+    """Private_Dirty's rise since the first reading that new memory does not explain, per reading.
+
+    A new allocation raises Private_Dirty and Anonymous alike, so what is left rises by copy-on-write (an anonymous
+    page the parent already had turning private). Anonymous falling (the worker unmapping shared pages it never
+    touched, say a freed arena of the parent's) is not credited: it would look like a copy while nothing was copied.
+    /dev/shm pages the parent wrote count as Private_Dirty while only this worker maps them (then their Pss_Shmem is
+    their full size), so Pss_Shmem's rise is taken off too: at worst that hides copies as large as the worker's
+    shared tmpfs pages' share, never raises a false alarm."""
+    rows = [
+        (d, a, sh or 0)
         for d, a, sh in zip_longest(series.private_dirty, series.anon, series.pss_shmem)
         if d is not None and a is not None
     ]
+    if not rows:
+        return []
+    d0, a0, sh0 = rows[0]
+    return [(d - d0) - max(0, a - a0) - max(0, sh - sh0) for d, a, sh in rows]
 
 
 def _kind_growth(series: Series) -> dict[str, int] | None:
@@ -47,7 +54,7 @@ def _kind_growth(series: Series) -> dict[str, int] | None:
         return None
     return {
         "anon_growth_bytes": growth(series, "anon"),
-        "cow_bytes": max(0, max(cow) - cow[0]),
+        "cow_bytes": max(0, max(cow)),
         "private_dirty_growth_bytes": growth(series, "private_dirty"),
         "pss_file_growth_bytes": growth(series, "pss_file"),
         "pss_shmem_growth_bytes": growth(series, "pss_shmem"),

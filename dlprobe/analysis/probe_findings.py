@@ -58,9 +58,6 @@ def find_probe_degraded(run: RunData) -> list[Finding]:
     sampler = _sampler_failure(run)
     if sampler is not None:
         findings.append(sampler)
-    budget = _over_budget(run)
-    if budget is not None:
-        findings.append(budget)
     for entry in _failures(run).values():
         times = f" ({entry['count']} times)" if entry["count"] > 1 else ""
         findings.append(
@@ -105,25 +102,4 @@ def _sampler_failure(run: RunData) -> Finding | None:
             "error": stacks.error,
             "missing": ["worker-hotspots"],
         },  # fmt: skip
-    )
-
-
-def _over_budget(run: RunData) -> Finding | None:
-    """The supervisor hit its own CPU cap and read moving processes' smaps_rollup less often than it wanted."""
-    cost = run.result.get("supervisor") or {}
-    skipped = int(cost.get("deep_reads_skipped") or 0)
-    if skipped <= 0:
-        return None
-    budget = float(cost.get("cpu_budget") or 0.0)
-    return Finding(
-        code="probe-degraded",
-        severity="info",
-        title=f"dlprobe kept to its CPU budget ({budget:.0%} of a core) by skipping {skipped} USS readings",
-        detail=f"For {float(cost.get('over_budget_s') or 0.0):.0f} s the supervisor would have used more than "
-        f"{budget:.0%} of one core, so it read the USS/PSS of processes whose memory was moving less often (the "
-        "fastest-growing first; every process at least every 5 s). RSS, deaths and hangs were recorded as "
-        "always; memory curves are coarser where readings were skipped.",
-        fix="Nothing to do for most runs. For finer memory curves on a machine with many workers, give the run "
-        "more cores, or watch fewer processes at a time.",
-        evidence=dict(cost),
     )

@@ -84,7 +84,28 @@ def build_report(run: RunData, findings: list[Finding]) -> dict[str, Any]:
             "pss_total_peak": job_pss_peak(run.processes),
         },
         "findings": [f.to_dict() for f in findings],
+        "probe_cost": result.get("supervisor"),
     }
+
+
+def probe_cost_line(report: dict[str, Any]) -> str | None:
+    """One sentence on what the supervisor cost (result.json "supervisor"), or None for runs that did not record it.
+
+    Not a finding: the CPU cap binds on any busy machine while workers' memory moves, and there is nothing to fix.
+    """
+    cost = report.get("probe_cost")
+    if not cost or cost.get("cpu_share") is None:
+        return None
+    line = f"dlprobe's own cost: {100 * float(cost['cpu_share']):.1f}% of one core"
+    if cost.get("cpu_budget"):
+        line += f" (cap {float(cost['cpu_budget']):.0%})"
+    skipped = int(cost.get("deep_reads_skipped") or 0)
+    if skipped:
+        line += (
+            f"; {skipped} memory readings of moving processes deferred over "
+            f"{float(cost.get('over_budget_s') or 0.0):.0f} s (every process still read at least every 5 s)"
+        )
+    return line
 
 
 def _process_order(proc: Any) -> tuple[int, int, int, int]:
@@ -177,6 +198,14 @@ def build_job_report(job: Job, findings: list[Finding]) -> dict[str, Any]:
                 processes.append({**_process_entry(proc), "role": "other", "rank": None})
     report["processes"] = processes
     report["system"]["pss_total_peak"] = max((n.pss_peak or 0 for n in job.nodes), default=None)
+    costs: list[dict[str, Any]] = [dict(r.result["supervisor"]) for r in job.runs if r.result.get("supervisor")]
+    if len(costs) > 1:  # one supervisor per node: the costliest one, and every reading deferred anywhere
+        costliest: dict[str, Any] = max(costs, key=lambda c: float(c.get("cpu_share") or 0.0))
+        report["probe_cost"] = {
+            **costliest,
+            "deep_reads_skipped": sum(int(c.get("deep_reads_skipped") or 0) for c in costs),
+            "over_budget_s": max(float(c.get("over_budget_s") or 0.0) for c in costs),
+        }
     report["ranks"] = [_rank_entry(job, v) for v in job.ranks]
     report["job"] = {
         "ranks": len(job.ranks),

@@ -37,7 +37,12 @@ BENIGN_THREADS = ("QueueFeederThread",)
 # Progress bars' refresh threads (rich.live's, which Lightning's RichProgressBar runs; tqdm's monitor) wake a few
 # times a second and then hold only the bar's own lock, which workers never take: caught mid-refresh at fork they
 # would read as a running thread by chance alone.
+# Subclasses count too: Lightning's RichProgressBar runs its own, which refreshes under the bar's lock.
 BENIGN_THREAD_CLASSES = ("rich.live._RefreshThread", "tqdm._monitor.TMonitor")
+
+
+def _benign_class(thread: threading.Thread) -> bool:
+    return any(f"{cls.__module__}.{cls.__qualname__}" in BENIGN_THREAD_CLASSES for cls in type(thread).__mro__)
 
 
 def _alive(thread: threading.Thread) -> bool:
@@ -90,7 +95,7 @@ def _python_threads() -> list[dict[str, Any]]:
         if t is not main
         and not t.name.startswith(OWN_THREAD_PREFIX)
         and t.name not in BENIGN_THREADS
-        and f"{type(t).__module__}.{type(t).__qualname__}" not in BENIGN_THREAD_CLASSES
+        and not _benign_class(t)
         and _alive(t)
     ]
 

@@ -24,6 +24,10 @@ TICK_S = 0.25  # cheap readings (/proc/PID/stat, /dev/shm, meminfo, cgroup) this
 ROUND_S = 0.5
 MAX_STALE_S = 5.0
 MOVE_BYTES = 1 << 20
+# A process whose RSS grew by this much (or by a tenth, if that is more) since its last full read is read whatever
+# the budget says: a growing worker is the one the OOM killer takes, and one that exits at the end of an epoch
+# takes its last growth with it. Net growth, not churn: allocating and freeing a batch moves RSS both ways.
+GROWTH_BYTES = 32 << 20
 FIRST_READ_COST_S = 0.004  # CPU seconds per smaps_rollup of a ~200 MB process, until measured on this run
 # Walking the process table to find descendants costs more than everything else; workers are announced by
 # the hooks' events at once, so the walk only catches the rest (forkserver, resource tracker) now and then.
@@ -48,15 +52,15 @@ def choose_full_reads(
 ) -> tuple[list[int], int]:
     """Which processes get a smaps_rollup this round, and how many that moved were left out for the CPU budget.
 
-    `cheap` is (rss, page faults) per live pid now. New and stale processes are always read (the budget never
-    buys blindness past MAX_STALE_S); moving ones are read while `allowance_s` lasts, the most moved first, so
-    the fastest-growing worker before an OOM kill keeps fresh readings; still ones wait for MAX_STALE_S.
+    `cheap` is (rss, page faults) per live pid now. New, stale and growing processes are always read (the budget
+    never buys blindness past MAX_STALE_S, nor past GROWTH_BYTES of growth); other moving ones are read while
+    `allowance_s` lasts, the most moved first; still ones wait for MAX_STALE_S.
     """
     due: list[int] = []
     moving: list[tuple[int, int]] = []
     for pid, (rss, faults) in cheap.items():
         last = last_full.get(pid)
-        if last is None or now - last.t >= MAX_STALE_S:
+        if last is None or now - last.t >= MAX_STALE_S or rss - last.rss >= max(GROWTH_BYTES, last.rss // 10):
             due.append(pid)
             continue
         moved = max(abs(rss - last.rss), (faults - last.faults) * procmem.PAGE_SIZE)

@@ -319,10 +319,12 @@ def test_the_node_total_holds_each_processs_last_reading_between_its_readings():
 
 
 def test_a_finding_from_the_jobs_own_files_is_said_once_without_ranks():
+    from dlprobe.analysis.stackfile import StackProfile
+
     run = two_ranks()
-    run.result["supervisor"] = {"cpu_s": 1.0, "cpu_budget": 0.03, "over_budget_s": 8.0, "deep_reads_skipped": 81}
+    run.stacks = StackProfile(status="failed", error="Permission denied (os error 13)")  # the run's one py-spy
     [note] = [f for f in analyze_job(split_job([run])) if f.code == "probe-degraded"]
-    assert note.title.startswith("dlprobe kept to its CPU budget") and "ranks" not in note.evidence
+    assert note.title.startswith("Hotspot sampling failed") and "ranks" not in note.evidence
 
 
 def test_the_pages_timeline_of_a_job_draws_the_ranks_by_name_not_the_launcher():

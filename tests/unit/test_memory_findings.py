@@ -77,6 +77,18 @@ def test_copy_on_write_is_private_dirty_rising_with_anonymous_flat():
     assert row["cow_bytes"] == 195 * MiB and row["anon_growth_bytes"] == 0
 
 
+def test_a_worker_unmapping_shared_pages_is_not_copy_on_write():
+    # Seen with dlprobe.fixes.PackedRecords: the worker frees the parent's emptied arenas (Anonymous -60 MiB, never
+    # touched, so Private_Dirty unchanged) while its own allocations copy 38 MiB: 38 MiB of copies, not 98.
+    anon = [252 * MiB, 192 * MiB, 192 * MiB]
+    dirty = [11 * MiB, 30 * MiB, 49 * MiB]
+    data = run([loader(suspects=[SUSPECT])], [_kinds(11, 0, anon, dirty)])
+    assert find_cow_growth(data) == []
+    data = run([loader(suspects=[SUSPECT])], [_kinds(11, 0, anon, [d * 3 for d in dirty])])
+    [finding] = find_cow_growth(data)
+    assert finding.evidence["workers"][0]["cow_bytes"] == 3 * 49 * MiB - 3 * 11 * MiB
+
+
 def test_new_allocations_are_anonymous_rising():
     grow = [5 * MiB, 100 * MiB, 200 * MiB]
     data = run([loader()], [_kinds(11, 0, [150 * MiB + g for g in grow], grow)])

@@ -7,6 +7,7 @@ from typing import Any
 
 from dlprobe.analysis import analyze
 from dlprobe.analysis.probe_findings import find_probe_degraded
+from dlprobe.analysis.report import build_report, probe_cost_line
 from dlprobe.analysis.stackfile import StackProfile, load_stacks
 from dlprobe.in_training import event_log, probe_errors
 from dlprobe.rundir.files import read_jsonl
@@ -118,11 +119,18 @@ def test_the_recorder_saves_py_spys_error_in_stacks_json(tmp_path, monkeypatch):
     assert profile is not None and profile.status == "failed" and profile.error == ATTACH_ERROR
 
 
-def test_a_supervisor_over_its_cpu_budget_says_what_it_skipped_and_stays_quiet_otherwise():
+def test_the_supervisors_cpu_budget_is_a_line_of_the_report_never_a_finding():
+    # The cap binds on any busy machine while workers' memory moves (the demo's leak); a finding that says
+    # "nothing to do" on every such run is noise, so the cost is reported beside the run, not as a finding.
     run = fakes.run([], [])
     run.result["supervisor"] = {"cpu_budget": 0.03, "cpu_share": 0.05, "over_budget_s": 12.0, "deep_reads_skipped": 40}
-    [finding] = find_probe_degraded(run)
-    assert "CPU budget (3% of a core)" in finding.title and "40 USS readings" in finding.title
-    assert "every process at least every 5 s" in finding.detail
-    run.result["supervisor"] = {"cpu_budget": 0.03, "cpu_share": 0.02, "over_budget_s": 0.0, "deep_reads_skipped": 0}
     assert find_probe_degraded(run) == []
+    line = probe_cost_line(build_report(run, []))
+    assert line == (
+        "dlprobe's own cost: 5.0% of one core (cap 3%); 40 memory readings of moving processes deferred "
+        "over 12 s (every process still read at least every 5 s)"
+    )
+    run.result["supervisor"] = {"cpu_budget": 0.03, "cpu_share": 0.012, "over_budget_s": 0.0, "deep_reads_skipped": 0}
+    assert probe_cost_line(build_report(run, [])) == "dlprobe's own cost: 1.2% of one core (cap 3%)"
+    del run.result["supervisor"]
+    assert probe_cost_line(build_report(run, [])) is None

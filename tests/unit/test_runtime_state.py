@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import threading
 
+import pytest
 from rich.console import Console
 from rich.live import Live
 
@@ -30,3 +31,19 @@ def test_rich_refresh_thread_is_left_out_but_a_user_thread_is_kept():
     finally:
         stop.set()
         user.join()
+
+
+def test_lightnings_own_subclass_of_richs_refresh_thread_is_left_out_too():
+    # Lightning's RichProgressBar subclasses rich.live._RefreshThread and refreshes under the bar's own lock, so a
+    # fork that catches it mid-refresh read as "a thread taking a lock" (a warning) on a loaded machine.
+    rich_progress = pytest.importorskip("lightning.pytorch.callbacks.progress.rich_progress")
+    _RefreshThread = rich_progress._RefreshThread
+
+    live = Live("x", console=Console(file=io.StringIO(), force_terminal=True), refresh_per_second=50)
+    refresher = _RefreshThread(live, refresh_per_second=50)
+    refresher.start()
+    try:
+        assert refresher.name not in _names()
+    finally:
+        refresher.stop()
+        refresher.join()

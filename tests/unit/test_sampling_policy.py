@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dlprobe.supervisor.budget import WINDOW_S, CpuBudget
-from dlprobe.supervisor.sampler import MAX_STALE_S, MOVE_BYTES, FullRead, choose_full_reads
+from dlprobe.supervisor.sampler import GROWTH_BYTES, MAX_STALE_S, MOVE_BYTES, FullRead, choose_full_reads
 from dlprobe.system.procmem import PAGE_SIZE
 
 MB = 1 << 20
@@ -36,11 +36,22 @@ def test_rss_moving_either_way_is_read():
 def test_over_budget_the_fastest_movers_are_read_and_stale_ones_always():
     last = {pid: FullRead(t=10.0, rss=100 * MB, faults=0) for pid in (1, 2, 3)}
     last[4] = FullRead(t=10.0 - MAX_STALE_S, rss=100 * MB, faults=0)
-    cheap = {1: (102 * MB, 0), 2: (140 * MB, 0), 3: (110 * MB, 0), 4: (100 * MB, 0)}
-    # room for the stale one and two more: the one growing by 40 MB and the one by 10 MB, not the 2 MB one
+    cheap = {1: (102 * MB, 0), 2: (120 * MB, 0), 3: (110 * MB, 0), 4: (100 * MB, 0)}
+    # room for the stale one and two more: the one growing by 20 MB and the one by 10 MB, not the 2 MB one
     assert choose_full_reads(10.5, cheap, last, 0.0125, 0.004) == ([2, 3, 4], 1)
     # no allowance left at all: still no process goes unread past the bound
     assert choose_full_reads(10.5, cheap, last, -1.0, 0.004) == ([4], 3)
+
+
+def test_a_growing_process_is_read_whatever_the_budget():
+    # A worker filling a cache exits at the end of its epoch: its last growth must be read before it goes.
+    last = {1: FullRead(t=10.0, rss=200 * MB, faults=0), 2: FullRead(t=10.0, rss=600 * MB, faults=0)}
+    cheap = {1: (200 * MB + GROWTH_BYTES, 0), 2: (600 * MB + GROWTH_BYTES, 0)}
+    assert choose_full_reads(10.5, cheap, last, -1.0, 0.004) == ([1], 1)  # 2 needs a tenth of its 600 MB: 60 MB
+    cheap[2] = (660 * MB, 0)
+    assert choose_full_reads(10.5, cheap, last, -1.0, 0.004) == ([1, 2], 0)
+    # shrinking by as much is churn, not growth: left to the budget
+    assert choose_full_reads(10.5, {1: (200 * MB - GROWTH_BYTES, 0)}, last, -1.0, 0.004) == ([], 1)
 
 
 class FakeClock:
