@@ -11,6 +11,7 @@ from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job, t
 from dlprobe.analysis.job_findings import analyze_job
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, load_run
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, wait_summary
+from dlprobe.units import format_bytes
 
 SCHEMA_VERSION = 1
 
@@ -85,7 +86,21 @@ def build_report(run: RunData, findings: list[Finding]) -> dict[str, Any]:
         },
         "findings": [f.to_dict() for f in findings],
         "probe_cost": result.get("supervisor"),
+        "shm_removed": result.get("shm_removed") or [],
     }
+
+
+def shm_removed_line(report: dict[str, Any]) -> str | None:
+    """What dlprobe cleaned up after the job: shared-memory files its killed processes left in /dev/shm."""
+    removed = report.get("shm_removed") or []
+    if not removed:
+        return None
+    total = sum(int(r.get("bytes") or 0) for r in removed)
+    names = ", ".join(str(r.get("name")) for r in removed[:3]) + (", ..." if len(removed) > 3 else "")
+    return (
+        f"dlprobe removed {len(removed)} file(s) ({format_bytes(total)}) that the job's killed processes left in "
+        f"/dev/shm: {names}"
+    )
 
 
 def probe_cost_line(report: dict[str, Any]) -> str | None:
@@ -198,6 +213,7 @@ def build_job_report(job: Job, findings: list[Finding]) -> dict[str, Any]:
                 processes.append({**_process_entry(proc), "role": "other", "rank": None})
     report["processes"] = processes
     report["system"]["pss_total_peak"] = max((n.pss_peak or 0 for n in job.nodes), default=None)
+    report["shm_removed"] = [dict(entry) for r in job.runs for entry in r.result.get("shm_removed") or []]
     costs: list[dict[str, Any]] = [dict(r.result["supervisor"]) for r in job.runs if r.result.get("supervisor")]
     if len(costs) > 1:  # one supervisor per node: the costliest one, and every reading deferred anywhere
         costliest: dict[str, Any] = max(costs, key=lambda c: float(c.get("cpu_share") or 0.0))

@@ -67,7 +67,11 @@ class LoaderProbe:
         self.epoch_open = True
         self.described_batch = False
         self.dupes = (
-            DuplicateCounter(_in_distributed_job(), ROW_BYTES if self.iterable else SKETCH_ROW_BYTES)
+            DuplicateCounter(
+                _in_distributed_job(),
+                ROW_BYTES if self.iterable else SKETCH_ROW_BYTES,
+                per_batch=not self.iterable,  # a map-style loader is hashed for the ranks' sketch only
+            )
             if self.hash_samples
             else None
         )

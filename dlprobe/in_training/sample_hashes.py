@@ -1,4 +1,5 @@
-"""Counts repeated samples in an IterableDataset's batches by hashing each sample's bytes as batches arrive."""
+"""Counts repeated samples in an IterableDataset's batches by hashing each sample's bytes as batches arrive, and
+keeps a sketch of every rank's samples so that ranks reading the same ones can be told apart."""
 
 from __future__ import annotations
 
@@ -42,6 +43,66 @@ def _rows(leaf: Any, n: int, row_bytes: int = ROW_BYTES) -> list[bytes] | None:
     return None
 
 
+_MASK = (1 << 64) - 1
+_keys: dict[int, Any] = {}
+
+
+_SHIFTS: list[Any] = []  # splitmix64's finaliser as numpy scalars, made once numpy is there
+_FINAL: list[Any] = []
+
+
+def _multipliers(words: int) -> Any:
+    """`words` fixed odd 64-bit multipliers (splitmix64 from a constant seed): the same in every process and rank."""
+    keys = _keys.get(words)
+    if keys is None:
+        np = sys.modules["numpy"]
+        values, state = [], 0x9E3779B97F4A7C15
+        for _ in range(words):
+            state = (state + 0x9E3779B97F4A7C15) & _MASK
+            z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+            values.append((z ^ (z >> 31)) | 1)
+        keys = _keys[words] = np.array(values, dtype=np.uint64)
+        if not _FINAL:
+            _SHIFTS.extend(np.uint64(k) for k in (30, 27, 31))
+            _FINAL.extend(np.uint64(k) for k in (0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
+    return keys
+
+
+def _row_digests(leaf: Any, n: int, row_bytes: int) -> Any:
+    """One uint64 per sample of a tensor or array leaf, computed for the whole batch at once, or None.
+
+    A multilinear hash of the sample's (strided) bytes with fixed odd multipliers, then splitmix64's finaliser:
+    equal samples give equal digests on every rank, and distinct ones collide about as rarely as random 64-bit
+    values, which is all a sketch that estimates an overlap needs (and about 20 times cheaper than blake2b per
+    sample in Python: a DDP loop pays this on every batch)."""
+    np = sys.modules.get("numpy")
+    torch = sys.modules.get("torch")
+    if np is None:
+        return None
+    if torch is not None and isinstance(leaf, torch.Tensor):
+        if leaf.device.type != "cpu" or leaf.dim() == 0 or leaf.shape[0] != n:
+            return None
+        leaf = leaf.detach().numpy()
+    if not isinstance(leaf, np.ndarray) or leaf.ndim == 0 or leaf.shape[0] != n or leaf.dtype == object:
+        return None
+    flat = leaf.reshape(n, -1)
+    step = max(1, flat.shape[1] * flat.itemsize // row_bytes)
+    raw = np.ascontiguousarray(flat[:, ::step]).view(np.uint8).reshape(n, -1)
+    pad = -raw.shape[1] % 8
+    if pad:
+        raw = np.concatenate([raw, np.zeros((n, pad), dtype=np.uint8)], axis=1)
+    words = raw.view(np.uint64)
+    # Unsigned array arithmetic wraps modulo 2**64 without a warning (only scalar arithmetic warns).
+    h = (words * _multipliers(words.shape[1])).sum(axis=1, dtype=np.uint64)
+    h ^= h >> _SHIFTS[0]
+    h *= _FINAL[0]
+    h ^= h >> _SHIFTS[1]
+    h *= _FINAL[1]
+    h ^= h >> _SHIFTS[2]
+    return h
+
+
 def _leaves(batch: Any, out: list[Any], depth: int = 0) -> None:
     if isinstance(batch, dict) and depth < 4:
         for v in batch.values():
@@ -66,13 +127,18 @@ def _batch_size(leaves: list[Any]) -> int | None:
 
 
 class DuplicateCounter:
-    """Samples seen and distinct samples in one epoch of one loader."""
+    """Samples seen and distinct samples in one epoch of one loader.
 
-    def __init__(self, sketch: bool = False, row_bytes: int = ROW_BYTES) -> None:
+    `per_batch` (a map-style loader of a distributed job, hashed for the ranks' sketch): a batch of tensors or arrays
+    is hashed in numpy all at once instead of with blake2b per sample in Python, which a DDP loop pays every batch.
+    """
+
+    def __init__(self, sketch: bool = False, row_bytes: int = ROW_BYTES, per_batch: bool = False) -> None:
         self.row_bytes = row_bytes
+        self.per_batch = per_batch
         self.sketch: list[int] | None = [] if sketch else None  # a max-heap (negated) of the smallest digests
         self.samples = 0
-        self.seen: set[bytes] = set()
+        self.seen: set[bytes | int] = set()  # blake2b digests (bytes) or per-batch ones (ints): one kind per loader
         self.duplicates = 0
         self.first_duplicate_at: int | None = None
         self.unhashable = False
@@ -86,6 +152,8 @@ class DuplicateCounter:
         n = _batch_size(leaves)
         if n is None:
             self.unhashable = True
+            return
+        if self.per_batch and self._add_batch_digests(leaves, n):
             return
         per_leaf = [rows for rows in (_rows(leaf, n, self.row_bytes) for leaf in leaves) if rows is not None]
         if not per_leaf:
@@ -107,6 +175,35 @@ class DuplicateCounter:
             self.samples += 1
         self.changed = True
 
+    def _add_batch_digests(self, leaves: list[Any], n: int) -> bool:
+        """Count and sketch the batch from its tensor/array leaves in one pass; False (nothing done) without any."""
+        digests = [d for d in (_row_digests(leaf, n, self.row_bytes) for leaf in leaves) if d is not None]
+        if not digests:
+            return False
+        combined = digests[0]
+        for more in digests[1:]:
+            combined = combined * _FINAL[0] ^ more
+        values = combined.tolist()
+        new = [v for v in dict.fromkeys(values) if v not in self.seen]  # first reads, in order, once each
+        if len(new) < n:
+            self.duplicates += n - len(new)
+            if self.first_duplicate_at is None:
+                earlier: set[int] = set()
+                for i, value in enumerate(values):
+                    if value in self.seen or value in earlier:
+                        self.first_duplicate_at = self.samples + i
+                        break
+                    earlier.add(value)
+        self.seen.update(new)
+        if self.sketch is not None:
+            # Only digests below the sketch's largest can enter it: usually none after the first batches.
+            bound = -self.sketch[0] if len(self.sketch) >= SKETCH_SIZE else 1 << 64
+            for value in [v for v in new if v < bound]:
+                self._add_to_sketch(value)
+        self.samples += n
+        self.changed = True
+        return True
+
     def _add_to_sketch(self, value: int) -> None:
         sketch = self.sketch
         if sketch is None:
@@ -118,7 +215,9 @@ class DuplicateCounter:
 
     def summary(self) -> dict[str, Any]:
         self.changed = False
-        extra = {"digests": sorted(f"{-v:016x}" for v in self.sketch)} if self.sketch is not None else {}
+        extra: dict[str, Any] = {}
+        if self.sketch is not None:
+            extra["digests"] = sorted(f"{-v:016x}" for v in self.sketch)
         return {
             **extra,
             "samples": self.samples,

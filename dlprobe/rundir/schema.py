@@ -298,6 +298,13 @@ class SupervisorCost(TypedDict, total=False):
     deep_reads_skipped: int  # such skipped reads (every process was still read at least every 5 s)
 
 
+class ShmRemoved(TypedDict):
+    """result.json "shm_removed": a torch_<pid>_* file a dead process of the job left in /dev/shm, removed."""
+
+    name: str
+    bytes: int
+
+
 class Result(TypedDict, total=False):
     returncode: int
     exit_code: int
@@ -308,6 +315,7 @@ class Result(TypedDict, total=False):
     stopped_by: str  # for people
     stop_reason: str  # for programs: STOP_REASON_HANG
     survivors: list[int]
+    shm_removed: list[ShmRemoved]  # system/shm_files.py; absent when nothing was left
 
 
 def run_schema_version(meta: dict[str, Any] | Meta) -> int:

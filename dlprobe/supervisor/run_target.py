@@ -47,7 +47,7 @@ from dlprobe.supervisor.hang.watch import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICE
 from dlprobe.supervisor.live import LiveView
 from dlprobe.supervisor.sampler import TICK_S, Sampler
 from dlprobe.supervisor.stack_recorder import StackRecorder
-from dlprobe.system import cgroup, procmem
+from dlprobe.system import cgroup, procmem, shm_files
 from dlprobe.system.cpus import cpu_facts
 from dlprobe.units import format_bytes
 
@@ -281,14 +281,18 @@ def run_script(options: RunOptions) -> RunOutcome:
                 signal.signal(sig, handler)
     returncode = child.returncode
     exit_code = returncode if returncode >= 0 else 128 - returncode
+    finished = guard.finish(known)
+    leftovers = shm_files.remove_leftovers(known | {child.pid}, started)
     result: Result = {
         "returncode": returncode,
         "exit_code": exit_code,
         "signal": signal.Signals(-returncode).name if returncode < 0 else None,
         "ended_at": time.time(),
         "supervisor": {**_own_cost(), **budget.summary()},
-        **guard.finish(known),
+        **finished,
     }
+    if leftovers:
+        result["shm_removed"] = [{"name": name, "bytes": size} for name, size in leftovers]
     write_json(run_dir / RESULT_FILE, result)
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
     return RunOutcome(run_dir, exit_code)

@@ -122,7 +122,8 @@ def _finished_row(
     row["shm_peak_delta_bytes"] = max(0, shm_peak - shm_base) if shm_peak is not None and shm_base is not None else None
     loader_id = end.get("loader_id")
     dupes = events_of(run, "dupes", loader_id) if loader_id is not None else []
-    if dupes and dupes[-1]["samples"] and dupes[-1]["duplicates"] >= DUPLICATE_SHARE * dupes[-1]["samples"]:
+    repeats = dupes[-1].get("duplicates") if dupes else None  # absent where only the ranks' sketch was kept
+    if repeats is not None and dupes[-1]["samples"] and repeats >= DUPLICATE_SHARE * dupes[-1]["samples"]:
         row["duplicates"] = dupes[-1]["duplicates"]
         row["status"] = "duplicates" if row["status"] == "ok" else row["status"]
     row["projected_epoch_bytes"] = project_epoch_bytes(row, batches_per_epoch)

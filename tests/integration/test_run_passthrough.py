@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -139,3 +140,14 @@ def test_json_report_has_the_documented_shape(probe, tmp_path):
         for metric in ("rss", "uss", "pss"):
             assert set(proc[metric]) == {"start", "peak", "end"}
     assert result.returncode == 0
+
+
+def test_a_killed_process_leaves_no_shared_memory_file_behind(probe):
+    result = probe("killed_leaving_shm_file.py", options=["--quiet"])
+    assert result.returncode == 137  # SIGKILL's exit code comes through
+    name = result.stdout.strip()
+    assert name.startswith("torch_") and not os.path.exists(f"/dev/shm/{name}")
+    assert result.report["shm_removed"] == [{"name": name, "bytes": 65536}]
+    assert f"dlprobe removed 1 file(s) (64.0 KiB) that the job's killed processes left in /dev/shm: {name}" in (
+        run_dlprobe(["report", str(result.run_dir)], result.run_dir.parent).stdout.replace("\n", " ")
+    )
