@@ -87,20 +87,28 @@ def build_report(run: RunData, findings: list[Finding]) -> dict[str, Any]:
         "findings": [f.to_dict() for f in findings],
         "probe_cost": result.get("supervisor"),
         "shm_removed": result.get("shm_removed") or [],
+        "orphans_stopped": result.get("orphans_stopped") or [],
     }
 
 
-def shm_removed_line(report: dict[str, Any]) -> str | None:
-    """What dlprobe cleaned up after the job: shared-memory files its killed processes left in /dev/shm."""
+def cleanup_lines(report: dict[str, Any]) -> list[str]:
+    """What dlprobe cleaned up after the job: workers that outlived it, files its killed processes left in /dev/shm."""
+    lines = []
+    orphans = report.get("orphans_stopped") or []
+    if orphans:
+        lines.append(
+            f"dlprobe stopped {len(orphans)} DataLoader worker(s) still running 6 s after their main process was "
+            f"gone (pids {', '.join(map(str, orphans[:8]))}{', ...' if len(orphans) > 8 else ''})"
+        )
     removed = report.get("shm_removed") or []
-    if not removed:
-        return None
-    total = sum(int(r.get("bytes") or 0) for r in removed)
-    names = ", ".join(str(r.get("name")) for r in removed[:3]) + (", ..." if len(removed) > 3 else "")
-    return (
-        f"dlprobe removed {len(removed)} file(s) ({format_bytes(total)}) that the job's killed processes left in "
-        f"/dev/shm: {names}"
-    )
+    if removed:
+        total = sum(int(r.get("bytes") or 0) for r in removed)
+        names = ", ".join(str(r.get("name")) for r in removed[:3]) + (", ..." if len(removed) > 3 else "")
+        lines.append(
+            f"dlprobe removed {len(removed)} file(s) ({format_bytes(total)}) that the job's killed processes left "
+            f"in /dev/shm: {names}"
+        )
+    return lines
 
 
 def probe_cost_line(report: dict[str, Any]) -> str | None:
@@ -214,6 +222,7 @@ def build_job_report(job: Job, findings: list[Finding]) -> dict[str, Any]:
     report["processes"] = processes
     report["system"]["pss_total_peak"] = max((n.pss_peak or 0 for n in job.nodes), default=None)
     report["shm_removed"] = [dict(entry) for r in job.runs for entry in r.result.get("shm_removed") or []]
+    report["orphans_stopped"] = [pid for r in job.runs for pid in r.result.get("orphans_stopped") or []]
     costs: list[dict[str, Any]] = [dict(r.result["supervisor"]) for r in job.runs if r.result.get("supervisor")]
     if len(costs) > 1:  # one supervisor per node: the costliest one, and every reading deferred anywhere
         costliest: dict[str, Any] = max(costs, key=lambda c: float(c.get("cpu_share") or 0.0))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.analysis.model import RunData
-from dlprobe.analysis.report import probe_cost_line, shm_removed_line
+from dlprobe.analysis.report import cleanup_lines, probe_cost_line
 from dlprobe.render.plot import rank_labels
 from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, downsample, keep_indices, legend_html
 from dlprobe.rundir.files import read_json
@@ -380,8 +380,7 @@ def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dic
         ("run directory", report.get("run_dir") or "-"),
         ("probe", probe_cost_line(report) or "-"),
     ]
-    if shm_removed_line(report):
-        rows.append(("cleaned up", shm_removed_line(report)))
+    rows.extend(("cleaned up", line) for line in cleanup_lines(report))
     if timeline and timeline.get("cwd"):
         rows.append(("working directory", timeline["cwd"]))
     table = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from dlprobe.analysis.report import probe_cost_line, shm_removed_line
+from dlprobe.analysis.report import cleanup_lines, probe_cost_line
 from dlprobe.units import format_bytes
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
@@ -208,7 +208,7 @@ def run_summary(report: dict[str, Any], run_dir: str | None = None) -> Group:
         parts.extend(finding_panel(f) for f in findings)
     else:
         parts.append(Text("No problems found.", style="bold green"))
-    for line in (shm_removed_line(report), probe_cost_line(report)):
+    for line in [*cleanup_lines(report), probe_cost_line(report)]:
         if line:
             parts.append(Text(line, style="dim"))
     if run_dir:

@@ -316,6 +316,7 @@ class Result(TypedDict, total=False):
     stop_reason: str  # for programs: STOP_REASON_HANG
     survivors: list[int]
     shm_removed: list[ShmRemoved]  # system/shm_files.py; absent when nothing was left
+    orphans_stopped: list[int]  # workers still running ORPHAN_GRACE_S after the job's exit, stopped by dlprobe
 
 
 def run_schema_version(meta: dict[str, Any] | Meta) -> int:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import psutil
 from rich.text import Text
 
 from dlprobe import __version__
@@ -268,9 +269,10 @@ def run_script(options: RunOptions) -> RunOutcome:
     guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text))
     stacks = StackRecorder(child.pid, run_dir)
     known: set[int] = set()
+    orphans: list[int] = []
     budget = CpuBudget()
     try:
-        known = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick, budget)
+        known, orphans = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick, budget)
     finally:
         stacks.stop()
         for pump in pumps:
@@ -293,6 +295,8 @@ def run_script(options: RunOptions) -> RunOutcome:
     }
     if leftovers:
         result["shm_removed"] = [{"name": name, "bytes": size} for name, size in leftovers]
+    if orphans:
+        result["orphans_stopped"] = orphans
     write_json(run_dir / RESULT_FILE, result)
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
     return RunOutcome(run_dir, exit_code)
@@ -348,6 +352,10 @@ def _exit_waiter(child: subprocess.Popen[bytes]) -> Callable[[float], bool]:
     return sleeping
 
 
+# torch's workers check on their main process every MP_STATUS_CHECK_INTERVAL (5 s) and exit once it is gone.
+ORPHAN_GRACE_S = 6.0
+
+
 def _sample_until_exit(
     child: subprocess.Popen[bytes],
     run_dir: Path,
@@ -357,7 +365,9 @@ def _sample_until_exit(
     stacks: StackRecorder,
     on_tick: TickHook | None = None,
     budget: CpuBudget | None = None,
-) -> set[int]:
+) -> tuple[set[int], list[int]]:
+    """Sample until the target exits and its workers with it; the pids seen, and the workers that had to be stopped."""
+    orphans: list[int] = []
     cgroup_dir = cgroup.memory_dir(child.pid)
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
@@ -378,7 +388,19 @@ def _sample_until_exit(
             # Wake for the next full round on time, so a moving worker's USS is read every ROUND_S.
             if exited(min(TICK_S, max(0.01, sampler.next_full - time.time()))):
                 break
-        # One last look: workers can outlive the main process for a moment.
+        # Workers can outlive their main process: for a moment at a normal exit, until their next status check
+        # when it was killed (torchrun stopping a rank; torch checks every 5 s), forever when one is blocked in
+        # __getitem__. Keep recording them for that long, then stop the ones left: they serve no loader any more.
         progress.feed(events.read_new(), sampler)
         sampler.tick(time.time())
-    return sampler.known
+        deadline = time.time() + ORPHAN_GRACE_S
+        while sampler.live_workers() and time.time() < deadline:
+            time.sleep(TICK_S)
+            sampler.tick(time.time())
+        for proc in sampler.live_workers():
+            try:
+                proc.kill()
+                orphans.append(proc.pid)
+            except psutil.Error:
+                pass  # it exited meanwhile
+    return sampler.known, orphans

@@ -92,6 +92,7 @@ class Sampler:
         self.full_reads = 0
         self.next_discover = 0.0
         self.workers: set[int] = set()
+        self.created: dict[int, float | None] = {}  # psutil's create_time: tells a process from a reused pid
 
     def _write(self, record: dict[str, Any]) -> None:
         self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -109,7 +110,20 @@ class Sampler:
             started: float | None = proc.create_time()
         except psutil.Error:
             ppid = started = None
+        self.created[pid] = started
         self._write({"k": SAMPLE_PROC, "pid": pid, "ppid": ppid, "comm": procmem.read_comm(pid), "start": started})
+
+    def live_workers(self) -> list[psutil.Process]:
+        """The DataLoader workers of the job still running (never a later process that reused one's pid)."""
+        live = []
+        for pid in sorted(self.workers - self.gone):
+            try:
+                proc = psutil.Process(pid)
+                if proc.create_time() == self.created.get(pid) and proc.status() != psutil.STATUS_ZOMBIE:
+                    live.append(proc)
+            except psutil.Error:
+                continue
+        return live
 
     def discover(self) -> None:
         """Every descendant of the target: fork workers are children, forkserver ones grandchildren."""

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+import psutil
+
 from dlprobe.rundir.schema import META_FILE, RUN_SCHEMA_VERSION
 from tests.conftest import SCRIPTS, names_not_in_schema, run_dlprobe, wait_for_plot
 from tests.htmlpage import read_page
@@ -149,5 +151,19 @@ def test_a_killed_process_leaves_no_shared_memory_file_behind(probe):
     assert name.startswith("torch_") and not os.path.exists(f"/dev/shm/{name}")
     assert result.report["shm_removed"] == [{"name": name, "bytes": 65536}]
     assert f"dlprobe removed 1 file(s) (64.0 KiB) that the job's killed processes left in /dev/shm: {name}" in (
+        run_dlprobe(["report", str(result.run_dir)], result.run_dir.parent).stdout.replace("\n", " ")
+    )
+
+
+def test_a_worker_blocked_after_its_main_process_died_is_stopped(probe):
+    result = probe("killed_with_a_blocked_worker.py", options=["--quiet"])
+    assert result.returncode == 137
+    assert result.stdout == "first batch [0.0, 1.0, 2.0, 3.0]\n"
+    report = result.report
+    workers = {p["pid"]: p for p in report["processes"] if p["role"] == "worker"}
+    blocked = [pid for pid, p in workers.items() if p.get("worker_id") == 0]
+    assert blocked and set(blocked) <= set(report["orphans_stopped"]) <= set(workers)
+    assert not [pid for pid in workers if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert "DataLoader worker(s) still running 6 s after their main process was gone" in (
         run_dlprobe(["report", str(result.run_dir)], result.run_dir.parent).stdout.replace("\n", " ")
     )
