@@ -18,6 +18,14 @@ SHM_DIR = Path("/dev/shm")
 _TORCH_FILE = re.compile(r"^torch_(\d+)_")
 
 
+def _running(pid: int) -> bool:
+    """Alive and not a zombie: a worker whose dead parent has not been reaped yet has released its mappings."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def remove_leftovers(pids: set[int], since: float, shm_dir: Path = SHM_DIR) -> list[tuple[str, int]]:
     """Remove the files dead job processes left; (name, bytes) of each one removed."""
     removed: list[tuple[str, int]] = []
@@ -27,7 +35,7 @@ def remove_leftovers(pids: set[int], since: float, shm_dir: Path = SHM_DIR) -> l
         return removed
     for name in names:
         match = _TORCH_FILE.match(name)
-        if match is None or int(match[1]) not in pids or psutil.pid_exists(int(match[1])):
+        if match is None or int(match[1]) not in pids or _running(int(match[1])):
             continue
         path = shm_dir / name
         try:

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 from dlprobe.system.shm_files import remove_leftovers
 
 
@@ -37,3 +39,16 @@ def test_only_files_of_dead_job_processes_made_during_the_run_are_removed(tmp_pa
 
 def test_a_missing_shm_directory_removes_nothing(tmp_path: Path):
     assert remove_leftovers({1}, 0.0, tmp_path / "absent") == []
+
+
+def test_a_zombie_creator_counts_as_gone(tmp_path: Path):
+    # A worker whose parent was killed exits and stays a zombie until it is reaped: its file is garbage already.
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.time() + 30
+    while time.time() < deadline and psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.05)
+    (tmp_path / f"torch_{zombie.pid}_1_0").write_bytes(b"x")
+    try:
+        assert [name for name, _ in remove_leftovers({zombie.pid}, 0.0, tmp_path)] == [f"torch_{zombie.pid}_1_0"]
+    finally:
+        zombie.wait()
