@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
-from dlprobe.check.baseline import load_baseline, save_baseline
-from dlprobe.check.config import CheckConfig, load_config
-from dlprobe.check.limits import RunWatch, Stop
-from dlprobe.check.rules import RuleResult, evaluate, failed, script_failed
 from dlprobe.commands.options import MODULE_HELP, SCRIPT_ARGS, launch_kind, out_option
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import read_json, read_jsonl, write_json
@@ -29,6 +24,13 @@ from dlprobe.rundir.schema import (
     Result,
     hang_record_name,
 )
+
+if TYPE_CHECKING:  # the rules pull in the analysis: imported when a check runs, not for every command's start
+    from rich.console import Console
+
+    from dlprobe.check.config import CheckConfig
+    from dlprobe.check.limits import Stop
+    from dlprobe.check.rules import RuleResult
 
 PASSED, FAILED, USAGE, SCRIPT_FAILED = 0, 1, 2, 3
 
@@ -118,6 +120,8 @@ class CheckOutcome:
 
 def exit_code_for(rows: list[RuleResult], report: dict[str, Any], stop: Stop | None) -> int:
     """3 when the script itself failed (its exit code is still in the report), else 1 if any rule failed."""
+    from dlprobe.check.rules import failed, script_failed
+
     if script_failed(report, stop):
         return SCRIPT_FAILED
     return FAILED if failed(rows) else PASSED
@@ -125,6 +129,8 @@ def exit_code_for(rows: list[RuleResult], report: dict[str, Any], stop: Stop | N
 
 def _stop_from_events(run_dir: Path) -> Stop | None:
     """The hooks' own stop, for a run that ended before the supervisor read the event."""
+    from dlprobe.check.limits import Stop
+
     for ev in read_jsonl(run_dir / EVENTS_FILE):
         if ev.get("ev") == EV_STOP:
             return Stop(str(ev.get("reason")), float(ev.get("t", 0.0)))
@@ -137,6 +143,8 @@ def _hang_stop(run_dir: Path) -> Stop | None:
     The guard stops at the hang it records last (result.json's "hangs" numbers it); its waited_s is the time since
     the last batch when the stall was recorded, and its loop state names the loader and the awaited worker.
     """
+    from dlprobe.check.limits import Stop
+
     result_file = run_dir / RESULT_FILE
     result: Result = read_json(result_file) if result_file.exists() else {}
     if result.get("stop_reason") != STOP_REASON_HANG:
@@ -156,6 +164,8 @@ def _hang_stop(run_dir: Path) -> Stop | None:
 
 
 def _baseline_for(config: CheckConfig, update: bool) -> dict[str, Any] | None:
+    from dlprobe.check.baseline import load_baseline
+
     if update and not config.baseline:
         raise DlprobeError(
             "--update-baseline needs a baseline file",
@@ -169,6 +179,10 @@ def _baseline_for(config: CheckConfig, update: bool) -> dict[str, Any] | None:
 def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
     """Everything `dlprobe check` does; bad configs and baselines fail before the script starts."""
     from dlprobe.analysis.model import load_run
+    from dlprobe.check.baseline import save_baseline
+    from dlprobe.check.config import load_config
+    from dlprobe.check.limits import RunWatch
+    from dlprobe.check.rules import evaluate
     from dlprobe.render.check_table import check_summary
     from dlprobe.render.html import html_problem
     from dlprobe.render.junit import write_junit
