@@ -16,10 +16,11 @@ numpy arrays, cached on disk and reloaded in well under a second while no folder
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import tempfile
+import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -204,20 +205,40 @@ def _load_cache(path: str, root: str, real_root: str) -> FileIndex | None:
     return index
 
 
+def _remove_stale_tmp(path: str) -> None:
+    """Temporary files of this cache file whose builder process no longer exists (killed while writing)."""
+    folder, name = os.path.split(path)
+    pattern = re.compile(rf"{re.escape(name)}\.(\d+)\.tmp")
+    for entry in os.scandir(folder):
+        match = pattern.fullmatch(entry.name)
+        if match is None:
+            continue
+        try:
+            os.kill(int(match[1]), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):  # another builder removed it first
+                os.unlink(entry.path)
+        except OSError:
+            pass  # alive, owned by another user: still writing
+
+
 def _save_cache(path: str, index: FileIndex, real_root: str, mtimes: dict[str, int]) -> None:
     meta = json.dumps({"root": real_root, "classes": index.classes, "folders": index.folders, "mtimes": mtimes})
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         # A temporary file renamed into place: a reader never sees half an index, and concurrent builders
-        # (ranks of one job) each write their own file and the last rename wins with identical content.
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        # (ranks of one job) each write their own file and the last rename wins with identical content. It is
+        # named by the builder's pid, so the files of builders killed mid-write are known and removed here.
+        _remove_stale_tmp(path)
+        tmp = f"{path}.{os.getpid()}.tmp"
         try:
-            with os.fdopen(fd, "wb") as f:
+            with open(tmp, "wb") as f:
                 arrays: dict[str, Any] = {"meta": np.frombuffer(meta.encode(), dtype=np.uint8), **index.arrays}
                 np.savez(f, **arrays)
             os.replace(tmp, path)
         except BaseException:
-            os.unlink(tmp)
+            with contextlib.suppress(OSError):  # never opened (read-only folder): nothing to remove
+                os.unlink(tmp)
             raise
     except OSError as exc:  # a read-only or full cache folder costs the next start a rebuild, not this one
         warnings.warn(f"dlprobe.fixes: could not cache the file index in {path} ({exc})", stacklevel=3)

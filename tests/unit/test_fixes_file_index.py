@@ -115,3 +115,27 @@ def test_no_class_folder_and_empty_class_raise_like_image_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="Found no valid file for the classes empty"):
         build_file_index(tmp_path / "flat", cache=False)
     assert len(build_file_index(tmp_path / "flat", cache=False, allow_empty=True)) == 0
+
+
+def test_a_builder_killed_while_writing_the_cache_leaves_nothing_after_the_next_build(tmp_path):
+    import subprocess
+    import sys
+
+    root = tmp_path / "tree"
+    make_tree(root)
+    cache = tmp_path / "cache"
+    build_file_index(root, cache_dir=cache)
+    [cached] = list(cache.iterdir())
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    living = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (cache / f"{cached.name}.{dead.pid}.tmp").write_bytes(b"half an index")  # its builder was killed
+        (cache / f"{cached.name}.{living.pid}.tmp").write_bytes(b"being written")  # another rank, still writing
+        (root / "newclass").mkdir()
+        (root / "newclass" / "n.jpg").write_bytes(b"")
+        assert build_file_index(root, cache_dir=cache).from_cache is False
+        assert sorted(p.name for p in cache.iterdir()) == sorted([cached.name, f"{cached.name}.{living.pid}.tmp"])
+    finally:
+        living.kill()
+        living.wait()
