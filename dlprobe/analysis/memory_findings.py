@@ -14,6 +14,9 @@ COW_MIN_GROWTH = 64 * MiB  # per-worker private growth worth a finding; worker s
 COW_RSS_SHARE = 0.5  # RSS growing less than half as fast as USS means pages went shared -> private
 SPAWN_COPY_MIN = 64 * MiB
 MAPPED_MIN_GROWTH = 64 * MiB  # file-backed + tmpfs pages worth a sentence (never an alarm)
+# "Loaded once per worker": 90% of the rise within the first quarter of a life of at least 3 s, and kept.
+LOADED_EARLY_SHARE = 0.25
+LOADED_MIN_LIFE_S = 3.0
 
 COW_FIXES = (
     "Keep the data out of Python objects so reading it touches no reference counts: "
@@ -61,6 +64,29 @@ def _kind_growth(series: Series) -> dict[str, int] | None:
     }
 
 
+def _loaded_at_start(series: Series) -> bool:
+    """Memory rose to its peak early in the worker's life and stayed there: the worker loaded something once
+    (np.load in worker_init_fn, a lazy load on the first sample), unlike a cache that keeps growing. Read from RSS,
+    which the sampler reads every tick (a worker whose memory stopped moving gets few full readings); it is called
+    only where Anonymous rose, so RSS moves with it."""
+    values = series.values("rss")
+    if len(values) < 4:
+        return False
+    (t0, v0), (t_end, v_end) = values[0], values[-1]
+    rise = max(v for _, v in values) - v0
+    life = t_end - t0
+    if rise <= 0 or life < LOADED_MIN_LIFE_S:
+        return False
+    reached = next(t for t, v in values if v - v0 >= 0.9 * rise)
+    return reached - t0 <= LOADED_EARLY_SHARE * life and v_end - v0 >= 0.8 * rise
+
+
+def _same_load(rows: list[dict[str, Any]]) -> bool:
+    """Every worker of the loader loaded about as much: the same data, once per worker."""
+    rises = sorted(r["anon_growth_bytes"] for r in rows)
+    return len(rows) >= 2 and all(r.get("loaded_at_start") for r in rows) and rises[0] >= 0.75 * rises[-1]
+
+
 def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
     rows = []
     for proc in sorted(run.workers(loader.loader_id), key=lambda p: p.worker_id or 0):
@@ -76,7 +102,9 @@ def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
             "rss_growth_bytes": growth(proc.series, "rss"),
             "rss_peak_bytes": rss["peak"],
         }
-        row.update(_kind_growth(proc.series) or {})
+        kinds = _kind_growth(proc.series)
+        if kinds is not None:
+            row.update(kinds, loaded_at_start=_loaded_at_start(proc.series))
         rows.append(row)
     return rows
 
@@ -177,6 +205,23 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> 
                 + (f" The workers also allocated up to {format_bytes(new)} of new memory." if new >= MiB else "")
             )
             fix = _cow_fix(evidence["suspects"], cow, loader.gc_at_fork)
+        elif _same_load(rows):
+            title = (
+                f"Each of the {len(rows)} workers of loader {lid} loaded its own copy of the same data at start: "
+                f"up to {format_bytes(new)} of new anonymous memory each, then flat"
+            )
+            detail = (
+                "Every worker's anonymous memory rose by about the same amount in the first part of its life and "
+                "stayed there: most likely each worker read the same data into its own memory (np.load, "
+                "torch.load or a decoded file in worker_init_fn or on the first sample), so the job holds it "
+                f"{len(rows)} times over, and once more per rank and per experiment on the machine."
+            )
+            fix = (
+                "Load it once and share the pages: `data = shm_array('data-v1', lambda: np.load(path))` (from "
+                "dlprobe.fixes import shm_array) in the parent before the DataLoader starts its workers (every "
+                "worker, rank and later run on this machine then maps one copy in /dev/shm), or "
+                "`np.load(path, mmap_mode='r')` for a .npy file."
+            )
         else:
             title = (
                 f"Workers of loader {lid} keep allocating: up to {format_bytes(new)} of new anonymous memory each "

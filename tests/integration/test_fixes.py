@@ -63,3 +63,15 @@ def test_ranks_on_one_node_share_one_copy_packed_by_one_of_them(tmp_path: Path):
     assert sum("packed=True" in line for line in lines) == 1  # one rank packed, the other two attached
     assert all("n=100000 last={'path': '/data/99999.jpg', 'label': 9}" in line for line in lines)
     assert sorted(p.name for p in cache.glob("*.npy")) == ["ranks-records-v1.npy"]
+
+
+def test_workers_each_loading_the_same_array_are_told_to_share_it_and_the_mapped_twin_is_clean(tmp_path: Path):
+    loaded = _run(tmp_path, "load", "worker_loads_array.py", "load")
+    assert loaded.returncode == 0, loaded.stderr
+    [finding] = loaded.findings("cow-growth")
+    assert "loaded its own copy of the same data at start" in finding["title"]
+    assert "shm_array('data-v1', lambda: np.load(path))" in finding["fix"]
+    mapped = _run(tmp_path, "mmap", "worker_loads_array.py", "mmap")
+    assert mapped.returncode == 0, mapped.stderr
+    assert mapped.findings("cow-growth") == []
+    assert mapped.stdout == loaded.stdout  # the same batches either way

@@ -168,3 +168,22 @@ def test_spawn_copy_names_shared_packed_records_for_the_largest_record_list():
 def test_spawn_copy_without_a_record_list_names_shm_array():
     [finding] = find_spawn_copy(run([loader(start_method="spawn", num_workers=4, est_bytes=100 * MiB)], []))
     assert "shm_array(" in finding.fix and "PackedRecords" not in finding.fix
+
+
+def test_every_worker_loading_the_same_data_at_start_is_named_with_the_shared_remedy():
+    # np.load in worker_init_fn: Anonymous (and Private_Dirty with it) jumps by ~100 MiB at once, then stays
+    step = [5 * MiB] + [105 * MiB] * 7
+    workers = [_kinds(11, 0, [150 * MiB + s for s in step], step), _kinds(12, 1, [150 * MiB + s for s in step], step)]
+    [finding] = find_cow_growth(run([loader()], workers))
+    assert "loaded its own copy of the same data at start" in finding.title
+    assert "shm_array('data-v1', lambda: np.load(path))" in finding.fix and "mmap_mode='r'" in finding.fix
+    # a cache that keeps growing is not a load: the same total, reached only at the end
+    ramp = [5 * MiB + i * 15 * MiB for i in range(8)]
+    workers = [_kinds(11, 0, [150 * MiB + g for g in ramp], ramp), _kinds(12, 1, [150 * MiB + g for g in ramp], ramp)]
+    [finding] = find_cow_growth(run([loader()], workers))
+    assert "keep allocating" in finding.title
+    # one worker loading alone is not "the same data in every worker"
+    flat = [5 * MiB] * 8
+    workers = [_kinds(11, 0, [150 * MiB + s for s in step], step), _kinds(12, 1, [150 * MiB + f for f in flat], flat)]
+    [finding] = find_cow_growth(run([loader()], workers))
+    assert "keep allocating" in finding.title
