@@ -64,6 +64,8 @@ def _cow_title(job: Job, group: list[tuple[RankView, Finding]], labels: str) -> 
     lid = group[0][1].loader_id
     every = "every worker" if len(grown) == len(rows) else f"{len(grown)} of {len(rows)} workers"
     what = "copied up to {} of the parent's memory" if copied else "grew by up to {} of private memory"
+    if "loaded its own copy" in group[0][1].title:
+        what = "loaded its own copy of the same data at start, up to {}"
     title = f"Loader {lid} on {labels}: {every} {what.format(format_bytes(peak))} each"
     for memory in {node_of(job, v).node: node_of(job, v) for v, _ in group}.values():
         title += "; " + _node_total_text(job, memory)

@@ -367,3 +367,27 @@ def test_the_pages_timeline_of_a_job_draws_the_ranks_by_name_not_the_launcher():
     assert "rank 0 main (10)" in names and "rank 1 L0 worker 1 (22)" in names
     assert not any("(1)" in name for name in names)  # the launcher (pid 1) is no rank
     assert {p["role"] for p in timeline["processes"]} == {"main", "worker"}
+
+
+def test_workers_loading_their_own_copy_on_every_rank_are_said_so_merged():
+    from dlprobe.analysis.job_findings import merge_rank_findings
+    from dlprobe.analysis.model import Finding
+
+    job = split_job([two_ranks()])
+    title = (
+        "Each of the 2 workers of loader 0 loaded its own copy of the same data at start: up to 96.0 MiB of new "
+        "anonymous memory each, then flat"
+    )
+
+    def finding(rank_pid: int) -> Finding:
+        rows = [
+            {"pid": rank_pid + i, "cow_bytes": 0, "anon_growth_bytes": 96 * MiB, "loaded_at_start": True}
+            for i in (1, 2)
+        ]
+        return Finding("cow-growth", "warning", title, "", "", {"workers": rows}, 0)
+
+    per_rank = [(view, [finding(view.pid)]) for view in job.ranks]
+    [merged] = merge_rank_findings(job, per_rank)
+    assert merged.title.startswith(
+        "Loader 0 on ranks 0-1: every worker loaded its own copy of the same data at start, up to 96.0 MiB each"
+    )
