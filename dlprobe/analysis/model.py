@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -20,6 +21,7 @@ from dlprobe.rundir.schema import (
     EV_SCRIPT_ERROR,
     EV_START,
     EV_START_METHOD,
+    EV_WORKERS_LAST,
     EVENTS_FILE,
     HANG_RECORD_GLOB,
     HANGS_DIR,
@@ -247,6 +249,14 @@ def _append(series: Series, t: float, values: dict[str, Any]) -> None:
         getattr(series, kind).append(values.get(kind))
 
 
+def _insert(series: Series, t: float, values: dict[str, Any]) -> None:
+    """A reading taken inside the training process (the workers' last one of an epoch), put in time order."""
+    at = bisect.bisect_right(series.t, t)
+    series.t.insert(at, t)
+    for metric in ("rss", "uss", "pss", "swap", *PAGE_KINDS):
+        getattr(series, metric).insert(at, values.get(metric))
+
+
 def load_run(path: Path) -> RunData:
     """Read a run directory; tolerant of a run that was cut short (missing result, torn lines)."""
     meta: Meta = read_json(path / META_FILE)
@@ -290,6 +300,12 @@ def load_run(path: Path) -> RunData:
                 system.cgroup_limit = cg["limit"]
         elif kind == SAMPLE_GONE:
             gone[int(rec["pid"])] = rec["t"]
+    for ev in events:
+        if ev.get("ev") == EV_WORKERS_LAST:
+            for w in ev.get("workers") or []:
+                served = processes.get(int(w.get("pid") or 0))
+                if served is not None and w.get("memory"):
+                    _insert(served.series, float(ev["t"]), w["memory"])
     run = RunData(
         path, meta, result, loaders, list(processes.values()), system, events, gone=gone, stacks=load_stacks(path)
     )

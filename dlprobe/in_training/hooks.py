@@ -34,6 +34,7 @@ from dlprobe.rundir.schema import (
     EV_LOADER_ERROR,
     EV_START_METHOD,
     EV_TAKEOVER,
+    EV_WORKERS_LAST,
     RUN_DIR_ENV,
     TAKEOVER_ENV,
     TAKEOVER_LOADER_ENV,
@@ -60,6 +61,8 @@ class LoaderProbe:
         self.hash_samples = False  # IterableDatasets: count repeated samples (workers without sharding)
         self.iterable = False
         self.dupes: DuplicateCounter | None = None
+        self.last_batch: int | None = None  # the count of batches at the epoch's last one: workers read once more
+        self.worker_pids: list[int] = []
 
     def begin_epoch(self, iterator: Any, new_iterator: bool, iter_s: float) -> None:
         self.flush()
@@ -86,9 +89,18 @@ class LoaderProbe:
             ]
         gc_state = _gc_at_fork() if workers else None
         _emit(EV_EPOCH, loader=self.loader_id, epoch=self.epoch, iter_s=round(iter_s, 6), workers=workers, gc=gc_state)
+        self.last_batch, self.worker_pids = None, []
+        if getattr(iterator, "_workers", None) and not getattr(iterator, "_persistent_workers", True):
+            try:  # torch joins non-persistent workers before the StopIteration that ends the epoch reaches us
+                self.last_batch = self.batches + len(iterator)  # self.batches counts over every epoch
+                self.worker_pids = [w.pid for w in iterator._workers]
+            except Exception:
+                self.last_batch = None  # no length (an IterableDataset): the supervisor's readings must do
 
     def record_batch(self, wait_s: float, batch: Any) -> None:
         self.batches += 1
+        if self.batches == self.last_batch:
+            self.read_workers_last()
         self.pending.append(wait_s)  # rounded once per chunk in flush(), not on every batch
         if not self.described_batch:
             self.described_batch = True
@@ -103,6 +115,14 @@ class LoaderProbe:
                 )
         if time.perf_counter() - self.last_flush >= FLUSH_INTERVAL_S:
             self.flush()
+
+    def read_workers_last(self) -> None:
+        """The workers' memory once they have served the epoch's last batch (one smaps_rollup each per epoch)."""
+        try:
+            readings = [{"pid": pid, "memory": read_smaps_rollup(pid)} for pid in self.worker_pids]
+            _emit(EV_WORKERS_LAST, loader=self.loader_id, epoch=self.epoch, workers=readings)
+        except Exception as exc:  # never break training for a reading
+            probe_errors.record("hooks.workers_last", exc, f"loader {self.loader_id}'s last worker readings")
 
     def end_epoch(self) -> None:
         if self.epoch_open:

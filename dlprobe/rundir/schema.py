@@ -112,6 +112,9 @@ EV_START_METHOD = "start_method"
 EV_EPOCH = "epoch"
 EV_BATCHES = "batches"
 EV_EPOCH_END = "epoch_end"
+# The workers' memory read by the main process when the epoch's last batch arrives, just before torch shuts them
+# down: the end of their copy-on-write growth, which the supervisor's sampling can miss by up to a round.
+EV_WORKERS_LAST = "workers_last"
 EV_BATCH_INFO = "batch_info"
 EV_DUPES = "dupes"
 EV_FORK_STATE = "fork_state"

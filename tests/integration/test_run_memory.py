@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 from tests.conftest import SCRIPTS, needs_small_shm, run_with_small_shm, wait_for_plot
@@ -24,6 +25,13 @@ def test_leaky_list_dataset_reports_cow_growth_naming_the_attribute(probe):
     # by kind of page: Private_Dirty rose while Anonymous stayed flat, which is copy-on-write
     assert all(w["cow_bytes"] >= 64 * MiB > w["anon_growth_bytes"] for w in evidence["workers"])
     assert "copy-on-write" in finding["title"]
+    # The workers' memory as the epoch's last batch arrived (read by the main process just before torch shuts them
+    # down) is in each worker's series: the end of the growth is never lost to the sampler's rounds.
+    [last] = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()
+              if '"workers_last"' in line]  # fmt: skip
+    at_end = {w["pid"]: w["memory"]["uss"] for w in last["workers"]}
+    peaks = {w["pid"]: w["uss_peak_bytes"] for w in evidence["workers"]}
+    assert set(at_end) == set(peaks) and all(peaks[pid] >= uss for pid, uss in at_end.items())
     assert wait_for_plot(result.run_dir).stat().st_size > 10_000
 
 
@@ -119,3 +127,15 @@ def test_growing_cache_in_workers_is_reported_as_new_allocations(probe):
         assert w["anon_growth_bytes"] >= 64 * MiB
         assert w["cow_bytes"] < w["anon_growth_bytes"] / 2
     assert "keep allocating" in result.stderr
+
+
+def test_the_workers_are_read_as_each_epochs_last_batch_arrives(probe):
+    result = probe("three_epochs_small.py", options=["--quiet"])
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()]
+    last = [e for e in events if e["ev"] == "workers_last"]
+    epochs = [e for e in events if e["ev"] == "epoch"]
+    assert [e["epoch"] for e in last] == [0, 1, 2]
+    for read, started in zip(last, epochs, strict=True):  # the same, fresh workers of each epoch, each read
+        assert [w["pid"] for w in read["workers"]] == [w["pid"] for w in started["workers"]]
+        assert all(w["memory"]["uss"] > 0 for w in read["workers"])
