@@ -90,6 +90,13 @@ def probe(tmp_path: Path):
     return _probe
 
 
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped: what a killed builder or worker leaves behind."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
 def can_mount_small_shm() -> bool:
     """Whether this machine lets a test mount its own small /dev/shm (root or user namespaces, and unshare)."""
     if shutil.which("unshare") is None:

@@ -239,22 +239,19 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
     return sorted(loaders.values(), key=lambda lo: (lo.loader_id, lo.t_created)), worker_of
 
 
+def _put(series: Series, at: int, t: float, values: dict[str, Any]) -> None:
+    series.t.insert(at, t)
+    for metric in ("rss", "uss", "pss", "swap", *PAGE_KINDS):
+        getattr(series, metric).insert(at, values.get(metric))
+
+
 def _append(series: Series, t: float, values: dict[str, Any]) -> None:
-    series.t.append(t)
-    series.rss.append(values.get("rss"))
-    series.uss.append(values.get("uss"))
-    series.pss.append(values.get("pss"))
-    series.swap.append(values.get("swap"))
-    for kind in PAGE_KINDS:
-        getattr(series, kind).append(values.get(kind))
+    _put(series, len(series.t), t, values)
 
 
 def _insert(series: Series, t: float, values: dict[str, Any]) -> None:
     """A reading taken inside the training process (the workers' last one of an epoch), put in time order."""
-    at = bisect.bisect_right(series.t, t)
-    series.t.insert(at, t)
-    for metric in ("rss", "uss", "pss", "swap", *PAGE_KINDS):
-        getattr(series, metric).insert(at, values.get(metric))
+    _put(series, bisect.bisect_right(series.t, t), t, values)
 
 
 def load_run(path: Path) -> RunData:

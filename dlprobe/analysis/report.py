@@ -11,6 +11,7 @@ from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job, t
 from dlprobe.analysis.job_findings import analyze_job
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, load_run
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, wait_summary
+from dlprobe.rundir.schema import ORPHAN_GRACE_S
 from dlprobe.units import format_bytes
 
 SCHEMA_VERSION = 1
@@ -97,8 +98,8 @@ def cleanup_lines(report: dict[str, Any]) -> list[str]:
     orphans = report.get("orphans_stopped") or []
     if orphans:
         lines.append(
-            f"dlprobe stopped {len(orphans)} DataLoader worker(s) still running 6 s after their main process was "
-            f"gone (pids {', '.join(map(str, orphans[:8]))}{', ...' if len(orphans) > 8 else ''})"
+            f"dlprobe stopped {len(orphans)} DataLoader worker(s) still running {ORPHAN_GRACE_S:.0f} s after their "
+            f"main process was gone (pids {', '.join(map(str, orphans[:8]))}{', ...' if len(orphans) > 8 else ''})"
         )
     removed = report.get("shm_removed") or []
     if removed:

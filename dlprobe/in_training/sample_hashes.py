@@ -18,21 +18,28 @@ SKETCH_SIZE = 64
 SKETCH_ROW_BYTES = 256
 
 
-def _rows(leaf: Any, n: int, row_bytes: int = ROW_BYTES) -> list[bytes] | None:
-    """Per-sample bytes of one batch leaf with n samples, or None when the leaf is not per-sample."""
+def _sample_matrix(leaf: Any, n: int, row_bytes: int) -> Any:
+    """A tensor or array leaf as an (n, k) numpy array, one row per sample, strided down to about row_bytes per row;
+    None when the leaf is not a per-sample array on the CPU."""
     torch = sys.modules.get("torch")
     np = sys.modules.get("numpy")
+    if np is None:
+        return None
     if torch is not None and isinstance(leaf, torch.Tensor):
-        if leaf.device.type != "cpu" or np is None or leaf.dim() == 0 or leaf.shape[0] != n:
+        if leaf.device.type != "cpu" or leaf.dim() == 0 or leaf.shape[0] != n:
             return None
         leaf = leaf.detach().numpy()
-    if np is not None and isinstance(leaf, np.ndarray):
-        if leaf.ndim == 0 or leaf.shape[0] != n or leaf.dtype == object:
-            return None
-        flat = leaf.reshape(n, -1)
-        step = max(1, flat.shape[1] * flat.itemsize // row_bytes)
-        if step > 1:
-            flat = flat[:, ::step]
+    if not isinstance(leaf, np.ndarray) or leaf.ndim == 0 or leaf.shape[0] != n or leaf.dtype == object:
+        return None
+    flat = leaf.reshape(n, -1)
+    step = max(1, flat.shape[1] * flat.itemsize // row_bytes)
+    return flat[:, ::step] if step > 1 else flat
+
+
+def _rows(leaf: Any, n: int, row_bytes: int = ROW_BYTES) -> list[bytes] | None:
+    """Per-sample bytes of one batch leaf with n samples, or None when the leaf is not per-sample."""
+    flat = _sample_matrix(leaf, n, row_bytes)
+    if flat is not None:
         return [flat[i].tobytes() for i in range(n)]
     if (
         isinstance(leaf, (list, tuple))
@@ -74,21 +81,13 @@ def _row_digests(leaf: Any, n: int, row_bytes: int) -> Any:
 
     A multilinear hash of the sample's (strided) bytes with fixed odd multipliers, then splitmix64's finaliser:
     equal samples give equal digests on every rank, and distinct ones collide about as rarely as random 64-bit
-    values, which is all a sketch that estimates an overlap needs (and about 20 times cheaper than blake2b per
-    sample in Python: a DDP loop pays this on every batch)."""
-    np = sys.modules.get("numpy")
-    torch = sys.modules.get("torch")
-    if np is None:
+    values, which is all a sketch that estimates an overlap needs (and cheaper than blake2b per sample in Python:
+    65-99 us against 129-238 us for a batch of 64 small samples, paid on every batch of a DDP loop)."""
+    flat = _sample_matrix(leaf, n, row_bytes)
+    if flat is None:
         return None
-    if torch is not None and isinstance(leaf, torch.Tensor):
-        if leaf.device.type != "cpu" or leaf.dim() == 0 or leaf.shape[0] != n:
-            return None
-        leaf = leaf.detach().numpy()
-    if not isinstance(leaf, np.ndarray) or leaf.ndim == 0 or leaf.shape[0] != n or leaf.dtype == object:
-        return None
-    flat = leaf.reshape(n, -1)
-    step = max(1, flat.shape[1] * flat.itemsize // row_bytes)
-    raw = np.ascontiguousarray(flat[:, ::step]).view(np.uint8).reshape(n, -1)
+    np = sys.modules["numpy"]
+    raw = np.ascontiguousarray(flat).view(np.uint8).reshape(n, -1)
     pad = -raw.shape[1] % 8
     if pad:
         raw = np.concatenate([raw, np.zeros((n, pad), dtype=np.uint8)], axis=1)

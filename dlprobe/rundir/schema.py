@@ -301,6 +301,11 @@ class SupervisorCost(TypedDict, total=False):
     deep_reads_skipped: int  # such skipped reads (every process was still read at least every 5 s)
 
 
+# torch's workers check on their main process every MP_STATUS_CHECK_INTERVAL (5 s) and exit once it is gone; the
+# supervisor records workers that outlive the job this long, then stops them (result.json "orphans_stopped").
+ORPHAN_GRACE_S = 6.0
+
+
 class ShmRemoved(TypedDict):
     """result.json "shm_removed": a torch_<pid>_* file a dead process of the job left in /dev/shm, removed."""
 

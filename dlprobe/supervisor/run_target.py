@@ -31,6 +31,7 @@ from dlprobe.rundir.schema import (
     LAUNCH_MODULE,
     LAUNCH_SCRIPT,
     META_FILE,
+    ORPHAN_GRACE_S,
     RESULT_FILE,
     RUN_DIR_ENV,
     RUN_SCHEMA_VERSION,
@@ -350,10 +351,6 @@ def _exit_waiter(child: subprocess.Popen[bytes]) -> Callable[[float], bool]:
         return True
 
     return sleeping
-
-
-# torch's workers check on their main process every MP_STATUS_CHECK_INTERVAL (5 s) and exit once it is gone.
-ORPHAN_GRACE_S = 6.0
 
 
 def _sample_until_exit(

@@ -13,7 +13,7 @@ import psutil
 from dlprobe.rundir.schema import SAMPLE_GONE, SAMPLE_PROC, SAMPLE_READING
 from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.system import cgroup, procmem
-from dlprobe.system.proctree import descendant_pids
+from dlprobe.system.proctree import alive, descendant_pids
 
 TICK_S = 0.25  # cheap readings (/proc/PID/stat, /dev/shm, meminfo, cgroup) this often
 # smaps_rollup walks the target's page tables under its memory-map lock (milliseconds of CPU per process, and a
@@ -119,7 +119,7 @@ class Sampler:
         for pid in sorted(self.workers - self.gone):
             try:
                 proc = psutil.Process(pid)
-                if proc.create_time() == self.created.get(pid) and proc.status() != psutil.STATUS_ZOMBIE:
+                if proc.create_time() == self.created.get(pid) and alive(proc):
                     live.append(proc)
             except psutil.Error:
                 continue

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psutil
 
+from dlprobe.system.proctree import alive
+
 SHM_DIR = Path("/dev/shm")
 _TORCH_FILE = re.compile(r"^torch_(\d+)_")
 
@@ -21,7 +23,7 @@ _TORCH_FILE = re.compile(r"^torch_(\d+)_")
 def _running(pid: int) -> bool:
     """Alive and not a zombie: a worker whose dead parent has not been reaped yet has released its mappings."""
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return alive(psutil.Process(pid))
     except psutil.Error:
         return False
 

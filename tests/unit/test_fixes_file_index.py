@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from dlprobe.fixes import FileIndexDataset, build_file_index
 from dlprobe.fixes.file_index import IMG_EXTENSIONS
+from tests.conftest import dead_pid
 
 
 def has_file_allowed_extension(filename: str, extensions: tuple[str, ...]) -> bool:
@@ -94,12 +97,17 @@ def test_second_build_comes_from_the_cache_until_a_folder_changes(tmp_path):
     )  # its own key
 
 
-def test_a_damaged_cache_is_rebuilt_with_a_warning(tmp_path):
-    root = tmp_path / "tree"
+def cached_tree(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A generated tree, its cache folder, and the one cache file a first build wrote there."""
+    root, cache = tmp_path / "tree", tmp_path / "cache"
     make_tree(root)
-    cache = tmp_path / "cache"
     build_file_index(root, cache_dir=cache)
     [cached] = list(cache.iterdir())
+    return root, cache, cached
+
+
+def test_a_damaged_cache_is_rebuilt_with_a_warning(tmp_path):
+    root, cache, cached = cached_tree(tmp_path)
     cached.write_bytes(b"not an npz")
     with pytest.warns(UserWarning, match="unreadable file index cache"):
         index = build_file_index(root, cache_dir=cache)
@@ -118,19 +126,11 @@ def test_no_class_folder_and_empty_class_raise_like_image_folder(tmp_path):
 
 
 def test_a_builder_killed_while_writing_the_cache_leaves_nothing_after_the_next_build(tmp_path):
-    import subprocess
-    import sys
-
-    root = tmp_path / "tree"
-    make_tree(root)
-    cache = tmp_path / "cache"
-    build_file_index(root, cache_dir=cache)
-    [cached] = list(cache.iterdir())
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
+    root, cache, cached = cached_tree(tmp_path)
+    dead = dead_pid()
     living = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (cache / f"{cached.name}.{dead.pid}.tmp").write_bytes(b"half an index")  # its builder was killed
+        (cache / f"{cached.name}.{dead}.tmp").write_bytes(b"half an index")  # its builder was killed
         (cache / f"{cached.name}.{living.pid}.tmp").write_bytes(b"being written")  # another rank, still writing
         (root / "newclass").mkdir()
         (root / "newclass" / "n.jpg").write_bytes(b"")

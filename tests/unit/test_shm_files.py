@@ -11,16 +11,11 @@ from pathlib import Path
 import psutil
 
 from dlprobe.system.shm_files import remove_leftovers
-
-
-def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
+from tests.conftest import dead_pid
 
 
 def test_only_files_of_dead_job_processes_made_during_the_run_are_removed(tmp_path: Path):
-    dead, other_dead, living = _dead_pid(), _dead_pid(), os.getpid()
+    dead, other_dead, living = dead_pid(), dead_pid(), os.getpid()
     started = time.time() - 10
     for name in (f"torch_{dead}_123_0", f"torch_{living}_456_0", f"torch_{other_dead}_789_0", f"mine_{dead}_1"):
         (tmp_path / name).write_bytes(b"x" * 5000)
