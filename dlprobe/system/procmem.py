@@ -27,6 +27,8 @@ def read_stat(pid: int) -> tuple[int, int] | None:
             data = f.read()
         # comm (field 2) may hold spaces and parentheses; every later field follows the last ')'
         fields = data[data.rindex(b")") + 2 :].split()
+        if fields[0] in (b"Z", b"X"):
+            return None  # exited, not yet reaped: its memory is gone (RSS reads 0), so it counts as gone
         return int(fields[21]) * PAGE_SIZE, int(fields[7]) + int(fields[9])
     except (OSError, IndexError, ValueError):
         return None
