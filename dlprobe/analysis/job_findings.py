@@ -9,7 +9,7 @@ from typing import Any
 from dlprobe.analysis import analyze
 from dlprobe.analysis.job import Job, NodeMemory, RankView, node_of
 from dlprobe.analysis.loop_timing import recorded_usable_cores
-from dlprobe.analysis.memory_findings import COW_MIN_GROWTH
+from dlprobe.analysis.memory_findings import COW_COPIED, COW_LOADED_AT_START, COW_MIN_GROWTH
 from dlprobe.analysis.model import SEVERITIES, Finding, RunData
 from dlprobe.analysis.run_findings import find_run_problems
 from dlprobe.analysis.stack_causes import frame_text, main_thread
@@ -58,13 +58,14 @@ def _rank_entry(job: Job, view: RankView, finding: Finding) -> dict[str, Any]:
 def _cow_title(job: Job, group: list[tuple[RankView, Finding]], labels: str) -> str:
     rows = [r for _, f in group for r in f.evidence.get("workers") or []]
     grown = [r for r in rows if _worker_growth(r) >= COW_MIN_GROWTH]
-    copied = "copied" in group[0][1].title
+    variant = group[0][1].evidence.get("variant")
+    copied = variant == COW_COPIED
     key = "cow_bytes" if copied else "anon_growth_bytes"
     peak = max((r.get(key, r.get("uss_growth_bytes")) or 0 for r in grown), default=0)
     lid = group[0][1].loader_id
     every = "every worker" if len(grown) == len(rows) else f"{len(grown)} of {len(rows)} workers"
     what = "copied up to {} of the parent's memory" if copied else "grew by up to {} of private memory"
-    if "loaded its own copy" in group[0][1].title:
+    if variant == COW_LOADED_AT_START:
         what = "loaded its own copy of the same data at start, up to {}"
     title = f"Loader {lid} on {labels}: {every} {what.format(format_bytes(peak))} each"
     for memory in {node_of(job, v).node: node_of(job, v) for v, _ in group}.values():

@@ -13,6 +13,10 @@ MiB = 1024 * 1024
 COW_MIN_GROWTH = 64 * MiB  # per-worker private growth worth a finding; worker start-up noise stays far below
 COW_RSS_SHARE = 0.5  # RSS growing less than half as fast as USS means pages went shared -> private
 SPAWN_COPY_MIN = 64 * MiB
+# Which story a cow-growth finding tells (its evidence "variant"): the job report words its merged title by it.
+COW_COPIED = "copied"  # the parent's pages copied into each worker
+COW_LOADED_AT_START = "loaded_at_start"  # each worker read the same data into its own memory once
+COW_ALLOCATING = "allocating"  # the workers keep allocating new memory
 MAPPED_MIN_GROWTH = 64 * MiB  # file-backed + tmpfs pages worth a sentence (never an alarm)
 # "Loaded once per worker": 90% of the rise within the first quarter of a life of at least 3 s, and kept.
 LOADED_EARLY_SHARE = 0.25
@@ -205,6 +209,7 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> 
                 + (f" The workers also allocated up to {format_bytes(new)} of new memory." if new >= MiB else "")
             )
             fix = _cow_fix(evidence["suspects"], cow, loader.gc_at_fork)
+            evidence["variant"] = COW_COPIED
         elif _same_load(rows):
             title = (
                 f"Each of the {len(rows)} workers of loader {lid} loaded its own copy of the same data at start: "
@@ -222,6 +227,7 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> 
                 "worker, rank and later run on this machine then maps one copy in /dev/shm), or "
                 "`np.load(path, mmap_mode='r')` for a .npy file."
             )
+            evidence["variant"] = COW_LOADED_AT_START
         else:
             title = (
                 f"Workers of loader {lid} keep allocating: up to {format_bytes(new)} of new anonymous memory each "
@@ -236,6 +242,7 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> 
                 "Look for state that grows in __getitem__ (caches without a bound, appended lists) and bound or "
                 "remove it, or keep it in the parent before the workers start."
             )
+            evidence["variant"] = COW_ALLOCATING
         findings.append(Finding("cow-growth", _severity(run, rows), title, detail, fix, evidence, lid))
     mapped = [r for r in rows if r["pss_file_growth_bytes"] + r["pss_shmem_growth_bytes"] >= MAPPED_MIN_GROWTH]
     if mapped:
@@ -285,6 +292,7 @@ def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> l
             "('DataLoader worker (pid N) is killed by signal: Killed.')."
         )
         fix = _cow_fix(suspects, worst["uss_growth_bytes"], loader.gc_at_fork)
+        evidence["variant"] = COW_COPIED
     else:
         title = (
             f"Workers of loader {loader.loader_id} keep allocating: up to "
@@ -298,6 +306,7 @@ def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> l
             "Look for state that grows in __getitem__ (caches without a bound, appended lists) and bound or "
             "remove it; " + _suspects_fix(suspects)
         )
+        evidence["variant"] = COW_ALLOCATING
     return [Finding("cow-growth", _severity(run, rows), title, detail, fix, evidence, loader.loader_id)]
 
 

@@ -121,14 +121,19 @@ def probe_cost_line(report: dict[str, Any]) -> str | None:
     if not cost or cost.get("cpu_share") is None:
         return None
     line = f"dlprobe's own cost: {100 * float(cost['cpu_share']):.1f}% of one core"
+    if cost.get("wall_s") is not None:
+        line += f" over {float(cost['wall_s']):.0f} s"
     if cost.get("cpu_budget"):
-        line += f" (cap {float(cost['cpu_budget']):.0%})"
+        window = cost.get("cpu_window_s")
+        line += f" (cap {float(cost['cpu_budget']):.0%}" + (f" of any {float(window):.0f} s)" if window else ")")
+        if window and float(cost.get("wall_s") or window) < float(window):
+            line += ", most of it starting up"  # a run shorter than the cap's window: start-up is the share
     skipped = int(cost.get("deep_reads_skipped") or 0)
     if skipped:
-        line += (
-            f"; {skipped} memory readings of moving processes deferred over "
-            f"{float(cost.get('over_budget_s') or 0.0):.0f} s (every process still read at least every 5 s)"
-        )
+        over = float(cost.get("over_budget_s") or 0.0)
+        line += f"; {skipped} memory reading{'s' if skipped != 1 else ''} of moving processes deferred"
+        line += f" over {over:.0f} s" if over >= 1 else ""
+        line += " (every process still read at least every 5 s)"
     return line
 
 

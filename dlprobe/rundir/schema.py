@@ -297,6 +297,8 @@ class SupervisorCost(TypedDict, total=False):
     max_rss_bytes: int
     cpu_budget: float  # the cap, as a share of one core (supervisor/budget.py)
     cpu_share: float  # its share of one core while the target ran
+    wall_s: float  # the seconds that share is over
+    cpu_window_s: float  # the cap holds over any window this long; a shorter run may show more (its start-up)
     over_budget_s: float  # seconds it ran over the cap and skipped smaps_rollup reads of moving processes
     deep_reads_skipped: int  # such skipped reads (every process was still read at least every 5 s)
 

@@ -61,6 +61,8 @@ class CpuBudget:
         return {
             "cpu_budget": self.share,
             "cpu_share": round((self.cpu() - self.cpu_at_start) / wall, 4),
+            "wall_s": round(wall, 2),
+            "cpu_window_s": WINDOW_S,
             "over_budget_s": round(self.over_s, 2),
             "deep_reads_skipped": self.skipped,
         }

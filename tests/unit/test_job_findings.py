@@ -7,6 +7,7 @@ from typing import Any
 
 from dlprobe.analysis.job import is_job, split_job
 from dlprobe.analysis.job_findings import analyze_job, launcher_failures, ranks_text
+from dlprobe.analysis.memory_findings import COW_LOADED_AT_START
 from dlprobe.analysis.report import build_job_report
 from dlprobe.render.terminal import run_summary
 from tests.unit import fakes
@@ -384,7 +385,7 @@ def test_workers_loading_their_own_copy_on_every_rank_are_said_so_merged():
             {"pid": rank_pid + i, "cow_bytes": 0, "anon_growth_bytes": 96 * MiB, "loaded_at_start": True}
             for i in (1, 2)
         ]
-        return Finding("cow-growth", "warning", title, "", "", {"workers": rows}, 0)
+        return Finding("cow-growth", "warning", title, "", "", {"workers": rows, "variant": COW_LOADED_AT_START}, 0)
 
     per_rank = [(view, [finding(view.pid)]) for view in job.ranks]
     [merged] = merge_rank_findings(job, per_rank)

@@ -73,6 +73,7 @@ def test_copy_on_write_is_private_dirty_rising_with_anonymous_flat():
     data = run([loader(suspects=[SUSPECT])], [_kinds(11, 0, [150 * MiB] * 3, cow)])
     [finding] = find_cow_growth(data)
     assert "copy-on-write" in finding.title and "Anonymous stayed flat" in finding.title
+    assert finding.evidence["variant"] == "copied"
     [row] = finding.evidence["workers"]
     assert row["cow_bytes"] == 195 * MiB and row["anon_growth_bytes"] == 0
 
@@ -94,6 +95,7 @@ def test_new_allocations_are_anonymous_rising():
     data = run([loader()], [_kinds(11, 0, [150 * MiB + g for g in grow], grow)])
     [finding] = find_cow_growth(data)
     assert "keep allocating" in finding.title and "not copy-on-write" in finding.title
+    assert finding.evidence["variant"] == "allocating"
     assert finding.evidence["workers"][0]["cow_bytes"] == 0
     assert "gc.freeze" not in finding.fix
 
@@ -176,6 +178,7 @@ def test_every_worker_loading_the_same_data_at_start_is_named_with_the_shared_re
     workers = [_kinds(11, 0, [150 * MiB + s for s in step], step), _kinds(12, 1, [150 * MiB + s for s in step], step)]
     [finding] = find_cow_growth(run([loader()], workers))
     assert "loaded its own copy of the same data at start" in finding.title
+    assert finding.evidence["variant"] == "loaded_at_start"
     assert "shm_array('data-v1', lambda: np.load(path))" in finding.fix and "mmap_mode='r'" in finding.fix
     # a cache that keeps growing is not a load: the same total, reached only at the end
     ramp = [5 * MiB + i * 15 * MiB for i in range(8)]

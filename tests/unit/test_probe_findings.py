@@ -132,5 +132,15 @@ def test_the_supervisors_cpu_budget_is_a_line_of_the_report_never_a_finding():
     )
     run.result["supervisor"] = {"cpu_budget": 0.03, "cpu_share": 0.012, "over_budget_s": 0.0, "deep_reads_skipped": 0}
     assert probe_cost_line(build_report(run, [])) == "dlprobe's own cost: 1.2% of one core (cap 3%)"
+    # A run shorter than the cap's window: the share is mostly start-up, and a reading deferred for a moment
+    # has no "over 0 s".
+    run.result["supervisor"] = {
+        **{"cpu_budget": 0.03, "cpu_share": 0.04, "over_budget_s": 0.2, "deep_reads_skipped": 1},
+        **{"wall_s": 3.2, "cpu_window_s": 10.0},
+    }
+    assert probe_cost_line(build_report(run, [])) == (
+        "dlprobe's own cost: 4.0% of one core over 3 s (cap 3% of any 10 s), most of it starting up; "
+        "1 memory reading of moving processes deferred (every process still read at least every 5 s)"
+    )
     del run.result["supervisor"]
     assert probe_cost_line(build_report(run, [])) is None
