@@ -129,11 +129,13 @@ def _labelled(job: Job, view: RankView, finding: Finding) -> Finding:
 
 def merge_rank_findings(job: Job, per_rank: list[tuple[RankView, list[Finding]]]) -> list[Finding]:
     """Findings with the same code and loader on more than one rank become one; the rest keep their rank's label."""
-    groups: dict[tuple[str, int | None], list[tuple[RankView, Finding]]] = {}
-    order: list[tuple[str, int | None]] = []
+    groups: dict[tuple[str, int | None, str], list[tuple[RankView, Finding]]] = {}
+    order: list[tuple[str, int | None, str]] = []
     for view, findings in per_rank:
         for finding in findings:
-            key = (finding.code, finding.loader_id)
+            # Ranks that raised different errors did not fail the same way: each error keeps its own finding.
+            what = f"{finding.evidence.get('type')}: {finding.evidence.get('message')}"
+            key = (finding.code, finding.loader_id, what if finding.code == "script-error" else "")
             if key not in groups:
                 order.append(key)
             groups.setdefault(key, []).append((view, finding))
@@ -498,12 +500,44 @@ def _other_processes(job: Job) -> list[Finding]:
             continue
         run = job.runs[0]
         lone = RunData(run.path, run.meta, run.result, [], [], run.system, errors)
+        rank, node_rank = errors[0].get("rank"), errors[0].get("node_rank")
+        label = None
+        if rank is not None:  # a launcher's rank that failed before its first loader: named as the rank it was
+            label = f"node {node_rank} rank {rank}" if job.several_nodes and node_rank is not None else f"rank {rank}"
         for finding in find_run_problems(lone):
             if finding.code == "script-error":
-                finding.title = f"Process {pid}: {finding.title}"
-                finding.evidence["pid"] = pid
+                who = f"{label[0].upper()}{label[1:]} (pid {pid})" if label else f"Process {pid}"
+                finding.title = f"{who}: {finding.title}"
+                finding.evidence.update({"pid": pid, "rank": label})
                 findings.append(finding)
     return findings
+
+
+def _later_rank_errors(findings: list[Finding]) -> None:
+    """Ranks that raised different errors: the first is the failure; a later one is most likely its consequence (a
+    peer gone from a collective: gloo's "Connection closed by peer", NCCL's watchdog), so it reads as one."""
+    errors = [
+        f
+        for f in findings
+        if f.code == "script-error" and f.evidence.get("raised_at_s") is not None and "rank" in f.evidence
+    ]
+    if len({f.evidence["rank"] for f in errors}) < 2:
+        return
+    first = min(errors, key=lambda f: float(f.evidence["raised_at_s"]))
+    culprit = str(first.evidence["rank"])
+    for finding in errors:
+        after = float(finding.evidence["raised_at_s"]) - float(first.evidence["raised_at_s"])
+        if finding is first or after <= 0:
+            continue
+        label, _, what = finding.title.partition(": ")
+        finding.severity = "warning"
+        finding.title = f"{label}, {after:.1f} s after {culprit} failed (most likely because of it): {what}"[:200]
+        finding.detail = (
+            f"{culprit[0].upper()}{culprit[1:]} raised first; an error a rank raises after a peer has failed "
+            "usually comes from the collective that peer left. " + finding.detail
+        )
+        finding.fix = f"Fix {culprit}'s error first; this one most likely goes away with it."
+        finding.evidence["after_rank"] = culprit
 
 
 def analyze_job(job: Job) -> list[Finding]:
@@ -515,5 +549,6 @@ def analyze_job(job: Job) -> list[Finding]:
     findings += find_uneven_ranks(job)
     findings += find_rank_duplicates(job)
     findings += _other_processes(job)
+    _later_rank_errors(findings)
     findings += find_rank_failed(job, findings)
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))

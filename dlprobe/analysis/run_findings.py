@@ -19,7 +19,10 @@ def find_run_problems(run: RunData) -> list[Finding]:
                 detail=f"The training script stopped with an uncaught {error['type']}{where}; "
                 "its traceback is in the script's stderr above and in stderr.log of the run directory.",
                 fix="Fix the error in the script (run it with plain `python` to compare), then probe it again.",
-                evidence={k: error.get(k) for k in ("type", "message", "file", "line")},
+                evidence={
+                    **{k: error.get(k) for k in ("type", "message", "file", "line")},
+                    "raised_at_s": _since_start(run, error.get("t")),
+                },
             )
         )
     if not run.loaders and run.meta and run.probe_started:  # a silent probe saw nothing: probe-degraded
@@ -38,3 +41,9 @@ def find_run_problems(run: RunData) -> list[Finding]:
             )
         )
     return findings
+
+
+def _since_start(run: RunData, t: float | None) -> float | None:
+    """Seconds into the run: what orders the errors of several ranks, and what a person can read."""
+    started = run.meta.get("started_at") if run.meta else None
+    return round(float(t) - float(started), 2) if t is not None and started is not None else None

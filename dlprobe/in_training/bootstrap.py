@@ -6,13 +6,12 @@ import importlib.util
 import os
 import runpy
 import sys
-import traceback
 from collections.abc import Callable
 
-from dlprobe.in_training import hooks
+from dlprobe.in_training import hooks, script_errors
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.tracebacks import clean_chain, install_excepthook
-from dlprobe.rundir.schema import EV_SCRIPT_ERROR, EV_START
+from dlprobe.rundir.schema import EV_START
 
 MODULE_FLAG = "-m"
 
@@ -22,6 +21,7 @@ def main() -> None:
         sys.exit("usage: python -m dlprobe.in_training.bootstrap (SCRIPT | -m MODULE) [ARGS...]")
     module = sys.argv[2] if sys.argv[1] == MODULE_FLAG else None
     script, args = (module, sys.argv[3:]) if module is not None else (sys.argv[1], sys.argv[2:])
+    script_errors.recorded_by_bootstrap()
     hooks.install()
     log = get_log()
     if log is not None:
@@ -46,16 +46,7 @@ def main() -> None:
         # in the chain. Re-raising (rather than printing and exiting) keeps python's own exit status: 1, or
         # death by SIGINT for a KeyboardInterrupt, and any sys.excepthook the script installed.
         clean_chain(exc)
-        if log is not None and not isinstance(exc, KeyboardInterrupt):
-            tb = exc.__traceback__
-            where = traceback.extract_tb(tb)[-1] if tb is not None else None
-            log.emit(
-                EV_SCRIPT_ERROR,
-                type=type(exc).__name__,
-                message=str(exc)[:4000],
-                file=where.filename if where else getattr(exc, "filename", None),
-                line=where.lineno if where else getattr(exc, "lineno", None),
-            )
+        script_errors.record(exc)
         install_excepthook()
         raise
 

@@ -16,7 +16,7 @@ import weakref
 from types import ModuleType
 from typing import Any, cast
 
-from dlprobe.in_training import identity, inflight, probe_errors, runtime_state, startup_profile
+from dlprobe.in_training import identity, inflight, probe_errors, runtime_state, script_errors, startup_profile
 from dlprobe.in_training.batch_info import describe_batch
 from dlprobe.in_training.dataset_inspect import summarize_dataset
 from dlprobe.in_training.event_log import get_log
@@ -379,6 +379,8 @@ def patch_dataloader(module: ModuleType) -> None:
     _patch_family(base_iter_cls, "__next__", _wrap_next)
     loader_cls._dlprobe_patched = True
     _register_atexit()
+    if script_errors.launched_rank():  # an error before its first DataLoader is a rank's failure too
+        script_errors.watch_uncaught(flush_all)
     try:  # loaders without workers fetch in this process: record those too
         inflight.patch_fetchers()
     except Exception as exc:
@@ -481,6 +483,7 @@ def _start_main_process() -> None:
     if _main_started:
         return
     _main_started = True
+    script_errors.watch_uncaught(flush_all)
     run_dir = os.environ.get(RUN_DIR_ENV)
     if run_dir:
         inflight.start_main(run_dir)

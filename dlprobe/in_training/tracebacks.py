@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from dlprobe.frames import is_probe_file
+from dlprobe.frames import PROBE_DIR, is_probe_file
+
+FrameFilter = Callable[[TracebackType], bool]
 
 
 def _is_own(tb: TracebackType) -> bool:
@@ -14,11 +17,16 @@ def _is_own(tb: TracebackType) -> bool:
     return is_probe_file(tb.tb_frame.f_code.co_filename)
 
 
-def user_frames(tb: TracebackType | None) -> TracebackType | None:
+def is_dlprobe_frame(tb: TracebackType) -> bool:
+    """dlprobe's frames only: where the user's own command ran runpy (`python -m`), its frames are the user's."""
+    return tb.tb_frame.f_code.co_filename.startswith(PROBE_DIR)
+
+
+def user_frames(tb: TracebackType | None, drop: FrameFilter = _is_own) -> TracebackType | None:
     """The traceback without any of the probe's (or runpy's) frames, wherever they sit in it."""
     kept: list[TracebackType] = []
     while tb is not None:
-        if not _is_own(tb):
+        if not drop(tb):
             kept.append(tb)
         tb = tb.tb_next
     cleaned: TracebackType | None = None
@@ -27,7 +35,7 @@ def user_frames(tb: TracebackType | None) -> TracebackType | None:
     return cleaned
 
 
-def clean_chain(exc: BaseException | None) -> None:
+def clean_chain(exc: BaseException | None, drop: FrameFilter = _is_own) -> None:
     """Strip the probe's frames from an exception and from every exception chained to it (cause, context)."""
     seen: set[int] = set()
     todo = [exc]
@@ -36,7 +44,7 @@ def clean_chain(exc: BaseException | None) -> None:
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
-        current.__traceback__ = user_frames(current.__traceback__)
+        current.__traceback__ = user_frames(current.__traceback__, drop)
         todo.extend((current.__cause__, current.__context__))
         todo.extend(getattr(current, "exceptions", ()) or ())  # ExceptionGroup members
 

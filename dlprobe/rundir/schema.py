@@ -180,6 +180,8 @@ class ScriptErrorEvent(Event, total=False):
     message: str
     file: str | None
     line: int | None
+    rank: int | None  # $RANK (or torch.distributed's) of the process that raised; None outside a distributed job
+    node_rank: int | None
 
 
 class StopEvent(Event, total=False):

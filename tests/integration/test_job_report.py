@@ -153,3 +153,19 @@ def test_a_rank_that_dies_before_its_loader_is_named_from_torchruns_summary(tmp_
     assert failed["title"].startswith("Rank 1 (pid ") and "with exit code 7" in failed["title"]
     assert "never built a DataLoader" in failed["detail"]
     assert [r["label"] for r in result.report["ranks"]] == ["rank 0"]
+
+
+def test_a_rank_that_raises_before_its_loader_is_named_with_its_error(tmp_path):
+    # No DataLoader yet, so only the rank's own excepthook can say what ended it; torchrun's summary has no
+    # traceback (the script does not use @record), so without it the report would say "exit code 1".
+    result = run_job(tmp_path, "ddp_torchrun.py", "--raise-early", "1")
+    assert result.returncode == 1
+    assert "RuntimeError: no shard for rank 1" in result.stderr  # the rank's own traceback still comes through
+    assert "/dlprobe/" not in result.stderr
+    [error] = [f for f in result.findings("script-error") if f["severity"] == "error"]
+    assert error["title"].startswith("Rank 1 (pid ") and "RuntimeError: no shard for rank 1" in error["title"]
+    assert error["evidence"]["file"].endswith("ddp_torchrun.py")
+    assert error["evidence"]["launcher"]["rank"] == 1
+    assert result.findings("rank-failed") == []  # explained by the rank's own error
+    for later in result.findings("script-error"):  # rank 0, if torchrun had not stopped it yet: gloo lost its peer
+        assert later == error or (later["severity"] == "warning" and "after rank 1 failed" in later["title"])

@@ -2,7 +2,7 @@
 
 --fail RANK:INDEX makes that rank's dataset raise on that index; --block RANK:INDEX makes it block forever there
 (the other rank then waits in the all_reduce that ends every epoch); --die RANK:CODE makes that rank exit with CODE
-before it builds its DataLoader.
+before it builds its DataLoader; --raise-early RANK makes that rank raise there instead.
 """
 
 import argparse
@@ -41,11 +41,14 @@ def main():
     parser.add_argument("--fail", type=rank_index)
     parser.add_argument("--block", type=rank_index)
     parser.add_argument("--die", type=rank_index)
+    parser.add_argument("--raise-early", type=int)
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     if args.die and args.die[0] == rank:
         os._exit(args.die[1])
+    if args.raise_early == rank:
+        raise RuntimeError(f"no shard for rank {rank}")
     dataset = Squares(rank, args.fail, args.block)
     sampler = DistributedSampler(dataset, shuffle=False)
     loader = DataLoader(dataset, batch_size=4, num_workers=2, sampler=sampler)

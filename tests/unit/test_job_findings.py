@@ -214,6 +214,41 @@ def test_a_failed_rank_with_nothing_else_to_explain_it(tmp_path):
     assert [f["rank"] for f in failed.evidence["other_failures"]] == [0]  # stopped by torchrun: no finding of its own
 
 
+def test_a_rank_that_raised_before_its_loader_is_named_by_its_rank_and_explains_torchruns_summary(tmp_path):
+    # The rank's own excepthook recorded the error with its rank; torchrun's summary names the same rank and pid.
+    (tmp_path / "stderr.log").write_text(CHILD_FAILED.replace("1 (local_rank: 1)", "2 (local_rank: 0)").replace(
+        "pid: 20", "pid: 30"))  # fmt: skip
+    run = two_ranks(path=str(tmp_path))
+    run.events.append({"ev": "script_error", "t": 101.0, "pid": 30, "type": "RuntimeError", "message": "no data",
+                       "file": "train.py", "line": 3, "rank": 2, "node_rank": 0})  # fmt: skip
+    findings = analyze_job(split_job([run]))
+    [error] = [f for f in findings if f.code == "script-error"]
+    assert error.title == "Rank 2 (pid 30): The script raised RuntimeError: no data"
+    assert error.evidence["launcher"]["rank"] == 2 and error.evidence["launcher"]["exit_code"] == 1
+    assert [f for f in findings if f.code == "rank-failed"] == []  # explained by the rank's own error
+
+
+def test_a_rank_that_raised_after_another_did_is_its_consequence():
+    run = two_ranks()
+    run.meta["started_at"] = 100.0
+    run.events += [
+        {"ev": "script_error", "t": 104.0, "pid": 20, "type": "ValueError", "message": "bad shard"},
+        {"ev": "script_error", "t": 104.6, "pid": 10, "type": "RuntimeError", "message": "Connection closed by peer"},
+    ]
+    findings = analyze_job(split_job([run]))
+    first, later = sorted((f for f in findings if f.code == "script-error"), key=lambda f: f.evidence["raised_at_s"])
+    assert first.severity == "error" and first.title == "Rank 1: The script raised ValueError: bad shard"
+    assert later.severity == "warning" and later.evidence["after_rank"] == "rank 1"
+    assert later.title == (
+        "Rank 0, 0.6 s after rank 1 failed (most likely because of it): The script raised RuntimeError: "
+        "Connection closed by peer"
+    )
+    # the same error on both ranks is one failure of both, not a cause and its consequence
+    run.events[-1] = {**run.events[-2], "pid": 10, "t": 104.6}
+    [both] = [f for f in analyze_job(split_job([run])) if f.code == "script-error"]
+    assert both.severity == "error" and both.title.startswith("On ranks 0-1: The script raised ValueError")
+
+
 def test_ranks_text():
     assert ranks_text(["rank 0", "rank 1", "rank 2", "rank 5"]) == "ranks 0-2, 5"
     assert ranks_text(["rank 3"]) == "rank 3"

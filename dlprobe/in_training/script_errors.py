@@ -1,0 +1,76 @@
+"""Records the exception that ends a probed process as its `script_error` event: the script, or a launcher's rank."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from dlprobe.in_training import identity, probe_errors
+from dlprobe.in_training.event_log import get_log
+from dlprobe.in_training.tracebacks import clean_chain, is_dlprobe_frame, user_frames
+from dlprobe.rundir.schema import EV_SCRIPT_ERROR
+
+# The process whose sys.excepthook records; a forked child (a DataLoader worker) inherits the hook but never
+# ends through it, and must not record as if it were the rank.
+_watching_pid: int | None = None
+_bootstrap_records = False  # the bootstrap catches the script's exception itself and records it there
+
+
+def record(exc: BaseException) -> None:
+    """One script_error event for an exception that ends this process (never for Ctrl-C: that is the user's)."""
+    log = get_log()
+    if log is None or isinstance(exc, KeyboardInterrupt):
+        return
+    tb = exc.__traceback__
+    where = traceback.extract_tb(tb)[-1] if tb is not None else None
+    try:  # which rank failed, for a rank that dies before it says who it is with its first loader
+        who = identity.current()
+    except Exception:
+        who = {}
+    log.emit(
+        EV_SCRIPT_ERROR,
+        rank=who.get("rank"),
+        node_rank=who.get("node_rank"),
+        type=type(exc).__name__,
+        message=str(exc)[:4000],
+        file=where.filename if where else getattr(exc, "filename", None),
+        line=where.lineno if where else getattr(exc, "lineno", None),
+    )
+
+
+def launched_rank() -> bool:
+    """A rank started by a launcher (torchrun, Lightning): the launcher sets these for its children only."""
+    return "LOCAL_RANK" in os.environ or "RANK" in os.environ
+
+
+def recorded_by_bootstrap() -> None:
+    global _bootstrap_records
+    _bootstrap_records = True
+
+
+def watch_uncaught(flush: Callable[[], None]) -> None:
+    """In a process probed only through the injected sitecustomize (a torchrun rank, a rank Lightning re-launched,
+    a script under `dlprobe run -- ...`), wrap sys.excepthook so the exception that ends it is recorded and printed
+    without dlprobe's frames, as the bootstrap does for the script it runs. Once per process."""
+    global _watching_pid
+    if _bootstrap_records or _watching_pid == os.getpid():
+        return
+    _watching_pid = os.getpid()
+    inner = sys.excepthook
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> Any:
+        if os.getpid() == _watching_pid:
+            try:
+                flush()  # the batches before the error come first in the log, as in the bootstrap
+                clean_chain(exc, is_dlprobe_frame)
+                tb = user_frames(tb, is_dlprobe_frame)
+                record(exc.with_traceback(tb))
+            except Exception as probe_exc:
+                probe_errors.record("script_errors.hook", probe_exc, "the exception that ended it is not recorded")
+        return inner(exc_type, exc, tb)
+
+    sys.excepthook = hook
