@@ -20,7 +20,9 @@ else:  # pragma: no cover - Python 3.10 has no tomllib; tomli is the same parser
     import tomli as tomllib
 
 PYPROJECT = "pyproject.toml"
-DEFAULT_FAIL_ON = ("cow-growth", "shm-pressure", "worker-hang", "worker-killed", "no-loader")
+# uneven-ranks: a rank short of batches idles or hangs the job at its next collective, and the job exits 0 when it
+# does not; node-oversubscribed and rank-duplicates are left out: small CI boxes and every-rank evaluation loaders.
+DEFAULT_FAIL_ON = ("cow-growth", "shm-pressure", "worker-hang", "worker-killed", "no-loader", "uneven-ranks")
 # Metrics a baseline compares; each rule key names the metric it limits.
 BASELINE_METRICS = ("worker_uss_growth", "worker_uss_peak", "total_pss", "shm_peak", "wait_fraction",
                     "first_batch_wait")  # fmt: skip

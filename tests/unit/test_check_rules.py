@@ -70,6 +70,13 @@ def test_fail_on_works_with_any_code(code):
     assert out["fail_on other-code"].status == "pass"
 
 
+def test_the_default_codes_fail_a_job_whose_rank_ran_short_of_batches():
+    # The job exits 0 when the short rank only idles, so nothing else in the check would catch it.
+    report = make_report(findings=[finding("uneven-ranks", "error", "Rank 1 read no batch")])
+    out = {r.rule: r for r in evaluate(config_from_mapping({}, "test"), report)}
+    assert out["fail_on uneven-ranks"].status == "fail"
+
+
 def test_fail_on_severity_counts_worse_findings_too():
     report = make_report(findings=[finding("x-error", "error"), finding("y-info", "info")])
     assert rules({"fail_on": [], "fail_on_severity": "warning"}, report)["fail_on_severity warning"].status == "fail"
