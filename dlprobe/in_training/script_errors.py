@@ -29,7 +29,8 @@ def record(exc: BaseException) -> None:
     where = traceback.extract_tb(tb)[-1] if tb is not None else None
     try:  # which rank failed, for a rank that dies before it says who it is with its first loader
         who = identity.current()
-    except Exception:
+    except Exception as exc_who:
+        probe_errors.record("script_errors.identity", exc_who, "the script error is not tied to a rank")
         who = {}
     log.emit(
         EV_SCRIPT_ERROR,
