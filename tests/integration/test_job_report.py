@@ -146,6 +146,28 @@ def test_lightning_ddp_ranks_are_one_job_report(tmp_path):
     assert "Ranks" in proc.stderr
 
 
+def test_a_lightning_rank_raising_in_training_step_is_named_with_its_error(tmp_path):
+    import pytest
+
+    pytest.importorskip("lightning")
+    script = str(SCRIPTS / "lightning_ddp.py")
+    plain = subprocess.run([sys.executable, script, "--raise-on-rank", "1"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    result = DlprobeResult(
+        run_dlprobe(["run", "--out", str(tmp_path / "run"), script, "--raise-on-rank", "1"], tmp_path, timeout=300),
+        tmp_path / "run",
+    )
+    assert result.returncode == plain.returncode != 0
+    assert "ValueError: loss is nan on rank 1" in result.stderr and "/dlprobe/" not in result.stderr
+    errors = result.findings("script-error")
+    assert (
+        errors[0]["severity"] == "error"
+        and errors[0]["title"] == "Rank 1: The script raised ValueError: loss is nan on rank 1"
+    )
+    # rank 0, if it raised at all before Lightning stopped it, lost its peer in a collective: a consequence
+    assert all(e["severity"] == "warning" and "after rank 1 failed" in e["title"] for e in errors[1:])
+
+
 def test_a_rank_that_dies_before_its_loader_is_named_from_torchruns_summary(tmp_path):
     result = run_job(tmp_path, "ddp_torchrun.py", "--die", "1:7")
     assert result.returncode == 1  # torchrun's own code for a failed rank

@@ -2,9 +2,11 @@
 (`sys.executable sys.argv` with LOCAL_RANK set), and rank 0 learns its rank only when the process group is up.
 
 Each rank reads its half through Lightning's DistributedSampler with one forked worker; prints one line per rank.
+--raise-on-rank N makes rank N raise in its third training step (Lightning then kills the other rank and re-raises).
 """
 
 import os
+import sys
 
 import lightning as L
 import torch
@@ -18,6 +20,8 @@ class Tiny(L.LightningModule):
 
     def training_step(self, batch, _):
         (x,) = batch
+        if "--raise-on-rank" in sys.argv and self.global_rank == int(sys.argv[-1]) and self.global_step == 2:
+            raise ValueError(f"loss is nan on rank {self.global_rank}")
         return self.layer(x).pow(2).mean()
 
     def configure_optimizers(self):
