@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 from tests.conftest import run_dlprobe
 from tests.htmlpage import read_page
@@ -31,3 +33,26 @@ def test_demo_shows_the_leak_and_its_fix(tmp_path):
     assert "Workers by kind of page" in leaky_page and "loader 0 epoch 0 starts" in leaky_page
     assert "cow-growth" not in read_page(tmp_path / "demo" / "fixed").codes
     assert "what the demo shows" in proc.stderr
+    # The README's first example is this finding: its title must be the one the demo prints, numbers aside.
+    assert _numbers_out(_readme_quoted_title("cow-growth")) == _numbers_out(cow["title"])
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_quoted_title(code: str) -> str:
+    """The title of the finding box quoted at the top of the README: the box's lines up to its first '...' line."""
+    lines = README.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if f"WARNING {code} " in line)
+    title: list[str] = []
+    for line in lines[start + 1 :]:
+        text = line.strip("│ ")
+        if text == "...":
+            break
+        title.append(text)
+    return " ".join(title)
+
+
+def _numbers_out(text: str) -> str:
+    """The text with each number (and its unit) replaced, so a run's figures do not decide the comparison."""
+    return re.sub(r"\d[\d,.]*( ?[KMG]iB)?", "N", text)
