@@ -8,6 +8,7 @@ user data and is escaped; the Content-Security-Policy forbids every network load
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from dlprobe.analysis.job import tree_total
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
 from dlprobe.render.plot import rank_labels
@@ -36,6 +38,7 @@ from dlprobe.rundir.schema import (
 from dlprobe.units import format_bytes
 
 MiB = 1024 * 1024
+_WORD_BREAKS = re.compile(r"(?<=[_.])")
 MAX_POINTS = 600  # per line: min/max per bucket keeps the peaks; ~600 points draw a 900 px wide chart faithfully
 MAX_ROWS = 50  # rows of one evidence table; the rest stay in report.json
 MAX_STACK_LINES = 12  # hotspot stacks shown per process
@@ -262,7 +265,13 @@ def timeline_from_run(run: RunData, report: dict[str, Any] | None = None) -> dic
         "probe_started": run.probe_started,
         "processes": processes,
         "shm": {"used": _points(run.system.t, run.system.shm_used, t0, MiB), "total": run.system.shm_total},
-        "cgroup": {"usage": _points(run.system.t, run.system.cgroup_usage, t0, MiB), "limit": run.system.cgroup_limit},
+        "cgroup": {
+            "usage": _points(run.system.t, run.system.cgroup_usage, t0, MiB),
+            "limit": run.system.cgroup_limit,
+            # the cgroup whose use the sampler reads: the one setting the tightest limit, else the script's own
+            "path": run.meta.get("cgroup_limit_dir") or run.meta.get("cgroup"),
+        },
+        "job_pss": _points(*tree_total(run.processes, "pss"), t0, MiB),
         "waits": _batch_times(run, t0),
         "events": _events(run, t0, labels),
         "hangs": _hang_stacks(run),
@@ -326,6 +335,12 @@ def value_html(key: str, value: Any, depth: int = 0) -> str:
     return esc(_fmt(key, value))
 
 
+def scroll_box(inner: str) -> str:
+    """A table in its own horizontally scrolling box: a wide table scrolls there instead of the whole page (tests
+    check every table of every page sits in one)."""
+    return f'<div class="scroll">{inner}</div>'
+
+
 def _rich_text(text: str) -> str:
     """Text whose `backticks` are code: short spans inline, long or multi-line ones as copyable blocks."""
     parts = str(text).split("`")
@@ -340,28 +355,52 @@ def _rich_text(text: str) -> str:
     return "".join(out)
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
+def verdict_status(report: dict[str, Any]) -> tuple[str, str]:
+    """The verdict's colour class and sentence: the most severe finding first, then the exit code. A run that
+    exits 0 with a warning is not healthy, and a bar coloured by the exit code alone would say it is."""
+    code, sig = report.get("exit_code"), report.get("signal")
+    findings = [f for f in report.get("findings") or [] if isinstance(f, dict)]
+    by_sev: dict[str, list[str]] = {}
+    for f in findings:
+        by_sev.setdefault(str(f.get("severity")), []).append(str(f.get("code") or "?"))
+    errors, warnings = by_sev.get("error", []), by_sev.get("warning", [])
+    if code is None:
+        ran = "no exit status recorded (still running, or the supervisor was killed)"
+    elif code == 0 and not sig:
+        ran = "the script finished: exit code 0"
+    else:
+        ran = f"the script failed: exit code {code}" + (f" ({sig})" if sig else "")
+    exited_badly = code is not None and (code != 0 or bool(sig))
+    if errors or exited_badly:
+        cls, word = "error", "Failed" if exited_badly else "Problem found"
+    elif warnings or code is None:  # an unknown end is not a clean one either
+        cls, word = "warning", "Needs a look"
+    else:
+        cls, word = "ok", "Healthy"
+    found = [_count(len(errors), "error")] if errors else []
+    found += [_count(len(warnings), "warning")] if warnings else []
+    if found:
+        named = ", ".join(dict.fromkeys([*errors, *warnings]))  # most severe first, each code once
+        status = f"{ran}; {' and '.join(found)} found ({named})"
+    elif findings:
+        status = f"{ran}; only notes found"
+    else:
+        status = f"{ran}; no problem found"
+    return cls, f"{word} \u2014 {status}"
+
+
 def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dict[str, Any] | None) -> str:
     code, sig = report.get("exit_code"), report.get("signal")
-    findings = report.get("findings") or []
-    errors = sum(1 for f in findings if f.get("severity") == "error")
-    warnings = sum(1 for f in findings if f.get("severity") == "warning")
-    if code is None:
-        status, cls = "no exit status recorded (still running, or the supervisor was killed)", "warning"
-    elif code == 0 and not sig:
-        status, cls = "the script finished: exit code 0", "ok"
-    else:
-        status, cls = f"the script failed: exit code {code}" + (f" ({sig})" if sig else ""), "error"
-    if errors or warnings:
-        status += f"; {errors} error(s), {warnings} warning(s) found"
-    elif findings:
-        status += "; only notes found"
-    else:
-        status += "; no problem found"
+    cls, status = verdict_status(report)
     machine = report.get("machine") or {}
     rows = [
-        ("exit code", "-" if code is None else code),
-        ("signal", sig or "-"),
-        ("duration", "-" if report.get("duration_s") is None else f"{report['duration_s']:.1f} s"),
+        ("exit code", "not recorded" if code is None else code),
+        ("signal", sig or "none"),
+        ("duration", "not measured" if report.get("duration_s") is None else f"{report['duration_s']:.1f} s"),
         (
             "machine",
             ", ".join(
@@ -375,25 +414,43 @@ def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dic
                 )
                 if v is not None
             )
-            or "-",
+            or "not recorded",
         ),  # fmt: skip
-        ("run directory", report.get("run_dir") or "-"),
-        ("probe", probe_cost_line(report) or "-"),
+        ("run directory", report.get("run_dir") or "not recorded"),
+        ("probe", probe_cost_line(report) or "not measured"),
     ]
+    memory = _memory_row(timeline or {})
+    if memory:
+        rows.append(("memory", memory))
     rows.extend(("cleaned up", line) for line in cleanup_lines(report))
     if timeline and timeline.get("cwd"):
         rows.append(("working directory", timeline["cwd"]))
     table = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
-    parts = [f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2><p class="status">{esc(status)}</p>']
+    parts = [f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2><p class="status {cls}">{esc(status)}</p>']
     if check is not None:
         passed = check.get("passed")
         parts.append(f'<p class="status {"ok" if passed else "error"}">dlprobe check: '
                      f'{"passed" if passed else "failed"} (exit code {esc(check.get("exit_code"))})</p>')  # fmt: skip
-    parts.append(f'<table class="kv">{table}</table>')
+    parts.append(scroll_box(f'<table class="kv">{table}</table>'))
     if timeline and timeline.get("reproduce"):
         parts.append(f'<p>To reproduce:</p><pre class="code">{esc(timeline["reproduce"])}</pre>')
     parts.append("</section>")
     return "".join(parts)
+
+
+def _memory_row(timeline: dict[str, Any]) -> str | None:
+    """The job's own memory beside its cgroup's, from the charted series so the numbers are the charts' peaks."""
+    parts = []
+    job = timeline.get("job_pss") or []
+    if job:
+        parts.append(f"{JOB_PSS_LABEL}: peak {format_bytes(max(y for _, y in job) * MiB)}")
+    cgroup = timeline.get("cgroup") or {}
+    if cgroup.get("usage"):
+        part = f"{cgroup_label(cgroup.get('path'))}: peak {format_bytes(max(y for _, y in cgroup['usage']) * MiB)}"
+        if cgroup.get("limit"):
+            part += f" of its limit {format_bytes(cgroup['limit'])}"
+        parts.append(part)
+    return "; ".join(parts) or None
 
 
 def _check_rules(check: dict[str, Any]) -> str:
@@ -403,9 +460,9 @@ def _check_rules(check: dict[str, Any]) -> str:
         f"<td>{_rich_text(r.get('message') or '')}</td><td>{esc(r.get('source'))}</td></tr>"
         for r in check.get("rules") or []
     )
-    return ('<section id="check"><h2>Check rules</h2><table class="ev"><thead><tr><th>rule</th><th>limit</th>'
-            f"<th>observed</th><th>verdict</th><th>message</th><th>from</th></tr></thead><tbody>{rows}</tbody>"
-            "</table></section>")  # fmt: skip
+    table = ('<table class="ev"><thead><tr><th>rule</th><th>limit</th><th>observed</th><th>verdict</th>'
+             f"<th>message</th><th>from</th></tr></thead><tbody>{rows}</tbody></table>")  # fmt: skip
+    return f'<section id="check"><h2>Check rules</h2>{scroll_box(table)}</section>'
 
 
 def findings_section(report: dict[str, Any]) -> str:
@@ -427,7 +484,7 @@ def findings_section(report: dict[str, Any]) -> str:
             f'<div class="fix"><strong>Fix:</strong> {_rich_text(f.get("fix") or "")}</div>'
             + (
                 f"<details{' open' if sev == 'error' else ''}><summary>Evidence</summary>"
-                f'<div class="scroll">{value_html("evidence", evidence)}</div></details>'
+                f"{scroll_box(value_html('evidence', evidence))}</details>"
                 if evidence
                 else ""
             )
@@ -492,7 +549,8 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
     elif any(p.get("role") == "worker" for p in timeline.get("processes") or []):
         notes.append("memory by kind of page: this run did not record it (an older dlprobe, or smaps_rollup "
                      "was not readable)")  # fmt: skip
-    system = Chart("Machine: /dev/shm use and the job's cgroup memory", "MiB", markers=markers, x_range=x_range)
+    system = Chart("Machine: /dev/shm use, the container's (cgroup's) memory and the job's own", "MiB",
+                   markers=markers, x_range=x_range)  # fmt: skip
     shm = timeline.get("shm") or {}
     if shm.get("used"):
         total = shm.get("total")
@@ -502,7 +560,9 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
         if total and max(y for _, y in shm["used"]) > 0.25 * total / MiB:
             system.hlines.append((total / MiB, f"/dev/shm size {format_bytes(total)}"))
     if cgroup.get("usage"):
-        system.lines.append(_line("cgroup memory used", cgroup["usage"], "#B15928", "dashed"))
+        system.lines.append(_line(cgroup_label(cgroup.get("path")), cgroup["usage"], "#B15928", "dashed"))
+        if timeline.get("job_pss"):  # the cgroup counts every process in it (a container: all of it); the job's own
+            system.lines.append(_line(JOB_PSS_LABEL, timeline["job_pss"], "#1B9E77"))
         if cgroup.get("limit"):
             system.hlines.append((cgroup["limit"] / MiB, f"cgroup limit {format_bytes(cgroup['limit'])}"))
     if system.lines:
@@ -518,12 +578,23 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
     if events:
         rows = "".join(f'<tr class="{esc(e.get("severity"))}"><td>{i + 1}</td><td>{float(e["t"]):.2f} s</td>'
                        f"<td>{esc(e['what'])}</td></tr>" for i, e in enumerate(events))  # fmt: skip
-        out.append(f'<details open><summary>Events ({len(events)}), numbered as on the charts</summary>'
-                   f'<table class="ev"><thead><tr><th>#</th><th>time</th><th>what happened</th></tr></thead>'
-                   f"<tbody>{rows}</tbody></table></details>")  # fmt: skip
+        table = (f'<table class="ev"><thead><tr><th>#</th><th>time</th><th>what happened</th></tr></thead>'
+                 f"<tbody>{rows}</tbody></table>")  # fmt: skip
+        out.append(f"<details open><summary>Events ({len(events)}), numbered as on the charts</summary>"
+                   f"{scroll_box(table)}</details>")  # fmt: skip
     if not out:
         return ""
     return f'<section id="timeline"><h2>Timeline</h2>{"".join(out)}</section>'
+
+
+JOB_PSS_LABEL = "the job's own memory (sum of its processes' PSS)"
+
+
+def cgroup_label(path: Any) -> str:
+    """The cgroup's use is every process in that cgroup (the whole container when dlprobe runs in one), not the
+    job's: the label says so, with the cgroup's path when the run recorded it."""
+    where = f"all processes in {path}" if path else "all processes in the cgroup"
+    return f"container/cgroup memory ({where})"
 
 
 def _figure(chart: Chart) -> str:
@@ -560,9 +631,10 @@ def _stacks(timeline: dict[str, Any]) -> str:
         for h in hot:
             rows = "".join(f"<tr><td>{s['count']}</td><td><pre>{esc(chr(10).join(s['frames']))}</pre></td></tr>"
                            for s in h["stacks"])  # fmt: skip
+            table = ('<table class="ev"><thead><tr><th>samples</th><th>stack (innermost last)</th></tr></thead>'
+                     f"<tbody>{rows}</tbody></table>")  # fmt: skip
             procs.append(f"<details><summary>{esc(h['name'])}: {h['samples']} samples</summary>"
-                         f'<table class="ev"><thead><tr><th>samples</th><th>stack (innermost last)</th></tr></thead>'
-                         f"<tbody>{rows}</tbody></table></details>")  # fmt: skip
+                         f"{scroll_box(table)}</details>")  # fmt: skip
         out.append(
             "<details><summary>Hotspots: where each process spent its time (py-spy)</summary>"
             f"{''.join(procs)}</details>"
@@ -574,7 +646,7 @@ def _stacks(timeline: dict[str, Any]) -> str:
 
 def _job(report: dict[str, Any]) -> str:
     """A multi-rank job's sections ("job", "ranks" in report.json), as tables until they get their own view."""
-    parts = [f"<h3>{esc(key)}</h3><div class=scroll>{value_html(key, report[key])}</div>"
+    parts = [f"<h3>{esc(key)}</h3>{scroll_box(value_html(key, report[key]))}"
              for key in ("job", "ranks") if report.get(key)]  # fmt: skip
     return f'<section id="job"><h2>Job and ranks</h2>{"".join(parts)}</section>' if parts else ""
 
@@ -588,12 +660,17 @@ def _loaders(report: dict[str, Any]) -> str:
         )
     cols = ("loader_id", "dataset_type", "dataset_len", "batch_size", "num_workers", "start_method", "pin_memory",
             "prefetch_factor", "persistent_workers", "epochs", "batches", "wait_fraction", "first_batch_s")  # fmt: skip
-    head = "".join(f"<th scope=col>{esc(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{esc(_fmt(c, lo.get(c)))}</td>" for c in cols) + "</tr>" for lo in loaders)
-    return (
-        f'<section id="loaders"><h2>DataLoaders</h2><table class="ev"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table></section>"
-    )
+    head = "".join(f"<th scope=col>{_breakable(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_breakable(_fmt(c, lo.get(c)))}</td>" for c in cols) + "</tr>"
+                   for lo in loaders)  # fmt: skip
+    table = f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<section id="loaders"><h2>DataLoaders</h2>{scroll_box(table)}</section>'
+
+
+def _breakable(text: str) -> str:
+    """Escaped, with a line break allowed after each "_" and ".": the loaders' column names (report.json's keys)
+    and dataset paths are long words, and a table that may wrap them fits the page instead of scrolling."""
+    return "".join(esc(part) + ("<wbr>" if part[-1:] in "_." and part else "") for part in _WORD_BREAKS.split(text))
 
 
 def _processes(report: dict[str, Any]) -> str:
@@ -618,8 +695,8 @@ def _processes(report: dict[str, Any]) -> str:
         peaks = (rss.get("peak"), uss.get("start"), uss.get("peak"), uss.get("end"), pss.get("peak"))
         cells = (name, p.get("pid"), *(format_bytes(v) for v in peaks))
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
-    return (f'<section id="processes"><h2>Memory per process</h2><table class="ev"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table></section>")  # fmt: skip
+    table = f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return f'<section id="processes"><h2>Memory per process</h2>{scroll_box(table)}</section>'
 
 
 STYLE = """
@@ -629,9 +706,10 @@ h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.25em;border-bottom:1px solid #cc
 h3{font-size:1.05em;margin:0 0 .3em}code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em}
 code{background:#f0f0f0;padding:0 .2em;border-radius:3px}pre{background:#f5f5f5;border:1px solid #ddd;padding:.5em;
 overflow-x:auto;white-space:pre-wrap;word-break:break-word;margin:.3em 0}
-.verdict{border-left:6px solid #555;padding:.2em 1em;background:#fafafa}.verdict.ok{border-color:#1b7f3b}
-.verdict.error{border-color:#B00020}.verdict.warning{border-color:#8A5A00}.status{font-size:1.1em;font-weight:600}
-.status.ok{color:#1b6b34}.status.error{color:#9b001c}
+.verdict{border-left:6px solid #555;padding:.2em 1em;background:#fafafa}.verdict.ok{border-color:#1b7f3b;
+background:#f1f8f3}.verdict.error{border-color:#B00020;background:#fdf1f3}.verdict.warning{border-color:#8A5A00;
+background:#fff8e6}.status{font-size:1.1em;font-weight:600}
+.status.ok{color:#1b6b34}.status.error{color:#9b001c}.status.warning{color:#6b4600}
 .card{border:1px solid #ccc;border-left:6px solid #555;border-radius:4px;padding:.6em 1em;margin:.8em 0;
 break-inside:avoid}.card.error{border-left-color:#B00020}.card.warning{border-left-color:#8A5A00}
 .card.info{border-left-color:#1f5fa8}.sev{font-size:.8em;padding:.1em .4em;border-radius:3px;color:#fff;background:#555}

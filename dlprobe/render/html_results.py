@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe import __version__
-from dlprobe.render.html import esc, findings_section, page, value_html
+from dlprobe.render.html import esc, findings_section, page, scroll_box, value_html
 from dlprobe.render.svg import PALETTE, Chart, Line, chart_svg, legend_html
 
 MAX_BAD_ROWS = 500  # bad samples listed on a scan's page; the --json file has every one
@@ -23,14 +23,14 @@ def _verdict(headline: str, ok: bool | None, rows: list[tuple[str, Any]]) -> str
     cls = "ok" if ok else "warning" if ok is None else "error"
     table = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{value_html(k, v)}</td></tr>" for k, v in rows)
     return (f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2><p class="status">{esc(headline)}</p>'
-            f'<table class="kv">{table}</table></section>')  # fmt: skip
+            f'{scroll_box(f"<table class=kv>{table}</table>")}</section>')  # fmt: skip
 
 
 def _section(section_id: str, heading: str, value: Any) -> str:
     if not value:
         return ""
     inner = value_html(section_id, value)
-    return f'<section id="{esc(section_id)}"><h2>{esc(heading)}</h2><div class="scroll">{inner}</div></section>'
+    return f'<section id="{esc(section_id)}"><h2>{esc(heading)}</h2>{scroll_box(inner)}</section>'
 
 
 def _guarded(parts: list[tuple[str, Any]], notes: list[str]) -> list[str]:
