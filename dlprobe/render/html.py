@@ -419,9 +419,7 @@ def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dic
         ("run directory", report.get("run_dir") or "not recorded"),
         ("probe", probe_cost_line(report) or "not measured"),
     ]
-    memory = _memory_row(timeline or {})
-    if memory:
-        rows.append(("memory", memory))
+    rows.extend(_memory_rows(timeline or {}))
     rows.extend(("cleaned up", line) for line in cleanup_lines(report))
     if timeline and timeline.get("cwd"):
         rows.append(("working directory", timeline["cwd"]))
@@ -438,19 +436,19 @@ def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dic
     return "".join(parts)
 
 
-def _memory_row(timeline: dict[str, Any]) -> str | None:
+def _memory_rows(timeline: dict[str, Any]) -> list[tuple[str, str]]:
     """The job's own memory beside its cgroup's, from the charted series so the numbers are the charts' peaks."""
-    parts = []
+    rows = []
     job = timeline.get("job_pss") or []
     if job:
-        parts.append(f"{JOB_PSS_LABEL}: peak {format_bytes(max(y for _, y in job) * MiB)}")
+        rows.append(("the job's own memory", f"peak {format_bytes(max(y for _, y in job) * MiB)} ({JOB_PSS_SUM})"))
     cgroup = timeline.get("cgroup") or {}
     if cgroup.get("usage"):
-        part = f"{cgroup_label(cgroup.get('path'))}: peak {format_bytes(max(y for _, y in cgroup['usage']) * MiB)}"
+        value = f"peak {format_bytes(max(y for _, y in cgroup['usage']) * MiB)}"
         if cgroup.get("limit"):
-            part += f" of its limit {format_bytes(cgroup['limit'])}"
-        parts.append(part)
-    return "; ".join(parts) or None
+            value += f" of its limit {format_bytes(cgroup['limit'])}"
+        rows.append((CGROUP_MEMORY, f"{value} ({cgroup_scope(cgroup.get('path'))})"))
+    return rows
 
 
 def _check_rules(check: dict[str, Any]) -> str:
@@ -587,14 +585,19 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
     return f'<section id="timeline"><h2>Timeline</h2>{"".join(out)}</section>'
 
 
-JOB_PSS_LABEL = "the job's own memory (sum of its processes' PSS)"
+JOB_PSS_SUM = "sum of its processes' PSS"
+JOB_PSS_LABEL = f"the job's own memory ({JOB_PSS_SUM})"
+CGROUP_MEMORY = "container/cgroup memory"
+
+
+def cgroup_scope(path: Any) -> str:
+    """The cgroup's use is every process in that cgroup (the whole container when dlprobe runs in one), not the
+    job's: its label says so, with the cgroup's path when the run recorded it."""
+    return f"all processes in {path}" if path else "all processes in the cgroup"
 
 
 def cgroup_label(path: Any) -> str:
-    """The cgroup's use is every process in that cgroup (the whole container when dlprobe runs in one), not the
-    job's: the label says so, with the cgroup's path when the run recorded it."""
-    where = f"all processes in {path}" if path else "all processes in the cgroup"
-    return f"container/cgroup memory ({where})"
+    return f"{CGROUP_MEMORY} ({cgroup_scope(path)})"
 
 
 def _figure(chart: Chart) -> str:
