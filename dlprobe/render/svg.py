@@ -219,9 +219,10 @@ def layout_flags(flagged: list[tuple[float, int, Marker]], lo: float, hi: float)
 
     flagged: (x in pixels, number, marker). Markers whose lines are closer than MERGE_PX (one line to the eye)
     share one label ("1–3"). The labels then go, left to right, into the first of FLAG_ROWS rows where they
-    clear the last label of that row; a label that fits no row is merged with its left neighbour and the layout
-    starts again, so a dense burst of events reads as one range rather than a pile of digits. Labels are kept
-    inside lo..hi (the drawing's edges)."""
+    clear the last label of that row; a label that fits no row is merged with every label to its left that its
+    merged label would touch, and the layout starts again: a dense burst of events reads as one range ("1–7"),
+    not as digits scattered over the rows ("1 6 / 2 7 / 3–5"). Labels are kept inside lo..hi (the drawing's
+    edges)."""
     if not flagged:
         return []
     ordered = sorted(flagged, key=lambda f: (f[0], f[1]))
@@ -236,7 +237,7 @@ def layout_flags(flagged: list[tuple[float, int, Marker]], lo: float, hi: float)
         ends: list[float] = []  # the right edge of the last label of each row
         failed = None
         for index, flag in enumerate(flags):
-            left = flag.x - flag.width / 2
+            left, right = _box(flag)
             row = next((r for r, end in enumerate(ends) if left >= end + FLAG_GAP_PX), None)
             if row is None and len(ends) < FLAG_ROWS:
                 row = len(ends)
@@ -245,10 +246,20 @@ def layout_flags(flagged: list[tuple[float, int, Marker]], lo: float, hi: float)
                 failed = index
                 break
             flag.row = row
-            ends[row] = flag.x + flag.width / 2
+            ends[row] = right
         if failed is None:
             return flags
-        groups[failed - 1].extend(groups.pop(failed))
+        # The label just left of the one that failed is always among those it touches (it ended the row it sits
+        # in, and every row was too close), so each round merges at least two groups and the loop ends.
+        merged, start = groups[failed], failed
+        while start > 0 and _box(flags[start - 1])[1] + FLAG_GAP_PX > _box(_flag(merged, lo, hi))[0]:
+            start -= 1
+            merged = groups[start] + merged
+        groups[start : failed + 1] = [merged]
+
+
+def _box(flag: Flag) -> tuple[float, float]:
+    return flag.x - flag.width / 2, flag.x + flag.width / 2
 
 
 def _flag(group: list[tuple[float, int, Marker]], lo: float, hi: float) -> Flag:

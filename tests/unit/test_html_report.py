@@ -278,6 +278,10 @@ def test_flags_apart_enough_stay_single_and_a_pile_at_one_time_reads_as_a_range(
     pile = layout_flags([(100.0, n, Marker(1, f"m{n}", "error" if n == 5 else "info")) for n in range(1, 9)], 0, 900)
     assert [(f.text, f.severity) for f in pile] == [("1\u20138", "error")]  # coloured by its most severe event
     assert pile[0].labels == [f"m{n}" for n in range(1, 9)]  # the tooltip lists every event of the range
+    # a burst too dense for the rows is one range, not digits scattered over them ("1 6 / 2 7 / 3–5")
+    burst = layout_flags([(100.0 + 3 * n, n, Marker(n, "b")) for n in range(1, 8)] + [(400.0, 8, Marker(9, "c"))],
+                         0, 900)  # fmt: skip
+    assert [(f.text, f.row) for f in burst] == [("1\u20137", 0), ("8", 0)]
 
 
 def test_the_cgroup_line_is_labelled_as_everything_in_the_cgroup_beside_the_jobs_own_memory():
