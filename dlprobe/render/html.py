@@ -297,7 +297,7 @@ def _fmt(key: str, value: Any) -> str:
     if isinstance(value, int) and (key in ID_KEYS or key.endswith(("_id", "pid", "index", "indices", "line"))):
         return str(value)  # a pid or an index is a name, not an amount: no thousands separator
     if isinstance(value, (int, float)):
-        if key.endswith("bytes") or key in ("rss", "uss", "pss", "swap", "limit", "total", "peak"):
+        if key.endswith("bytes") or key in ("rss", "uss", "pss", "swap", "limit", "total", "peak") or _is_memory(key):
             return format_bytes(value)
         if isinstance(value, float) and ("share" in key or "fraction" in key) and 0 <= value <= 1:
             return f"{100 * value:.1f}%"
@@ -305,6 +305,17 @@ def _fmt(key: str, value: Any) -> str:
             return f"{value:.4g}"
         return f"{value:,}"
     return str(value)
+
+
+_MEMORY_WORDS = {"rss", "uss", "pss", "swap", "shm", "memory", "projected"}
+_AMOUNT_WORDS = {"peak", "end", "start", "limit", "total"}
+
+
+def _is_memory(key: str) -> bool:
+    """A reading of memory by its name: "pss_peak", "memory_limit", "worker_projected_peak" (the job's tables); not
+    "workers_that_fit_memory", a count."""
+    words = key.split("_")
+    return words[-1] in _AMOUNT_WORDS and not _MEMORY_WORDS.isdisjoint(words)
 
 
 def value_html(key: str, value: Any, depth: int = 0) -> str:
@@ -649,8 +660,14 @@ def _stacks(timeline: dict[str, Any]) -> str:
 
 def _job(report: dict[str, Any]) -> str:
     """A multi-rank job's sections ("job", "ranks" in report.json), as tables until they get their own view."""
-    parts = [f"<h3>{esc(key)}</h3>{scroll_box(value_html(key, report[key]))}"
-             for key in ("job", "ranks") if report.get(key)]  # fmt: skip
+    job = report.get("job")
+    if isinstance(job, dict) and isinstance(job.get("nodes"), list):
+        # A node's total over time is a series, drawn on its run's page as the job's own memory: as numbers in a
+        # table cell it made the row a screen tall.
+        nodes = [{k: v for k, v in n.items() if k != "pss_total"} if isinstance(n, dict) else n for n in job["nodes"]]
+        job = {**job, "nodes": nodes}
+    parts = [f"<h3>{esc(key)}</h3>{scroll_box(value_html(key, value))}"
+             for key, value in (("job", job), ("ranks", report.get("ranks"))) if value]  # fmt: skip
     return f'<section id="job"><h2>Job and ranks</h2>{"".join(parts)}</section>' if parts else ""
 
 
@@ -661,8 +678,12 @@ def _loaders(report: dict[str, Any]) -> str:
             '<section id="loaders"><h2>DataLoaders</h2>'
             "<p>The script created no DataLoader that dlprobe saw.</p></section>"
         )
-    cols = ("loader_id", "dataset_type", "dataset_len", "batch_size", "num_workers", "start_method", "pin_memory",
-            "prefetch_factor", "persistent_workers", "epochs", "batches", "wait_fraction", "first_batch_s")  # fmt: skip
+    cols: tuple[str, ...] = (
+        "loader_id", "dataset_type", "dataset_len", "batch_size", "num_workers", "start_method", "pin_memory",
+        "prefetch_factor", "persistent_workers", "epochs", "batches", "wait_fraction", "first_batch_s",
+    )  # fmt: skip
+    if any(isinstance(lo, dict) and lo.get("rank") for lo in loaders):  # a job: each rank has its own "loader 0"
+        cols = ("rank", *cols)
     head = "".join(f"<th scope=col>{_breakable(c)}</th>" for c in cols)
     body = "".join("<tr>" + "".join(f"<td>{_breakable(_fmt(c, lo.get(c)))}</td>" for c in cols) + "</tr>"
                    for lo in loaders)  # fmt: skip
@@ -694,9 +715,11 @@ def _processes(report: dict[str, Any]) -> str:
             if role == "main"
             else f"other: {p.get('comm') or '?'}"
         )
+        if p.get("rank"):  # a job: each rank has its own main process and "loader 0 worker 0"
+            name = f"{p['rank']} {name}"
         uss, rss, pss = p.get("uss") or {}, p.get("rss") or {}, p.get("pss") or {}
         peaks = (rss.get("peak"), uss.get("start"), uss.get("peak"), uss.get("end"), pss.get("peak"))
-        cells = (name, p.get("pid"), *(format_bytes(v) for v in peaks))
+        cells = (name, p.get("pid"), *("not measured" if v is None else format_bytes(v) for v in peaks))
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     table = f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     return f'<section id="processes"><h2>Memory per process</h2>{scroll_box(table)}</section>'

@@ -184,8 +184,19 @@ def test_a_multi_rank_report_shows_its_ranks_as_a_table():
     r = _hostile_run()
     report = build_report(r, analyze(r))
     report["ranks"] = [{"rank": 0, "host": PLANT, "exit_code": 0}, {"rank": 1, "host": "b", "exit_code": -9}]
+    node = {"node": 0, "pss_peak": 1300 * MiB, "memory_limit": 4096 * MiB, "workers_that_fit_memory": 12,
+            "pss_total": {"t": [0.5, 1.0], "bytes": [987654321, 2]}}  # fmt: skip
+    report["job"] = {"ranks": 2, "nodes": [node]}
+    for i, (p, lo) in enumerate(zip(report["processes"][:2], [*report["loaders"], {}], strict=False)):
+        p["rank"] = lo["rank"] = f"rank {i}"
     text = parse_page(render_html(report, timeline_from_run(r))).all_text
     assert "Job and ranks" in text and PLANT in text and "-9" in text
+    # the node's memory in human units, a count left a count, its series left to the chart and report.json
+    assert "1.3 GiB" in text and "4.0 GiB" in text and "12 B" not in text
+    assert "987654321" not in text and "941.9 MiB" not in text
+    assert "rank 0 main" in text and "rank 1 loader 0 worker 0" in text  # each rank has its own "main"
+    loaders = re.search(r'<section id="loaders">.*?</section>', render_html(report))
+    assert loaders and "<th scope=col>rank</th>" in loaders.group(0) and "<td>rank 0</td>" in loaders.group(0)
 
 
 def test_a_run_without_stacks_says_why_and_a_loader_error_names_its_cause():
