@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe import __version__
-from dlprobe.render.html import esc, findings_section, page, scroll_box, value_html
+from dlprobe.render.html import findings_section
+from dlprobe.render.html_page import esc, page, scroll_box, value_html
 from dlprobe.render.svg import PALETTE, Chart, Line, chart_svg, legend_html
 
 MAX_BAD_ROWS = 500  # bad samples listed on a scan's page; the --json file has every one
