@@ -284,7 +284,7 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
-def verdict_status(report: dict[str, Any]) -> tuple[str, str]:
+def _verdict_status(report: dict[str, Any]) -> tuple[str, str]:
     """The verdict's colour class and sentence: the most severe finding first, then the exit code. A run that
     exits 0 with a warning is not healthy, and a bar coloured by the exit code alone would say it is."""
     code, sig = report.get("exit_code"), report.get("signal")
@@ -320,7 +320,7 @@ def verdict_status(report: dict[str, Any]) -> tuple[str, str]:
 
 def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dict[str, Any] | None) -> str:
     code, sig = report.get("exit_code"), report.get("signal")
-    cls, status = verdict_status(report)
+    cls, status = _verdict_status(report)
     machine = report.get("machine") or {}
     rows = [
         ("exit code", "not recorded" if code is None else code),
@@ -472,8 +472,7 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
     elif any(p.get("role") == "worker" for p in timeline.get("processes") or []):
         notes.append("memory by kind of page: this run did not record it (an older dlprobe, or smaps_rollup "
                      "was not readable)")  # fmt: skip
-    system = Chart("Machine: /dev/shm use, the container's (cgroup's) memory and the job's own", "MiB",
-                   markers=markers, x_range=x_range)  # fmt: skip
+    system = Chart("Machine: /dev/shm use", "MiB", markers=markers, x_range=x_range)
     shm = timeline.get("shm") or {}
     if shm.get("used"):
         total = shm.get("total")
@@ -483,8 +482,10 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
         if total and max(y for _, y in shm["used"]) > 0.25 * total / MiB:
             system.hlines.append((total / MiB, f"/dev/shm size {format_bytes(total)}"))
     if cgroup.get("usage"):
+        system.title = "Machine: /dev/shm use and the container's (cgroup's) memory"
         system.lines.append(_line(cgroup_label(cgroup.get("path")), cgroup["usage"], "#B15928", "dashed"))
         if timeline.get("job_pss"):  # the cgroup counts every process in it (a container: all of it); the job's own
+            system.title = "Machine: /dev/shm use, the container's (cgroup's) memory and the job's own"
             system.lines.append(_line(JOB_PSS_LABEL, timeline["job_pss"], "#1B9E77"))
         if cgroup.get("limit"):
             system.hlines.append((cgroup["limit"] / MiB, f"cgroup limit {format_bytes(cgroup['limit'])}"))

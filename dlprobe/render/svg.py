@@ -16,7 +16,7 @@ MARKER_COLORS = {"error": "#B00020", "warning": "#8A5A00", "info": "#555555"}
 MERGE_PX = 2.0
 FLAG_ROWS = 3
 FLAG_ROW_PX = 11  # 10 px text plus a pixel: rows never touch
-FLAG_CHAR_PX = 6.2
+FLAG_CHAR_PX = 7.0
 FLAG_PAD_PX = 1.5
 FLAG_GAP_PX = 2.0
 
@@ -204,8 +204,9 @@ class Flag:
 
 
 def flag_width(text: str) -> float:
-    """The width a flag's label takes, padded: digits of 10 px bold system-ui are at most ~6.2 px wide (checked in
-    Chromium), a comma ~3 px; erring wide only spreads the flags a little more."""
+    """The width a flag's label takes, padded: a digit or dash of 10 px bold text measured 6.8 px in headless
+    Chromium (DejaVu Sans Bold, a wide fallback for system-ui), a comma about half that; erring wide only spreads
+    the flags a little more."""
     return sum(3.5 if c == "," else FLAG_CHAR_PX for c in text) + 2 * FLAG_PAD_PX
 
 

@@ -30,4 +30,6 @@ def test_demo_shows_the_leak_and_its_fix(tmp_path):
     assert "Memory per process: USS" in leaky_page and "loader 0 worker 1" in leaky_page
     assert "Workers by kind of page" in leaky_page and "loader 0 epoch 0 starts" in leaky_page
     assert "cow-growth" not in read_page(tmp_path / "demo" / "fixed").codes
+    # exit code 0 with a warning is not healthy: the verdict is coloured by the finding, not by the exit code
+    assert '<section id="verdict" class="verdict ok">' not in (tmp_path / "demo" / "leaky" / "report.html").read_text()
     assert "what the demo shows" in proc.stderr

@@ -303,6 +303,7 @@ def test_the_cgroup_line_is_labelled_as_everything_in_the_cgroup_beside_the_jobs
     page = render_html(build_report(r, analyze(r)), timeline_from_run(r))
     text = parse_page(page).all_text
     assert "the job's cgroup memory" not in text
+    assert "Machine: /dev/shm use, the container's (cgroup's) memory and the job's own" in text
     legend = [html.unescape(item) for item in re.findall(r"</svg> ([^<]*)</li>", page)]
     assert "container/cgroup memory (all processes in /sys/fs/cgroup/docker/abc)" in legend
     assert "the job's own memory (sum of its processes' PSS)" in legend
