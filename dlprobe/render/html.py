@@ -600,10 +600,22 @@ def _loaders(report: dict[str, Any]) -> str:
     if any(isinstance(lo, dict) and lo.get("rank") for lo in loaders):  # a job: each rank has its own "loader 0"
         cols = ("rank", *cols)
     head = "".join(f"<th scope=col>{_breakable(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_breakable(_fmt(c, lo.get(c)))}</td>" for c in cols) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{_loader_cell(c, lo.get(c))}</td>" for c in cols) + "</tr>"
                    for lo in loaders)  # fmt: skip
     table = f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
     return f'<section id="loaders"><h2>DataLoaders</h2>{scroll_box(table)}</section>'
+
+
+# A loader's setting that is None is a setting, not a gap in the readings: torch leaves prefetch_factor and the
+# start method unset without workers, and a dataset without __len__ has no length.
+_UNSET_SETTING = {"prefetch_factor": "none", "start_method": "none", "dataset_len": "no __len__"}
+
+
+def _loader_cell(column: str, value: Any) -> str:
+    """One cell as HTML; only the dataset's dotted path may wrap (a number broken at its decimal point misreads)."""
+    if value is None and column in _UNSET_SETTING:
+        return esc(_UNSET_SETTING[column])
+    return _breakable(_fmt(column, value)) if column == "dataset_type" else esc(_fmt(column, value))
 
 
 def _breakable(text: str) -> str:

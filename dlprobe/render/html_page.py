@@ -20,9 +20,10 @@ def esc(value: Any) -> str:
 
 
 def _fmt(key: str, value: Any) -> str:
-    """One evidence value as text, in human units where its name says what it is."""
+    """One evidence value as text, in human units where its name says what it is; a value the run lacks is said to
+    be missing in words (a "-" reads as a minus sign or a hole in the text)."""
     if value is None:
-        return "-"
+        return "not measured"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int) and (key in ID_KEYS or key.endswith(("_id", "pid", "index", "indices", "line"))):
@@ -73,7 +74,7 @@ def value_html(key: str, value: Any, depth: int = 0) -> str:
         shown = ", ".join(esc(_fmt(key, v)) if not isinstance(v, (dict, list)) else value_html(key, v, depth + 1)
                           for v in value[:MAX_ROWS])  # fmt: skip
         more = f", ... ({len(value)} in all)" if len(value) > MAX_ROWS else ""
-        return f"{shown}{more}" if value else "-"
+        return f"{shown}{more}" if value else "none"
     return esc(_fmt(key, value))
 
 

@@ -324,3 +324,20 @@ def test_every_table_of_the_page_scrolls_inside_its_own_box():
     assert page.count("<table") >= 6 and check.unboxed_tables == 0
     # the long words of the loaders table may wrap, so at 1200 px it fits without scrolling at all
     assert "persistent_<wbr>workers" in page and "a.<wbr>very.<wbr>long.<wbr>" in page
+    assert not re.search(r"\d\.<wbr>", page)  # but never a number at its decimal point
+
+
+def test_a_missing_value_is_said_in_words_never_a_dash():
+    r = _hostile_run()
+    report = build_report(r, analyze(r))
+    lo = report["loaders"][0]
+    lo.update(num_workers=0, prefetch_factor=None, start_method=None, dataset_len=None, first_batch_s=None)
+    report["findings"].append(Finding("gap", "info", "t", "d", "f", {"signal": None, "pids": []}).to_dict())
+    page = render_html(report, timeline_from_run(r))
+    cells = [html.unescape(c) for c in re.findall(r"<td>([^<]*)</td>", page)]
+    assert "-" not in cells and "?" not in cells
+    loaders = re.search(r'<section id="loaders">.*?</section>', page)
+    assert loaders and "<td>no __len__</td>" in loaders.group(0) and "<td>none</td>" in loaders.group(0)
+    assert "<td>not measured</td>" in loaders.group(0)  # first_batch_s: a reading the run lacks
+    card = re.search(r'id="finding-gap".*?</article>', page)
+    assert card and "<td>not measured</td>" in card.group(0) and "<td>none</td>" in card.group(0)
