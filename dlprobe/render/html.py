@@ -37,7 +37,6 @@ from dlprobe.rundir.schema import (
 from dlprobe.units import format_bytes
 
 MiB = 1024 * 1024
-_WORD_BREAKS = re.compile(r"(?<=[_.])")
 MAX_POINTS = 600  # per line: min/max per bucket keeps the peaks; ~600 points draw a 900 px wide chart faithfully
 MAX_STACK_LINES = 12  # hotspot stacks shown per process
 STDERR_TAIL_BYTES = 6000
@@ -348,7 +347,8 @@ def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dic
     rows.extend(("cleaned up", line) for line in cleanup_lines(report))
     if timeline and timeline.get("cwd"):
         rows.append(("working directory", timeline["cwd"]))
-    table = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+    # paths (the run directory, the cgroup) may wrap after a "/": at 800 px a cgroup path is wider than the page
+    table = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{_breakable(str(v), '/')}</td></tr>" for k, v in rows)
     parts = [f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2><p class="status {cls}">{esc(status)}</p>']
     if check is not None:
         passed = check.get("passed")
@@ -618,10 +618,11 @@ def _loader_cell(column: str, value: Any) -> str:
     return _breakable(_fmt(column, value)) if column == "dataset_type" else esc(_fmt(column, value))
 
 
-def _breakable(text: str) -> str:
-    """Escaped, with a line break allowed after each "_" and ".": the loaders' column names (report.json's keys)
-    and dataset paths are long words, and a table that may wrap them fits the page instead of scrolling."""
-    return "".join(esc(part) + ("<wbr>" if part[-1:] in "_." and part else "") for part in _WORD_BREAKS.split(text))
+def _breakable(text: str, after: str = "_.") -> str:
+    """Escaped, with a line break allowed after each of `after`: the loaders' column names (report.json's keys),
+    dataset paths and cgroup paths are long words, and a table that may wrap them fits the page instead of
+    scrolling."""
+    return re.sub(f"([{re.escape(after)}])", r"\1<wbr>", esc(text))
 
 
 def _processes(report: dict[str, Any]) -> str:

@@ -308,7 +308,8 @@ def test_the_cgroup_line_is_labelled_as_everything_in_the_cgroup_beside_the_jobs
     assert "container/cgroup memory (all processes in /sys/fs/cgroup/docker/abc)" in legend
     assert "the job's own memory (sum of its processes' PSS)" in legend
     # side by side in the verdict: the job's peak (main 200 MiB + two workers at 100 MiB of PSS) and the cgroup's
-    rows = {html.unescape(k): html.unescape(v) for k, v in re.findall(r"<th scope=row>([^<]*)</th><td>([^<]*)<", page)}
+    kv = re.findall(r"<th scope=row>([^<]*)</th><td>((?:[^<]|<wbr>)*)<", page)
+    rows = {html.unescape(k): html.unescape(v.replace("<wbr>", "")) for k, v in kv}
     assert rows["the job's own memory"] == "peak 400.0 MiB (sum of its processes' PSS)"
     assert rows["container/cgroup memory"] == (
         "peak 2.0 GiB of its limit 4.0 GiB (all processes in /sys/fs/cgroup/docker/abc)"
@@ -325,6 +326,7 @@ def test_every_table_of_the_page_scrolls_inside_its_own_box():
     # the long words of the loaders table may wrap, so at 1200 px it fits without scrolling at all
     assert "persistent_<wbr>workers" in page and "a.<wbr>very.<wbr>long.<wbr>" in page
     assert not re.search(r"\d\.<wbr>", page)  # but never a number at its decimal point
+    assert "<td>/<wbr>nonexistent</td>" in page  # and a path in the verdict after each "/"
 
 
 def test_a_missing_value_is_said_in_words_never_a_dash():
