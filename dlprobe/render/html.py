@@ -17,7 +17,7 @@ from typing import Any
 from dlprobe.analysis.job import tree_total
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
-from dlprobe.render.html_page import _fmt, _rich_text, esc, page, scroll_box, value_html
+from dlprobe.render.html_page import _fmt, _rich_text, esc, page, scroll_box, value_html, write_page
 from dlprobe.render.plot import rank_labels
 from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, downsample, keep_indices, legend_html
 from dlprobe.rundir.files import read_json
@@ -696,9 +696,7 @@ def render_html(
 def write_html(path: Path, report: dict[str, Any], timeline: dict[str, Any] | None = None,
                check: dict[str, Any] | None = None, problems: list[str] | None = None) -> Path:  # fmt: skip
     """Write the page atomically (a reader never sees half a page)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_html(report, timeline, check, problems), encoding="utf-8")
-    os.replace(tmp, path)
+    write_page(path, render_html(report, timeline, check, problems))
     return path
 
 

@@ -4,8 +4,10 @@ around the sections. Everything that comes from a run or a result is user data: 
 
 from __future__ import annotations
 
+import os
 import time
 from html import escape
+from pathlib import Path
 from typing import Any
 
 from dlprobe.units import format_bytes
@@ -153,3 +155,10 @@ def page(title: str, body: list[str], notes: list[str], version: str, footer: st
         + "\n".join(body)
         + f"</main><footer>dlprobe {esc(version)}, page written {stamp} UTC {footer}</footer></body></html>\n"
     )
+
+
+def write_page(path: Path, text: str) -> None:
+    """Write atomically, so a reader never sees half a page."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from dlprobe import __version__
@@ -140,10 +138,3 @@ def render_triage_html(result: dict[str, Any]) -> str:
     title = f"dlprobe triage: {log.get('path') if isinstance(log, dict) else '?'}"
     version = str(result.get("dlprobe_version") or __version__)
     return page(title, body, notes, version, "Every number here is also in the --json file.")
-
-
-def write_page(path: Path, text: str) -> None:
-    """Write atomically, so a reader never sees half a page."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
