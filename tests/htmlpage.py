@@ -1,4 +1,5 @@
-"""Reads a report.html back with the stdlib's HTML parser: balanced tags, no script, no network load, its codes."""
+"""Reads a report.html back with the stdlib's HTML parser: balanced tags, no script, no network load, every table
+in a scrolling box, its codes."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ class PageCheck(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.stack: list[str] = []
+        self.scrolling: list[bool] = []  # per open element: is it a horizontally scrolling box (div.scroll)?
+        self.unboxed_tables = 0
         self.unbalanced: list[str] = []
         self.scripts = 0
         self.external: list[str] = []
@@ -32,19 +35,25 @@ class PageCheck(HTMLParser):
                 self.external.append(f"{name}={value}")
             if name == "data-code" and value:
                 self.codes.add(value)
+        if tag == "table" and not any(self.scrolling):
+            self.unboxed_tables += 1
         if tag not in VOID:
             self.stack.append(tag)
+            classes = next((v or "" for n, v in attrs if n == "class"), "").split()
+            self.scrolling.append(tag == "div" and "scroll" in classes)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.handle_starttag(tag, attrs)
         if tag not in VOID:
             self.stack.pop()
+            self.scrolling.pop()
 
     def handle_endtag(self, tag: str) -> None:
         if not self.stack or self.stack[-1] != tag:
             self.unbalanced.append(f"</{tag}> while open: {self.stack[-3:]}")
             return
         self.stack.pop()
+        self.scrolling.pop()
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
@@ -65,6 +74,8 @@ def parse_page(page: str) -> PageCheck:
     assert not check.external, check.external
     assert not re.search(r"url\(|@import", page), "the style must load nothing"
     assert "default-src 'none'" in page, "the Content-Security-Policy must forbid network loads"
+    # a wide table scrolls inside its own box; outside one it makes the whole page scroll sideways
+    assert check.unboxed_tables == 0, f"{check.unboxed_tables} table(s) outside a <div class=scroll>"
     return check
 
 

@@ -82,7 +82,8 @@ def write_scan_files(
         if exclude_out:
             _write_exclude_files(result, exclude_out)
         if html_path:
-            from dlprobe.render.html_results import render_scan_html, write_page
+            from dlprobe.render.html_page import write_page
+            from dlprobe.render.html_results import render_scan_html
 
             write_page(Path(html_path), render_scan_html(result.to_json(), result.exit_code()))
     except OSError as exc:

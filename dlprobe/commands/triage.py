@@ -54,7 +54,8 @@ def triage_log_to(path: str, json_path: str | None, console: Console | None, mac
         from pathlib import Path
 
         from dlprobe.errors import DlprobeError
-        from dlprobe.render.html_results import render_triage_html, write_page
+        from dlprobe.render.html_page import write_page
+        from dlprobe.render.html_results import render_triage_html
 
         try:
             write_page(Path(html_path), render_triage_html(result))

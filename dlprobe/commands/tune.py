@@ -80,7 +80,8 @@ def tune_and_report(
         plot_path, problem = None, f"could not draw {TUNE_PLOT_FILE}: {exc}"
     problems = [problem] if problem else []
     try:
-        from dlprobe.render.html_results import render_tune_html, write_page
+        from dlprobe.render.html_page import write_page
+        from dlprobe.render.html_results import render_tune_html
 
         write_page(Path(result["dir"]) / REPORT_HTML_FILE, render_tune_html(result))
     except Exception as exc:  # the page is a view of tune.json, which is already written

@@ -8,15 +8,16 @@ user data and is escaped; the Content-Security-Policy forbids every network load
 from __future__ import annotations
 
 import os
+import re
 import shlex
-import time
 from collections.abc import Callable
-from html import escape
 from pathlib import Path
 from typing import Any
 
+from dlprobe.analysis.job import tree_total
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
+from dlprobe.render.html_page import _fmt, _rich_text, esc, page, scroll_box, value_html, write_page
 from dlprobe.render.plot import rank_labels
 from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, downsample, keep_indices, legend_html
 from dlprobe.rundir.files import read_json
@@ -37,12 +38,9 @@ from dlprobe.units import format_bytes
 
 MiB = 1024 * 1024
 MAX_POINTS = 600  # per line: min/max per bucket keeps the peaks; ~600 points draw a 900 px wide chart faithfully
-MAX_ROWS = 50  # rows of one evidence table; the rest stay in report.json
 MAX_STACK_LINES = 12  # hotspot stacks shown per process
 STDERR_TAIL_BYTES = 6000
 KIND_LINES = (("pss_anon", "solid", "anonymous"), ("pss_file", "dashed", "file"), ("pss_shmem", "dashdot", "shm"))
-ID_KEYS = ("pid", "pids", "line", "epoch", "exit_code", "returncode")
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 
 # --- from the loaded run: a bounded, JSON-able timeline ---------------------------------------------------------
@@ -262,7 +260,13 @@ def timeline_from_run(run: RunData, report: dict[str, Any] | None = None) -> dic
         "probe_started": run.probe_started,
         "processes": processes,
         "shm": {"used": _points(run.system.t, run.system.shm_used, t0, MiB), "total": run.system.shm_total},
-        "cgroup": {"usage": _points(run.system.t, run.system.cgroup_usage, t0, MiB), "limit": run.system.cgroup_limit},
+        "cgroup": {
+            "usage": _points(run.system.t, run.system.cgroup_usage, t0, MiB),
+            "limit": run.system.cgroup_limit,
+            # the cgroup whose use the sampler reads: the one setting the tightest limit, else the script's own
+            "path": run.meta.get("cgroup_limit_dir") or run.meta.get("cgroup"),
+        },
+        "job_pss": _points(*tree_total(run.processes, "pss"), t0, MiB),
         "waits": _batch_times(run, t0),
         "events": _events(run, t0, labels),
         "hangs": _hang_stacks(run),
@@ -272,96 +276,55 @@ def timeline_from_run(run: RunData, report: dict[str, Any] | None = None) -> dic
     }
 
 
-# --- the page ---------------------------------------------------------------------------------------------------
+# --- the page: its sections (the primitives they share with the other pages are in html_page.py) --------------
 
 
-def esc(value: Any) -> str:
-    return escape(str(value), quote=True)
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
-def _fmt(key: str, value: Any) -> str:
-    """One evidence value as text, in human units where its name says what it is."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int) and (key in ID_KEYS or key.endswith(("_id", "pid", "index", "indices", "line"))):
-        return str(value)  # a pid or an index is a name, not an amount: no thousands separator
-    if isinstance(value, (int, float)):
-        if key.endswith("bytes") or key in ("rss", "uss", "pss", "swap", "limit", "total", "peak"):
-            return format_bytes(value)
-        if isinstance(value, float) and ("share" in key or "fraction" in key) and 0 <= value <= 1:
-            return f"{100 * value:.1f}%"
-        if isinstance(value, float):
-            return f"{value:.4g}"
-        return f"{value:,}"
-    return str(value)
-
-
-def value_html(key: str, value: Any, depth: int = 0) -> str:
-    if isinstance(value, dict):
-        if depth > 2:
-            return esc(value)
-        rows = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{value_html(str(k), v, depth + 1)}</td></tr>"
-                       for k, v in value.items())  # fmt: skip
-        return f'<table class="kv">{rows}</table>'
-    if isinstance(value, list):
-        if value and all(isinstance(v, dict) for v in value) and depth <= 2:
-            cols: list[str] = []
-            for row in value[:MAX_ROWS]:
-                cols += [str(k) for k in row if str(k) not in cols]
-            head = "".join(f"<th scope=col>{esc(c)}</th>" for c in cols)
-            body = "".join(
-                "<tr>" + "".join(f"<td>{value_html(c, row.get(c), depth + 1)}</td>" for c in cols) + "</tr>"
-                for row in value[:MAX_ROWS]
-            )
-            more = (
-                f"<p class=note>{len(value) - MAX_ROWS} more rows in report.json</p>" if len(value) > MAX_ROWS else ""
-            )
-            return f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}'
-        shown = ", ".join(esc(_fmt(key, v)) if not isinstance(v, (dict, list)) else value_html(key, v, depth + 1)
-                          for v in value[:MAX_ROWS])  # fmt: skip
-        more = f", ... ({len(value)} in all)" if len(value) > MAX_ROWS else ""
-        return f"{shown}{more}" if value else "-"
-    return esc(_fmt(key, value))
-
-
-def _rich_text(text: str) -> str:
-    """Text whose `backticks` are code: short spans inline, long or multi-line ones as copyable blocks."""
-    parts = str(text).split("`")
-    out = []
-    for i, part in enumerate(parts):
-        if i % 2 == 0 or i == len(parts) - 1:
-            out.append(esc(part) if i % 2 == 0 else esc("`" + part))
-        elif "\n" in part or len(part) > 70:
-            out.append(f'<pre class="code">{esc(part)}</pre>')
-        else:
-            out.append(f"<code>{esc(part)}</code>")
-    return "".join(out)
+def _verdict_status(report: dict[str, Any]) -> tuple[str, str]:
+    """The verdict's colour class and sentence: the most severe finding first, then the exit code. A run that
+    exits 0 with a warning is not healthy, and a bar coloured by the exit code alone would say it is."""
+    code, sig = report.get("exit_code"), report.get("signal")
+    findings = [f for f in report.get("findings") or [] if isinstance(f, dict)]
+    by_sev: dict[str, list[str]] = {}
+    for f in findings:
+        by_sev.setdefault(str(f.get("severity")), []).append(str(f.get("code") or "?"))
+    errors, warnings = by_sev.get("error", []), by_sev.get("warning", [])
+    if code is None:
+        ran = "no exit status recorded (still running, or the supervisor was killed)"
+    elif code == 0 and not sig:
+        ran = "the script finished: exit code 0"
+    else:
+        ran = f"the script failed: exit code {code}" + (f" ({sig})" if sig else "")
+    exited_badly = code is not None and (code != 0 or bool(sig))
+    if errors or exited_badly:
+        cls, word = "error", "Failed" if exited_badly else "Problem found"
+    elif warnings or code is None:  # an unknown end is not a clean one either
+        cls, word = "warning", "Needs a look"
+    else:
+        cls, word = "ok", "Healthy"
+    found = [_count(len(errors), "error")] if errors else []
+    found += [_count(len(warnings), "warning")] if warnings else []
+    if found:
+        named = ", ".join(dict.fromkeys([*errors, *warnings]))  # most severe first, each code once
+        status = f"{ran}; {' and '.join(found)} found ({named})"
+    elif findings:
+        status = f"{ran}; only notes found"
+    else:
+        status = f"{ran}; no problem found"
+    return cls, f"{word} \u2014 {status}"
 
 
 def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dict[str, Any] | None) -> str:
     code, sig = report.get("exit_code"), report.get("signal")
-    findings = report.get("findings") or []
-    errors = sum(1 for f in findings if f.get("severity") == "error")
-    warnings = sum(1 for f in findings if f.get("severity") == "warning")
-    if code is None:
-        status, cls = "no exit status recorded (still running, or the supervisor was killed)", "warning"
-    elif code == 0 and not sig:
-        status, cls = "the script finished: exit code 0", "ok"
-    else:
-        status, cls = f"the script failed: exit code {code}" + (f" ({sig})" if sig else ""), "error"
-    if errors or warnings:
-        status += f"; {errors} error(s), {warnings} warning(s) found"
-    elif findings:
-        status += "; only notes found"
-    else:
-        status += "; no problem found"
+    cls, status = _verdict_status(report)
     machine = report.get("machine") or {}
     rows = [
-        ("exit code", "-" if code is None else code),
-        ("signal", sig or "-"),
-        ("duration", "-" if report.get("duration_s") is None else f"{report['duration_s']:.1f} s"),
+        ("exit code", "not recorded" if code is None else code),
+        ("signal", sig or "none"),
+        ("duration", "not measured" if report.get("duration_s") is None else f"{report['duration_s']:.1f} s"),
         (
             "machine",
             ", ".join(
@@ -375,25 +338,42 @@ def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dic
                 )
                 if v is not None
             )
-            or "-",
+            or "not recorded",
         ),  # fmt: skip
-        ("run directory", report.get("run_dir") or "-"),
-        ("probe", probe_cost_line(report) or "-"),
+        ("run directory", report.get("run_dir") or "not recorded"),
+        ("probe", probe_cost_line(report) or "not measured"),
     ]
+    rows.extend(_memory_rows(timeline or {}))
     rows.extend(("cleaned up", line) for line in cleanup_lines(report))
     if timeline and timeline.get("cwd"):
         rows.append(("working directory", timeline["cwd"]))
-    table = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
-    parts = [f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2><p class="status">{esc(status)}</p>']
+    # paths (the run directory, the cgroup) may wrap after a "/": at 800 px a cgroup path is wider than the page
+    table = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{_breakable(str(v), '/')}</td></tr>" for k, v in rows)
+    parts = [f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2><p class="status {cls}">{esc(status)}</p>']
     if check is not None:
         passed = check.get("passed")
         parts.append(f'<p class="status {"ok" if passed else "error"}">dlprobe check: '
                      f'{"passed" if passed else "failed"} (exit code {esc(check.get("exit_code"))})</p>')  # fmt: skip
-    parts.append(f'<table class="kv">{table}</table>')
+    parts.append(scroll_box(f'<table class="kv">{table}</table>'))
     if timeline and timeline.get("reproduce"):
         parts.append(f'<p>To reproduce:</p><pre class="code">{esc(timeline["reproduce"])}</pre>')
     parts.append("</section>")
     return "".join(parts)
+
+
+def _memory_rows(timeline: dict[str, Any]) -> list[tuple[str, str]]:
+    """The job's own memory beside its cgroup's, from the charted series so the numbers are the charts' peaks."""
+    rows = []
+    job = timeline.get("job_pss") or []
+    if job:
+        rows.append(("the job's own memory", f"peak {format_bytes(max(y for _, y in job) * MiB)} ({JOB_PSS_SUM})"))
+    cgroup = timeline.get("cgroup") or {}
+    if cgroup.get("usage"):
+        value = f"peak {format_bytes(max(y for _, y in cgroup['usage']) * MiB)}"
+        if cgroup.get("limit"):
+            value += f" of its limit {format_bytes(cgroup['limit'])}"
+        rows.append((CGROUP_MEMORY, f"{value} ({cgroup_scope(cgroup.get('path'))})"))
+    return rows
 
 
 def _check_rules(check: dict[str, Any]) -> str:
@@ -403,9 +383,9 @@ def _check_rules(check: dict[str, Any]) -> str:
         f"<td>{_rich_text(r.get('message') or '')}</td><td>{esc(r.get('source'))}</td></tr>"
         for r in check.get("rules") or []
     )
-    return ('<section id="check"><h2>Check rules</h2><table class="ev"><thead><tr><th>rule</th><th>limit</th>'
-            f"<th>observed</th><th>verdict</th><th>message</th><th>from</th></tr></thead><tbody>{rows}</tbody>"
-            "</table></section>")  # fmt: skip
+    table = ('<table class="ev"><thead><tr><th>rule</th><th>limit</th><th>observed</th><th>verdict</th>'
+             f"<th>message</th><th>from</th></tr></thead><tbody>{rows}</tbody></table>")  # fmt: skip
+    return f'<section id="check"><h2>Check rules</h2>{scroll_box(table)}</section>'
 
 
 def findings_section(report: dict[str, Any]) -> str:
@@ -427,7 +407,7 @@ def findings_section(report: dict[str, Any]) -> str:
             f'<div class="fix"><strong>Fix:</strong> {_rich_text(f.get("fix") or "")}</div>'
             + (
                 f"<details{' open' if sev == 'error' else ''}><summary>Evidence</summary>"
-                f'<div class="scroll">{value_html("evidence", evidence)}</div></details>'
+                f"{scroll_box(value_html('evidence', evidence))}</details>"
                 if evidence
                 else ""
             )
@@ -492,7 +472,7 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
     elif any(p.get("role") == "worker" for p in timeline.get("processes") or []):
         notes.append("memory by kind of page: this run did not record it (an older dlprobe, or smaps_rollup "
                      "was not readable)")  # fmt: skip
-    system = Chart("Machine: /dev/shm use and the job's cgroup memory", "MiB", markers=markers, x_range=x_range)
+    system = Chart("Machine: /dev/shm use", "MiB", markers=markers, x_range=x_range)
     shm = timeline.get("shm") or {}
     if shm.get("used"):
         total = shm.get("total")
@@ -502,7 +482,11 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
         if total and max(y for _, y in shm["used"]) > 0.25 * total / MiB:
             system.hlines.append((total / MiB, f"/dev/shm size {format_bytes(total)}"))
     if cgroup.get("usage"):
-        system.lines.append(_line("cgroup memory used", cgroup["usage"], "#B15928", "dashed"))
+        system.title = "Machine: /dev/shm use and the container's (cgroup's) memory"
+        system.lines.append(_line(cgroup_label(cgroup.get("path")), cgroup["usage"], "#B15928", "dashed"))
+        if timeline.get("job_pss"):  # the cgroup counts every process in it (a container: all of it); the job's own
+            system.title = "Machine: /dev/shm use, the container's (cgroup's) memory and the job's own"
+            system.lines.append(_line(JOB_PSS_LABEL, timeline["job_pss"], "#1B9E77"))
         if cgroup.get("limit"):
             system.hlines.append((cgroup["limit"] / MiB, f"cgroup limit {format_bytes(cgroup['limit'])}"))
     if system.lines:
@@ -518,12 +502,28 @@ def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) 
     if events:
         rows = "".join(f'<tr class="{esc(e.get("severity"))}"><td>{i + 1}</td><td>{float(e["t"]):.2f} s</td>'
                        f"<td>{esc(e['what'])}</td></tr>" for i, e in enumerate(events))  # fmt: skip
-        out.append(f'<details open><summary>Events ({len(events)}), numbered as on the charts</summary>'
-                   f'<table class="ev"><thead><tr><th>#</th><th>time</th><th>what happened</th></tr></thead>'
-                   f"<tbody>{rows}</tbody></table></details>")  # fmt: skip
+        table = (f'<table class="ev"><thead><tr><th>#</th><th>time</th><th>what happened</th></tr></thead>'
+                 f"<tbody>{rows}</tbody></table>")  # fmt: skip
+        out.append(f"<details open><summary>Events ({len(events)}), numbered as on the charts</summary>"
+                   f"{scroll_box(table)}</details>")  # fmt: skip
     if not out:
         return ""
     return f'<section id="timeline"><h2>Timeline</h2>{"".join(out)}</section>'
+
+
+JOB_PSS_SUM = "sum of its processes' PSS"
+JOB_PSS_LABEL = f"the job's own memory ({JOB_PSS_SUM})"
+CGROUP_MEMORY = "container/cgroup memory"
+
+
+def cgroup_scope(path: Any) -> str:
+    """The cgroup's use is every process in that cgroup (the whole container when dlprobe runs in one), not the
+    job's: its label says so, with the cgroup's path when the run recorded it."""
+    return f"all processes in {path}" if path else "all processes in the cgroup"
+
+
+def cgroup_label(path: Any) -> str:
+    return f"{CGROUP_MEMORY} ({cgroup_scope(path)})"
 
 
 def _figure(chart: Chart) -> str:
@@ -560,9 +560,10 @@ def _stacks(timeline: dict[str, Any]) -> str:
         for h in hot:
             rows = "".join(f"<tr><td>{s['count']}</td><td><pre>{esc(chr(10).join(s['frames']))}</pre></td></tr>"
                            for s in h["stacks"])  # fmt: skip
+            table = ('<table class="ev"><thead><tr><th>samples</th><th>stack (innermost last)</th></tr></thead>'
+                     f"<tbody>{rows}</tbody></table>")  # fmt: skip
             procs.append(f"<details><summary>{esc(h['name'])}: {h['samples']} samples</summary>"
-                         f'<table class="ev"><thead><tr><th>samples</th><th>stack (innermost last)</th></tr></thead>'
-                         f"<tbody>{rows}</tbody></table></details>")  # fmt: skip
+                         f"{scroll_box(table)}</details>")  # fmt: skip
         out.append(
             "<details><summary>Hotspots: where each process spent its time (py-spy)</summary>"
             f"{''.join(procs)}</details>"
@@ -574,8 +575,14 @@ def _stacks(timeline: dict[str, Any]) -> str:
 
 def _job(report: dict[str, Any]) -> str:
     """A multi-rank job's sections ("job", "ranks" in report.json), as tables until they get their own view."""
-    parts = [f"<h3>{esc(key)}</h3><div class=scroll>{value_html(key, report[key])}</div>"
-             for key in ("job", "ranks") if report.get(key)]  # fmt: skip
+    job = report.get("job")
+    if isinstance(job, dict) and isinstance(job.get("nodes"), list):
+        # A node's total over time is a series, drawn on its run's page as the job's own memory: as numbers in a
+        # table cell it made the row a screen tall.
+        nodes = [{k: v for k, v in n.items() if k != "pss_total"} if isinstance(n, dict) else n for n in job["nodes"]]
+        job = {**job, "nodes": nodes}
+    parts = [f"<h3>{esc(key)}</h3>{scroll_box(value_html(key, value))}"
+             for key, value in (("job", job), ("ranks", report.get("ranks"))) if value]  # fmt: skip
     return f'<section id="job"><h2>Job and ranks</h2>{"".join(parts)}</section>' if parts else ""
 
 
@@ -586,14 +593,36 @@ def _loaders(report: dict[str, Any]) -> str:
             '<section id="loaders"><h2>DataLoaders</h2>'
             "<p>The script created no DataLoader that dlprobe saw.</p></section>"
         )
-    cols = ("loader_id", "dataset_type", "dataset_len", "batch_size", "num_workers", "start_method", "pin_memory",
-            "prefetch_factor", "persistent_workers", "epochs", "batches", "wait_fraction", "first_batch_s")  # fmt: skip
-    head = "".join(f"<th scope=col>{esc(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{esc(_fmt(c, lo.get(c)))}</td>" for c in cols) + "</tr>" for lo in loaders)
-    return (
-        f'<section id="loaders"><h2>DataLoaders</h2><table class="ev"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table></section>"
-    )
+    cols: tuple[str, ...] = (
+        "loader_id", "dataset_type", "dataset_len", "batch_size", "num_workers", "start_method", "pin_memory",
+        "prefetch_factor", "persistent_workers", "epochs", "batches", "wait_fraction", "first_batch_s",
+    )  # fmt: skip
+    if any(isinstance(lo, dict) and lo.get("rank") for lo in loaders):  # a job: each rank has its own "loader 0"
+        cols = ("rank", *cols)
+    head = "".join(f"<th scope=col>{_breakable(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_loader_cell(c, lo.get(c))}</td>" for c in cols) + "</tr>"
+                   for lo in loaders)  # fmt: skip
+    table = f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<section id="loaders"><h2>DataLoaders</h2>{scroll_box(table)}</section>'
+
+
+# A loader's setting that is None is a setting, not a gap in the readings: torch leaves prefetch_factor and the
+# start method unset without workers, and a dataset without __len__ has no length.
+_UNSET_SETTING = {"prefetch_factor": "none", "start_method": "none", "dataset_len": "no __len__"}
+
+
+def _loader_cell(column: str, value: Any) -> str:
+    """One cell as HTML; only the dataset's dotted path may wrap (a number broken at its decimal point misreads)."""
+    if value is None and column in _UNSET_SETTING:
+        return esc(_UNSET_SETTING[column])
+    return _breakable(_fmt(column, value)) if column == "dataset_type" else esc(_fmt(column, value))
+
+
+def _breakable(text: str, after: str = "_.") -> str:
+    """Escaped, with a line break allowed after each of `after`: the loaders' column names (report.json's keys),
+    dataset paths and cgroup paths are long words, and a table that may wrap them fits the page instead of
+    scrolling."""
+    return re.sub(f"([{re.escape(after)}])", r"\1<wbr>", esc(text))
 
 
 def _processes(report: dict[str, Any]) -> str:
@@ -614,45 +643,14 @@ def _processes(report: dict[str, Any]) -> str:
             if role == "main"
             else f"other: {p.get('comm') or '?'}"
         )
+        if p.get("rank"):  # a job: each rank has its own main process and "loader 0 worker 0"
+            name = f"{p['rank']} {name}"
         uss, rss, pss = p.get("uss") or {}, p.get("rss") or {}, p.get("pss") or {}
         peaks = (rss.get("peak"), uss.get("start"), uss.get("peak"), uss.get("end"), pss.get("peak"))
-        cells = (name, p.get("pid"), *(format_bytes(v) for v in peaks))
+        cells = (name, p.get("pid"), *("not measured" if v is None else format_bytes(v) for v in peaks))
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
-    return (f'<section id="processes"><h2>Memory per process</h2><table class="ev"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table></section>")  # fmt: skip
-
-
-STYLE = """
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1a1a1a;background:#fff;margin:0 auto;
-max-width:1100px;padding:1em 1.5em}
-h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.25em;border-bottom:1px solid #ccc;margin-top:1.6em}
-h3{font-size:1.05em;margin:0 0 .3em}code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em}
-code{background:#f0f0f0;padding:0 .2em;border-radius:3px}pre{background:#f5f5f5;border:1px solid #ddd;padding:.5em;
-overflow-x:auto;white-space:pre-wrap;word-break:break-word;margin:.3em 0}
-.verdict{border-left:6px solid #555;padding:.2em 1em;background:#fafafa}.verdict.ok{border-color:#1b7f3b}
-.verdict.error{border-color:#B00020}.verdict.warning{border-color:#8A5A00}.status{font-size:1.1em;font-weight:600}
-.status.ok{color:#1b6b34}.status.error{color:#9b001c}
-.card{border:1px solid #ccc;border-left:6px solid #555;border-radius:4px;padding:.6em 1em;margin:.8em 0;
-break-inside:avoid}.card.error{border-left-color:#B00020}.card.warning{border-left-color:#8A5A00}
-.card.info{border-left-color:#1f5fa8}.sev{font-size:.8em;padding:.1em .4em;border-radius:3px;color:#fff;background:#555}
-.error .sev{background:#B00020}.warning .sev{background:#7a4f00}.info .sev{background:#1f5fa8}
-.loader{font-weight:normal;color:#444}.title{font-weight:600}
-.fix{background:#eef6ee;padding:.4em .6em;border-radius:3px}
-table{border-collapse:collapse;margin:.3em 0}td,th{border:1px solid #ddd;padding:.15em .45em;text-align:left;
-vertical-align:top}th{background:#f3f3f3}table.kv th{font-weight:600}table.ev{font-size:.9em}
-tr.fail td,tr.error td{background:#fdecee}tr.warning td{background:#fff6e0}
-details{margin:.4em 0}summary{cursor:pointer;font-weight:600}figure{margin:.8em 0}
-svg.chart{max-width:100%;height:auto;font-family:system-ui,sans-serif}
-svg .ct{font-size:13px;font-weight:600;fill:#1a1a1a}
-svg .tk{font-size:11px;fill:#333}svg .lim{fill:#9b001c}svg .mk{font-size:10px;font-weight:700}
-.legend{list-style:none;padding:0;margin:0;display:flex;flex-wrap:wrap;gap:.2em 1.2em;font-size:.85em}
-.scroll{overflow-x:auto}
-.note{color:#444;font-style:italic}.problems{border:1px solid #8A5A00;background:#fff8e6;padding:.4em 1em}
-footer{margin-top:2em;color:#555;font-size:.85em}
-@media print{body{max-width:none;font-size:11pt}details>summary{list-style:none}
-details::details-content{content-visibility:visible;display:block}
-.card,figure,table{break-inside:avoid}a{color:inherit}}
-"""
+    table = f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return f'<section id="processes"><h2>Memory per process</h2>{scroll_box(table)}</section>'
 
 
 def render_html(
@@ -695,35 +693,10 @@ def render_html(
     return page(f"dlprobe report: {title}", body, notes, str(report.get("dlprobe_version") or "?"), footer)
 
 
-def page(title: str, body: list[str], notes: list[str], version: str, footer: str) -> str:
-    """The page around its sections: CSP, style, the list of what could not be shown, the footer (already HTML)."""
-    body = [b for b in body if b]
-    if notes:
-        items = "".join(f"<li>{esc(n)}</li>" for n in notes)
-        body.insert(
-            1,
-            '<section class="problems" id="not-shown"><h2>What this page could not show</h2>'
-            f"<ul>{items}</ul></section>",
-        )
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-    head, _, rest = title.partition(": ")
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>"
-        f"<header><h1>{esc(head)}: <code>{esc(rest)}</code></h1></header><main>"
-        + "\n".join(body)
-        + f"</main><footer>dlprobe {esc(version)}, page written {stamp} UTC {footer}</footer></body></html>\n"
-    )
-
-
 def write_html(path: Path, report: dict[str, Any], timeline: dict[str, Any] | None = None,
                check: dict[str, Any] | None = None, problems: list[str] | None = None) -> Path:  # fmt: skip
     """Write the page atomically (a reader never sees half a page)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_html(report, timeline, check, problems), encoding="utf-8")
-    os.replace(tmp, path)
+    write_page(path, render_html(report, timeline, check, problems))
     return path
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 from dlprobe import __version__
-from dlprobe.render.html import esc, findings_section, page, value_html
+from dlprobe.render.html import findings_section
+from dlprobe.render.html_page import esc, page, scroll_box, value_html
 from dlprobe.render.svg import PALETTE, Chart, Line, chart_svg, legend_html
 
 MAX_BAD_ROWS = 500  # bad samples listed on a scan's page; the --json file has every one
@@ -23,14 +22,14 @@ def _verdict(headline: str, ok: bool | None, rows: list[tuple[str, Any]]) -> str
     cls = "ok" if ok else "warning" if ok is None else "error"
     table = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{value_html(k, v)}</td></tr>" for k, v in rows)
     return (f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2><p class="status">{esc(headline)}</p>'
-            f'<table class="kv">{table}</table></section>')  # fmt: skip
+            f'{scroll_box(f"<table class=kv>{table}</table>")}</section>')  # fmt: skip
 
 
 def _section(section_id: str, heading: str, value: Any) -> str:
     if not value:
         return ""
     inner = value_html(section_id, value)
-    return f'<section id="{esc(section_id)}"><h2>{esc(heading)}</h2><div class="scroll">{inner}</div></section>'
+    return f'<section id="{esc(section_id)}"><h2>{esc(heading)}</h2>{scroll_box(inner)}</section>'
 
 
 def _guarded(parts: list[tuple[str, Any]], notes: list[str]) -> list[str]:
@@ -139,10 +138,3 @@ def render_triage_html(result: dict[str, Any]) -> str:
     title = f"dlprobe triage: {log.get('path') if isinstance(log, dict) else '?'}"
     version = str(result.get("dlprobe_version") or __version__)
     return page(title, body, notes, version, "Every number here is also in the --json file.")
-
-
-def write_page(path: Path, text: str) -> None:
-    """Write atomically, so a reader never sees half a page."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

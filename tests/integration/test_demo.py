@@ -32,6 +32,8 @@ def test_demo_shows_the_leak_and_its_fix(tmp_path):
     assert "Memory per process: USS" in leaky_page and "loader 0 worker 1" in leaky_page
     assert "Workers by kind of page" in leaky_page and "loader 0 epoch 0 starts" in leaky_page
     assert "cow-growth" not in read_page(tmp_path / "demo" / "fixed").codes
+    # exit code 0 with a warning is not healthy: the verdict is coloured by the finding, not by the exit code
+    assert '<section id="verdict" class="verdict ok">' not in (tmp_path / "demo" / "leaky" / "report.html").read_text()
     assert "what the demo shows" in proc.stderr
     # The README's first example is this finding: its title must be the one the demo prints, numbers aside.
     assert _numbers_out(_readme_quoted_title("cow-growth")) == _numbers_out(cow["title"])

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dlprobe.analysis import analyze
-from dlprobe.analysis.model import Epoch, Finding, RunData, Series
+from dlprobe.analysis.model import Epoch, Finding, RunData, Series, SystemSeries
 from dlprobe.analysis.report import build_report
 from dlprobe.render.html import MAX_POINTS, render_html, timeline_from_run, write_run_html
-from dlprobe.render.svg import downsample
+from dlprobe.render.svg import Chart, Line, Marker, chart_svg, downsample, flag_width, layout_flags
 from tests.htmlpage import PLANT, parse_page
 from tests.unit.fakes import MiB, loader, run, series, worker
 
@@ -180,8 +184,19 @@ def test_a_multi_rank_report_shows_its_ranks_as_a_table():
     r = _hostile_run()
     report = build_report(r, analyze(r))
     report["ranks"] = [{"rank": 0, "host": PLANT, "exit_code": 0}, {"rank": 1, "host": "b", "exit_code": -9}]
+    node = {"node": 0, "pss_peak": 1300 * MiB, "memory_limit": 4096 * MiB, "workers_that_fit_memory": 12,
+            "pss_total": {"t": [0.5, 1.0], "bytes": [987654321, 2]}}  # fmt: skip
+    report["job"] = {"ranks": 2, "nodes": [node]}
+    for i, (p, lo) in enumerate(zip(report["processes"][:2], [*report["loaders"], {}], strict=False)):
+        p["rank"] = lo["rank"] = f"rank {i}"
     text = parse_page(render_html(report, timeline_from_run(r))).all_text
     assert "Job and ranks" in text and PLANT in text and "-9" in text
+    # the node's memory in human units, a count left a count, its series left to the chart and report.json
+    assert "1.3 GiB" in text and "4.0 GiB" in text and "12 B" not in text
+    assert "987654321" not in text and "941.9 MiB" not in text
+    assert "rank 0 main" in text and "rank 1 loader 0 worker 0" in text  # each rank has its own "main"
+    loaders = re.search(r'<section id="loaders">.*?</section>', render_html(report))
+    assert loaders and "<th scope=col>rank</th>" in loaders.group(0) and "<td>rank 0</td>" in loaders.group(0)
 
 
 def test_a_run_without_stacks_says_why_and_a_loader_error_names_its_cause():
@@ -194,3 +209,137 @@ def test_a_run_without_stacks_says_why_and_a_loader_error_names_its_cause():
     text = parse_page(render_html(build_report(r, analyze(r)), timeline_from_run(r))).all_text
     assert f"the stack sampler recorded nothing (missing: no py-spy {PLANT})" in text
     assert f"loader 0 raised RuntimeError: ValueError: {PLANT}" in text
+
+
+def _report(exit_code: int | None, *severities: str, signal: str | None = None) -> dict[str, Any]:
+    findings = [Finding(f"code-{i}", sev, "t", "d", "f", {}).to_dict() for i, sev in enumerate(severities)]
+    return {"script": "train.py", "argv": [], "exit_code": exit_code, "signal": signal, "findings": findings}
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "signal", "severities", "colour", "word"),
+    [
+        (0, None, (), "ok", "Healthy"),
+        (0, None, ("info",), "ok", "Healthy"),
+        (0, None, ("info", "warning"), "warning", "Needs a look"),  # the demo's leaky run: exit 0, a warning
+        (0, None, ("warning", "error"), "error", "Problem found"),
+        (1, None, (), "error", "Failed"),
+        (1, None, ("warning",), "error", "Failed"),
+        (-9, "SIGKILL", ("info",), "error", "Failed"),
+        (None, None, (), "warning", "Needs a look"),
+        (None, None, ("error",), "error", "Problem found"),
+    ],
+)
+def test_the_verdict_is_coloured_by_the_most_severe_finding_then_the_exit_code(
+    exit_code, signal, severities, colour, word
+):
+    page = render_html(_report(exit_code, *severities, signal=signal))
+    match = re.search(r'<section id="verdict" class="verdict (\w+)">.*?<p class="status (\w+)">([^<]*)</p>', page)
+    assert match, page[:2000]
+    assert match.group(1) == match.group(2) == colour
+    assert match.group(3).startswith(f"{word} \u2014 ")
+    # the codes that make it so are named, the most severe first
+    named = [f"code-{i}" for i, s in sorted(enumerate(severities), key=lambda x: x[1] != "error") if s != "info"]
+    if named:
+        assert f"({', '.join(named)})" in match.group(3)
+
+
+def _flag_boxes(svg: str) -> list[tuple[float, float, float, float, str]]:
+    """Each numbered flag of a chart as (left, top, right, bottom, text): the label's box as drawn."""
+    boxes = []
+    for x, y, text in re.findall(r'<text x="([\d.]+)" y="([\d.]+)" text-anchor="middle" class="mk"[^>]*>([^<]*)<', svg):
+        half = flag_width(html.unescape(text)) / 2
+        boxes.append((float(x) - half, float(y) - 10, float(x) + half, float(y), html.unescape(text)))
+    return boxes
+
+
+def _numbers(text: str) -> set[int]:
+    if "\u2013" in text:
+        first, last = text.split("\u2013")
+        return set(range(int(first), int(last) + 1))
+    return {int(n) for n in text.split(",")}
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        [10.0, 10.2, 10.4],  # "1", "2", "3" a few pixels apart: once printed on top of each other as "123"
+        [10.0, 10.3, 10.3, 10.6, 50.0, 50.1],
+        [5.0] * 9 + [5.2, 5.4, 5.6, 5.8, 6.0] + [95.0, 95.1, 99.9, 100.0],  # a burst, and flags at the right edge
+        [float(i) * 0.05 for i in range(30)],  # thirty events in 1.5 s of a 100 s run
+    ],
+)
+def test_event_flags_close_together_never_overlap_and_every_event_keeps_its_number(times):
+    markers = [Marker(t, f"event {i + 1}", "error" if i % 4 == 0 else "info") for i, t in enumerate(times)]
+    svg = chart_svg(Chart("c", "MiB", [Line("l", [(0.0, 1.0), (100.0, 2.0)])], markers, x_range=(0.0, 100.0)))
+    boxes = _flag_boxes(svg)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            apart = a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+            assert apart, f"flag {a[4]!r} overlaps flag {b[4]!r}"
+        assert a[0] >= 0 and a[2] <= 900, f"flag {a[4]!r} is cut off at the chart's edge"
+    shown = [n for box in boxes for n in _numbers(box[4])]
+    assert sorted(shown) == list(range(1, len(times) + 1))  # each number once, on one flag
+
+
+def test_flags_apart_enough_stay_single_and_a_pile_at_one_time_reads_as_a_range():
+    apart = layout_flags([(100.0, 1, Marker(1, "a")), (104.0, 2, Marker(1.1, "b")), (300.0, 3, Marker(5, "c"))],
+                         0, 900)  # fmt: skip
+    assert [(f.text, f.row) for f in apart] == [("1", 0), ("2", 1), ("3", 0)]  # staggered, not merged
+    pile = layout_flags([(100.0, n, Marker(1, f"m{n}", "error" if n == 5 else "info")) for n in range(1, 9)], 0, 900)
+    assert [(f.text, f.severity) for f in pile] == [("1\u20138", "error")]  # coloured by its most severe event
+    assert pile[0].labels == [f"m{n}" for n in range(1, 9)]  # the tooltip lists every event of the range
+    # a burst too dense for the rows is one range, not digits scattered over them ("1 6 / 2 7 / 3–5")
+    burst = layout_flags([(100.0 + 3 * n, n, Marker(n, "b")) for n in range(1, 8)] + [(400.0, 8, Marker(9, "c"))],
+                         0, 900)  # fmt: skip
+    assert [(f.text, f.row) for f in burst] == [("1\u20137", 0), ("8", 0)]
+
+
+def test_the_cgroup_line_is_labelled_as_everything_in_the_cgroup_beside_the_jobs_own_memory():
+    r = _hostile_run()
+    r.meta["cgroup"] = "/sys/fs/cgroup/docker/abc"
+    times = [100.0 + i for i in range(10)]
+    r.system = SystemSeries(t=times, shm_used=[MiB] * 10, cgroup_usage=[2048 * MiB] * 10, cgroup_limit=4096 * MiB)
+    page = render_html(build_report(r, analyze(r)), timeline_from_run(r))
+    text = parse_page(page).all_text
+    assert "the job's cgroup memory" not in text
+    assert "Machine: /dev/shm use, the container's (cgroup's) memory and the job's own" in text
+    legend = [html.unescape(item) for item in re.findall(r"</svg> ([^<]*)</li>", page)]
+    assert "container/cgroup memory (all processes in /sys/fs/cgroup/docker/abc)" in legend
+    assert "the job's own memory (sum of its processes' PSS)" in legend
+    # side by side in the verdict: the job's peak (main 200 MiB + two workers at 100 MiB of PSS) and the cgroup's
+    kv = re.findall(r"<th scope=row>([^<]*)</th><td>((?:[^<]|<wbr>)*)<", page)
+    rows = {html.unescape(k): html.unescape(v.replace("<wbr>", "")) for k, v in kv}
+    assert rows["the job's own memory"] == "peak 400.0 MiB (sum of its processes' PSS)"
+    assert rows["container/cgroup memory"] == (
+        "peak 2.0 GiB of its limit 4.0 GiB (all processes in /sys/fs/cgroup/docker/abc)"
+    )
+
+
+def test_every_table_of_the_page_scrolls_inside_its_own_box():
+    r = _hostile_run()
+    report = build_report(r, analyze(r))
+    report["loaders"][0]["dataset_type"] = "a.very.long.module.path." * 20 + "Dataset"
+    page = render_html(report, timeline_from_run(r), {"exit_code": 0, "passed": True, "rules": [{"rule": "r"}]})
+    check = parse_page(page)  # asserts that no <table> sits outside a <div class="scroll">
+    assert page.count("<table") >= 6 and check.unboxed_tables == 0
+    # the long words of the loaders table may wrap, so at 1200 px it fits without scrolling at all
+    assert "persistent_<wbr>workers" in page and "a.<wbr>very.<wbr>long.<wbr>" in page
+    assert not re.search(r"\d\.<wbr>", page)  # but never a number at its decimal point
+    assert "<td>/<wbr>nonexistent</td>" in page  # and a path in the verdict after each "/"
+
+
+def test_a_missing_value_is_said_in_words_never_a_dash():
+    r = _hostile_run()
+    report = build_report(r, analyze(r))
+    lo = report["loaders"][0]
+    lo.update(num_workers=0, prefetch_factor=None, start_method=None, dataset_len=None, first_batch_s=None)
+    report["findings"].append(Finding("gap", "info", "t", "d", "f", {"signal": None, "pids": []}).to_dict())
+    page = render_html(report, timeline_from_run(r))
+    cells = [html.unescape(c) for c in re.findall(r"<td>([^<]*)</td>", page)]
+    assert "-" not in cells and "?" not in cells
+    loaders = re.search(r'<section id="loaders">.*?</section>', page)
+    assert loaders and "<td>no __len__</td>" in loaders.group(0) and "<td>none</td>" in loaders.group(0)
+    assert "<td>not measured</td>" in loaders.group(0)  # first_batch_s: a reading the run lacks
+    card = re.search(r'id="finding-gap".*?</article>', page)
+    assert card and "<td>not measured</td>" in card.group(0) and "<td>none</td>" in card.group(0)
