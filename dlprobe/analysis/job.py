@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from dlprobe.analysis.memory_findings import COW_MIN_GROWTH
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData, loaders_from_events
+from dlprobe.analysis.stats import tree_total
 from dlprobe.rundir.schema import EV_EPOCH, EV_PROCESS, HangRecord, Meta, ProcessEvent
 
 PROJECT_MIN_GROWTH = COW_MIN_GROWTH
@@ -217,26 +218,6 @@ def _steady_growth(readings: list[tuple[float, int]]) -> int:
     values = [v for _, v in readings]
     grown = values[-1] - values[0] if len(values) >= 2 else 0
     return grown if grown >= PROJECT_MIN_GROWTH else 0
-
-
-def tree_total(processes: list[ProcessRecord], metric: str) -> tuple[list[float], list[int]]:
-    """The sum of a metric over processes at every reading time. PSS is read for a few processes per round (it is
-    costly), so each process counts with its last reading from its first to its last: summing only the readings
-    of one round would show a saw-tooth far below the truth."""
-    series = [r for r in (p.series.values(metric) for p in processes) if r]
-    times = sorted({t for readings in series for t, _ in readings})
-    totals = []
-    positions = [0] * len(series)
-    for t in times:
-        total = 0
-        for i, readings in enumerate(series):
-            if not readings[0][0] <= t <= readings[-1][0]:
-                continue
-            while positions[i] + 1 < len(readings) and readings[positions[i] + 1][0] <= t:
-                positions[i] += 1
-            total += readings[positions[i]][1]
-        totals.append(total)
-    return times, totals
 
 
 def _node_memory(run: RunData, node: int, views: list[RankView]) -> NodeMemory:

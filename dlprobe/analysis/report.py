@@ -7,10 +7,10 @@ from typing import Any
 
 from dlprobe import __version__
 from dlprobe.analysis import analyze
-from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job, tree_total
+from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job
 from dlprobe.analysis.job_findings import analyze_job
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, load_run
-from dlprobe.analysis.stats import job_pss_peak, metric_summary, wait_summary
+from dlprobe.analysis.stats import job_pss_peak, metric_summary, tree_total, wait_summary
 from dlprobe.rundir.schema import ORPHAN_GRACE_S
 from dlprobe.units import format_bytes
 

@@ -46,10 +46,26 @@ def wait_summary(loader: LoaderRecord) -> dict[str, Any]:
 
 
 def job_pss_peak(processes: list[ProcessRecord]) -> int | None:
-    """Peak of the whole job's PSS: the largest sum over one sampling round (the peaks of processes need not
-    coincide, so the sum of their peaks would overstate it)."""
-    rounds: dict[float, int] = {}
-    for proc in processes:
-        for t, v in proc.series.values("pss"):
-            rounds[t] = rounds.get(t, 0) + v
-    return max(rounds.values()) if rounds else None
+    """Peak of the whole job's PSS over time (`tree_total`): the peaks of processes need not coincide, so the sum
+    of their peaks would overstate it, and one round's readings alone would understate it."""
+    return max(tree_total(processes, "pss")[1], default=None)
+
+
+def tree_total(processes: list[ProcessRecord], metric: str) -> tuple[list[float], list[int]]:
+    """The sum of a metric over processes at every reading time. PSS is read for a few processes per round (it is
+    costly), so each process counts with its last reading from its first to its last: summing only the readings
+    of one round would show a saw-tooth far below the truth."""
+    series = [r for r in (p.series.values(metric) for p in processes) if r]
+    times = sorted({t for readings in series for t, _ in readings})
+    totals = []
+    positions = [0] * len(series)
+    for t in times:
+        total = 0
+        for i, readings in enumerate(series):
+            if not readings[0][0] <= t <= readings[-1][0]:
+                continue
+            while positions[i] + 1 < len(readings) and readings[positions[i] + 1][0] <= t:
+                positions[i] += 1
+            total += readings[positions[i]][1]
+        totals.append(total)
+    return times, totals

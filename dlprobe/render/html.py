@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlprobe.analysis.job import tree_total
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
+from dlprobe.analysis.stats import tree_total
 from dlprobe.render.html_page import _fmt, _rich_text, esc, page, scroll_box, value_html, write_page
 from dlprobe.render.plot import rank_labels
 from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, downsample, keep_indices, legend_html

@@ -372,8 +372,8 @@ def test_a_rank_that_died_before_its_loader_keeps_its_script_error():
 
 
 def test_the_node_total_holds_each_processs_last_reading_between_its_readings():
-    from dlprobe.analysis.job import tree_total
     from dlprobe.analysis.model import ProcessRecord, Series
+    from dlprobe.analysis.stats import job_pss_peak, tree_total
 
     def proc(pid: int, readings: list[tuple[float, int]]) -> ProcessRecord:
         t, v = [t for t, _ in readings], [v for _, v in readings]
@@ -382,6 +382,10 @@ def test_the_node_total_holds_each_processs_last_reading_between_its_readings():
     # PSS read in turns: a at 0 and 2, b at 1 and 3, c (a worker that ended) only at 1
     a, b, c = proc(1, [(0.0, 10), (2.0, 12)]), proc(2, [(1.0, 100), (3.0, 300)]), proc(3, [(1.0, 5)])
     assert tree_total([a, b, c], "pss") == ([0.0, 1.0, 2.0, 3.0], [10, 10 + 100 + 5, 12 + 100, 300])
+    # report.json's pss_total_peak (and check's max_total_pss) read the same total: the sum of one round's readings
+    # alone would give 105 here (b and c read at 1, a and d not), not the 165 the node held then
+    b, d = proc(2, [(1.0, 100), (3.0, 30)]), proc(4, [(0.0, 50), (1.5, 50)])
+    assert job_pss_peak([a, b, c, d]) == 10 + 100 + 5 + 50
 
 
 def test_a_finding_from_the_jobs_own_files_is_said_once_without_ranks():
