@@ -4,12 +4,14 @@ exit codes."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
 from dlprobe import __version__
 from dlprobe.commands import cache, check, demo, report, run, scan, triage, tune
-from dlprobe.commands.options import SCRIPT_COMMAND, LaunchCommand
+from dlprobe.commands.options import SCRIPT_COMMAND, DlprobeCommand, LaunchCommand, flowed
 from dlprobe.errors import USAGE_EXIT_CODE, DlprobeError
 
 app = typer.Typer(
@@ -34,25 +36,67 @@ def _root(
     """Find out why a PyTorch DataLoader is slow, hangs, eats memory or gets killed."""
 
 
-# In the order a user meets them; commands that run a script take everything after it as the script's own.
-app.command(cls=LaunchCommand, context_settings=SCRIPT_COMMAND)(run.run)
-app.command()(report.report)
-app.command(cls=LaunchCommand, context_settings=SCRIPT_COMMAND)(tune.tune)
-app.command()(demo.demo)
-app.command(cls=LaunchCommand, context_settings=SCRIPT_COMMAND)(check.check)
-app.command()(triage.triage)
-app.command(cls=LaunchCommand, context_settings=SCRIPT_COMMAND)(scan.scan)
+def _command(function: Callable[..., Any], launch: bool = False) -> None:
+    """Register a command; one that runs a target takes everything after it as the target's own."""
+    settings: dict[str, Any] = {"cls": LaunchCommand, "context_settings": SCRIPT_COMMAND} if launch else {}
+    app.command(help=flowed(function.__doc__), **{"cls": DlprobeCommand, **settings})(function)
+
+
+# In the order a user meets them.
+_command(run.run, launch=True)
+_command(report.report)
+_command(tune.tune, launch=True)
+_command(demo.demo)
+_command(check.check, launch=True)
+_command(triage.triage)
+_command(scan.scan, launch=True)
 app.add_typer(cache.app)
 
 
+def _usage_hint(exc: Any) -> str:
+    """The usage line of the command the user mistyped, and where its help is: `dlprobe run SCRIPT ...; see ...`."""
+    ctx = getattr(exc, "ctx", None)
+    if ctx is None:  # click's parser raises some (an option missing its value) before it has a context
+        return f"see {' '.join(_command_words())} --help"
+    names = []
+    while ctx.parent is not None:  # the root's own name is how it was started (python -m dlprobe): say dlprobe
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    path = " ".join(["dlprobe", *reversed(names)])
+    usage = " ".join(exc.ctx.command.collect_usage_pieces(exc.ctx))
+    return f"{path} {usage}; see {path} --help"
+
+
+def _command_words() -> list[str]:
+    """`dlprobe` and the (sub)command names that start this command line: dlprobe cache clear."""
+    words = ["dlprobe"]
+    command: Any = typer.main.get_command(app)
+    for word in sys.argv[1:]:
+        command = getattr(command, "commands", {}).get(word)
+        if command is None:
+            break
+        words.append(word)
+    return words
+
+
+def _usage_message(exc: Any) -> str:
+    """click's message in dlprobe's words: lower case, no full stop, an argument named as the usage line names it."""
+    message = str(exc.format_message()).strip().rstrip(".")
+    param = getattr(exc, "param", None)
+    if param is not None and getattr(param, "param_type_name", None) == "argument" and param.name:
+        message = message.replace(f"'{param.name}'", (param.metavar or param.name).upper())
+    return message[:1].lower() + message[1:]
+
+
 def main() -> None:
-    """Console entry point: typer for parsing, then one place for dlprobe's own errors."""
+    """Console entry point: typer for parsing, then one place that turns every error a user can fix, dlprobe's own
+    and click's usage errors alike, into an `error:` line, a `hint:` line and an exit code."""
+    from dlprobe.console import print_error
+
     try:
         # With standalone_mode off, click returns a command's exit code instead of raising it.
         code = app(standalone_mode=False)
     except DlprobeError as exc:
-        from dlprobe.console import print_error
-
         print_error(exc.message, exc.hint)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
@@ -60,10 +104,13 @@ def main() -> None:
     except typer.Abort:
         sys.exit(130)
     except Exception as exc:
-        # click's usage errors (missing argument, bad option); typer >= 0.2x vendors click, so no import here.
-        show = getattr(exc, "show", None)
-        if callable(show) and hasattr(exc, "exit_code"):
-            show()
-            sys.exit(USAGE_EXIT_CODE)
-        raise
+        # click's usage errors (missing argument, unknown option or command, bad value) are ClickExceptions of the
+        # click that typer vendors (typer._click, a private module), so they are known by their attributes.
+        if not (callable(getattr(exc, "format_message", None)) and hasattr(exc, "exit_code")):
+            raise
+        usage = hasattr(exc, "ctx")  # a UsageError; a bare ClickException (a file click could not open) has none
+        message = _usage_message(exc)
+        if message:  # empty for `dlprobe` alone: its help is printed already (no_args_is_help), as the message
+            print_error(message, _usage_hint(exc) if usage else "")
+        sys.exit(USAGE_EXIT_CODE if usage else exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)

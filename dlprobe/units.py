@@ -12,10 +12,13 @@ _BYTE_UNITS = {
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 
+NOT_MEASURED = "not measured"  # what a missing reading reads as: never a "-" a reader must decode
+
+
 def format_bytes(n: float | None) -> str:
     """1536 -> '1.5 KiB'; binary units because that is what the kernel counts in."""
     if n is None:
-        return "-"
+        return NOT_MEASURED
     sign = "-" if n < 0 else ""
     value = abs(float(n))
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,7 +18,25 @@ from typing import Any
 
 import pytest
 
+import dlprobe
+
 SCRIPTS = Path(__file__).parent / "scripts"
+# The installed package, by its real location: never a substring such as "dlprobe/", which a checkout, its .venv or
+# a user's own project (~/dlprobe/train.py) may hold in its path too.
+PACKAGE_DIRS = {os.path.join(d, "") for d in (os.path.dirname(os.path.abspath(dlprobe.__file__)),
+                                              os.path.dirname(os.path.realpath(dlprobe.__file__)))}  # fmt: skip
+_FRAME_FILE = re.compile(r'File "([^"]+)", line \d+')
+
+
+def traceback_files(text: str) -> list[str]:
+    """The files of every traceback frame printed in `text`, in order."""
+    return _FRAME_FILE.findall(text)
+
+
+def assert_no_probe_frames(text: str) -> None:
+    """No traceback frame in `text` is dlprobe's own code, nor does any other line name a file of the package."""
+    ours = [f for f in traceback_files(text) if os.path.realpath(f).startswith(tuple(PACKAGE_DIRS))]
+    assert ours == [] and not any(d in text for d in PACKAGE_DIRS), text
 
 
 class DlprobeResult:

@@ -320,10 +320,10 @@ def _shm_exhausted(run: RunData, lo: LoaderRecord, evidence: dict[str, Any], mes
         f"({message or evidence.get('signal')})."
     )
     if batch:
-        detail += (
-            f" A batch is {format_bytes(batch)}; up to num_workers x prefetch_factor of them wait in /dev/shm, "
-            f"~{format_bytes(evidence.get('in_flight_estimate_bytes'))}."
-        )
+        estimate = evidence.get("in_flight_estimate_bytes")
+        waiting = f", ~{format_bytes(estimate)}." if estimate is not None else "."
+        detail += f" A batch is {format_bytes(batch)}; up to num_workers x prefetch_factor of them wait in /dev/shm"
+        detail += waiting
     return Finding("shm-exhausted", "error", title, detail, SHM_FIXES, evidence, lo.loader_id)
 
 

@@ -18,9 +18,13 @@ COW_COPIED = "copied"  # the parent's pages copied into each worker
 COW_LOADED_AT_START = "loaded_at_start"  # each worker read the same data into its own memory once
 COW_ALLOCATING = "allocating"  # the workers keep allocating new memory
 MAPPED_MIN_GROWTH = 64 * MiB  # file-backed + tmpfs pages worth a sentence (never an alarm)
-# "Loaded once per worker": 90% of the rise within the first quarter of a life of at least 3 s, and kept.
-LOADED_EARLY_SHARE = 0.25
-LOADED_MIN_LIFE_S = 3.0
+# "Loaded once per worker": 90% of the rise reached within the first half of the life the readings span, and at
+# least 80% of it kept at every later reading (LOADED_FLAT_READINGS of them at least, so "stayed" was seen).
+LOADED_EARLY_SHARE = 0.5
+LOADED_FLAT_READINGS = 2
+# Workers fork from one parent at one size, so the same data loaded in each leaves their peaks this close
+# (a share of the largest rise).
+SAME_LOAD_PEAK_SPREAD = 0.25
 
 COW_FIXES = (
     "Keep the data out of Python objects so reading it touches no reference counts: "
@@ -72,23 +76,38 @@ def _loaded_at_start(series: Series) -> bool:
     """Memory rose to its peak early in the worker's life and stayed there: the worker loaded something once
     (np.load in worker_init_fn, a lazy load on the first sample), unlike a cache that keeps growing. Read from RSS,
     which the sampler reads every tick (a worker whose memory stopped moving gets few full readings); it is called
-    only where Anonymous rose, so RSS moves with it."""
-    values = series.values("rss")
-    if len(values) < 4:
+    only where Anonymous rose, so RSS moves with it.
+
+    Decided from the shape of the readings, not from when they landed: a busy machine slows the load and leaves
+    gaps between readings, so the rise counts as done halfway between the last reading below 90% and the first one
+    above (not at the late reading that saw it), and it must be done within the first half of the readings' span,
+    a bound that leaves a load several times slower than usual its place and a steady ramp (done only at its end)
+    outside."""
+    values = sorted(series.values("rss"))
+    if len(values) < 2 + LOADED_FLAT_READINGS:
         return False
-    (t0, v0), (t_end, v_end) = values[0], values[-1]
+    (t0, v0), t_end = values[0], values[-1][0]
     rise = max(v for _, v in values) - v0
-    life = t_end - t0
-    if rise <= 0 or life < LOADED_MIN_LIFE_S:
+    if rise <= 0 or t_end <= t0:
         return False
-    reached = next(t for t, v in values if v - v0 >= 0.9 * rise)
-    return reached - t0 <= LOADED_EARLY_SHARE * life and v_end - v0 >= 0.8 * rise
+    done = next(i for i, (_, v) in enumerate(values) if v - v0 >= 0.9 * rise)  # > 0: the first reading is v0
+    done_at = (values[done - 1][0] + values[done][0]) / 2
+    after = values[done:]
+    kept = all(v - v0 >= 0.8 * rise for _, v in after)
+    return kept and len(after) > LOADED_FLAT_READINGS and done_at - t0 <= LOADED_EARLY_SHARE * (t_end - t0)
 
 
 def _same_load(rows: list[dict[str, Any]]) -> bool:
-    """Every worker of the loader loaded about as much: the same data, once per worker."""
-    rises = sorted(r["anon_growth_bytes"] for r in rows)
-    return len(rows) >= 2 and all(r.get("loaded_at_start") for r in rows) and rises[0] >= 0.75 * rises[-1]
+    """Every worker loaded the same data once: each one that rose did so at start, and all peak at about the same
+    size. Peaks, not rises: a worker first read midway through its load (the sampler learns of workers late on a
+    busy machine) shows only part of its rise, or none at all, but the same peak."""
+    rise = max((r["anon_growth_bytes"] for r in rows), default=0)
+    peaks = [r["rss_peak_bytes"] for r in rows]
+    if len(rows) < 2 or rise <= 0 or None in peaks:
+        return False
+    still = (1 - SAME_LOAD_PEAK_SPREAD) * rise  # rose less than this: already loaded when first read, if at all
+    loaded = all(r.get("loaded_at_start") or r["rss_growth_bytes"] < still for r in rows)
+    return loaded and max(peaks) - min(peaks) <= SAME_LOAD_PEAK_SPREAD * rise
 
 
 def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:

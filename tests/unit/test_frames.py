@@ -20,7 +20,14 @@ NOT_USER = [
     "<frozen runpy>",
     "<string>",
 ]
-USER = ["/home/u/project/train.py", "/work/data/my_dataset.py", "relative/train.py"]
+# A user's project may carry dlprobe's name (a clone, ~/dlprobe, ~/work/dlprobe-exp) or sit next to the package.
+NAMED_LIKE_IT = [
+    "/home/u/dlprobe/train.py",
+    "/home/u/work/dlprobe-exp/train.py",
+    "/home/u/dlprobe/dlprobe/in_training/train.py",
+    frames.PROBE_DIR.rstrip(os.sep) + "-exp/train.py",
+]
+USER = ["/home/u/project/train.py", "/work/data/my_dataset.py", "relative/train.py", *NAMED_LIKE_IT]
 
 
 @pytest.mark.parametrize("filename", NOT_USER)
@@ -44,3 +51,9 @@ def test_probe_files_are_dlprobe_and_runpy_only():
     assert frames.is_probe_file(bootstrap.__file__)
     assert frames.is_probe_file("<frozen runpy>") and frames.is_probe_file(runpy.__file__)
     assert not frames.is_probe_file(os.__file__) and not frames.is_probe_file("/home/u/train.py")
+
+
+@pytest.mark.parametrize("filename", NAMED_LIKE_IT)
+def test_a_users_file_named_like_dlprobe_is_not_the_probes(filename):
+    # dlprobe's frames are known by the installed package's own directory, never by its name in a path
+    assert not frames.is_probe_file(filename)

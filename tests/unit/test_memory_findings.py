@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from dlprobe.analysis.memory_findings import find_cow_growth, find_spawn_copy
+import pytest
+
+from dlprobe.analysis.memory_findings import (
+    COW_ALLOCATING,
+    COW_LOADED_AT_START,
+    _loaded_at_start,
+    find_cow_growth,
+    find_spawn_copy,
+)
+from dlprobe.analysis.model import Series
 from tests.unit.fakes import MiB, loader, run, series, worker
 
 SUSPECT = {"attribute": "self.rows", "type": "list[str]", "items": 1_000_000, "objects": 1_000_001,
@@ -190,3 +199,71 @@ def test_every_worker_loading_the_same_data_at_start_is_named_with_the_shared_re
     workers = [_kinds(11, 0, [150 * MiB + s for s in step], step), _kinds(12, 1, [150 * MiB + f for f in flat], flat)]
     [finding] = find_cow_growth(run([loader()], workers))
     assert "keep allocating" in finding.title
+
+
+# The shape of "loaded at start", at its boundaries and as a busy machine samples it: RSS readings (time, MiB above
+# the parent's size at fork) with the page kinds read only now and then, as the sampler does.
+def _timed(pid: int, wid: int, readings: list[tuple[float, float]], full_every: int = 3):
+    n = len(readings)
+    full = [i % full_every == 0 or i == n - 1 for i in range(n)]
+    rss = [int((300 + mib) * MiB) for _, mib in readings]
+    anon = [int((150 + mib) * MiB) if f else None for (_, mib), f in zip(readings, full, strict=True)]
+    s = Series(t=[100.0 + t for t, _ in readings], rss=rss, uss=[None] * n, pss=[None] * n, swap=[None] * n)
+    s.anon = list(anon)
+    s.private_dirty = [a - 140 * MiB if a is not None else None for a in anon]
+    s.private_clean, s.pss_anon, s.pss_file, s.pss_shmem = ([0 if f else None for f in full] for _ in range(4))
+    return worker(pid, wid, s)
+
+
+def _variant(*workers) -> str:
+    [finding] = find_cow_growth(run([loader()], list(workers)))
+    return finding.evidence["variant"]
+
+
+STEP_AT_START = [(0, 0), (0.4, 30), (0.8, 96), (1.2, 96), *[(t / 4, 96) for t in range(6, 24)]]  # a real run's
+# The same load on a busy machine: four times slower, and the sampler's ticks late and uneven.
+STEP_BUSY = [(0, 0), (0.9, 10), (2.6, 55), (2.7, 80), (4.2, 96), (4.3, 96), (6.1, 96), (8.8, 96), (9.0, 96)]
+# Nothing read between the fork and the plateau: the gap delays seeing the load, not the load.
+STEP_UNSEEN = [(0, 0), (3.0, 96), (3.5, 96), (6.0, 96)]
+RAMP = [(t, 96 * t / 9) for t in (0, 0.3, 1.9, 2.0, 4.4, 5.0, 5.1, 6.0, 8.0, 9.0)]  # a cache growing, sampled unevenly
+
+
+@pytest.mark.parametrize("shape", [STEP_AT_START, STEP_BUSY, STEP_UNSEEN], ids=["usual", "busy", "gap"])
+def test_a_load_at_start_reads_the_same_however_the_readings_fell(shape):
+    assert _loaded_at_start(_timed(11, 0, shape).series)
+    assert _variant(_timed(11, 0, shape), _timed(12, 1, shape)) == COW_LOADED_AT_START
+
+
+def test_a_cache_growing_all_along_is_not_a_load_however_unevenly_sampled():
+    assert not _loaded_at_start(_timed(11, 0, RAMP).series)
+    assert _variant(_timed(11, 0, RAMP), _timed(12, 1, RAMP)) == COW_ALLOCATING
+
+
+def test_loaded_at_start_means_done_within_the_first_half_of_the_life_seen():
+    # Done is halfway between the last reading below 90% of the rise and the first above: here 4.5 of a 9 s span.
+    def step(done_between: tuple[float, float]) -> list[tuple[float, float]]:
+        before, after = done_between
+        return [(0, 0), (before, 10), (after, 96), (after + 0.5, 96), (after + 1, 96), (9, 96)]
+
+    assert _loaded_at_start(_timed(11, 0, step((4.0, 5.0))).series)
+    assert not _loaded_at_start(_timed(11, 0, step((4.0, 5.2))).series)
+
+
+def test_loaded_at_start_needs_the_plateau_kept_and_seen():
+    dips = [(0, 0), (1, 96), (2, 96), (3, 60), (4, 96), (9, 96)]  # gave back over a fifth of it: not one load kept
+    assert not _loaded_at_start(_timed(11, 0, dips).series)
+    unseen = [(0, 0), (0.5, 96), (9, 96)]  # a single reading after: too few to say it stayed
+    assert not _loaded_at_start(_timed(11, 0, unseen).series)
+    assert _loaded_at_start(_timed(11, 0, [*unseen[:2], (1, 96), unseen[2]]).series)
+
+
+def test_a_worker_first_read_midway_through_its_load_or_after_it_still_loaded_the_same():
+    # On a busy machine the sampler learns of a worker late: its first reading already holds part of the load, or
+    # all of it. Its peak is the others', so it is the same data once per worker.
+    midway = [(0, 40), *STEP_AT_START[2:]]
+    after = [(t, 96) for t, _ in STEP_AT_START]
+    assert _variant(_timed(11, 0, STEP_AT_START), _timed(12, 1, midway)) == COW_LOADED_AT_START
+    assert _variant(_timed(11, 0, STEP_AT_START), _timed(12, 1, after)) == COW_LOADED_AT_START
+    # ... but a worker that peaks a quarter of the load lower loaded something else
+    less = [(t, mib * 0.7) for t, mib in STEP_AT_START]
+    assert _variant(_timed(11, 0, STEP_AT_START), _timed(12, 1, less)) == COW_ALLOCATING

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from dlprobe.analysis.model import load_run
 from dlprobe.analysis.report import build_report
-from dlprobe.render.terminal import run_summary
+from dlprobe.render.terminal import finding_panel, run_summary
 
 
 def _write_run(path):
@@ -68,3 +68,32 @@ def test_summary_text_at_fixed_width(tmp_path):
     ]
     for line in expected_lines:
         assert line in text.splitlines(), f"missing line: {line!r}\n{text}"
+
+
+def _text(renderable, width: int) -> str:
+    console = Console(width=width, color_system=None, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_a_worker_line_without_a_reading_says_not_measured_never_a_placeholder():
+    row = {"pid": 22037, "worker_id": 0, "uss_start_bytes": None, "uss_peak_bytes": 72 * 2**20,
+           "uss_growth_bytes": 61 * 2**20, "pss_growth_bytes": None, "rss_growth_bytes": None, "cow_bytes": 0,
+           "anon_growth_bytes": None, "pss_file_growth_bytes": 0, "pss_shmem_growth_bytes": None}  # fmt: skip
+    finding = {"severity": "warning", "code": "cow-growth", "title": "t", "detail": "d", "fix": "f",
+               "evidence": {"workers": [row]}}  # fmt: skip
+    text = " ".join(_text(finding_panel(finding), 200).split())
+    assert "worker 0 (pid 22037): USS peak 72.0 MiB (+61.0 MiB), PSS not measured, RSS not measured; " in text
+    assert "new anonymous not measured" in text and "shm not measured" in text
+    assert " - " not in text and "+-" not in text and "+not" not in text
+
+
+def test_a_number_and_its_unit_stay_on_one_line_of_a_box():
+    title = "Workers grew by " + "+99.3 MiB, " * 12 + "then stayed for 12 s and 3 min"
+    finding = {"severity": "warning", "code": "cow-growth", "title": title, "detail": "d", "fix": "f"}
+    for width in range(30, 90):
+        lines = _text(finding_panel(finding), width).splitlines()
+        # no line of the box ends on a bare number, nor starts its text with a unit
+        assert not any(line.rstrip(" │").endswith(("+99.3", " 12", " 3")) for line in lines), (width, lines)
+        assert not any(line.lstrip("│ ").startswith(("MiB", "s ", "min")) for line in lines), (width, lines)
+    assert "+99.3 MiB" in _text(finding_panel(finding), 60)  # the space is a plain one again once wrapped

@@ -142,5 +142,11 @@ def test_the_supervisors_cpu_budget_is_a_line_of_the_report_never_a_finding():
         "dlprobe's own cost: 4.0% of one core over 3 s (cap 3% of any 10 s), most of it starting up; "
         "1 memory reading of moving processes deferred (every process still read at least every 5 s)"
     )
+    # Under a second, or not recorded: never "over 0 s".
+    run.result["supervisor"] = {"cpu_budget": 0.03, "cpu_share": 0.038, "wall_s": 0.4}
+    assert probe_cost_line(build_report(run, [])) == "dlprobe's own cost: 3.8% of one core over 0.4 s (cap 3%)"
+    for wall in (0.01, 0.0, None):
+        run.result["supervisor"]["wall_s"] = wall
+        assert probe_cost_line(build_report(run, [])) == "dlprobe's own cost: 3.8% of one core (cap 3%)"
     del run.result["supervisor"]
     assert probe_cost_line(build_report(run, [])) is None

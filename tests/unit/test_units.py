@@ -6,7 +6,7 @@ from dlprobe.units import format_bytes, parse_bytes, parse_duration
 
 
 def test_format_bytes():
-    assert format_bytes(None) == "-"
+    assert format_bytes(None) == "not measured"  # never a "-" placeholder for a missing reading
     assert format_bytes(512) == "512 B"
     assert format_bytes(1536) == "1.5 KiB"
     assert format_bytes(-3 * 1024**3) == "-3.0 GiB"
