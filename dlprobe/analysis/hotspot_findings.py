@@ -10,6 +10,7 @@ from dlprobe.analysis.loop_timing import loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stackfile import StackCount
 from dlprobe.analysis.throughput_findings import INPUT_BOUND_SHARE
+from dlprobe.analysis.worker_cpu import IO_BOUND, idle_worker_ids, loader_cpu
 
 MIN_SAMPLES = 10
 TOP_FUNCTIONS = 6
@@ -107,20 +108,46 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
             "dataset code": f"Speed up {top[0]['function']} (the top function below): it is your dataset's own code.",
         }[main_cat]
         where = "workers" if loader.num_workers else "main process (num_workers=0) inside fetch()"
+        spread = ", ".join(f"{s['category']} {100 * s['share']:.0f}%" for s in shares[:3])
+        title = f"Loader {loader.loader_id}'s data loading time goes to {spread}"
+        detail = (
+            f"{total:,} py-spy samples of the {where} at {run.stacks.rate if run.stacks else '?'} Hz while "
+            f"the loop waited for data {100 * timing.wait_share:.0f}% of the time, so this is the work to "
+            "make cheaper."
+        )
+        evidence: dict[str, Any] = {"samples": total, "categories": shares, "top_functions": top}
+        cpu = loader_cpu(run, loader, idle_worker_ids(loader))
+        if cpu is not None:
+            evidence.update(cpu.evidence())
+        if cpu is not None and cpu.bound == IO_BOUND:
+            # py-spy leaves out samples of a thread that is not running, so a sleeping worker's profile shows only
+            # its sliver of CPU work as 100%: making that code faster would not shorten the waits.
+            title = (
+                f"Loader {loader.loader_id}'s workers mostly wait, they do not compute: {cpu.describe()}; their CPU "
+                f"time goes to {spread}"
+            )
+            detail = (
+                f"{total:,} py-spy samples of the workers at {run.stacks.rate if run.stacks else '?'} Hz cover only "
+                f"their time on a CPU ({100 * cpu.cpu_share:.0f}% of it, from /proc/PID/stat); the rest they sleep "
+                "(a read, the network, a lock), which py-spy does not sample."
+            )
+            fix = (
+                "Speeding up the CPU code would barely help: overlap the waits with more workers (see input-bound for "
+                "the number), read from faster or local storage, or read in larger chunks."
+                f" {top[0]['function']} is where their few CPU samples fall."
+            )
+        else:
+            title += f"; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)"
+            if cpu is not None:
+                detail += f" The workers are {cpu.bound}: {cpu.describe()}."
         findings.append(
             Finding(
                 code="worker-hotspots",
                 severity="info",
-                title=f"Loader {loader.loader_id}'s data loading time goes to "
-                + ", ".join(f"{s['category']} {100 * s['share']:.0f}%" for s in shares[:3])
-                + f"; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)",
-                detail=(
-                    f"{total:,} py-spy samples of the {where} at {run.stacks.rate if run.stacks else '?'} Hz while "
-                    f"the loop waited for data {100 * timing.wait_share:.0f}% of the time, so this is the work to "
-                    "make cheaper."
-                ),
+                title=title,
+                detail=detail,
                 fix=fix,
-                evidence={"samples": total, "categories": shares, "top_functions": top},
+                evidence=evidence,
                 loader_id=loader.loader_id,
             )
         )

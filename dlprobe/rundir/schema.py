@@ -142,6 +142,11 @@ EV_PROCESS = "process"
 SAMPLE_PROC = "proc"  # a process seen for the first time
 SAMPLE_READING = "s"  # one round of readings (per process and for the system)
 SAMPLE_GONE = "gone"  # a process ended
+# Fields of a process's reading besides its memory (rss, uss, ... in bytes): CPU seconds it has used (utime+stime,
+# /proc/PID/stat) and seconds it has waited for a core (/proc/PID/schedstat), both cumulative since it started;
+# absent where they could not be read (runs recorded before dlprobe read them too).
+SAMPLE_CPU = "cpu"
+SAMPLE_RUN_DELAY = "runq"
 
 # --- meta.json: how the target was started -----------------------------------------------------------------
 LAUNCH_SCRIPT = "script"  # dlprobe run train.py ARGS
@@ -245,7 +250,7 @@ class Sample(TypedDict, total=False):
     pid: int
     ppid: int | None
     comm: str | None
-    p: dict[str, dict[str, int | None]]  # pid (as text) -> rss/uss/pss/swap
+    p: dict[str, dict[str, int | float | None]]  # pid (as text) -> rss/uss/pss/swap, SAMPLE_CPU, SAMPLE_RUN_DELAY
     shm: dict[str, int]
     avail: int | None
     cg: dict[str, int | None]
