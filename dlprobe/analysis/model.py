@@ -235,8 +235,10 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
             epoch.waits.extend(ev.get("waits") or [])
             epoch.batches = len(epoch.waits)
             epoch.t_last_batch = ev["t"]
+            epoch.worker_batches = ev.get("worker_batches", epoch.worker_batches)
         elif kind == EV_EPOCH_END and lo.epochs:
             lo.epochs[-1].t_end = ev["t"]
+            lo.epochs[-1].worker_batches = ev.get("worker_batches", lo.epochs[-1].worker_batches)
         elif kind == EV_BATCH_INFO and lo.batch_info is None:
             lo.batch_info = {k: ev.get(k) for k in ("bytes", "leaves")}
         elif kind == EV_LOADER_ERROR:

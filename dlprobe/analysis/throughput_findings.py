@@ -10,7 +10,7 @@ from dlprobe.analysis.loop_timing import LoopTiming, events_of, loop_timing, rec
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.analysis.worker_cpu import CPU_BOUND, IO_BOUND, MIXED, LoaderCpu, idle_worker_ids, loader_cpu
-from dlprobe.rundir.schema import EV_ACCEL
+from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS
 from dlprobe.units import format_bytes
 
 INPUT_BOUND_SHARE = 0.3  # the loop waits for data at least this share of its steady time
@@ -338,6 +338,110 @@ def find_too_many_workers(run: RunData) -> list[Finding]:
                 + (" and shrink per-worker memory (see cow-growth)" if over_memory else "")
                 + "; `dlprobe tune` measures the throughput of each choice.",
                 evidence=evidence,
+                loader_id=loader.loader_id,
+            )
+        )
+    return findings
+
+
+def _world_size(run: RunData, loader: LoaderRecord) -> int:
+    """How many ranks read the same data: the world size the loader's process reported (1 outside a job)."""
+    sizes = [e.get("world_size") for e in events_of(run, EV_PROCESS) if e.get("pid") == loader.writer]
+    known = [int(size) for size in sizes if isinstance(size, int) and size > 0]
+    return known[-1] if known else 1
+
+
+def _shard_knob(dataset_type: str, shards: int) -> str:
+    """How the user's library sets the number of shards, for the dataset class the probe saw."""
+    if dataset_type.startswith("datasets."):
+        return (
+            f"HuggingFace datasets: ds.to_iterable_dataset(num_shards={shards}) (or save the data as {shards}+ files)"
+        )
+    if "webdataset" in dataset_type:
+        return f"webdataset: at least {shards} shard files (e.g. shards-{{000000..{shards - 1:06d}}}.tar)"
+    return f"your dataset: split the data into at least {shards} shards (files, line ranges, streams)"
+
+
+def find_idle_workers(run: RunData) -> list[Finding]:
+    """Workers that delivered no batch in an epoch: for an IterableDataset, fewer shards than workers x ranks."""
+    findings = []
+    for loader in run.loaders:
+        nw = loader.num_workers
+        iterable = bool(loader.dataset.get("iterable"))
+        idle_epochs: list[tuple[int, list[int], int]] = []
+        for epoch in loader.epochs:
+            counts = epoch.worker_batches
+            # Only an epoch that ran to its end has its final counts: a worker may still be on its first batch.
+            if nw < 2 or counts is None or epoch.t_end is None:
+                continue
+            # A map-style loader sends indices to the workers in turn, so an epoch of fewer batches than workers
+            # leaves some without a batch by arithmetic, not by a fault.
+            if not iterable and sum(counts) < nw:
+                continue
+            idle = [worker_id for worker_id, count in enumerate(counts) if count == 0]
+            if idle:
+                idle_epochs.append((epoch.epoch, idle, sum(counts)))
+        if not idle_epochs:
+            continue
+        first_epoch, idle, batches = idle_epochs[0]
+        busy = nw - len(idle)
+        ranks = _world_size(run, loader)
+        streams = nw * ranks
+        shards = loader.dataset.get("shards")
+        names = ", ".join(str(i) for i in idle)
+        later = ", ".join(str(e) for e, _, _ in idle_epochs[1:])
+        idle_bytes = [
+            metric_summary(p.series, "uss")["peak"] for p in run.workers(loader.loader_id) if p.worker_id in idle
+        ]
+        if iterable:
+            reason = (
+                f"Its IterableDataset gave data to only {busy} of {nw} workers"
+                + (f" on each of {ranks} ranks" if ranks > 1 else "")
+                + (f": it has {shards} shard(s)" if isinstance(shards, int) else "")
+                + ". A dataset that splits its shards by worker (get_worker_info(): worker k reads shards k, k+n, ...)"
+                + (" and by rank" if ranks > 1 else "")
+                + f" needs at least {streams} shards (num_workers x ranks) to give each worker one; with fewer, the "
+                "rest start, hold their memory and read nothing."
+            )
+            knob = _shard_knob(loader.dataset.get("type") or "", streams)
+            fix = (
+                f"DataLoader(..., num_workers={busy}) for the same throughput at less memory, or at least {streams} "
+                f"shards (a multiple of {streams}) to keep {nw} workers busy: {knob}."
+            )
+        else:
+            reason = (
+                f"The epoch had {batches} batches for {nw} workers, so each should have got one in turn; the idle "
+                "ones never delivered (a custom iterator, or a worker that stopped)."
+            )
+            fix = f"Check why worker(s) {names} delivered nothing; DataLoader(..., num_workers={busy}) uses what works."
+        findings.append(
+            Finding(
+                code="idle-workers",
+                severity="warning",
+                title=f"Worker{'s' if len(idle) > 1 else ''} {names} of loader {loader.loader_id} delivered no batch "
+                f"in epoch {first_epoch}" + (f" (and in epoch(s) {later})" if later else ""),
+                detail=reason
+                + (
+                    f" The idle workers held {format_bytes(sum(b for b in idle_bytes if b))} of private memory."
+                    if any(idle_bytes)
+                    else ""
+                ),
+                fix=fix,
+                evidence={
+                    "num_workers": nw,
+                    "idle_worker_ids": idle,
+                    "epochs": [e for e, _, _ in idle_epochs],
+                    "worker_batches": next(
+                        e.worker_batches for e in loader.epochs if e.epoch == first_epoch and e.worker_batches
+                    ),
+                    "iterable": iterable,
+                    "world_size": ranks,
+                    "shards": shards,
+                    # The condition, said: a map-style epoch with fewer batches than workers is never counted.
+                    "condition": "iterable dataset, epoch ended"
+                    if iterable
+                    else f"map-style, epoch ended with {batches} >= {nw} batches",
+                },
                 loader_id=loader.loader_id,
             )
         )

@@ -234,12 +234,14 @@ class BatchesEvent(Event, total=False):
     epoch: int
     waits: list[float]
     total: int
+    worker_batches: list[int]  # batches each worker (by worker id) delivered this epoch so far; absent: not known
 
 
 class EpochEndEvent(Event, total=False):
     loader: int
     epoch: int
     batches: int
+    worker_batches: list[int]
 
 
 class Sample(TypedDict, total=False):

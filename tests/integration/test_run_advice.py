@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import SCRIPTS
 
 ADVICE = {"input-bound", "too-many-workers", "pin-memory", "dtype-waste", "iterable-duplicates", "slow-start",
@@ -206,3 +208,35 @@ def test_cpu_bound_loader_on_all_cores_is_not_told_to_add_workers(probe):
     assert "make each sample cheaper" in finding["fix"] and "CPU-bound" in finding["title"]
     for hotspots in result.findings("worker-hotspots"):
         assert "mostly wait" not in hotspots["title"] and "expensive_transform" in hotspots["title"]
+
+
+def _worker_batches(run_dir) -> list[list[int]]:
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    return [e["worker_batches"] for e in events if e["ev"] == "epoch_end"]
+
+
+def test_an_iterable_dataset_with_two_shards_and_four_workers_gets_idle_workers(probe):
+    result = probe("iterable_shards_by_worker.py", "2", "4")
+    assert result.returncode == 0, result.stderr
+    assert "read 128 samples from 2 shards with 4 workers" in result.stdout  # the probe left the loop alone
+    assert _worker_batches(result.run_dir) == [[8, 8, 0, 0]]
+    [finding] = result.findings("idle-workers")
+    assert finding["title"] == "Workers 2, 3 of loader 0 delivered no batch in epoch 0"
+    assert "only 2 of 4 workers" in finding["detail"] and "num_workers=2" in finding["fix"]
+
+
+def test_an_iterable_dataset_with_a_shard_per_worker_has_no_idle_workers(probe):
+    result = probe("iterable_shards_by_worker.py", "2", "2")
+    assert result.returncode == 0, result.stderr
+    assert _worker_batches(result.run_dir) == [[8, 8]]
+    assert result.findings("idle-workers") == []
+
+
+def test_huggingface_to_iterable_dataset_with_fewer_shards_names_num_shards(probe):
+    pytest.importorskip("datasets")
+    result = probe("hf_iterable_shards.py", "2", "4")
+    assert result.returncode == 0, result.stderr
+    assert "samples 512" in result.stdout
+    [finding] = result.findings("idle-workers")
+    assert finding["evidence"]["shards"] == 2 and finding["evidence"]["idle_worker_ids"] == [2, 3]
+    assert "to_iterable_dataset(num_shards=4)" in finding["fix"]
