@@ -9,8 +9,15 @@ from typing import Any
 from dlprobe.analysis.loop_timing import LoopTiming, events_of, loop_timing, recorded_usable_cores
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
-from dlprobe.analysis.worker_cpu import CPU_BOUND, IO_BOUND, MIXED, LoaderCpu, idle_worker_ids, loader_cpu
-from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS
+from dlprobe.analysis.worker_cpu import (
+    CPU_BOUND,
+    IO_BOUND,
+    MIXED,
+    LoaderCpu,
+    idle_worker_ids,
+    loader_cpu,
+)
+from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS, WORKER_CAP
 from dlprobe.units import format_bytes
 
 INPUT_BOUND_SHARE = 0.3  # the loop waits for data at least this share of its steady time
@@ -18,9 +25,6 @@ INPUT_BOUND_MIN_SPAN_S = 0.5
 HEADROOM = 1.25  # workers to ask for beyond the bare estimate, so a slow batch does not stall the loop
 BURSTY_P95 = 4.0  # p95 wait this many times the median: deeper prefetching smooths it
 MEMORY_SHARE = 0.9  # workers may use this much of the memory left for them
-# The most workers advised, whatever the model of the loader says: each is a process with its own memory, file
-# handles and start-up time, and storage that one machine reads from stops scaling somewhere.
-WORKER_CAP = 32
 QUEUED_SHARE = 0.3  # workers queued for a core this share of their time: the cores are full, say so
 PLAN_LIMITS = ("memory", "cores", "loop", "cap")  # what can bound the advised num_workers; ties go to the first
 NO_ACCELERATOR_WARNING = (

@@ -13,12 +13,11 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import steady_window
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData
+from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
 
 # Less wall time than this, summed over the workers' steady windows, is too little to divide by: the CPU clock
 # ticks in 10 ms steps and the readings come every 0.25 s.
 MIN_WALL_S = 0.5
-CPU_BOUND_SHARE = 0.7  # workers on a CPU or queued for one at least this share of their time: CPU-bound
-IO_BOUND_WAIT = 0.5  # workers asleep at least this share: I/O-bound (more workers overlap the waits)
 CPU_BOUND, IO_BOUND, MIXED = "CPU-bound", "I/O-bound", "partly CPU-bound"
 
 

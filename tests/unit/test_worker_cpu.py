@@ -8,8 +8,9 @@ import pytest
 from dlprobe.analysis.hotspot_findings import find_worker_hotspots
 from dlprobe.analysis.model import Epoch, RunData
 from dlprobe.analysis.stackfile import StackCount, StackProfile
-from dlprobe.analysis.throughput_findings import WORKER_CAP, find_input_bound, find_too_many_workers
+from dlprobe.analysis.throughput_findings import find_input_bound, find_too_many_workers
 from dlprobe.analysis.worker_cpu import CPU_BOUND, IO_BOUND, MIXED, loader_cpu
+from dlprobe.rundir.schema import WORKER_CAP
 from tests.unit.fakes import cpu_series, loader, run, series, worker
 
 WAIT_S, STEP_S, BATCHES = 0.08, 0.002, 40  # the loop waits 80 ms per batch for 2 ms of its own work
