@@ -327,6 +327,18 @@ def find_too_many_workers(run: RunData) -> list[Finding]:
                 f"over an epoch and only {format_bytes(evidence['memory_for_workers_bytes'])} is left for workers"
             )
         evidence["workers_that_fit"] = fit
+        timing = loop_timing(loader)
+        consumer = ""
+        if timing is not None and timing.span_s >= INPUT_BOUND_MIN_SPAN_S:
+            evidence["loop_wait_share"] = round(timing.wait_share, 3)
+            if timing.wait_share < INPUT_BOUND_SHARE:
+                # Not starved: fewer workers lose nothing while the loop's own step sets the pace (and workers
+                # asleep here wait for indices, not for reads: they are not I/O-bound).
+                evidence["bound"] = "consumer-bound"
+                consumer = (
+                    f" The loop itself is the bottleneck (consumer-bound: it waited for data only "
+                    f"{100 * timing.wait_share:.0f}% of the time), so fewer workers keep up."
+                )
         findings.append(
             Finding(
                 code="too-many-workers",
@@ -336,7 +348,7 @@ def find_too_many_workers(run: RunData) -> list[Finding]:
                     "Workers that want the CPU beyond the usable cores (affinity mask and cgroup CPU quota) only add "
                     "context switches, memory and in-flight batches in /dev/shm; PyTorch's own check looks at the "
                     "affinity mask only. Workers beyond the memory left for them end in 'DataLoader worker (pid N) "
-                    "is killed by signal: Killed.'"
+                    "is killed by signal: Killed.'" + consumer
                 ),
                 fix=f"DataLoader(..., num_workers={fit})"
                 + (" and shrink per-worker memory (see cow-growth)" if over_memory else "")

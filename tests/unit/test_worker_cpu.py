@@ -96,6 +96,16 @@ def test_more_workers_than_cores_are_too_many_only_when_they_want_the_cpu():
     assert "95% of its time" in finding.title
 
 
+def test_too_many_workers_for_a_loop_that_does_not_wait_says_it_is_consumer_bound():
+    fed = _starved(8, 0.25, 0.7)
+    fed.loaders[0].epochs[0].waits = [0.002] * BATCHES  # the loop waits 2 ms of each 84 ms: its step sets the pace
+    [finding] = find_too_many_workers(fed)
+    assert finding.evidence["bound"] == "consumer-bound" and finding.evidence["loop_wait_share"] < 0.3
+    assert "consumer-bound: it waited for data only 2% of the time" in finding.detail
+    [starved] = find_too_many_workers(_starved(8, 0.25, 0.7))
+    assert starved.evidence["bound"] == "CPU-bound" and "consumer-bound" not in starved.detail
+
+
 HOT = [StackCount(1000, ["_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:50)",
                          "RemoteBlobs.__getitem__ (train.py:12)"], 40)]  # fmt: skip
 
