@@ -116,9 +116,14 @@ def _measured_advice(
             CPU_BOUND: f"{nw} worker(s) use {demand:.1f} of {cores} usable core(s)",
         }[cpu.bound]
         fix = (
-            f"num_workers={plan.workers}: {why}. Predicted {_rate_text(loader, plan.batches_per_s)} against "
-            f"{_rate_text(loader, plan.batches_per_s_now)} now; {_LIMIT_WORDS[plan.limit]} set(s) the number"
-            + (f" ({fit_memory} fit the memory left for workers)" if fit_memory is not None else "")
+            f"{why[:1].upper()}{why[1:]}. Predicted {_rate_text(loader, plan.batches_per_s)} against "
+            f"{_rate_text(loader, plan.batches_per_s_now)} now. The number is set by {_LIMIT_WORDS[plan.limit]}"
+            + (
+                f" (each worker wants a core {100 * cpu.busy_share:.0f}% of its time, so {plan.workers} fill {cores})"
+                if plan.limit == "cores"
+                else ""
+            )
+            + (f"; {fit_memory} fit the memory left for workers" if fit_memory is not None else "")
             + ". Measure it with `dlprobe tune`."
         )
         return plan.workers, fix, evidence
