@@ -120,21 +120,22 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
         if cpu is not None:
             evidence.update(cpu.evidence())
         if cpu is not None and cpu.bound == IO_BOUND:
-            # py-spy leaves out samples of a thread that is not running, so a sleeping worker's profile shows only
-            # its sliver of CPU work as 100%: making that code faster would not shorten the waits.
+            # py-spy samples blocked threads too (--idle), so a sleeping worker's profile puts all its time in the
+            # function that waits; the CPU time read from /proc says that time is waiting, not work to optimise.
             title = (
-                f"Loader {loader.loader_id}'s workers mostly wait, they do not compute: {cpu.describe()}; their CPU "
-                f"time goes to {spread}"
+                f"Loader {loader.loader_id}'s workers mostly wait, they do not compute ({cpu.describe()}): their "
+                f"time goes to {spread}; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)"
             )
             detail = (
-                f"{total:,} py-spy samples of the workers at {run.stacks.rate if run.stacks else '?'} Hz cover only "
-                f"their time on a CPU ({100 * cpu.cpu_share:.0f}% of it, from /proc/PID/stat); the rest they sleep "
-                "(a read, the network, a lock), which py-spy does not sample."
+                f"{total:,} py-spy samples of the workers at {run.stacks.rate if run.stacks else '?'} Hz, blocked ones "
+                f"included, place the time; /proc/PID/stat says the workers were on a CPU only "
+                f"{100 * cpu.cpu_share:.0f}% of it, so the time in these functions is spent waiting (a read, the "
+                "network, a lock, a sleep), not computing."
             )
             fix = (
-                "Speeding up the CPU code would barely help: overlap the waits with more workers (see input-bound for "
-                "the number), read from faster or local storage, or read in larger chunks."
-                f" {top[0]['function']} is where their few CPU samples fall."
+                f"Speeding up the Python code would barely help: {top[0]['function']} waits. Overlap the waits with "
+                "more workers (see input-bound for the number), read from faster or local storage, or read in larger "
+                "chunks."
             )
         else:
             title += f"; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)"
