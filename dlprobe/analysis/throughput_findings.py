@@ -199,10 +199,10 @@ def find_input_bound(run: RunData) -> list[Finding]:
                 " The workers' CPU time was not measured, so whether they compute or wait (CPU- or I/O-bound) is "
                 "not known."
             )
-        others = [c for c in changes if not c.startswith("num_workers=")]
-        if worker_fix:
-            fix = f"DataLoader(..., {', '.join(changes)}). " if changes else ""
-            fix += worker_fix + (f" Also set {', '.join(others)}." if others and suggested <= nw else "")
+        if worker_fix and suggested > nw:
+            fix = f"DataLoader(..., {', '.join(changes)}). {worker_fix}"
+        elif worker_fix:
+            fix = worker_fix + (f" Also set {', '.join(changes)}." if changes else "")
         elif suggested > nw:
             fix = (
                 f"DataLoader(..., {', '.join(changes)}): about {suggested} worker(s) produce batches as fast as the "

@@ -72,6 +72,17 @@ def test_cpu_bound_workers_on_all_cores_are_told_to_make_samples_cheaper():
     assert finding.evidence["bound"] == CPU_BOUND and finding.evidence["suggested_num_workers"] == 2
     assert "will not help" in finding.fix and "make each sample cheaper" in finding.fix
     assert "queued for a core 40%" in finding.fix  # the cores are full, whoever else uses them
+
+
+def test_cpu_bound_advice_over_restarted_epochs_asks_for_persistent_workers_once():
+    r = _starved(2, 0.3, 0.4)
+    first = r.loaders[0].epochs[0]
+    assert first.t_end is not None
+    later = first.t_end + 1.0
+    r.loaders[0].epochs.append(Epoch(1, later, 0.0, t_end=later + first.t_end - 100.0, batches=BATCHES,
+                                     waits=[WAIT_S] * BATCHES))  # fmt: skip
+    [finding] = find_input_bound(r)
+    assert finding.fix.count("persistent_workers=True") == 1 and finding.fix.endswith("persistent_workers=True.")
     assert "num_workers=3" not in finding.fix
 
 
