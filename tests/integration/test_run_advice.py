@@ -192,6 +192,7 @@ def test_io_bound_loader_on_all_cores_is_told_it_waits_and_given_more_workers_th
     assert evidence["predicted_batches_per_s"] > evidence["batches_per_s"]
     assert f"num_workers={evidence['suggested_num_workers']}" in finding["fix"]
     assert "will not help" not in finding["fix"] and "I/O-bound" in finding["title"]
+    assert result.report["loaders"][0]["worker_time"]["wait_share"] == evidence["worker_wait_share"]
     assert result.findings("too-many-workers") == []
     for hotspots in result.findings("worker-hotspots"):  # only with enough py-spy samples of the workers' CPU time
         assert "mostly wait" in hotspots["title"] and "Speed up" not in hotspots["fix"]
@@ -220,6 +221,7 @@ def test_an_iterable_dataset_with_two_shards_and_four_workers_gets_idle_workers(
     assert result.returncode == 0, result.stderr
     assert "read 128 samples from 2 shards with 4 workers" in result.stdout  # the probe left the loop alone
     assert _worker_batches(result.run_dir) == [[8, 8, 0, 0]]
+    assert result.report["loaders"][0]["worker_batches"] == [[8, 8, 0, 0]]
     [finding] = result.findings("idle-workers")
     assert finding["title"] == "Workers 2, 3 of loader 0 delivered no batch in epoch 0"
     assert "only 2 of 4 workers" in finding["detail"] and "num_workers=2" in finding["fix"]
