@@ -380,7 +380,7 @@ def _shard_knob(dataset_type: str, shards: int) -> str:
         )
     if "webdataset" in dataset_type:
         return f"webdataset: at least {shards} shard files (e.g. shards-{{000000..{shards - 1:06d}}}.tar)"
-    return f"your dataset: split the data into at least {shards} shards (files, line ranges, streams)"
+    return f"a hand-written dataset: split the data into at least {shards} shards (files, line ranges, streams)"
 
 
 def find_idle_workers(run: RunData) -> list[Finding]:
@@ -415,19 +415,29 @@ def find_idle_workers(run: RunData) -> list[Finding]:
             metric_summary(p.series, "uss")["peak"] for p in run.workers(loader.loader_id) if p.worker_id in idle
         ]
         if iterable:
+            # In a job this is one rank's view: other ranks may have fed all their workers.
+            whose = f"this rank's {nw} workers (one of {ranks} ranks)" if ranks > 1 else f"its {nw} workers"
             reason = (
-                f"Its IterableDataset gave data to only {busy} of {nw} workers"
-                + (f" on each of {ranks} ranks" if ranks > 1 else "")
+                (
+                    f"Its IterableDataset gave data to only {busy} of {whose}"
+                    if busy
+                    else f"No data reached any of {whose}"
+                )
                 + (f": it has {shards} shard(s)" if isinstance(shards, int) else "")
                 + ". A dataset that splits its shards by worker (get_worker_info(): worker k reads shards k, k+n, ...)"
                 + (" and by rank" if ranks > 1 else "")
                 + f" needs at least {streams} shards (num_workers x ranks) to give each worker one; with fewer, the "
-                "rest start, hold their memory and read nothing."
+                "rest start, hold their memory and read nothing"
+                + (", and a rank with no shard at all trains on nothing (see uneven-ranks)." if ranks > 1 else ".")
             )
-            knob = _shard_knob(loader.dataset.get("type") or "", streams)
+            more = f"at least {streams} shards (a multiple of {streams}) to keep every worker busy: " + _shard_knob(
+                loader.dataset.get("type") or "", streams
+            )
+            # Fewer workers is the other way out only for a single process: across ranks the shards must cover all.
             fix = (
-                f"DataLoader(..., num_workers={busy}) for the same throughput at less memory, or at least {streams} "
-                f"shards (a multiple of {streams}) to keep {nw} workers busy: {knob}."
+                f"DataLoader(..., num_workers={busy}) for the same throughput at less memory, or {more}."
+                if busy and ranks == 1
+                else f"Use {more}."
             )
         else:
             reason = (

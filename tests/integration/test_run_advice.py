@@ -224,7 +224,7 @@ def test_an_iterable_dataset_with_two_shards_and_four_workers_gets_idle_workers(
     assert result.report["loaders"][0]["worker_batches"] == [[8, 8, 0, 0]]
     [finding] = result.findings("idle-workers")
     assert finding["title"] == "Workers 2, 3 of loader 0 delivered no batch in epoch 0"
-    assert "only 2 of 4 workers" in finding["detail"] and "num_workers=2" in finding["fix"]
+    assert "only 2 of its 4 workers" in finding["detail"] and "num_workers=2" in finding["fix"]
 
 
 def test_an_iterable_dataset_with_a_shard_per_worker_has_no_idle_workers(probe):

@@ -24,15 +24,22 @@ def test_an_iterable_dataset_with_fewer_shards_than_workers_names_the_idle_ones_
     [finding] = find_idle_workers(_run([8, 8, 0, 0]))
     assert finding.title == "Workers 2, 3 of loader 0 delivered no batch in epoch 0"
     assert finding.severity == "warning" and finding.evidence["idle_worker_ids"] == [2, 3]
-    assert "only 2 of 4 workers" in finding.detail and "at least 4 shards" in finding.detail
+    assert "only 2 of its 4 workers" in finding.detail and "at least 4 shards" in finding.detail
     assert finding.fix.startswith("DataLoader(..., num_workers=2)") and "at least 4 shards" in finding.fix
 
 
 def test_huggingface_shards_and_ranks_name_the_knob_and_count_workers_times_ranks():
     [finding] = find_idle_workers(_run([5, 0], dataset_type="datasets.iterable_dataset.IterableDataset", shards=2,
                                        world_size=2))  # fmt: skip
-    assert "it has 2 shard(s)" in finding.detail and "on each of 2 ranks" in finding.detail
+    assert "it has 2 shard(s)" in finding.detail and "one of 2 ranks" in finding.detail
     assert "to_iterable_dataset(num_shards=4)" in finding.fix and finding.evidence["world_size"] == 2
+    assert "num_workers=" not in finding.fix  # across ranks the shards must cover every (rank, worker)
+
+
+def test_a_rank_whose_workers_all_got_nothing_is_told_to_add_shards_not_num_workers_0():
+    [finding] = find_idle_workers(_run([0, 0], world_size=2))
+    assert "No data reached any of this rank's 2 workers" in finding.detail and "uneven-ranks" in finding.detail
+    assert finding.fix.startswith("Use at least 4 shards") and "num_workers=0" not in finding.fix
 
 
 def test_every_worker_delivering_or_an_epoch_cut_short_is_not_idle():
