@@ -29,6 +29,7 @@ ANALYZERS: list[Analyzer] = [
     shm_findings.find_shm_pressure,
     throughput_findings.find_input_bound,
     throughput_findings.find_too_many_workers,
+    throughput_findings.find_idle_workers,
     throughput_findings.find_pin_memory,
     batch_findings.find_dtype_waste,
     batch_findings.find_iterable_duplicates,

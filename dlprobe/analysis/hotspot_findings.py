@@ -10,6 +10,7 @@ from dlprobe.analysis.loop_timing import loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stackfile import StackCount
 from dlprobe.analysis.throughput_findings import INPUT_BOUND_SHARE
+from dlprobe.analysis.worker_cpu import IO_BOUND, idle_worker_ids, loader_cpu
 
 MIN_SAMPLES = 10
 TOP_FUNCTIONS = 6
@@ -109,20 +110,47 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
             f"{100 * top[0]['share']:.0f}% of the loading samples (the next functions are in the evidence).",
         }[main_cat]
         where = "workers" if loader.num_workers else "main process (num_workers=0) inside fetch()"
+        spread = ", ".join(f"{s['category']} {100 * s['share']:.0f}%" for s in shares[:3])
+        title = f"Loader {loader.loader_id}'s data loading time goes to {spread}"
+        detail = (
+            f"{total:,} py-spy samples of the {where} at {run.stacks.rate if run.stacks else '?'} Hz while "
+            f"the loop waited for data {100 * timing.wait_share:.0f}% of the time, so this is the work to "
+            "make cheaper."
+        )
+        evidence: dict[str, Any] = {"samples": total, "categories": shares, "top_functions": top}
+        cpu = loader_cpu(run, loader, idle_worker_ids(loader))
+        if cpu is not None:
+            evidence.update(cpu.evidence())
+        if cpu is not None and cpu.bound == IO_BOUND:
+            # py-spy samples blocked threads too (--idle), so a sleeping worker's profile puts all its time in the
+            # function that waits; the CPU time read from /proc says that time is waiting, not work to optimise.
+            title = (
+                f"Loader {loader.loader_id}'s workers mostly wait, they do not compute ({cpu.describe()}): their "
+                f"time goes to {spread}; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)"
+            )
+            detail = (
+                f"{total:,} py-spy samples of the workers at {run.stacks.rate if run.stacks else '?'} Hz, blocked ones "
+                f"included, place the time; /proc/PID/stat says the workers were on a CPU only "
+                f"{100 * cpu.cpu_share:.0f}% of it, so the time in these functions is spent waiting (a read, the "
+                "network, a lock, a sleep), not computing."
+            )
+            fix = (
+                f"Speeding up the Python code would barely help: {top[0]['function']} waits. Overlap the waits with "
+                "more workers (see input-bound for the number), read from faster or local storage, or read in larger "
+                "chunks."
+            )
+        else:
+            title += f"; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)"
+            if cpu is not None:
+                detail += f" The workers are {cpu.bound}: {cpu.describe()}."
         findings.append(
             Finding(
                 code="worker-hotspots",
                 severity="info",
-                title=f"Loader {loader.loader_id}'s data loading time goes to "
-                + ", ".join(f"{s['category']} {100 * s['share']:.0f}%" for s in shares[:3])
-                + f"; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)",
-                detail=(
-                    f"{total:,} py-spy samples of the {where} at {run.stacks.rate if run.stacks else '?'} Hz while "
-                    f"the loop waited for data {100 * timing.wait_share:.0f}% of the time, so this is the work to "
-                    "make cheaper."
-                ),
+                title=title,
+                detail=detail,
                 fix=fix,
-                evidence={"samples": total, "categories": shares, "top_functions": top},
+                evidence=evidence,
                 loader_id=loader.loader_id,
             )
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlprobe.analysis.model import LoaderRecord, RunData
+from dlprobe.analysis.model import Epoch, LoaderRecord, RunData
 
 
 @dataclass
@@ -29,16 +29,23 @@ class LoopTiming:
         return max(0.0, self.span_s - self.wait_s) / self.batches if self.batches else 0.0
 
 
+def steady_window(epoch: Epoch) -> tuple[float, float] | None:
+    """From the epoch's first batch received (start-up over) to its end or last batch; None under 2 batches."""
+    end = epoch.t_end or epoch.t_last_batch
+    if len(epoch.waits) < 2 or end is None:
+        return None
+    return epoch.t_start + epoch.iter_s + epoch.waits[0], end
+
+
 def loop_timing(loader: LoaderRecord) -> LoopTiming | None:
     """Timing over all epochs after each epoch's first batch; None without at least 2 steady batches."""
     waits: list[float] = []
     span = 0.0
     for epoch in loader.epochs:
-        end = epoch.t_end or epoch.t_last_batch
-        if len(epoch.waits) < 2 or end is None:
+        window = steady_window(epoch)
+        if window is None:
             continue
-        first_done = epoch.t_start + epoch.iter_s + epoch.waits[0]
-        span += max(0.0, end - first_done)
+        span += max(0.0, window[1] - window[0])
         waits.extend(epoch.waits[1:])
     if len(waits) < 2 or span <= 0:
         return None

@@ -29,9 +29,11 @@ from dlprobe.rundir.schema import (
     LAUNCH_COMMAND,
     META_FILE,
     RESULT_FILE,
+    SAMPLE_CPU,
     SAMPLE_GONE,
     SAMPLE_PROC,
     SAMPLE_READING,
+    SAMPLE_RUN_DELAY,
     SAMPLES_FILE,
     HangRecord,
     Meta,
@@ -63,8 +65,9 @@ class Finding:
 
 @dataclass
 class Series:
-    """Memory readings of one process over time; all but rss are None where only RSS was read, and the page kinds
-    (anon ... pss_shmem, from smaps_rollup) are None in runs recorded before dlprobe read them."""
+    """Memory (and CPU time) readings of one process over time; all but rss are None where only RSS was read, and
+    the page kinds (anon ... pss_shmem, from smaps_rollup) and cpu/runq are None in runs recorded before dlprobe
+    read them."""
 
     t: list[float] = field(default_factory=list)
     rss: list[int | None] = field(default_factory=list)
@@ -77,6 +80,9 @@ class Series:
     pss_anon: list[int | None] = field(default_factory=list)
     pss_file: list[int | None] = field(default_factory=list)
     pss_shmem: list[int | None] = field(default_factory=list)
+    # Cumulative CPU seconds (utime+stime) and seconds waited for a core (schedstat), None where not read.
+    cpu: list[float | None] = field(default_factory=list)
+    runq: list[float | None] = field(default_factory=list)
 
     def values(self, metric: str) -> list[tuple[float, int]]:
         """(time, value) pairs where the metric was read."""
@@ -103,6 +109,8 @@ class Epoch:
     batches: int = 0
     waits: list[float] = field(default_factory=list)
     t_last_batch: float | None = None
+    # Batches each worker (by worker id) delivered to the loop so far this epoch; None where not recorded.
+    worker_batches: list[int] | None = None
 
 
 @dataclass
@@ -227,8 +235,10 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
             epoch.waits.extend(ev.get("waits") or [])
             epoch.batches = len(epoch.waits)
             epoch.t_last_batch = ev["t"]
+            epoch.worker_batches = ev.get("worker_batches", epoch.worker_batches)
         elif kind == EV_EPOCH_END and lo.epochs:
             lo.epochs[-1].t_end = ev["t"]
+            lo.epochs[-1].worker_batches = ev.get("worker_batches", lo.epochs[-1].worker_batches)
         elif kind == EV_BATCH_INFO and lo.batch_info is None:
             lo.batch_info = {k: ev.get(k) for k in ("bytes", "leaves")}
         elif kind == EV_LOADER_ERROR:
@@ -243,6 +253,8 @@ def _put(series: Series, at: int, t: float, values: dict[str, Any]) -> None:
     series.t.insert(at, t)
     for metric in ("rss", "uss", "pss", "swap", *PAGE_KINDS):
         getattr(series, metric).insert(at, values.get(metric))
+    series.cpu.insert(at, values.get(SAMPLE_CPU))
+    series.runq.insert(at, values.get(SAMPLE_RUN_DELAY))
 
 
 def _append(series: Series, t: float, values: dict[str, Any]) -> None:

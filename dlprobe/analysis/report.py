@@ -11,6 +11,7 @@ from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job
 from dlprobe.analysis.job_findings import analyze_job
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, load_run
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, tree_total, wait_summary
+from dlprobe.analysis.worker_cpu import idle_worker_ids, loader_cpu
 from dlprobe.rundir.schema import ORPHAN_GRACE_S
 from dlprobe.units import format_bytes
 
@@ -41,8 +42,21 @@ def _loader_entry(run: RunData, lo: Any) -> dict[str, Any]:
             for p in sorted(run.workers(lo.loader_id), key=lambda p: (p.worker_id or 0, p.pid))
         ],
         "errors": lo.errors,
+        # Batches each worker delivered, per epoch (None: not recorded), and the workers' time while the loop ran:
+        # on a CPU, queued for one, asleep (None: CPU time not read).
+        "worker_batches": [e.worker_batches for e in lo.epochs],
+        "worker_time": _worker_time(run, lo),
         **wait_summary(lo),
     }
+
+
+def _worker_time(run: RunData, lo: Any) -> dict[str, Any] | None:
+    measured = loader_cpu(run, lo, idle_worker_ids(lo))
+    if measured is None:
+        return None
+    runq = measured.runq_share
+    return {"cpu_share": round(measured.cpu_share, 3), "runq_share": None if runq is None else round(runq, 3),
+            "wait_share": round(measured.wait_share, 3), "wall_s": round(measured.wall_s, 2)}  # fmt: skip
 
 
 def _process_entry(proc: Any) -> dict[str, Any]:

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
-from dlprobe.analysis.loop_timing import events_of, loop_timing, recorded_usable_cores
+from dlprobe.analysis.loop_timing import LoopTiming, events_of, loop_timing, recorded_usable_cores
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
-from dlprobe.rundir.schema import EV_ACCEL
+from dlprobe.analysis.worker_cpu import (
+    CPU_BOUND,
+    IO_BOUND,
+    MIXED,
+    LoaderCpu,
+    idle_worker_ids,
+    loader_cpu,
+)
+from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS, WORKER_CAP
 from dlprobe.units import format_bytes
 
 INPUT_BOUND_SHARE = 0.3  # the loop waits for data at least this share of its steady time
@@ -16,6 +25,8 @@ INPUT_BOUND_MIN_SPAN_S = 0.5
 HEADROOM = 1.25  # workers to ask for beyond the bare estimate, so a slow batch does not stall the loop
 BURSTY_P95 = 4.0  # p95 wait this many times the median: deeper prefetching smooths it
 MEMORY_SHARE = 0.9  # workers may use this much of the memory left for them
+QUEUED_SHARE = 0.3  # workers queued for a core this share of their time: the cores are full, say so
+PLAN_LIMITS = ("memory", "cores", "loop", "cap")  # what can bound the advised num_workers; ties go to the first
 NO_ACCELERATOR_WARNING = (
     "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't be used."
 )
@@ -26,6 +37,116 @@ def suggest_workers(current: int, per_batch_load_s: float, step_s: float, cores:
     # A loop with no work of its own always waits: only the cores bound it.
     needed = cores if step_s <= 1e-4 else math.ceil(HEADROOM * per_batch_load_s / step_s)
     return max(current + 1, min(needed, cores)) if current < cores else current
+
+
+@dataclass
+class WorkerPlan:
+    """How many workers the model of the loader advises, what bounds that number, and the throughput it predicts."""
+
+    workers: int
+    limit: str  # one of PLAN_LIMITS
+    batches_per_s_now: float
+    batches_per_s: float  # predicted at `workers`
+    limits: dict[str, int]
+
+
+def plan_workers(nw: int, timing: LoopTiming, cpu: LoaderCpu, cores: int, fit_memory: int | None) -> WorkerPlan:
+    """The model: while the loop starves, n workers deliver n / (one worker's time per batch) batches per second,
+    until their CPU demand (busy share x n) fills the usable cores, the loop's own step is the limit, memory runs
+    out or the stated cap WORKER_CAP is reached; the smallest of these is the advice."""
+    per_batch = nw * (timing.mean_wait_s + timing.step_s)  # one worker's wall time per batch, the loop starving
+    busy = cpu.busy_share
+    limits = {"cap": WORKER_CAP}
+    if busy > 0:  # no CPU tick at all over the window: the cores bound nothing below the cap
+        limits["cores"] = max(1, int(cores / busy))
+    if timing.step_s > 1e-4:  # a loop with no work of its own takes whatever comes
+        limits["loop"] = math.ceil(HEADROOM * per_batch / timing.step_s)
+    if fit_memory is not None:
+        limits["memory"] = max(1, fit_memory)
+    limit = min(PLAN_LIMITS, key=lambda name: limits.get(name, WORKER_CAP + 1))  # ties: the first in PLAN_LIMITS
+    n = limits[limit]
+
+    def rate(workers: int) -> float:
+        bounds = [workers / per_batch if per_batch > 0 else math.inf]
+        if busy > 0 and per_batch > 0:
+            bounds.append(cores / (busy * per_batch))
+        if timing.step_s > 1e-4:
+            bounds.append(1 / timing.step_s)
+        return min(bounds)
+
+    now = 1 / (timing.mean_wait_s + timing.step_s) if timing.mean_wait_s + timing.step_s > 0 else 0.0
+    return WorkerPlan(n, limit, now, max(now, rate(n)) if n > nw else now, limits)
+
+
+def _rate_text(loader: LoaderRecord, batches_per_s: float) -> str:
+    batch = loader.config.get("batch_size")
+    if isinstance(batch, int) and batch > 0:
+        return f"{batches_per_s * batch:,.0f} samples/s"
+    return f"{batches_per_s:,.1f} batches/s"
+
+
+_LIMIT_WORDS = {
+    "memory": "the memory left for workers",
+    "cores": "the usable cores",
+    "loop": "the loop's own step",
+    "cap": f"dlprobe's cap of {WORKER_CAP} workers",
+}
+
+
+def _measured_advice(
+    loader: LoaderRecord, nw: int, timing: LoopTiming, cpu: LoaderCpu, cores: int, fit_memory: int | None
+) -> tuple[int, str, dict[str, Any]]:
+    """(suggested workers, fix text, evidence) from the workers' measured CPU and waiting shares."""
+    plan = plan_workers(nw, timing, cpu, cores, fit_memory)
+    evidence: dict[str, Any] = {
+        **cpu.evidence(),
+        "model_limits": plan.limits,
+        "model_limit": plan.limit,
+        "batches_per_s": round(plan.batches_per_s_now, 2),
+        "predicted_batches_per_s": round(plan.batches_per_s, 2),
+        "workers_that_fit_memory": fit_memory,
+    }
+    demand = nw * cpu.busy_share
+    if plan.workers > nw:
+        why = {
+            IO_BOUND: f"the workers are asleep {100 * cpu.wait_share:.0f}% of their time, so more of them overlap "
+            "their waits and throughput grows about in proportion",
+            MIXED: f"the workers want a core only {100 * cpu.busy_share:.0f}% of their time ({demand:.1f} of "
+            f"{cores} usable core(s) in all), so more of them fit on the cores",
+            CPU_BOUND: f"{nw} worker(s) use {demand:.1f} of {cores} usable core(s)",
+        }[cpu.bound]
+        fix = (
+            f"{why[:1].upper()}{why[1:]}. Predicted {_rate_text(loader, plan.batches_per_s)} against "
+            f"{_rate_text(loader, plan.batches_per_s_now)} now. The number is set by {_LIMIT_WORDS[plan.limit]}"
+            + (
+                f" (each worker wants a core {100 * cpu.busy_share:.0f}% of its time, so {plan.workers} fill {cores})"
+                if plan.limit == "cores"
+                else ""
+            )
+            + (f"; {fit_memory} fit the memory left for workers" if fit_memory is not None else "")
+            + ". Measure it with `dlprobe tune`."
+        )
+        return plan.workers, fix, evidence
+    if plan.limit == "cores":
+        fix = (
+            f"num_workers={nw} already keeps the usable cores busy: the workers are on a CPU or queued for one "
+            f"{100 * cpu.busy_share:.0f}% of their time ({demand:.1f} of {cores} core(s)"
+            + (
+                f"; queued for a core {100 * (cpu.runq_share or 0):.0f}%: other work shares these cores"
+                if (cpu.runq_share or 0) >= QUEUED_SHARE
+                else ""
+            )
+            + "), so more workers will not help: make each sample cheaper (see worker-hotspots: decode, "
+            "transforms), cache decoded data, or run on more cores."
+        )
+    elif plan.limit == "memory":
+        fix = (
+            f"More workers would overlap more waiting ({cpu.describe()}), but only {fit_memory} fit the memory left "
+            "for workers: shrink each worker's memory (see cow-growth), then add workers."
+        )
+    else:
+        fix = f"num_workers={nw} is at {_LIMIT_WORDS[plan.limit]}: make each sample cheaper to load."
+    return nw, fix, evidence
 
 
 def find_input_bound(run: RunData) -> list[Finding]:
@@ -39,7 +160,19 @@ def find_input_bound(run: RunData) -> list[Finding]:
         # With n workers each one needs n x (wait + step) per batch while the loop is starved; with none the
         # whole load happens inside next(), so the wait is the load time.
         load_s = timing.mean_wait_s if nw == 0 else nw * (timing.mean_wait_s + timing.step_s)
-        suggested = suggest_workers(nw, load_s, timing.step_s, cores)
+        cpu = loader_cpu(run, loader, idle_worker_ids(loader))
+        evidence: dict[str, Any] = {}
+        if nw > 0 and cpu is not None:
+            suggested, worker_fix, evidence = _measured_advice(
+                loader, nw, timing, cpu, cores, _workers_fit_memory(run, loader)[0]
+            )
+        else:
+            # Without workers any number up to the cores helps whatever the loading does; past the cores, only
+            # the workers' measured CPU time could tell, and it is missing.
+            suggested = suggest_workers(nw, load_s, timing.step_s, cores)
+            worker_fix = ""
+            if nw > 0:
+                evidence["bound"] = None  # not measured: no CPU time was read for the workers
         changes = []
         if suggested > nw:
             changes.append(f"num_workers={suggested}")
@@ -49,9 +182,11 @@ def find_input_bound(run: RunData) -> list[Finding]:
         bursty = timing.median_wait_s > 0 and timing.p95_wait_s > BURSTY_P95 * timing.median_wait_s
         if suggested > 0 and bursty:
             changes.append("prefetch_factor=4")
+        bound = f" ({cpu.bound}: workers {cpu.describe()})" if nw > 0 and cpu is not None else ""
         title = (
-            f"Loader {loader.loader_id} is input-bound: the loop waited for data {100 * timing.wait_share:.0f}% of "
-            f"the time ({1000 * timing.mean_wait_s:.1f} ms per batch, {1000 * timing.step_s:.1f} ms of its own work)"
+            f"Loader {loader.loader_id} is input-bound{bound}: the loop waited for data {100 * timing.wait_share:.0f}%"
+            f" of the time ({1000 * timing.mean_wait_s:.1f} ms per batch, {1000 * timing.step_s:.1f} ms of its own "
+            "work)"
         )
         detail = (
             f"With num_workers={nw}, loading one batch takes about {1000 * load_s:.1f} ms of one worker's time while "
@@ -59,7 +194,16 @@ def find_input_bound(run: RunData) -> list[Finding]:
             f"(affinity {run.meta.get('machine', {}).get('cpu_affinity')}, cgroup quota "
             f"{run.meta.get('machine', {}).get('cpu_quota') or 'none'})."
         )
-        if suggested > nw:
+        if nw > 0 and cpu is None:
+            detail += (
+                " The workers' CPU time was not measured, so whether they compute or wait (CPU- or I/O-bound) is "
+                "not known."
+            )
+        if worker_fix and suggested > nw:
+            fix = f"DataLoader(..., {', '.join(changes)}). {worker_fix}"
+        elif worker_fix:
+            fix = worker_fix + (f" Also set {', '.join(changes)}." if changes else "")
+        elif suggested > nw:
             fix = (
                 f"DataLoader(..., {', '.join(changes)}): about {suggested} worker(s) produce batches as fast as the "
                 "loop uses them"
@@ -68,11 +212,25 @@ def find_input_bound(run: RunData) -> list[Finding]:
             )
         else:
             fix = (
-                f"num_workers={nw} already uses every usable core, so more workers will not help CPU-bound loading: "
-                "make each sample cheaper (see worker-hotspots: decode, transforms, file reads), cache decoded data, "
-                "or run on more cores. Only I/O-bound loading (network storage) gains from workers beyond the cores."
+                f"num_workers={nw} uses as many workers as usable cores, and whether they are on the CPU or waiting "
+                "(I/O) was not measured, so no worker count is advised: `dlprobe tune` measures each choice."
                 + (f" Also set {', '.join(changes)}." if changes else "")
             )
+        evidence.update(
+            {
+                "wait_share": round(timing.wait_share, 3),
+                "steady_batches": timing.batches,
+                "mean_wait_s": round(timing.mean_wait_s, 5),
+                "median_wait_s": round(timing.median_wait_s, 5),
+                "p95_wait_s": round(timing.p95_wait_s, 5),
+                "step_s": round(timing.step_s, 5),
+                "load_per_batch_s": round(load_s, 5),
+                "num_workers": nw,
+                "usable_cores": cores,
+                "suggested_num_workers": suggested,
+                "suggested_changes": changes,
+            }
+        )
         findings.append(
             Finding(
                 code="input-bound",
@@ -80,19 +238,7 @@ def find_input_bound(run: RunData) -> list[Finding]:
                 title=title,
                 detail=detail,
                 fix=fix,
-                evidence={
-                    "wait_share": round(timing.wait_share, 3),
-                    "steady_batches": timing.batches,
-                    "mean_wait_s": round(timing.mean_wait_s, 5),
-                    "median_wait_s": round(timing.median_wait_s, 5),
-                    "p95_wait_s": round(timing.p95_wait_s, 5),
-                    "step_s": round(timing.step_s, 5),
-                    "load_per_batch_s": round(load_s, 5),
-                    "num_workers": nw,
-                    "usable_cores": cores,
-                    "suggested_num_workers": suggested,
-                    "suggested_changes": changes,
-                },
+                evidence=evidence,
                 loader_id=loader.loader_id,
             )
         )
@@ -135,6 +281,23 @@ def _memory_for_workers(run: RunData, measured_workers: int) -> int | None:
     return int(min(available) + measured_workers)
 
 
+def _workers_fit_memory(run: RunData, loader: LoaderRecord) -> tuple[int | None, dict[str, Any]]:
+    """How many workers of this loader fit the memory left for them (None without readings), and the evidence."""
+    memory = _projected_worker_bytes(run, loader)
+    if memory is None:
+        return None, {}
+    projected, peak, rows = memory
+    budget = _memory_for_workers(run, sum(r["uss_peak_bytes"] for r in rows))
+    fit_memory = max(0, int(MEMORY_SHARE * budget // projected)) if budget and projected > 0 else None
+    return fit_memory, {
+        "worker_uss_peak_bytes": peak,
+        "projected_worker_bytes": projected,
+        "memory_for_workers_bytes": budget,
+        "workers_that_fit_memory": fit_memory,
+        "workers": rows,
+    }
+
+
 def find_too_many_workers(run: RunData) -> list[Finding]:
     findings = []
     cores = recorded_usable_cores(run)
@@ -142,53 +305,174 @@ def find_too_many_workers(run: RunData) -> list[Finding]:
         nw = loader.num_workers
         if nw == 0:
             continue
-        memory = _projected_worker_bytes(run, loader)
-        fit_memory = None
-        evidence: dict[str, Any] = {"num_workers": nw, "usable_cores": cores}
-        if memory is not None:
-            projected, peak, rows = memory
-            budget = _memory_for_workers(run, sum(r["uss_peak_bytes"] for r in rows))
-            if budget and projected > 0:
-                fit_memory = max(0, int(MEMORY_SHARE * budget // projected))
-            evidence.update(
-                {
-                    "worker_uss_peak_bytes": peak,
-                    "projected_worker_bytes": projected,
-                    "memory_for_workers_bytes": budget,
-                    "workers_that_fit_memory": fit_memory,
-                    "workers": rows,
-                }  # fmt: skip
-            )
-        over_cores = nw > cores
+        fit_memory, memory_evidence = _workers_fit_memory(run, loader)
+        evidence: dict[str, Any] = {"num_workers": nw, "usable_cores": cores, **memory_evidence}
+        # More workers than cores are too many only if they want the CPU: asleep on reads, more of them overlap
+        # their waits. Without their CPU time there is no telling, so the cores alone prove nothing.
+        cpu = loader_cpu(run, loader, idle_worker_ids(loader)) if nw > cores else None
+        fit_cores = max(1, int(cores / cpu.busy_share)) if cpu is not None and cpu.busy_share > 0 else None
+        if cpu is not None:
+            evidence.update(cpu.evidence())
+            evidence["workers_that_fit_cores"] = fit_cores
+        over_cores = fit_cores is not None and fit_cores < nw
         over_memory = fit_memory is not None and fit_memory < nw
         if not over_cores and not over_memory:
             continue
-        limits = [cores] + ([fit_memory] if fit_memory is not None else [])
+        limits = ([fit_cores] if over_cores and fit_cores else []) + ([fit_memory] if fit_memory is not None else [])
         fit = max(0 if over_memory and fit_memory == 0 else 1, min(limits))
         reasons = []
-        if over_cores:
-            reasons.append(f"{nw} workers compete for {cores} usable core(s)")
+        if over_cores and cpu is not None:
+            reasons.append(
+                f"{nw} workers compete for {cores} usable core(s): each is on a CPU or queued for one "
+                f"{100 * cpu.busy_share:.0f}% of its time"
+            )
         if over_memory:
             reasons.append(
                 f"each worker is projected to reach {format_bytes(evidence['projected_worker_bytes'])} private memory "
                 f"over an epoch and only {format_bytes(evidence['memory_for_workers_bytes'])} is left for workers"
             )
         evidence["workers_that_fit"] = fit
+        timing = loop_timing(loader)
+        consumer = ""
+        if timing is not None and timing.span_s >= INPUT_BOUND_MIN_SPAN_S:
+            evidence["loop_wait_share"] = round(timing.wait_share, 3)
+            if timing.wait_share < INPUT_BOUND_SHARE:
+                # Not starved: fewer workers lose nothing while the loop's own step sets the pace (and workers
+                # asleep here wait for indices, not for reads: they are not I/O-bound).
+                evidence["bound"] = "consumer-bound"
+                consumer = (
+                    f" The loop itself is the bottleneck (consumer-bound: it waited for data only "
+                    f"{100 * timing.wait_share:.0f}% of the time), so fewer workers keep up."
+                )
         findings.append(
             Finding(
                 code="too-many-workers",
                 severity="error" if over_memory else "warning",
                 title=f"Loader {loader.loader_id} has num_workers={nw} but only {fit} fit: " + "; ".join(reasons),
                 detail=(
-                    "Workers beyond the usable cores (affinity mask and cgroup CPU quota) only add context switches, "
-                    "memory and in-flight batches in /dev/shm; PyTorch's own check looks at the affinity mask only. "
-                    "Workers beyond the memory left for them end in 'DataLoader worker (pid N) is killed by signal: "
-                    "Killed.'"
+                    "Workers that want the CPU beyond the usable cores (affinity mask and cgroup CPU quota) only add "
+                    "context switches, memory and in-flight batches in /dev/shm; PyTorch's own check looks at the "
+                    "affinity mask only. Workers beyond the memory left for them end in 'DataLoader worker (pid N) "
+                    "is killed by signal: Killed.'" + consumer
                 ),
                 fix=f"DataLoader(..., num_workers={fit})"
                 + (" and shrink per-worker memory (see cow-growth)" if over_memory else "")
                 + "; `dlprobe tune` measures the throughput of each choice.",
                 evidence=evidence,
+                loader_id=loader.loader_id,
+            )
+        )
+    return findings
+
+
+def _world_size(run: RunData, loader: LoaderRecord) -> int:
+    """How many ranks read the same data: the world size the loader's process reported (1 outside a job)."""
+    sizes = [e.get("world_size") for e in events_of(run, EV_PROCESS) if e.get("pid") == loader.writer]
+    known = [int(size) for size in sizes if isinstance(size, int) and size > 0]
+    return known[-1] if known else 1
+
+
+def _shard_knob(dataset_type: str, shards: int) -> str:
+    """How the user's library sets the number of shards, for the dataset class the probe saw."""
+    if dataset_type.startswith("datasets."):
+        return (
+            f"HuggingFace datasets: ds.to_iterable_dataset(num_shards={shards}) (or save the data as {shards}+ files)"
+        )
+    if "webdataset" in dataset_type:
+        return f"webdataset: at least {shards} shard files (e.g. shards-{{000000..{shards - 1:06d}}}.tar)"
+    return f"a hand-written dataset: split the data into at least {shards} shards (files, line ranges, streams)"
+
+
+def find_idle_workers(run: RunData) -> list[Finding]:
+    """Workers that delivered no batch in an epoch: for an IterableDataset, fewer shards than workers x ranks."""
+    findings = []
+    for loader in run.loaders:
+        nw = loader.num_workers
+        iterable = bool(loader.dataset.get("iterable"))
+        idle_epochs: list[tuple[int, list[int], int]] = []
+        for epoch in loader.epochs:
+            counts = epoch.worker_batches
+            # Only an epoch that ran to its end has its final counts: a worker may still be on its first batch.
+            if nw < 2 or counts is None or epoch.t_end is None:
+                continue
+            # A map-style loader sends indices to the workers in turn, so an epoch of fewer batches than workers
+            # leaves some without a batch by arithmetic, not by a fault.
+            if not iterable and sum(counts) < nw:
+                continue
+            idle = [worker_id for worker_id, count in enumerate(counts) if count == 0]
+            if idle:
+                idle_epochs.append((epoch.epoch, idle, sum(counts)))
+        if not idle_epochs:
+            continue
+        first_epoch, idle, batches = idle_epochs[0]
+        busy = nw - len(idle)
+        ranks = _world_size(run, loader)
+        streams = nw * ranks
+        shards = loader.dataset.get("shards")
+        names = ", ".join(str(i) for i in idle)
+        later = ", ".join(str(e) for e, _, _ in idle_epochs[1:])
+        idle_bytes = [
+            metric_summary(p.series, "uss")["peak"] for p in run.workers(loader.loader_id) if p.worker_id in idle
+        ]
+        if iterable:
+            # In a job this is one rank's view: other ranks may have fed all their workers.
+            whose = f"this rank's {nw} workers (one of {ranks} ranks)" if ranks > 1 else f"its {nw} workers"
+            reason = (
+                (
+                    f"Its IterableDataset gave data to only {busy} of {whose}"
+                    if busy
+                    else f"No data reached any of {whose}"
+                )
+                + (f": it has {shards} shard(s)" if isinstance(shards, int) else "")
+                + ". A dataset that splits its shards by worker (get_worker_info(): worker k reads shards k, k+n, ...)"
+                + (" and by rank" if ranks > 1 else "")
+                + f" needs at least {streams} shards (num_workers x ranks) to give each worker one; with fewer, the "
+                "rest start, hold their memory and read nothing"
+                + (", and a rank with no shard at all trains on nothing (see uneven-ranks)." if ranks > 1 else ".")
+            )
+            more = f"at least {streams} shards (a multiple of {streams}) to keep every worker busy: " + _shard_knob(
+                loader.dataset.get("type") or "", streams
+            )
+            # Fewer workers is the other way out only for a single process: across ranks the shards must cover all.
+            fix = (
+                f"DataLoader(..., num_workers={busy}) for the same throughput at less memory, or {more}."
+                if busy and ranks == 1
+                else f"Use {more}."
+            )
+        else:
+            reason = (
+                f"The epoch had {batches} batches for {nw} workers, so each should have got one in turn; the idle "
+                "ones never delivered (a custom iterator, or a worker that stopped)."
+            )
+            fix = f"Check why worker(s) {names} delivered nothing; DataLoader(..., num_workers={busy}) uses what works."
+        findings.append(
+            Finding(
+                code="idle-workers",
+                severity="warning",
+                title=f"Worker{'s' if len(idle) > 1 else ''} {names} of loader {loader.loader_id} delivered no batch "
+                f"in epoch {first_epoch}" + (f" (and in epoch(s) {later})" if later else ""),
+                detail=reason
+                + (
+                    f" The idle workers held {format_bytes(sum(b for b in idle_bytes if b))} of private memory."
+                    if any(idle_bytes)
+                    else ""
+                ),
+                fix=fix,
+                evidence={
+                    "num_workers": nw,
+                    "idle_worker_ids": idle,
+                    "epochs": [e for e, _, _ in idle_epochs],
+                    "worker_batches": next(
+                        e.worker_batches for e in loader.epochs if e.epoch == first_epoch and e.worker_batches
+                    ),
+                    "iterable": iterable,
+                    "world_size": ranks,
+                    "shards": shards,
+                    # The condition, said: a map-style epoch with fewer batches than workers is never counted.
+                    "condition": "iterable dataset, epoch ended"
+                    if iterable
+                    else f"map-style, epoch ended with {batches} >= {nw} batches",
+                },
                 loader_id=loader.loader_id,
             )
         )

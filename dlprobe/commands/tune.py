@@ -26,7 +26,9 @@ def tune(
     batches: int = typer.Option(40, "--batches", help="Batches timed per trial."),
     loader: int = typer.Option(0, "--loader", help="Which DataLoader to tune, by the order the script iterates them."),
     max_workers: int | None = typer.Option(
-        None, "--max-workers", help="Highest num_workers to try (default 2x cores)."
+        None,
+        "--max-workers",
+        help="Highest num_workers to try (default: 2x cores, then doubling while more workers still pay, up to 32).",
     ),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Within this share of the best counts as as fast."),
     out: str | None = out_option("Directory for the trials (default ./dlprobe-runs/...)."),

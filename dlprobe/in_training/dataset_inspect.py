@@ -112,7 +112,8 @@ def _walk(dataset: Any, prefix: str, depth: int, out: list[dict[str, Any]]) -> N
             est_bytes, objects = _deep(value)
         except Exception:  # an exotic attribute must never break the user's training
             continue
-        items = len(value) if isinstance(value, _CONTAINERS) else getattr(value, "size", 1)
+        size = getattr(value, "size", 1)  # numpy's size is a number; pyarrow's (HuggingFace's tables) a method
+        items = len(value) if isinstance(value, _CONTAINERS) else size if isinstance(size, int) else 1
         out.append(
             {
                 "attribute": path,
@@ -122,6 +123,19 @@ def _walk(dataset: Any, prefix: str, depth: int, out: list[dict[str, Any]]) -> N
                 "est_bytes": int(est_bytes),
             }
         )
+
+
+def _shard_count(dataset: Any) -> int | None:
+    """How many shards a streaming dataset says it has (HuggingFace's IterableDataset: num_shards, older n_shards);
+    idle-workers compares it with the workers. None where it does not say."""
+    for name in ("num_shards", "n_shards"):
+        try:
+            value = getattr(dataset, name, None)
+        except Exception:  # a property of the user's own class may raise
+            continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def summarize_dataset(dataset: Any) -> dict[str, Any]:
@@ -141,6 +155,7 @@ def summarize_dataset(dataset: Any) -> dict[str, Any]:
         "type": f"{cls.__module__}.{cls.__qualname__}",
         "len": length,
         "iterable": iterable,
+        "shards": _shard_count(dataset) if iterable else None,
         "est_bytes": sum(a["est_bytes"] for a in attributes),
         "suspects": suspects[:5],
     }

@@ -8,6 +8,7 @@ import gc
 import importlib
 import importlib.abc
 import importlib.machinery
+import inspect
 import os
 import sys
 import threading
@@ -63,6 +64,29 @@ class LoaderProbe:
         self.dupes: DuplicateCounter | None = None
         self.last_batch: int | None = None  # the count of batches at the epoch's last one: workers read once more
         self.worker_pids: list[int] = []
+        # Batches each worker delivered this epoch (by worker id); None where the iterator does not say which
+        # worker a batch came from. A worker with none read nothing: an IterableDataset with fewer shards than workers.
+        self.worker_batches: list[int] | None = None
+
+    def count_worker_batches(self, iterator: Any, new_iterator: bool) -> None:
+        """Count batches per worker from here on: torch's multiprocessing iterator passes every batch it returns
+        through _process_data(data, worker_id, ...) exactly once (torchdata's too), so one wrapper adds one call."""
+        self.worker_batches = None
+        workers = getattr(iterator, "_workers", None)
+        original = getattr(iterator, "_process_data", None)
+        if not workers or original is None:
+            return
+        if not getattr(original, "_dlprobe_wrapper", False):
+            if not new_iterator:
+                return  # an iterator made before the probe saw it: no counts rather than half of them
+            try:
+                params = list(inspect.signature(original).parameters)
+            except (TypeError, ValueError):
+                return
+            if len(params) < 2 or "worker" not in params[1]:
+                return  # an older torch, whose _process_data is not told the worker
+            iterator._process_data = _count_by_worker(self, original)
+        self.worker_batches = [0] * len(workers)
 
     def begin_epoch(self, iterator: Any, new_iterator: bool, iter_s: float) -> None:
         self.flush()
@@ -89,6 +113,11 @@ class LoaderProbe:
             ]
         gc_state = _gc_at_fork() if workers else None
         _emit(EV_EPOCH, loader=self.loader_id, epoch=self.epoch, iter_s=round(iter_s, 6), workers=workers, gc=gc_state)
+        try:
+            self.count_worker_batches(iterator, new_iterator)
+        except Exception as exc:  # never break training for a count
+            self.worker_batches = None
+            probe_errors.record("hooks.worker_batches", exc, f"loader {self.loader_id}'s batches per worker")
         self.last_batch, self.worker_pids = None, []
         if getattr(iterator, "_workers", None) and not getattr(iterator, "_persistent_workers", True):
             try:  # torch joins non-persistent workers before the StopIteration that ends the epoch reaches us
@@ -128,7 +157,7 @@ class LoaderProbe:
         if self.epoch_open:
             self.flush()
             self.epoch_open = False
-            _emit(EV_EPOCH_END, loader=self.loader_id, epoch=self.epoch, batches=self.batches)
+            _emit(EV_EPOCH_END, loader=self.loader_id, epoch=self.epoch, batches=self.batches, **self._per_worker())
 
     def record_error(self, exc: BaseException) -> None:
         self.flush()
@@ -142,13 +171,31 @@ class LoaderProbe:
             cause=f"{type(cause).__name__}: {cause}"[:2000] if cause is not None else None,
         )
 
+    def _per_worker(self) -> dict[str, list[int]]:
+        return {} if self.worker_batches is None else {"worker_batches": list(self.worker_batches)}
+
     def flush(self) -> None:
         self.last_flush = time.perf_counter()
         if self.pending:
             waits, self.pending = [round(w, 6) for w in self.pending], []
-            _emit(EV_BATCHES, loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches)
+            per_worker = self._per_worker()
+            _emit(EV_BATCHES, loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches, **per_worker)
         if self.dupes is not None and self.dupes.changed:
             _emit(EV_DUPES, loader=self.loader_id, epoch=self.epoch, **self.dupes.summary())
+
+
+def _count_by_worker(probe: LoaderProbe, original: Any) -> Any:
+    """The iterator's _process_data, counting the batch for its worker once torch has accepted it."""
+
+    def _process_data(data: Any, worker_id: int, *rest: Any) -> Any:
+        result = original(data, worker_id, *rest)  # raises the worker's error as before, uncounted
+        counts = probe.worker_batches
+        if counts is not None and 0 <= worker_id < len(counts):
+            counts[worker_id] += 1
+        return result
+
+    _process_data._dlprobe_wrapper = True  # type: ignore[attr-defined]
+    return _process_data
 
 
 _probes: weakref.WeakKeyDictionary[Any, LoaderProbe] = weakref.WeakKeyDictionary()

@@ -18,12 +18,16 @@ from dlprobe.rundir.schema import (
     EV_TRIAL_SKIPPED,
     EV_TRIAL_START,
     EV_TUNE_LOADER,
+    EV_TUNE_WORKERS_STOP,
     EXIT_NO_BATCHES,
     TAKEOVER_ENV,
     TUNE_CONFIG_ENV,
 )
-from dlprobe.tune.plan import first_stage, later_stages
+from dlprobe.system import cgroup, procmem
+from dlprobe.tune.plan import first_stage, later_stages, next_worker_count, trial
 
+MEMORY_SHARE = 0.9  # workers may use this much of the memory left for them (tune/results.py fits trials the same way)
+IN_FLIGHT_ROUNDS = 3  # a trial times at least this many times the batches in flight
 MIN_TRIAL_S = 1.5  # a trial gets at least this long (worker start-up included)
 EXIT_TRIAL_HUNG = 4
 HANG_GRACE_S = 10.0  # beyond its time cap, a num_workers=0 trial is declared hung
@@ -131,6 +135,9 @@ def _leaves(batch: Any, depth: int = 0) -> list[Any]:
 def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, deadline: float) -> dict[str, Any]:
     """Time one trial: first batch, then throughput after the pipeline has filled."""
     nw, pf = spec["num_workers"], spec["prefetch_factor"]
+    # n workers x prefetch_factor batches are in flight before the first arrives, and they arrive at once: timed over
+    # fewer batches than a few times that, 32 workers read as many times faster than they can be.
+    batches = max(batches, IN_FLIGHT_ROUNDS * nw * (pf or 2))
     # A hung trial is given up after its share of the budget plus a grace, but never past the sweep's deadline.
     give_up = max(1.0, min(time_cap + HANG_GRACE_S, deadline - time.time()))
     trial_loader = build(loader, nw, pf, spec["pin_memory"], timeout=round(min(max(5.0, time_cap), give_up), 1))
@@ -140,6 +147,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     passes = 0
     result: dict[str, Any] = {"status": "ok", "error": None}
     iterator = None
+    busy_from: tuple[float, dict[int, float]] | None = None
     # Workers are bounded by the DataLoader's own timeout; the main process needs a watchdog of its own.
     watchdog = _Watchdog(spec, give_up) if nw == 0 else None
     try:
@@ -155,6 +163,8 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
                 iterator = iter(trial_loader)
                 continue
             stamps.append(time.perf_counter())
+            if nw and busy_from is None:  # the workers' CPU from their first batch on (start-up left out)
+                busy_from = (time.perf_counter(), _busy_seconds(iterator))
             counts.append(_samples_in(batch, loader.batch_size or 1))
             del batch
             if stamps[-1] - start > time_cap:
@@ -167,11 +177,44 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     finally:
         if watchdog is not None:
             watchdog.cancel()
+        if busy_from is not None and result["status"] == "ok":
+            result.update(_workers_now(iterator, *busy_from))
         del iterator
         _shutdown(trial_loader)
     result.update(_throughput(start, stamps, counts, nw, pf))
     result["passes"] = passes
     return result
+
+
+def _busy_seconds(iterator: Any) -> dict[int, float]:
+    """Each worker's seconds on a CPU or queued for one so far (/proc/PID/stat, schedstat), by pid."""
+    out = {}
+    for worker in getattr(iterator, "_workers", None) or []:
+        stat = procmem.read_stat(worker.pid)
+        if stat is not None:
+            out[worker.pid] = stat[2] + (procmem.read_run_delay(worker.pid) or 0.0)
+    return out
+
+
+def _workers_now(iterator: Any, since: float, busy_then: dict[int, float]) -> dict[str, Any]:
+    """The trial's workers at its end: the share of their time they wanted a CPU, and how many of them the memory
+    left would hold (their private memory now against MemAvailable or the cgroup's room, whichever is tighter)."""
+    wall = time.perf_counter() - since
+    busy_now = _busy_seconds(iterator)
+    common = [pid for pid in busy_then if pid in busy_now]
+    out: dict[str, Any] = {"worker_busy_share": None, "workers_that_fit_memory": None}
+    if common and wall > 0.2:  # CPU time ticks in 10 ms steps: a shorter window says little
+        share = sum(busy_now[pid] - busy_then[pid] for pid in common) / (len(common) * wall)
+        out["worker_busy_share"] = round(min(1.0, share), 3)
+    uss = [m["uss"] for m in (procmem.read_smaps_rollup(pid) for pid in common) if m]
+    room = procmem.system_memory()["available"] or None
+    state = cgroup.memory_state(cgroup.memory_dir())
+    if state and state.get("limit") and state.get("usage") is not None:
+        left = int(state["limit"]) - int(state["usage"])
+        room = left if room is None else min(room, left)
+    if uss and room:  # the workers' own memory is already out of the room: add it back
+        out["workers_that_fit_memory"] = int(MEMORY_SHARE * (room + sum(uss)) // max(uss))
+    return out
 
 
 class _Watchdog:
@@ -237,9 +280,22 @@ def run_trials(loader: Any) -> int:
     batches = int(config.get("batches", 40))
     done: dict[str, dict[str, Any]] = {r["key"]: r for r in config.get("done", [])}
     plan = first_stage(config.get("workers", [0, 1, 2]))
-    staged = False
+    cap = int(config.get("cap", max(t["num_workers"] for t in plan)))
+    staged = extended = False
     i = 0
     while i < len(plan) or not staged:
+        if i >= len(plan) and not extended:
+            # Twice the cores is where CPU-bound loading stops gaining; loading that waits keeps gaining past it.
+            more, why = next_worker_count(list(done.values()), cap)
+            if more is not None:
+                spec = trial(more, 2, False, "workers")
+                if spec["key"] not in done:
+                    plan.append(spec)
+                    continue
+                why = f"stopped: num_workers={more} was tried and did not complete ({done[spec['key']].get('status')})"
+            extended = True
+            _emit(EV_TUNE_WORKERS_STOP, reason=why, top=max(t["num_workers"] for t in plan))
+            continue
         if i >= len(plan):
             staged = True
             ok = [

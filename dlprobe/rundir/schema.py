@@ -95,6 +95,13 @@ TAKEOVER_LOADER_ENV = "DLPROBE_TAKEOVER_LOADER"
 STOP_AFTER_BATCHES_ENV = "DLPROBE_STOP_AFTER_BATCHES"
 STOP_AT_ENV = "DLPROBE_STOP_AT"  # a wall-clock deadline (time.time()), shared with the supervisor's clock
 TUNE_CONFIG_ENV = "DLPROBE_TUNE_CONFIG"
+# Worker counts, shared by run's advice (analysis) and tune's sweep (inside the training process): the most workers
+# advised or tried whatever the model says (each is a process with its own memory, file handles and start-up, and
+# the storage one machine reads from stops scaling somewhere), and the share of their time workers must sleep to
+# count as I/O-bound (more of them overlap more waits), or on a CPU (or queued for one) to count as CPU-bound.
+WORKER_CAP = 32
+IO_BOUND_WAIT = 0.5
+CPU_BOUND_SHARE = 0.7
 EXIT_NO_BATCHES = 3  # a tune trial's exit code when its loader gave no batch
 SCAN_OPTIONS_ENV = "DLPROBE_SCAN_OPTIONS"
 NO_STARTUP_PROFILE_ENV = "DLPROBE_NO_STARTUP_PROFILE"
@@ -125,6 +132,7 @@ EV_TUNE_LOADER = "tune_loader"
 EV_TRIAL_START = "trial_start"
 EV_TRIAL_END = "trial_end"
 EV_TRIAL_SKIPPED = "trial_skipped"
+EV_TUNE_WORKERS_STOP = "tune_workers_stop"  # why tune tried no more worker counts (reason, top: the highest planned)
 EV_SCAN_START = "scan_start"
 EV_SCAN_PROGRESS = "scan_progress"
 EV_SCAN_BAD = "scan_bad"
@@ -142,6 +150,11 @@ EV_PROCESS = "process"
 SAMPLE_PROC = "proc"  # a process seen for the first time
 SAMPLE_READING = "s"  # one round of readings (per process and for the system)
 SAMPLE_GONE = "gone"  # a process ended
+# Fields of a process's reading besides its memory (rss, uss, ... in bytes): CPU seconds it has used (utime+stime,
+# /proc/PID/stat) and seconds it has waited for a core (/proc/PID/schedstat), both cumulative since it started;
+# absent where they could not be read (runs recorded before dlprobe read them too).
+SAMPLE_CPU = "cpu"
+SAMPLE_RUN_DELAY = "runq"
 
 # --- meta.json: how the target was started -----------------------------------------------------------------
 LAUNCH_SCRIPT = "script"  # dlprobe run train.py ARGS
@@ -229,12 +242,14 @@ class BatchesEvent(Event, total=False):
     epoch: int
     waits: list[float]
     total: int
+    worker_batches: list[int]  # batches each worker (by worker id) delivered this epoch so far; absent: not known
 
 
 class EpochEndEvent(Event, total=False):
     loader: int
     epoch: int
     batches: int
+    worker_batches: list[int]
 
 
 class Sample(TypedDict, total=False):
@@ -245,7 +260,7 @@ class Sample(TypedDict, total=False):
     pid: int
     ppid: int | None
     comm: str | None
-    p: dict[str, dict[str, int | None]]  # pid (as text) -> rss/uss/pss/swap
+    p: dict[str, dict[str, int | float | None]]  # pid (as text) -> rss/uss/pss/swap, SAMPLE_CPU, SAMPLE_RUN_DELAY
     shm: dict[str, int]
     avail: int | None
     cg: dict[str, int | None]

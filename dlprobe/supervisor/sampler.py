@@ -10,7 +10,7 @@ from typing import IO, Any
 
 import psutil
 
-from dlprobe.rundir.schema import SAMPLE_GONE, SAMPLE_PROC, SAMPLE_READING
+from dlprobe.rundir.schema import SAMPLE_CPU, SAMPLE_GONE, SAMPLE_PROC, SAMPLE_READING, SAMPLE_RUN_DELAY
 from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.system import cgroup, procmem
 from dlprobe.system.proctree import alive, descendant_pids
@@ -85,7 +85,7 @@ class Sampler:
         self.known: set[int] = set()
         self.gone: set[int] = set()
         self.next_full = 0.0
-        self.last: dict[int, dict[str, int]] = {}
+        self.last: dict[int, dict[str, Any]] = {}
         self.last_full: dict[int, FullRead] = {}
         self.last_system: dict[str, Any] = {}
         self.read_cost_s = FIRST_READ_COST_S
@@ -142,13 +142,19 @@ class Sampler:
             self.discover()
             self.next_discover = now + DISCOVER_EVERY_S
         cheap: dict[int, tuple[int, int]] = {}
+        cpu: dict[int, dict[str, float]] = {}
         for pid in sorted(self.known - self.gone):
             stat = procmem.read_stat(pid)
             if stat is None:
                 self.gone.add(pid)
                 self._write({"k": SAMPLE_GONE, "pid": pid, "t": round(now, 3)})
                 continue
-            cheap[pid] = stat
+            cheap[pid] = stat[:2]
+            # Whether a worker computes or waits (for a read, or for a core): the analysis divides by wall time.
+            cpu[pid] = {SAMPLE_CPU: round(stat[2], 2)}
+            delay = procmem.read_run_delay(pid)
+            if delay is not None:
+                cpu[pid][SAMPLE_RUN_DELAY] = round(delay, 3)
         chosen: set[int] = set()
         if now >= self.next_full:
             allowance = self.budget.allowance() if self.budget is not None else float("inf")
@@ -157,7 +163,7 @@ class Sampler:
             if self.budget is not None:
                 self.budget.note_skipped(skipped)
             self.next_full = now + ROUND_S
-        readings: dict[str, dict[str, int]] = {}
+        readings: dict[str, dict[str, Any]] = {}
         for pid, (rss, faults) in cheap.items():
             values = None
             if pid in chosen:
@@ -168,7 +174,7 @@ class Sampler:
                 if values is not None:
                     self.full_reads += 1
                     self.last_full[pid] = FullRead(now, rss, faults)
-            readings[str(pid)] = values if values is not None else {"rss": rss}
+            readings[str(pid)] = {**(values if values is not None else {"rss": rss}), **cpu[pid]}
             self.last[pid] = {**self.last.get(pid, {}), **readings[str(pid)]}
         row: dict[str, Any] = {"k": SAMPLE_READING, "t": round(now, 3), "p": readings}
         shm = procmem.shm_usage()

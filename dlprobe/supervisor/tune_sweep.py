@@ -15,6 +15,7 @@ from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import DEFAULT_ROOT, create_run_dir, write_json
 from dlprobe.rundir.schema import (
     EV_TUNE_LOADER,
+    EV_TUNE_WORKERS_STOP,
     EXIT_NO_BATCHES,
     LAUNCH_SCRIPT,
     STDERR_FILE,
@@ -22,6 +23,7 @@ from dlprobe.rundir.schema import (
     TAKEOVER_LOADER_ENV,
     TUNE_CONFIG_ENV,
     TUNE_RESULT_FILE,
+    WORKER_CAP,
 )
 from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
 from dlprobe.system.cpus import cpu_facts
@@ -86,6 +88,9 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
     root = _tune_dir(options)
     cpus = cpu_facts()
     counts = worker_counts(cpus["usable_cores"], options.max_workers)
+    # Past the first sweep the trials go on doubling while more workers still pay, up to --max-workers if given.
+    cap = options.max_workers if options.max_workers is not None else max(WORKER_CAP, max(counts))
+    workers_stop: dict[str, Any] | None = None
     started = time.time()
     deadline = started + options.budget_s
     trials: list[dict[str, Any]] = []
@@ -97,10 +102,12 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         remaining = deadline - time.time()
         if attempt > 1 and remaining < MIN_ATTEMPT_S:
             break
-        config = {"deadline": deadline - SHUTDOWN_S, "batches": options.batches, "workers": counts,
+        config = {"deadline": deadline - SHUTDOWN_S, "batches": options.batches, "workers": counts, "cap": cap,
                   "done": [{"key": t["key"], "stage": t.get("stage"), "samples_per_s": t.get("samples_per_s"),
                             "num_workers": t["num_workers"], "prefetch_factor": t.get("prefetch_factor"),
-                            "pin_memory": t.get("pin_memory"), "status": t.get("status")} for t in trials]}  # fmt: skip
+                            "pin_memory": t.get("pin_memory"), "status": t.get("status"),
+                            "worker_busy_share": t.get("worker_busy_share"),
+                            "workers_that_fit_memory": t.get("workers_that_fit_memory")} for t in trials]}  # fmt: skip
         env = {TAKEOVER_ENV: RUNNER, TAKEOVER_LOADER_ENV: str(options.loader), TUNE_CONFIG_ENV: json.dumps(config)}
         limit = _TimeLimit(max(1.0, remaining) + GRACE_S)
         attempt_dir = str(root / f"attempt-{attempt}")
@@ -117,6 +124,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         info = info or loader_info
         memory = memory or memory_available(run)
         rows, lost = collect_trials(run, batches_per_epoch(info), timed_out=limit.hit)
+        workers_stop = next((e for e in reversed(run.events) if e.get("ev") == EV_TUNE_WORKERS_STOP), workers_stop)
         trials += rows
         attempts.append({"run_dir": str(outcome.run_dir), "exit_code": outcome.exit_code, "trials": len(rows)})
         if outcome.exit_code == EXIT_NO_BATCHES:
@@ -131,6 +139,8 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
     small = batches_per_epoch(info)
     if small is not None and small < options.batches:
         notes.append(f"the loader has only {small} batch(es) per epoch, so trials cycle over it (workers persist)")
+    if workers_stop is not None:
+        notes.append(f"worker counts: {workers_stop.get('reason')}")
     if cpus["usable_cores"] == 1:
         notes.append("1 usable core: workers share it with the training loop, so extra workers rarely pay off")
     result = {
@@ -151,6 +161,8 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         "notes": notes,
         "attempts": attempts,
         "trials": trials,
+        "workers_cap": cap,
+        "workers_stop": {k: workers_stop.get(k) for k in ("reason", "top")} if workers_stop else None,
         "recommended": _public(recommended),
         "reason": reason,
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # the unit of utime/stime in /proc/PID/stat
 SHM_PATH = "/dev/shm"
 
 
@@ -17,11 +18,12 @@ def read_rss(pid: int) -> int | None:
         return None
 
 
-def read_stat(pid: int) -> tuple[int, int] | None:
-    """(rss bytes, minor+major page faults) from /proc/PID/stat: as cheap as statm, one read.
+def read_stat(pid: int) -> tuple[int, int, float] | None:
+    """(rss bytes, minor+major page faults, CPU seconds: utime+stime) from /proc/PID/stat: as cheap as statm.
 
     The fault count rises with every page the process touches for the first time or copies on write, so it tells
-    whether its USS can have moved since the last smaps_rollup without walking its page tables."""
+    whether its USS can have moved since the last smaps_rollup without walking its page tables. The CPU time tells
+    a worker on the CPU from one asleep (waiting for a read): over the same wall time, busy or waiting."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
@@ -29,7 +31,20 @@ def read_stat(pid: int) -> tuple[int, int] | None:
         fields = data[data.rindex(b")") + 2 :].split()
         if fields[0] in (b"Z", b"X"):
             return None  # exited, not yet reaped: its memory is gone (RSS reads 0), so it counts as gone
-        return int(fields[21]) * PAGE_SIZE, int(fields[7]) + int(fields[9])
+        cpu_s = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return int(fields[21]) * PAGE_SIZE, int(fields[7]) + int(fields[9]), cpu_s
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def read_run_delay(pid: int) -> float | None:
+    """Seconds the process has waited on a run queue (runnable, no core free), from /proc/PID/schedstat.
+
+    Wall time less CPU time is not all sleep: on an oversubscribed machine a CPU-bound worker also waits for a
+    core, and that wait must not read as waiting for I/O. None where the kernel has no schedstats."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return None
 

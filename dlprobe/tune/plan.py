@@ -1,11 +1,19 @@
-"""Which trials to run: num_workers from 0 to about twice the usable cores, then prefetch and pinning at the best."""
+"""Which trials to run: num_workers from 0 to about twice the usable cores, doubling past it while more workers
+still pay (next_worker_count), then prefetch and pinning at the best."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
+
 PREFETCH_VARIANTS = (1, 4)  # tried at the best worker count; the default is 2
 DENSE_UP_TO = 8  # every worker count up to here; above it a geometric-ish subset
+# Past the first sweep, workers are doubled while the last step up still paid: at least this share of the linear
+# gain (n -> 2n giving 2x is 100%), or any gain over MIN_GAIN with the workers asleep most of the time (I/O-bound:
+# more of them overlap more waits). Workers idle for want of indices would sleep too, hence a gain is needed.
+LINEAR_GAIN = 0.5
+MIN_GAIN = 0.15
 
 
 def worker_counts(usable_cores: int, max_workers: int | None = None) -> list[int]:
@@ -20,6 +28,38 @@ def worker_counts(usable_cores: int, max_workers: int | None = None) -> list[int
         if 0 <= must <= top:
             counts.append(must)
     return sorted(set(counts))
+
+
+def next_worker_count(trials: list[dict[str, Any]], cap: int) -> tuple[int | None, str]:
+    """After the worker-count trials: the next count to try (twice the highest measured, within `cap` and the
+    workers that fit memory), or None and why the sweep of worker counts stops there."""
+    ok = sorted(
+        (t for t in trials if t.get("stage") == "workers" and t.get("status") == "ok" and t.get("samples_per_s")),
+        key=lambda t: int(t["num_workers"]),
+    )
+    with_workers = [t for t in ok if t["num_workers"] > 0]
+    if len(with_workers) < 2:
+        return None, "fewer than two worker counts completed, so there is no trend to follow"
+    prev, top = with_workers[-2], with_workers[-1]
+    n = int(top["num_workers"])
+    if n >= cap:
+        return None, f"stopped at the cap of {cap} workers (--max-workers, or dlprobe's limit of workers to try)"
+    gain = (top["samples_per_s"] / prev["samples_per_s"] - 1) / (n / prev["num_workers"] - 1)
+    busy = top.get("worker_busy_share")
+    asleep = f"asleep {100 * (1 - busy):.0f}% of their time" if isinstance(busy, (int, float)) else "CPU not measured"
+    waiting = isinstance(busy, (int, float)) and 1 - busy >= IO_BOUND_WAIT
+    going = f"from {prev['num_workers']} to {n} workers throughput rose {100 * gain:.0f}% of linear, workers {asleep}"
+    if isinstance(busy, (int, float)) and busy >= CPU_BOUND_SHARE:
+        # Workers that want a core all the time already fill the cores: a rise on the last step is noise or the
+        # other work on the machine, not room for more.
+        return None, f"stopped at num_workers={n}: {going}: CPU-bound, more workers would only queue for the cores"
+    if not (gain >= LINEAR_GAIN or (waiting and gain >= MIN_GAIN)):
+        return None, f"stopped at num_workers={n}: {going}, so more workers would not pay"
+    fit = top.get("workers_that_fit_memory")
+    nxt = min(2 * n, cap, fit if isinstance(fit, int) else cap)
+    if nxt <= n:
+        return None, f"stopped at num_workers={n}: {going}, but only {fit} workers fit the memory left"
+    return nxt, f"{going}: trying {nxt}"
 
 
 def trial_key(num_workers: int, prefetch_factor: int | None, pin_memory: bool) -> str:

@@ -91,6 +91,10 @@ def test_too_few_shards_leave_one_rank_without_batches(tmp_path):
     [uneven] = result.findings("uneven-ranks")
     assert uneven["evidence"]["batches_per_epoch"] == {"rank 0": 100, "rank 1": 0}
     assert uneven["title"].startswith("Loader 0 gives rank 1 no batches")
+    # the same cause seen from rank 1's workers: none got a shard (2 shards for 2 ranks x 2 workers)
+    [idle] = result.findings("idle-workers")
+    assert idle["title"].startswith("Rank 1: Workers 0, 1 of loader 0 delivered no batch in epoch")
+    assert "one of 2 ranks" in idle["detail"] and idle["fix"].startswith("Use at least 4 shards")
 
 
 def test_ranks_without_a_distributed_sampler_read_the_same_samples(tmp_path):

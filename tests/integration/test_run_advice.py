@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import SCRIPTS
 
 ADVICE = {"input-bound", "too-many-workers", "pin-memory", "dtype-waste", "iterable-duplicates", "slow-start",
@@ -167,7 +169,7 @@ def test_healthy_loader_gets_no_findings(probe):
 def test_more_workers_than_the_one_usable_core_gets_too_many_workers(tmp_path):
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "dlprobe", "run", "-q", "--out", str(run_dir),
-               str(SCRIPTS / "cpu_heavy_dataset.py"), "2", "10"]  # fmt: skip
+               str(SCRIPTS / "cpu_bound_loader.py"), "2", "30"]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, timeout=120,
                           preexec_fn=lambda: os.sched_setaffinity(0, {0}))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -176,3 +178,67 @@ def test_more_workers_than_the_one_usable_core_gets_too_many_workers(tmp_path):
     [finding] = [f for f in report["findings"] if f["code"] == "too-many-workers"]
     assert finding["evidence"]["workers_that_fit"] == 1
     assert "num_workers=1" in finding["fix"]
+    assert finding["evidence"]["bound"] == "CPU-bound"  # two workers spinning on one core: each wants it all
+
+
+def test_io_bound_loader_on_all_cores_is_told_it_waits_and_given_more_workers_than_cores(probe):
+    cores = len(os.sched_getaffinity(0))
+    result = probe("io_bound_loader.py", str(cores), str(20 * cores))
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("input-bound")
+    evidence = finding["evidence"]
+    assert evidence["bound"] == "I/O-bound" and evidence["worker_wait_share"] >= 0.5, evidence
+    assert evidence["suggested_num_workers"] > evidence["usable_cores"]
+    assert evidence["predicted_batches_per_s"] > evidence["batches_per_s"]
+    assert f"num_workers={evidence['suggested_num_workers']}" in finding["fix"]
+    assert "will not help" not in finding["fix"] and "I/O-bound" in finding["title"]
+    assert result.report["loaders"][0]["worker_time"]["wait_share"] == evidence["worker_wait_share"]
+    assert result.findings("too-many-workers") == []
+    for hotspots in result.findings("worker-hotspots"):  # only with enough py-spy samples of the workers' CPU time
+        assert "mostly wait" in hotspots["title"] and "Speed up" not in hotspots["fix"]
+
+
+def test_cpu_bound_loader_on_all_cores_is_not_told_to_add_workers(probe):
+    cores = len(os.sched_getaffinity(0))
+    result = probe("cpu_bound_loader.py", str(cores), str(30 * cores))
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("input-bound")
+    evidence = finding["evidence"]
+    assert evidence["bound"] == "CPU-bound", evidence
+    assert evidence["suggested_num_workers"] == cores and "will not help" in finding["fix"]
+    assert "make each sample cheaper" in finding["fix"] and "CPU-bound" in finding["title"]
+    for hotspots in result.findings("worker-hotspots"):
+        assert "mostly wait" not in hotspots["title"] and "expensive_transform" in hotspots["title"]
+
+
+def _worker_batches(run_dir) -> list[list[int]]:
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    return [e["worker_batches"] for e in events if e["ev"] == "epoch_end"]
+
+
+def test_an_iterable_dataset_with_two_shards_and_four_workers_gets_idle_workers(probe):
+    result = probe("iterable_shards_by_worker.py", "2", "4")
+    assert result.returncode == 0, result.stderr
+    assert "read 128 samples from 2 shards with 4 workers" in result.stdout  # the probe left the loop alone
+    assert _worker_batches(result.run_dir) == [[8, 8, 0, 0]]
+    assert result.report["loaders"][0]["worker_batches"] == [[8, 8, 0, 0]]
+    [finding] = result.findings("idle-workers")
+    assert finding["title"] == "Workers 2, 3 of loader 0 delivered no batch in epoch 0"
+    assert "only 2 of its 4 workers" in finding["detail"] and "num_workers=2" in finding["fix"]
+
+
+def test_an_iterable_dataset_with_a_shard_per_worker_has_no_idle_workers(probe):
+    result = probe("iterable_shards_by_worker.py", "2", "2")
+    assert result.returncode == 0, result.stderr
+    assert _worker_batches(result.run_dir) == [[8, 8]]
+    assert result.findings("idle-workers") == []
+
+
+def test_huggingface_to_iterable_dataset_with_fewer_shards_names_num_shards(probe):
+    pytest.importorskip("datasets")
+    result = probe("hf_iterable_shards.py", "2", "4")
+    assert result.returncode == 0, result.stderr
+    assert "samples 512" in result.stdout
+    [finding] = result.findings("idle-workers")
+    assert finding["evidence"]["shards"] == 2 and finding["evidence"]["idle_worker_ids"] == [2, 3]
+    assert "to_iterable_dataset(num_shards=4)" in finding["fix"]

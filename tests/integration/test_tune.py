@@ -14,13 +14,15 @@ from tests.conftest import SCRIPTS, run_dlprobe
 from tests.htmlpage import parse_page
 
 
-def _tune(tmp_path: Path, script: str, *options: str, script_args: tuple[str, ...] = (), one_core: bool = False):
+def _tune(tmp_path: Path, script: str, *options: str, script_args: tuple[str, ...] = (), one_core: bool = False,
+          cores: set[int] | None = None):  # fmt: skip
     out, json_path = tmp_path / "tune", tmp_path / "result.json"
     command = [sys.executable, "-m", "dlprobe", "tune", "--out", str(out), "--json", str(json_path), *options,
                str(SCRIPTS / script), *script_args]  # fmt: skip
+    affinity = {0} if one_core else cores
     proc = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=tmp_path,
                           env={**os.environ, "COLUMNS": "120"},
-                          preexec_fn=(lambda: os.sched_setaffinity(0, {0})) if one_core else None)  # fmt: skip
+                          preexec_fn=(lambda: os.sched_setaffinity(0, affinity)) if affinity else None)  # fmt: skip
     result = json.loads(json_path.read_text()) if json_path.exists() else None
     return proc, result, out
 
@@ -103,3 +105,33 @@ def test_tune_rejects_a_bad_budget(tmp_path):
     proc = run_dlprobe(["tune", "--budget", "soon", str(SCRIPTS / "no_loader.py")], tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: not a duration") and "Traceback" not in proc.stderr
+
+
+def _two_cores() -> set[int]:
+    """Two of this machine's cores: twice the cores (4 workers) is then far below tune's cap of 32."""
+    return set(sorted(os.sched_getaffinity(0))[:2])
+
+
+def test_tune_goes_past_twice_the_cores_while_sleeping_workers_still_gain_and_says_where_it_stopped(tmp_path):
+    proc, result, _ = _tune(tmp_path, "io_bound_loader.py", "--budget", "90s", "--batches", "24",
+                            script_args=("2", "40"), cores=_two_cores())  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cores = result["cpu"]["usable_cores"]
+    tried = [t for t in result["trials"] if t["stage"] == "workers" and t["status"] == "ok"]
+    assert max(t["num_workers"] for t in tried) > 2 * cores, [t["key"] for t in tried]
+    assert all(t["worker_busy_share"] < 0.5 for t in tried if t["num_workers"] > 0)  # asleep on the "reads"
+    assert result["recommended"]["num_workers"] > 2 * cores
+    stop = result["workers_stop"]
+    assert stop and stop["reason"].startswith("stopped") and "worker counts: stopped" in proc.stderr
+    if stop["top"] == 32:
+        assert "cap of 32" in stop["reason"]
+
+
+def test_tune_on_a_cpu_bound_loader_stops_at_twice_the_cores_and_says_why(tmp_path):
+    proc, result, _ = _tune(tmp_path, "cpu_bound_loader.py", "--budget", "60s", "--batches", "24",
+                            script_args=("2", "40"), cores=_two_cores())  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    cores = result["cpu"]["usable_cores"]
+    assert max(t["num_workers"] for t in result["trials"]) <= 2 * cores
+    assert result["workers_stop"]["reason"].startswith(f"stopped at num_workers={2 * cores}")
+    assert "CPU-bound" in result["workers_stop"]["reason"]

@@ -15,6 +15,18 @@ def series(uss: list[int], rss: list[int], t0: float = 100.0) -> Series:
     return Series(t=[t0 + i for i in range(n)], rss=list(rss), uss=list(uss), pss=list(uss), swap=[0] * n)
 
 
+def cpu_series(t0: float, t1: float, cpu_share: float, runq_share: float | None = 0.0, uss: int = 10 * MiB,
+               every: float = 0.25) -> Series:  # fmt: skip
+    """A process read every `every` s from t0 to t1 that spent these shares of the time on a CPU and queued for one
+    (None: no schedstat), as the sampler's cumulative cpu/runq readings say it."""
+    t = [t0 + i * every for i in range(int((t1 - t0) / every) + 1)]
+    n = len(t)
+    s = Series(t=t, rss=[uss] * n, uss=[uss] * n, pss=[uss] * n, swap=[0] * n)
+    s.cpu = [round(cpu_share * (x - t0), 2) for x in t]
+    s.runq = [None if runq_share is None else round(runq_share * (x - t0), 3) for x in t]
+    return s
+
+
 def loader(
     loader_id: int = 0,
     num_workers: int = 2,

@@ -1,4 +1,5 @@
-"""The sampler's cheap reading: a process that exited and waits to be reaped has no memory to read."""
+"""The sampler's cheap reading: a process that exited and waits to be reaped has no memory to read; CPU time grows
+with work done, not with time asleep."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import time
 
 import psutil
 
-from dlprobe.system.procmem import read_stat
+from dlprobe.system.procmem import read_run_delay, read_stat
 
 
 def test_a_living_process_has_rss_and_a_zombie_reads_as_gone():
-    rss, faults = read_stat(os.getpid()) or (0, 0)
+    rss, faults, _cpu = read_stat(os.getpid()) or (0, 0, 0.0)
     assert rss > 0 and faults > 0
     # A worker that segfaulted stays a zombie until torch reaps it; its RSS reads 0, which must not become its
     # "last RSS before it died".
@@ -25,3 +26,18 @@ def test_a_living_process_has_rss_and_a_zombie_reads_as_gone():
         assert read_stat(child.pid) is None
     finally:
         child.wait()
+
+
+def test_cpu_time_grows_by_the_work_done_and_not_by_sleeping():
+    before = read_stat(os.getpid())
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:
+        pass
+    spun = read_stat(os.getpid())
+    time.sleep(0.3)
+    slept = read_stat(os.getpid())
+    assert before and spun and slept
+    assert 0.25 <= spun[2] - before[2] <= 0.5  # clock ticks are 10 ms; the loop itself costs a little more
+    assert slept[2] - spun[2] < 0.05
+    delay = read_run_delay(os.getpid())
+    assert delay is None or delay >= 0.0  # None: a kernel without schedstats
