@@ -8,7 +8,7 @@ import sys
 import typer
 
 from dlprobe import __version__
-from dlprobe.commands import cache, check, demo, report, run, scan, triage, tune
+from dlprobe.commands import attach, cache, check, demo, report, run, scan, triage, tune
 from dlprobe.commands.options import SCRIPT_COMMAND, LaunchCommand
 from dlprobe.errors import USAGE_EXIT_CODE, DlprobeError
 
@@ -42,6 +42,7 @@ app.command()(demo.demo)
 app.command(cls=LaunchCommand, context_settings=SCRIPT_COMMAND)(check.check)
 app.command()(triage.triage)
 app.command(cls=LaunchCommand, context_settings=SCRIPT_COMMAND)(scan.scan)
+app.command()(attach.attach)
 app.add_typer(cache.app)
 
 

@@ -89,6 +89,10 @@ def build_report(run: RunData, findings: list[Finding]) -> dict[str, Any]:
         "probe_cost": result.get("supervisor"),
         "shm_removed": result.get("shm_removed") or [],
         "orphans_stopped": result.get("orphans_stopped") or [],
+        # `dlprobe attach`: the run is a window on a job dlprobe did not start (no exit code, no hooks)
+        "attached": {"pid": meta.get("attached_pid"), "root_pid": meta.get("target_pid")}
+        if meta.get("attached")
+        else None,
     }
 
 
