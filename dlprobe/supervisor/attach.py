@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -245,28 +247,33 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     (run_dir / EVENTS_FILE).touch()
     memcg = cgroup.memory_dir(mains[0].pid)
     budget = CpuBudget()
-    interrupted = False
-    with (run_dir / SAMPLES_FILE).open("w") as samples:
-        sampler = Sampler(target.root_pid, samples, memcg, budget)
-        # The tree is walked by `Target.refresh` (which leaves dlprobe itself out); the sampler only reads.
-        sampler.next_discover = math.inf
-        window = _Window(target, sampler)
-        window.add(sorted(target.procs.values(), key=lambda p: p.pid), started)
-        deadline = started + options.duration_s
-        notice(
-            f"watching {len(mains)} training process(es) and {len(target.workers())} DataLoader worker(s) of pid "
-            f"{target.root_pid} for {options.duration_s:g}s (Ctrl-C ends the watch, not the job)"
-        )
-        try:
-            while True:
+    stop = threading.Event()
+    # Ctrl-C ends the window (the job is in another process group and never sees it); once the report is being
+    # written it aborts as usual.
+    previous = signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
+    try:
+        with (run_dir / SAMPLES_FILE).open("w") as samples:
+            sampler = Sampler(target.root_pid, samples, memcg, budget)
+            # The tree is walked by `Target.refresh` (which leaves dlprobe itself out); the sampler only reads.
+            sampler.next_discover = math.inf
+            window = _Window(target, sampler)
+            window.add(sorted(target.procs.values(), key=lambda p: p.pid), started)
+            deadline = started + options.duration_s
+            notice(
+                f"watching {len(mains)} training process(es) and {len(target.workers())} DataLoader worker(s) of "
+                f"pid {target.root_pid} for {options.duration_s:g}s (Ctrl-C ends the watch, not the job)"
+            )
+            while not stop.is_set():
                 now = time.time()
                 window.tick(now)
                 if now >= deadline or window.all_gone():
                     break
-                time.sleep(max(0.01, min(TICK_S, sampler.next_full - time.time(), deadline - time.time())))
-        except KeyboardInterrupt:
-            interrupted = True
-            notice("interrupted: writing the report of what was sampled (the job was not touched)")
+                stop.wait(max(0.01, min(TICK_S, sampler.next_full - time.time(), deadline - time.time())))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    interrupted = stop.is_set()
+    if interrupted:
+        notice("interrupted: writing the report of what was sampled (the job was not touched)")
     ended = time.time()
     record = _finish(target, window, sampler.gone, started, ended, interrupted)
     write_json(run_dir / ATTACH_FILE, record)
