@@ -25,6 +25,9 @@ GROWTH_MIN_SHARE = 0.02  # ... and at least this share of where it started
 IDLE_CPU_S = 0.05
 IDLE_CPU_SHARE = 0.01
 STUCK_MIN_WINDOW_S = 2.0
+# A rate is extrapolated only from readings this far apart (or half the window, if shorter): a process's first
+# second after it started (imports, the first batches) says nothing about the hours ahead.
+MIN_SPAN_S = 2.0
 SHM_PRESSURE_SHARE = 0.5
 KIND_NOTE = (
     "Copy-on-write: Private_Dirty rose while Anonymous stayed flat (a forked worker copying the parent's pages it "
@@ -119,6 +122,7 @@ def find_attached_growth(run: RunData) -> list[Finding]:
     record = _attached(run)
     if record is None:
         return []
+    window = float(record.get("t_end", 0.0)) - float(record.get("t_start", 0.0))
     rows: list[dict[str, Any]] = []
     for proc in run.processes:
         if proc.role not in ("main", "worker"):
@@ -128,7 +132,7 @@ def find_attached_growth(run: RunData) -> list[Finding]:
             continue
         grew, seconds, per_s = rate
         start = proc.series.values("uss")[0][1]
-        if grew < GROWTH_MIN_BYTES or grew < GROWTH_MIN_SHARE * start:
+        if grew < GROWTH_MIN_BYTES or grew < GROWTH_MIN_SHARE * start or seconds < min(MIN_SPAN_S, 0.5 * window):
             continue
         kind, kinds = _kind_text(proc)
         rows.append(
@@ -194,6 +198,16 @@ def find_attached_growth(run: RunData) -> list[Finding]:
     return [Finding("attached-memory-growth", severity, title, detail, fix, evidence)]
 
 
+UNKNOWN_FIX = (
+    "Each process's stack is in attach.json of the run directory (`py-spy dump --pid PID` shows it live; add "
+    "--native for C frames): look at what the frame above waits for (a lock, an event, another rank in a collective)."
+)
+
+
+def _cause_suffix(cause: str) -> str:
+    return "" if cause == "unknown" else f": {cause}"
+
+
 def _idle(entry: dict[str, Any]) -> bool:
     cpu, seen = entry.get("cpu_s"), float(entry.get("seen_s") or 0.0)
     return cpu is not None and cpu <= max(IDLE_CPU_S, IDLE_CPU_SHARE * seen)
@@ -241,7 +255,7 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
             where = frame_text(frame)
             title = (
                 f"Stuck: {_name(w)} used no CPU for the {window:.0f} s watched, in your code at "
-                f"{where.split('  `')[0]}: {cause.cause}"
+                f"{where.split('  `')[0]}" + _cause_suffix(cause.cause)
             )
             detail = (
                 f"The training process (pid {main['pid']}) and its {len(mine)} worker(s) made no CPU progress over "
@@ -259,17 +273,27 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
             cause = main_wait_cause(main)
             where = frame_text(main_where) if main_where else "an unknown frame (no stack)"
             title = f"Stuck: the training process (pid {main['pid']}) used no CPU for the {window:.0f} s watched"
-            title += f", at {where.split('  `')[0]}: {cause.cause}"
+            title += f", at {where.split('  `')[0]}" + _cause_suffix(cause.cause)
             detail = (
                 f"Neither the training process nor its {len(mine)} worker(s) used CPU over the window, and no worker "
                 f"is in your code: the training process is {cause.summary}."
             )
             evidence.update(pid=main["pid"], cause=cause.cause, stuck_frame=main_where and frame_text(main_where))
             fix = cause.fix
+        if cause.cause == "unknown":
+            fix = UNKNOWN_FIX
         problem = record.get("stack_problem")
         if problem:
             detail += f" Stacks are missing ({problem.get('error') or problem.get('kind')}): {problem.get('advice')}"
-        findings.append(Finding("attached-stuck", "error", title, detail, fix, evidence))
+        code, severity = ("attached-worker-stuck", "error") if in_user else ("attached-loop-stuck", "error")
+        world = main.get("world_size") or 1
+        if not in_user and world > 1:
+            severity = "warning"  # a rank waiting in a collective for the rank that is stuck: its consequence
+            detail += (
+                f" In a job of {world} ranks this is usually a rank waiting in a collective (all_reduce, barrier) "
+                "for another rank that is stuck: see that rank's attached-worker-stuck finding."
+            )
+        findings.append(Finding(code, severity, title, detail, fix, evidence))
     return findings
 
 

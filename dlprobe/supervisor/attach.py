@@ -269,6 +269,11 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
                 if now >= deadline or window.all_gone():
                     break
                 stop.wait(max(0.01, min(TICK_S, sampler.next_full - time.time(), deadline - time.time())))
+            # One last full reading of every process, so each one's growth spans the whole window (a still process
+            # is otherwise read only every few seconds).
+            sampler.last_full.clear()
+            sampler.next_full = 0.0
+            window.tick(time.time())
     finally:
         signal.signal(signal.SIGINT, previous)
     interrupted = stop.is_set()

@@ -128,7 +128,7 @@ def test_attach_names_growing_workers_and_kind_and_leaves_the_job_alone(tmp_path
     assert cow["evidence"]["variant"] == "allocating"
     (outside,) = _findings(report, "attached-outside-view")
     assert f"dlprobe run {SCRIPTS / 'workers_keep_allocating.py'} {stop}" in outside["title"]
-    assert "attached-stuck" not in {f["code"] for f in report["findings"]}
+    assert not {"attached-worker-stuck", "attached-loop-stuck"} & {f["code"] for f in report["findings"]}
     assert "Attached from outside" in result.stderr and "at this rate the job reaches" in result.stderr
 
 
@@ -143,7 +143,7 @@ def test_attach_to_a_hung_job_names_the_stuck_worker_and_its_frame(tmp_path: Pat
 
     print(result.stderr)
     assert result.returncode == 0, result.stderr
-    (finding,) = _findings(report, "attached-stuck")
+    (finding,) = _findings(report, "attached-worker-stuck")
     assert finding["evidence"]["pid"] == stuck
     assert finding["evidence"]["cause"] == "blocked-read"
     assert finding["evidence"]["stuck_frame"].startswith("FaultyDataset.misbehave (faulty_worker.py:")
@@ -218,3 +218,55 @@ def test_attach_to_python_without_torch(tmp_path: Path) -> None:
         plain.communicate()
     assert result.returncode == 2
     assert "has no process that has loaded torch" in result.stderr
+
+
+def _rank_pids(agent: int) -> dict[int, int]:
+    """rank -> pid of the torchrun agent's children, from their environment."""
+    ranks = {}
+    for pid in _children(agent):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+        except OSError:
+            continue
+        if b"RANK" in env:
+            ranks[int(env[b"RANK"])] = pid
+    return ranks
+
+
+def _rank_1_stuck_rank_0_waiting(agent: int) -> bool:
+    ranks = _rank_pids(agent)
+    return len(ranks) == 2 and not _workers(ranks[0]) and len(_workers(ranks[1])) == 2
+
+
+def test_attach_to_torchrun_agent_covers_every_rank(tmp_path: Path) -> None:
+    from tests.integration.test_launchers import DDP, torchrun
+
+    agent = subprocess.Popen(torchrun(DDP, "--block", "1:5"), cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        _wait_for(
+            "rank 1 stuck in its first batch, rank 0 done with its epoch",
+            lambda: _rank_1_stuck_rank_0_waiting(agent.pid),
+        )
+        ranks = _rank_pids(agent.pid)
+        result, report = _attach(tmp_path, agent.pid, "--duration", "3s")
+    finally:
+        for pid in [agent.pid, *_children(agent.pid), *[w for r in _children(agent.pid) for w in _children(r)]]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        agent.communicate(timeout=60)
+
+    print(result.stderr)
+    assert result.returncode == 0, result.stderr
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    (worker,) = _findings(report, "attached-worker-stuck")
+    assert worker["title"].startswith("Rank 1: Stuck: worker")  # the rank whose worker is stuck in the user's code
+    assert worker["evidence"]["stuck_frame"].startswith("Squares.__getitem__ (ddp_torchrun.py:")
+    rank_1_workers = {p["pid"] for p in report["processes"] if p["role"] == "worker" and p.get("rank") == "rank 1"}
+    assert worker["evidence"]["pid"] in rank_1_workers and len(rank_1_workers) == 2
+    assert {p["pid"] for p in report["processes"] if p["role"] == "main"} == set(ranks.values())
+    (loop,) = _findings(report, "attached-loop-stuck")
+    assert loop["severity"] == "warning" and "dist.all_reduce(total)" in loop["evidence"]["stuck_frame"]
