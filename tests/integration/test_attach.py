@@ -270,3 +270,33 @@ def test_attach_to_torchrun_agent_covers_every_rank(tmp_path: Path) -> None:
     assert {p["pid"] for p in report["processes"] if p["role"] == "main"} == set(ranks.values())
     (loop,) = _findings(report, "attached-loop-stuck")
     assert loop["severity"] == "warning" and "dist.all_reduce(total)" in loop["evidence"]["stuck_frame"]
+
+
+def test_ptrace_refused_says_stacks_are_missing_and_keeps_the_memory_view(tmp_path: Path, job) -> None:
+    # A stand-in for the kernel's refusal (kernel.yama.ptrace_scope, a container without CAP_SYS_PTRACE: neither can
+    # be set up for a test run as root here): a py-spy that answers as py-spy does when ptrace is refused.
+    fake = tmp_path / "py-spy"
+    fake.write_text(
+        '#!/bin/sh\necho "Permission Denied: Try running again with elevated permissions by going '
+        '\'sudo env \\"PATH=\\$PATH\\" !!\'" >&2\nexit 1\n'
+    )
+    fake.chmod(0o755)
+    proc = job("faulty_worker.py", "hang")
+    _wait_for("a worker blocked reading a pipe", lambda: _blocked_worker(proc.pid))
+    out = tmp_path / "out.json"
+    result = run_dlprobe(
+        ["attach", str(proc.pid), "--duration", "2s", "--out", str(tmp_path / "run"), "--json", str(out)],
+        tmp_path,
+        env={"DLPROBE_PY_SPY": str(fake)},
+    )
+    report = json.loads(out.read_text())
+
+    print(result.stderr)
+    assert result.returncode == 0, result.stderr
+    (missing,) = _findings(report, "attached-no-stacks")
+    assert missing["title"].startswith("No stacks: the kernel refused py-spy ptrace access (Permission Denied")
+    assert "SYS_PTRACE" in missing["fix"] and "ptrace_scope" in missing["fix"] and "dlprobe run" in missing["fix"]
+    # the memory view does not need ptrace: every process has its USS
+    assert all(p["uss"]["peak"] for p in report["processes"])
+    (loop,) = _findings(report, "attached-loop-stuck")  # no stack, so no frame: still said stuck, from CPU time
+    assert "Stacks are missing" in loop["detail"]
