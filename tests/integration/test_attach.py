@@ -132,6 +132,27 @@ def test_attach_names_growing_workers_and_kind_and_leaves_the_job_alone(tmp_path
     assert "Attached from outside" in result.stderr and "at this rate the job reaches" in result.stderr
 
 
+def test_attach_tells_copy_on_write_from_new_allocations(tmp_path: Path, job) -> None:
+    stop = tmp_path / "stop"
+    proc = job("workers_copy_parent_records.py", str(stop))
+    assert _first_line(proc) == "first batch\n"
+    workers = _wait_for("2 DataLoader workers", lambda: len(_workers(proc.pid)) == 2 and _workers(proc.pid))
+
+    result, report = _attach(tmp_path, proc.pid, "--duration", "8s")
+    stop.touch()
+    out, err = proc.communicate(timeout=WAIT_S)
+
+    print(result.stderr)
+    assert result.returncode == 0, result.stderr
+    assert proc.returncode == 0 and out == "stopped after several batches\n", err
+    (growth,) = _findings(report, "attached-memory-growth")
+    growing = {row["pid"]: row for row in growth["evidence"]["growing"]}
+    assert set(workers) <= set(growing), growth
+    assert all(growing[w]["kind"] == "copy-on-write" for w in workers)
+    assert all(growing[w]["copied_bytes"] > 10 * growing[w]["new_anonymous_bytes"] for w in workers)
+    assert "copy-on-write" in growth["title"] and "reference count" in growth["fix"]
+
+
 def _blocked_worker(pid: int) -> int | None:
     return next((w for w in _workers(pid) if "pipe" in _read(f"/proc/{w}/wchan")), None)
 
