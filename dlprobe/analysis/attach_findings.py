@@ -81,9 +81,9 @@ def _mine(run: RunData, record: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _rate(proc: ProcessRecord, metric: str = "uss") -> tuple[int, float, float] | None:
-    """(growth, seconds, bytes per second) of the metric from its first to its last reading."""
-    values = proc.series.values(metric)
+def _rate(proc: ProcessRecord, until: float, metric: str = "uss") -> tuple[int, float, float] | None:
+    """(growth, seconds, bytes per second) of the metric from its first to its last reading before `until`."""
+    values = [(t, v) for t, v in proc.series.values(metric) if t < until]
     if len(values) < 2:
         return None
     (t0, v0), (t1, v1) = values[0], values[-1]
@@ -123,15 +123,20 @@ def find_attached_growth(run: RunData) -> list[Finding]:
     if record is None:
         return []
     window = float(record.get("t_end", 0.0)) - float(record.get("t_start", 0.0))
+    # Once a worker has gone, the pages it shared with the others count as theirs alone: their USS rises with no
+    # byte allocated or copied. Rates stop there.
+    until = min((t for p in run.processes if p.role == "worker" and (t := run.gone.get(p.pid)) is not None),
+                default=float("inf"))  # fmt: skip
     rows: list[dict[str, Any]] = []
     for proc in run.processes:
         if proc.role not in ("main", "worker"):
             continue
-        rate = _rate(proc)
+        rate = _rate(proc, until)
         if rate is None:
             continue
         grew, seconds, per_s = rate
         start = proc.series.values("uss")[0][1]
+        end = [v for t, v in proc.series.values("uss") if t < until][-1]
         if grew < GROWTH_MIN_BYTES or grew < GROWTH_MIN_SHARE * start or seconds < min(MIN_SPAN_S, 0.5 * window):
             continue
         kind, kinds = _kind_text(proc)
@@ -141,7 +146,7 @@ def find_attached_growth(run: RunData) -> list[Finding]:
                 "pid": proc.pid,
                 "role": proc.role,
                 "uss_start_bytes": start,
-                "uss_end_bytes": proc.series.values("uss")[-1][1],
+                "uss_end_bytes": end,
                 "grew_bytes": grew,
                 "seconds": round(seconds, 1),
                 "bytes_per_s": round(per_s),
@@ -298,31 +303,57 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
 
 
 def find_attached_workers_gone(run: RunData) -> list[Finding]:
-    """Workers that ended during the window while their training process kept running."""
+    """Workers that ended during the window: a new epoch's workers replacing them, the job ending (in which order),
+    or workers gone while the training process went on."""
     record = _attached(run)
     if record is None:
         return []
     procs = _mine(run, record)
     gone = [p for p in procs if p.get("role") == "worker" and p.get("gone")]
-    if not gone or record.get("job_ended"):
+    if not gone:
         return []
     t0 = float(record.get("t_start", 0.0))
+
+    def after(p: dict[str, Any]) -> float | None:
+        t = run.gone.get(int(p["pid"]))
+        return round(t - t0, 1) if t is not None else None
+
+    gone.sort(key=lambda p: after(p) or 0.0)
     started_later = [p for p in procs if p.get("role") == "worker" and not p.get("gone") and p["first_seen"] > t0 + 0.5]
-    names = ", ".join(_name(p) for p in gone[:8])
-    when = [run.gone.get(int(p["pid"])) for p in gone]
-    secs = [round(t - t0, 1) for t in when if t is not None]
+    names = ", ".join(f"{_name(p)} at {after(p)} s" for p in gone[:8])
+    evidence: dict[str, Any] = {"gone": [{"pid": p["pid"], "after_s": after(p)} for p in gone]}
+    mains_gone = [p for p in procs if p.get("role") == "main" and p.get("gone")]
+    if mains_gone:
+        main = mains_gone[0]
+        evidence["main_gone_after_s"] = after(main)
+        return [
+            Finding(
+                "attached-workers-gone",
+                "info",
+                f"The job ended while watched: {_name(gone[0])} went {after(gone[0])} s into the window, "
+                f"{_name(main)} at {after(main)} s",
+                f"In order: {names}; {_name(main)} at {after(main)} s. At a normal end the training process shuts its "
+                "workers down just before it exits. If the job was not done, a worker that went first was probably "
+                "killed (the kernel's OOM killer, a signal) and torch then ended the training process with "
+                "'DataLoader worker (pid N) is killed by signal' or '... exited unexpectedly' on its stderr.",
+                "Check the job's own output and the kernel log (`dmesg -T | grep -i -E 'killed process|oom'`) for the "
+                f"pids; `{record.get('rerun')}` records which sample each worker was loading when it died.",
+                evidence,
+            )
+        ]
     if started_later:
+        evidence["started"] = [p["pid"] for p in started_later]
         return [
             Finding(
                 "attached-workers-gone",
                 "info",
                 f"{len(gone)} worker(s) ended and {len(started_later)} new one(s) started while watched: "
                 "a new epoch's workers",
-                f"{names} ended ({', '.join(f'{s:g} s' for s in secs)} into the window) and new workers started: "
-                "the loader starts its workers again at every epoch (persistent_workers=False).",
+                f"{names} ended and new workers started: the loader starts its workers again at every epoch "
+                "(persistent_workers=False).",
                 "If the epochs are short, persistent_workers=True saves starting the workers (and copying the "
                 "parent's memory into them) every epoch.",
-                {"gone": [p["pid"] for p in gone], "started": [p["pid"] for p in started_later], "after_s": secs},
+                evidence,
             )
         ]
     return [
@@ -330,13 +361,13 @@ def find_attached_workers_gone(run: RunData) -> list[Finding]:
             "attached-workers-gone",
             "warning",
             f"{len(gone)} DataLoader worker(s) disappeared while watched: {names}",
-            f"{names} ended ({', '.join(f'{s:g} s' for s in secs)} into the window) while the training process "
-            "kept running and no new worker started. A worker ends like this when it was killed (the kernel's OOM "
-            "killer, a signal) or exited; torch then raises 'DataLoader worker (pid N) exited unexpectedly' in the "
-            "training process at its next status check, unless the loader is being shut down.",
-            "Check the kernel log (`dmesg -T | grep -i -E 'killed process|oom'`) for the pid; run the job under "
-            f"`{record.get('rerun')}` to get the sample it was loading.",
-            {"gone": [p["pid"] for p in gone], "after_s": secs},
+            f"{names} ended while the training process kept running and no new worker started: either its loop "
+            "over the DataLoader ended (the loader shuts its workers down), or they were killed (the kernel's OOM "
+            "killer, a signal), and torch raises 'DataLoader worker (pid N) exited unexpectedly' in the training "
+            "process at its next batch.",
+            "Check the kernel log (`dmesg -T | grep -i -E 'killed process|oom'`) for the pids; run the job under "
+            f"`{record.get('rerun')}` to get the sample a worker was loading when it died.",
+            evidence,
         )
     ]
 

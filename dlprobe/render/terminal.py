@@ -33,7 +33,10 @@ def header(report: dict[str, Any]) -> Text:
     code = report.get("exit_code")
     status = "still running?" if code is None else f"exit code {code}"
     if report.get("attached"):  # `dlprobe attach`: a window on a job that goes on
-        status = f"attached to pid {report['attached'].get('pid')} (the job goes on)"
+        attached = report["attached"]
+        status = f"attached to pid {attached.get('pid')} " + (
+            "(the job ended while watched)" if attached.get("job_ended") else "(the job goes on)"
+        )
     if report.get("signal"):
         status += f" ({report['signal']})"
     duration = report.get("duration_s")

@@ -180,7 +180,7 @@ def test_attach_to_a_worker_watches_its_training_process(tmp_path: Path, job) ->
 
     assert result.returncode == 0, result.stderr
     assert f"pid {stuck} is a DataLoader worker; attached to its training process, pid {proc.pid}" in result.stderr
-    assert report["attached"] == {"pid": stuck, "root_pid": proc.pid}
+    assert report["attached"]["pid"] == stuck and report["attached"]["root_pid"] == proc.pid
 
 
 def test_ctrl_c_ends_the_attach_with_a_report_not_the_job(tmp_path: Path, job) -> None:
@@ -321,3 +321,29 @@ def test_ptrace_refused_says_stacks_are_missing_and_keeps_the_memory_view(tmp_pa
     assert all(p["uss"]["peak"] for p in report["processes"])
     (loop,) = _findings(report, "attached-loop-stuck")  # no stack, so no frame: still said stuck, from CPU time
     assert "Stacks are missing" in loop["detail"]
+
+
+def test_a_worker_killed_while_watched_is_named_first(tmp_path: Path, job) -> None:
+    stop = tmp_path / "stop"
+    proc = job("workers_keep_allocating.py", str(stop))
+    assert _first_line(proc) == "first batch\n"
+    workers = _wait_for("2 DataLoader workers", lambda: len(_workers(proc.pid)) == 2 and _workers(proc.pid))
+    attach = subprocess.Popen(
+        [sys.executable, "-m", "dlprobe", "attach", str(proc.pid), "--duration", "8s", "--out", str(tmp_path / "run"),
+         "--json", str(tmp_path / "out.json")],
+        cwd=tmp_path, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "120"},
+    )  # fmt: skip
+    assert attach.stderr is not None
+    assert "watching" in _wait_for("attach to start watching", attach.stderr.readline)
+    os.kill(workers[1], signal.SIGKILL)  # what the OOM killer does
+    _, job_err = proc.communicate(timeout=WAIT_S)
+    _, err = attach.communicate(timeout=WAIT_S)
+
+    print(err)
+    assert attach.returncode == 0, err
+    assert proc.returncode != 0 and f"DataLoader worker (pid {workers[1]}) is killed by signal" in job_err
+    report = json.loads((tmp_path / "out.json").read_text())
+    (gone,) = _findings(report, "attached-workers-gone")
+    assert gone["evidence"]["gone"][0]["pid"] == workers[1]
+    assert gone["title"].startswith(f"The job ended while watched: worker 1 (pid {workers[1]}) went")
+    assert report["attached"]["job_ended"] is True
