@@ -29,6 +29,7 @@ STUCK_MIN_WINDOW_S = 2.0
 # second after it started (imports, the first batches) says nothing about the hours ahead.
 MIN_SPAN_S = 2.0
 SHM_PRESSURE_SHARE = 0.5
+SAME_MOMENT_S = 0.1  # deaths this close together are one moment for the death watch (it polls every 20 ms)
 KIND_NOTE = (
     "Copy-on-write: Private_Dirty rose while Anonymous stayed flat (a forked worker copying the parent's pages it "
     "writes to); new allocations: Anonymous rose."
@@ -314,14 +315,29 @@ def find_attached_workers_gone(run: RunData) -> list[Finding]:
         return []
     t0 = float(record.get("t_start", 0.0))
 
-    def after(p: dict[str, Any]) -> float | None:
-        t = run.gone.get(int(p["pid"]))
-        return round(t - t0, 1) if t is not None else None
+    def when(p: dict[str, Any]) -> float:
+        t = p.get("gone_t") or run.gone.get(int(p["pid"]))  # the death watch's time (20 ms), else the sampler's
+        return float(t) - t0 if t is not None else float("inf")
 
-    gone.sort(key=lambda p: after(p) or 0.0)
+    def after(p: dict[str, Any]) -> float | None:
+        return round(when(p), 2) if when(p) != float("inf") else None
+
+    def how(p: dict[str, Any]) -> str:
+        code = p.get("exit")
+        if code is None:
+            return ""
+        return f" (killed by signal {-code})" if code < 0 else f" (exit code {code})"
+
+    gone.sort(key=when)
+    # Processes that went within one poll of each other went in an order nobody saw; the one killed by a signal is
+    # then the likelier first (torch stops the others once it notices).
+    killed = [p for p in gone if (p.get("exit") or 0) < 0 and when(p) - when(gone[0]) <= SAME_MOMENT_S]
+    if killed and killed[0] is not gone[0]:
+        gone.remove(killed[0])
+        gone.insert(0, killed[0])
     started_later = [p for p in procs if p.get("role") == "worker" and not p.get("gone") and p["first_seen"] > t0 + 0.5]
-    names = ", ".join(f"{_name(p)} at {after(p)} s" for p in gone[:8])
-    evidence: dict[str, Any] = {"gone": [{"pid": p["pid"], "after_s": after(p)} for p in gone]}
+    names = ", ".join(f"{_name(p)} at {after(p)} s{how(p)}" for p in gone[:8])
+    evidence: dict[str, Any] = {"gone": [{"pid": p["pid"], "after_s": after(p), "exit": p.get("exit")} for p in gone]}
     mains_gone = [p for p in procs if p.get("role") == "main" and p.get("gone")]
     if mains_gone:
         main = mains_gone[0]
@@ -330,8 +346,8 @@ def find_attached_workers_gone(run: RunData) -> list[Finding]:
             Finding(
                 "attached-workers-gone",
                 "info",
-                f"The job ended while watched: {_name(gone[0])} went {after(gone[0])} s into the window, "
-                f"{_name(main)} at {after(main)} s",
+                f"The job ended while watched: {_name(gone[0])} went first{how(gone[0])}, {after(gone[0])} s into "
+                f"the window; {_name(main)} at {after(main)} s",
                 f"In order: {names}; {_name(main)} at {after(main)} s. At a normal end the training process shuts its "
                 "workers down just before it exits. If the job was not done, a worker that went first was probably "
                 "killed (the kernel's OOM killer, a signal) and torch then ended the training process with "

@@ -46,7 +46,7 @@ from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.supervisor.hang import procstate, stacks
 from dlprobe.supervisor.run_target import _own_cost, machine_facts
 from dlprobe.supervisor.sampler import DISCOVER_EVERY_S, TICK_S, Sampler
-from dlprobe.system import cgroup
+from dlprobe.system import cgroup, procinfo
 from dlprobe.system.pyspy import find_py_spy
 
 DEFAULT_DURATION_S = 30.0
@@ -67,19 +67,49 @@ def _cpu_s(state: dict[str, Any] | None, hz: int) -> float | None:
     return None if state is None else state["cpu_ticks"] / hz
 
 
+DEATH_POLL_S = 0.02
+
+
+class _DeathWatch(threading.Thread):
+    """Notices within DEATH_POLL_S when a training process or worker ends, and how (a worker killed by the OOM
+    killer and the ones torch stops after it all go within one sampler tick; the order is the story). A killed
+    process's wait status is readable only while it is a zombie, until its parent reaps it: caught when seen."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="dlprobe-attach-deaths")
+        self.pids: set[int] = set()
+        self.gone_at: dict[int, float] = {}
+        self.exit: dict[int, int | None] = {}
+        self.done = threading.Event()
+
+    def watch(self, pid: int) -> None:
+        self.pids.add(pid)
+
+    def run(self) -> None:
+        while not self.done.wait(DEATH_POLL_S):
+            for pid in list(self.pids - set(self.gone_at)):
+                gone, how = procinfo.exit_state(pid)
+                if gone:
+                    self.gone_at[pid] = time.time()
+                    self.exit[pid] = how
+
+
 class _Window:
     """The processes of the tree over the window: when each was first seen, its CPU time then, when it went."""
 
-    def __init__(self, target: Target, sampler: Sampler) -> None:
+    def __init__(self, target: Target, sampler: Sampler, deaths: _DeathWatch) -> None:
         self.target = target
         self.sampler = sampler
         self.hz = procstate.clock_ticks_per_s()
         self.first_seen: dict[int, float] = {}
         self.cpu_start: dict[int, float | None] = {}
         self.next_refresh = 0.0
+        self.deaths = deaths
 
     def add(self, procs: list[Proc], now: float) -> None:
         for proc in procs:
+            if proc.role in (ROLE_MAIN, ROLE_WORKER):
+                self.deaths.watch(proc.pid)
             self.first_seen.setdefault(proc.pid, now)
             self.cpu_start.setdefault(proc.pid, _cpu_s(procstate.read_state(proc.pid), self.hz))
             self.sampler.add_pid(proc.pid, worker=proc.role == ROLE_WORKER)
@@ -248,6 +278,7 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     memcg = cgroup.memory_dir(mains[0].pid)
     budget = CpuBudget()
     stop = threading.Event()
+    deaths = _DeathWatch()
     # Ctrl-C ends the window (the job is in another process group and never sees it); once the report is being
     # written it aborts as usual.
     previous = signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
@@ -256,8 +287,9 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
             sampler = Sampler(target.root_pid, samples, memcg, budget)
             # The tree is walked by `Target.refresh` (which leaves dlprobe itself out); the sampler only reads.
             sampler.next_discover = math.inf
-            window = _Window(target, sampler)
+            window = _Window(target, sampler, deaths)
             window.add(sorted(target.procs.values(), key=lambda p: p.pid), started)
+            deaths.start()
             deadline = started + options.duration_s
             notice(
                 f"watching {len(mains)} training process(es) and {len(target.workers())} DataLoader worker(s) of "
@@ -276,6 +308,7 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
             window.tick(time.time())
     finally:
         signal.signal(signal.SIGINT, previous)
+        deaths.done.set()
     interrupted = stop.is_set()
     if interrupted:
         notice("interrupted: writing the report of what was sampled (the job was not touched)")
@@ -309,6 +342,8 @@ def _finish(
             **proc.to_dict(),
             "first_seen": round(window.first_seen[pid], 3),
             "gone": state is None,
+            "gone_t": window.deaths.gone_at.get(pid),  # within DEATH_POLL_S (the sampler's "gone" within a tick)
+            "exit": window.deaths.exit.get(pid),  # -N: killed by signal N; None where it was reaped before seen
             "cpu_s": round(end_cpu - start_cpu, 3) if end_cpu is not None and start_cpu is not None else None,
             "seen_s": round(ended - window.first_seen[pid], 3),
         }

@@ -76,3 +76,21 @@ def has_torch(pid: int) -> bool:
     except OSError:
         return False
     return False
+
+
+def exit_state(pid: int) -> tuple[bool, int | None]:
+    """(gone, how it ended): gone once the pid is missing or a zombie; for a zombie, its wait status decoded as
+    -signal (killed by a signal) or the exit code, from /proc/PID/stat's exit_code field (Linux >= 3.5)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return True, None
+    fields = data[data.rindex(b")") + 2 :].split()
+    if not fields or fields[0] not in (b"Z", b"X"):
+        return False, None
+    try:
+        status = int(fields[49])
+    except (IndexError, ValueError):
+        return True, None
+    return True, -(status & 0x7F) if status & 0x7F else (status >> 8) & 0xFF

@@ -341,9 +341,10 @@ def test_a_worker_killed_while_watched_is_named_first(tmp_path: Path, job) -> No
 
     print(err)
     assert attach.returncode == 0, err
-    assert proc.returncode != 0 and f"DataLoader worker (pid {workers[1]}) is killed by signal" in job_err
+    assert proc.returncode != 0, job_err  # torch ends the job (its message varies with where the loop was)
     report = json.loads((tmp_path / "out.json").read_text())
     (gone,) = _findings(report, "attached-workers-gone")
     assert gone["evidence"]["gone"][0]["pid"] == workers[1]
-    assert gone["title"].startswith(f"The job ended while watched: worker 1 (pid {workers[1]}) went")
+    # "(killed by signal 9)" too where its zombie was seen before torch reaped it: not always
+    assert gone["title"].startswith(f"The job ended while watched: worker 1 (pid {workers[1]}) went first")
     assert report["attached"]["job_ended"] is True
