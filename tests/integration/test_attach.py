@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SCRIPTS, dead_pid, run_dlprobe
+from tests.conftest import SCRIPTS, dead_pid, memory_cgroup, run_dlprobe
 
 WAIT_S = 120.0
 
@@ -130,6 +130,32 @@ def test_attach_names_growing_workers_and_kind_and_leaves_the_job_alone(tmp_path
     assert f"dlprobe run {SCRIPTS / 'workers_keep_allocating.py'} {stop}" in outside["title"]
     assert not {"attached-worker-stuck", "attached-loop-stuck"} & {f["code"] for f in report["findings"]}
     assert "Attached from outside" in result.stderr and "at this rate the job reaches" in result.stderr
+
+
+def test_growth_is_projected_to_the_job_cgroup_limit(tmp_path: Path) -> None:
+    stop = tmp_path / "stop"
+    limit = 3 * 1024**3
+    with memory_cgroup(limit) as group:
+        script = SCRIPTS / "workers_keep_allocating.py"
+        command = f"echo $$ > {group}/cgroup.procs && exec {sys.executable} {script} {stop}"
+        proc = subprocess.Popen(["sh", "-c", command], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        try:
+            assert _first_line(proc) == "first batch\n"
+            _wait_for("2 DataLoader workers", lambda: len(_workers(proc.pid)) == 2)
+            result, report = _attach(tmp_path, proc.pid, "--duration", "5s")
+        finally:
+            stop.touch()
+            proc.communicate(timeout=WAIT_S)
+
+    print(result.stderr)
+    assert result.returncode == 0, result.stderr
+    (growth,) = _findings(report, "attached-memory-growth")
+    ev = growth["evidence"]
+    assert ev["limit"] == "the cgroup memory limit" and ev["limit_bytes"] == limit
+    assert 0 < ev["headroom_bytes"] < limit
+    assert abs(ev["eta_s"] - ev["headroom_bytes"] / ev["bytes_per_s_total"]) <= 1
+    assert "at this rate the job reaches the cgroup memory limit in about" in growth["title"]
 
 
 def test_attach_tells_copy_on_write_from_new_allocations(tmp_path: Path, job) -> None:
