@@ -322,8 +322,12 @@ def find_attached_workers_gone(run: RunData) -> list[Finding]:
     def after(p: dict[str, Any]) -> float | None:
         return round(when(p), 2) if when(p) != float("inf") else None
 
+    oom = {int(k["pid"]) for k in run.kernel.get("kills") or [] if k.get("pid") is not None}
+
     def how(p: dict[str, Any]) -> str:
         code = p.get("exit")
+        if int(p["pid"]) in oom:
+            return " (killed by the kernel's OOM killer)"
         if code is None:
             return ""
         return f" (killed by signal {-code})" if code < 0 else f" (exit code {code})"
@@ -331,21 +335,30 @@ def find_attached_workers_gone(run: RunData) -> list[Finding]:
     gone.sort(key=when)
     # Processes that went within one poll of each other went in an order nobody saw; the one killed by a signal is
     # then the likelier first (torch stops the others once it notices).
-    killed = [p for p in gone if (p.get("exit") or 0) < 0 and when(p) - when(gone[0]) <= SAME_MOMENT_S]
+    killed = [
+        p for p in gone if ((p.get("exit") or 0) < 0 or p["pid"] in oom) and when(p) - when(gone[0]) <= SAME_MOMENT_S
+    ]
     if killed and killed[0] is not gone[0]:
         gone.remove(killed[0])
         gone.insert(0, killed[0])
     started_later = [p for p in procs if p.get("role") == "worker" and not p.get("gone") and p["first_seen"] > t0 + 0.5]
     names = ", ".join(f"{_name(p)} at {after(p)} s{how(p)}" for p in gone[:8])
-    evidence: dict[str, Any] = {"gone": [{"pid": p["pid"], "after_s": after(p), "exit": p.get("exit")} for p in gone]}
+    evidence: dict[str, Any] = {
+        "gone": [
+            {"pid": p["pid"], "after_s": after(p), "exit": p.get("exit"), "oom_killed": p["pid"] in oom} for p in gone
+        ]  # fmt: skip
+    }
+    if oom:
+        evidence["kernel_log"] = [k.get("line") for k in run.kernel.get("kills") or []][:4]
     mains_gone = [p for p in procs if p.get("role") == "main" and p.get("gone")]
     if mains_gone:
         main = mains_gone[0]
         evidence["main_gone_after_s"] = after(main)
+        first_killed = gone[0]["pid"] in oom or (gone[0].get("exit") or 0) < 0
         return [
             Finding(
                 "attached-workers-gone",
-                "info",
+                "error" if first_killed else "info",
                 f"The job ended while watched: {_name(gone[0])} went first{how(gone[0])}, {after(gone[0])} s into "
                 f"the window; {_name(main)} at {after(main)} s",
                 f"In order: {names}; {_name(main)} at {after(main)} s. At a normal end the training process shuts its "
@@ -375,7 +388,7 @@ def find_attached_workers_gone(run: RunData) -> list[Finding]:
     return [
         Finding(
             "attached-workers-gone",
-            "warning",
+            "error" if any(p["pid"] in oom for p in gone) else "warning",
             f"{len(gone)} DataLoader worker(s) disappeared while watched: {names}",
             f"{names} ended while the training process kept running and no new worker started: either its loop "
             "over the DataLoader ended (the loader shuts its workers down), or they were killed (the kernel's OOM "

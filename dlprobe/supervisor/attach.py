@@ -31,6 +31,7 @@ from dlprobe.rundir.schema import (
     EV_LOADER,
     EV_PROCESS,
     EVENTS_FILE,
+    KERNEL_FILE,
     LAUNCH_COMMAND,
     LAUNCH_SCRIPT,
     META_FILE,
@@ -46,7 +47,7 @@ from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.supervisor.hang import procstate, stacks
 from dlprobe.supervisor.run_target import _own_cost, machine_facts
 from dlprobe.supervisor.sampler import DISCOVER_EVERY_S, TICK_S, Sampler
-from dlprobe.system import cgroup, procinfo
+from dlprobe.system import cgroup, kernlog, procinfo
 from dlprobe.system.pyspy import find_py_spy
 
 DEFAULT_DURATION_S = 30.0
@@ -279,6 +280,7 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     budget = CpuBudget()
     stop = threading.Event()
     deaths = _DeathWatch()
+    boot_start, kmsg_fd = kernlog.since_boot(), kernlog.open_at_end()  # the kernel log from now on: OOM kills
     # Ctrl-C ends the window (the job is in another process group and never sees it); once the report is being
     # written it aborts as usual.
     previous = signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
@@ -315,6 +317,8 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     ended = time.time()
     record = _finish(target, window, sampler.gone, started, ended, interrupted)
     write_json(run_dir / ATTACH_FILE, record)
+    records = kernlog.read_records(fd=kmsg_fd) if kmsg_fd is not None else None
+    write_json(run_dir / KERNEL_FILE, kernlog.oom_kills(set(window.first_seen), boot_start - 1.0, records))
     with (run_dir / EVENTS_FILE).open("w") as f:
         for ev in synthetic_events(target, window.first_seen, started):
             f.write(json.dumps(ev, separators=(",", ":")) + "\n")

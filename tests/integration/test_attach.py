@@ -158,6 +158,30 @@ def test_growth_is_projected_to_the_job_cgroup_limit(tmp_path: Path) -> None:
     assert "at this rate the job reaches the cgroup memory limit in about" in growth["title"]
 
 
+def test_a_worker_the_oom_killer_takes_while_watched_is_named(tmp_path: Path) -> None:
+    # 2 workers each allocating ~16 MiB/s in a 700 MiB cgroup: the kernel kills one within seconds of attaching
+    stop = tmp_path / "stop"
+    with memory_cgroup(700 * 1024**2) as group:
+        script = SCRIPTS / "workers_keep_allocating.py"
+        command = f"echo $$ > {group}/cgroup.procs && exec {sys.executable} {script} {stop}"
+        proc = subprocess.Popen(["sh", "-c", command], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        try:
+            assert _first_line(proc) == "first batch\n"
+            _wait_for("2 DataLoader workers", lambda: len(_workers(proc.pid)) == 2)
+            result, report = _attach(tmp_path, proc.pid, "--duration", "60s")
+        finally:
+            stop.touch()
+            proc.communicate(timeout=WAIT_S)
+
+    print(result.stderr)
+    assert result.returncode == 0, result.stderr
+    assert report["attached"]["job_ended"] is True  # the window ended with the job, long before 60 s
+    (gone,) = _findings(report, "attached-workers-gone")
+    assert gone["severity"] == "error" and gone["evidence"]["gone"][0]["oom_killed"] is True
+    assert "went first (killed by the kernel's OOM killer)" in gone["title"]
+
+
 def test_attach_tells_copy_on_write_from_new_allocations(tmp_path: Path, job) -> None:
     stop = tmp_path / "stop"
     proc = job("workers_copy_parent_records.py", str(stop))
