@@ -28,6 +28,8 @@ STUCK_MIN_WINDOW_S = 2.0
 # A rate is extrapolated only from readings this far apart (or half the window, if shorter): a process's first
 # second after it started (imports, the first batches) says nothing about the hours ahead.
 MIN_SPAN_S = 2.0
+# What the kernel's state alone (wait channel, syscall, blocked fd) can tell of a worker without a stack.
+KERNEL_CAUSES = ("blocked-read", "lock-wait", "fork-lock")
 SHM_PRESSURE_SHARE = 0.5
 SAME_MOMENT_S = 0.1  # deaths this close together are one moment for the death watch (it polls every 20 ms)
 KIND_NOTE = (
@@ -244,6 +246,10 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
             frame = innermost_user_frame(thread)
             if frame is not None:
                 in_user.append((w, thread, frame))
+        # Without a stack (py-spy refused or missing) the kernel's state can still say a worker is blocked.
+        by_kernel = [
+            (w, c) for w in mine if not w.get("stack") and (c := classify(w, None, "fork")).cause in KERNEL_CAUSES
+        ]
         main_where = innermost_user_frame(main_thread(main.get("stack") or []))
         frames = {
             _name(p): (frame_text(f) if (f := innermost_user_frame(main_thread(p.get("stack") or []))) else None)
@@ -252,7 +258,7 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
         evidence: dict[str, Any] = {
             "window_s": round(window, 1),
             "cpu_s": {_name(p): p.get("cpu_s") for p in [main, *mine]},
-            "frames": frames,
+            "frames": frames if any(frames.values()) else None,
             "stack_problem": record.get("stack_problem"),
         }
         if in_user:
@@ -275,6 +281,16 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
                 **{k: v for k, v in cause.evidence.items() if v is not None},
             )  # fmt: skip
             fix = cause.fix
+        elif by_kernel:
+            w, cause = by_kernel[0]
+            title = f"Stuck: {_name(w)} used no CPU for the {window:.0f} s watched: {cause.cause}"
+            detail = (
+                f"The training process (pid {main['pid']}) and its {len(mine)} worker(s) made no CPU progress over "
+                f"the window, and the kernel says {_name(w)} is {cause.summary}; without its stack dlprobe cannot "
+                "say which line of your code it is in."
+            )
+            evidence.update(pid=w["pid"], cause=cause.cause, **{k: v for k, v in cause.evidence.items() if v})
+            fix = cause.fix
         else:
             cause = main_wait_cause(main)
             where = frame_text(main_where) if main_where else "an unknown frame (no stack)"
@@ -291,9 +307,10 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
         problem = record.get("stack_problem")
         if problem:
             detail += f" Stacks are missing ({problem.get('error') or problem.get('kind')}): {problem.get('advice')}"
-        code, severity = ("attached-worker-stuck", "error") if in_user else ("attached-loop-stuck", "error")
+        worker_found = bool(in_user or by_kernel)
+        code, severity = ("attached-worker-stuck", "error") if worker_found else ("attached-loop-stuck", "error")
         world = main.get("world_size") or 1
-        if not in_user and world > 1:
+        if not worker_found and world > 1:
             severity = "warning"  # a rank waiting in a collective for the rank that is stuck: its consequence
             detail += (
                 f" In a job of {world} ranks this is usually a rank waiting in a collective (all_reduce, barrier) "

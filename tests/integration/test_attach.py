@@ -353,7 +353,7 @@ def test_ptrace_refused_says_stacks_are_missing_and_keeps_the_memory_view(tmp_pa
     )
     fake.chmod(0o755)
     proc = job("faulty_worker.py", "hang")
-    _wait_for("a worker blocked reading a pipe", lambda: _blocked_worker(proc.pid))
+    blocked = _wait_for("a worker blocked reading a pipe", lambda: _blocked_worker(proc.pid))
     out = tmp_path / "out.json"
     result = run_dlprobe(
         ["attach", str(proc.pid), "--duration", "2s", "--out", str(tmp_path / "run"), "--json", str(out)],
@@ -369,8 +369,10 @@ def test_ptrace_refused_says_stacks_are_missing_and_keeps_the_memory_view(tmp_pa
     assert "SYS_PTRACE" in missing["fix"] and "ptrace_scope" in missing["fix"] and "dlprobe run" in missing["fix"]
     # the memory view does not need ptrace: every process has its USS
     assert all(p["uss"]["peak"] for p in report["processes"])
-    (loop,) = _findings(report, "attached-loop-stuck")  # no stack, so no frame: still said stuck, from CPU time
-    assert "Stacks are missing" in loop["detail"]
+    # no stack, so no frame: still said stuck, from CPU time, and which worker from the kernel's state
+    (stuck,) = _findings(report, "attached-worker-stuck")
+    assert stuck["title"] == f"Stuck: worker 0 (pid {blocked}) used no CPU for the 2 s watched: blocked-read"
+    assert "Stacks are missing" in stuck["detail"]
 
 
 def test_a_worker_killed_while_watched_is_named_first(tmp_path: Path, job) -> None:
