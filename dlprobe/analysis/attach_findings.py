@@ -466,7 +466,8 @@ def find_attached_outside_view(run: RunData) -> list[Finding]:
             )
     window = float(record.get("t_end", 0.0)) - float(record.get("t_start", 0.0))
     evidence["window_s"] = round(window, 1)
-    procs = _mine(run, record)
+    # The whole tree, not this rank's share: every rank of a job then says the same, and the job report says it once.
+    procs = record.get("processes") or []
     mains = sum(1 for p in procs if p.get("role") == "main")
     workers = sum(1 for p in procs if p.get("role") == "worker")
     ended = " The job ended during the window." if record.get("job_ended") else ""

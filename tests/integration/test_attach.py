@@ -341,6 +341,8 @@ def test_attach_to_torchrun_agent_covers_every_rank(tmp_path: Path) -> None:
     assert {p["pid"] for p in report["processes"] if p["role"] == "main"} == set(ranks.values())
     (loop,) = _findings(report, "attached-loop-stuck")
     assert loop["severity"] == "warning" and "dist.all_reduce(total)" in loop["evidence"]["stuck_frame"]
+    (outside,) = _findings(report, "attached-outside-view")  # one for the job: the tree seen from its launcher
+    assert outside["title"].startswith("Attached from outside for 3 s: 2 training process(es), 2 worker(s)")
 
 
 def test_ptrace_refused_says_stacks_are_missing_and_keeps_the_memory_view(tmp_path: Path, job) -> None:
