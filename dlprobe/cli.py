@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from dlprobe import __version__
-from dlprobe.commands import cache, check, demo, report, run, scan, triage, tune
+from dlprobe.commands import attach, cache, check, demo, report, run, scan, triage, tune
 from dlprobe.commands.options import SCRIPT_COMMAND, DlprobeCommand, LaunchCommand, flowed
 from dlprobe.errors import USAGE_EXIT_CODE, DlprobeError
 
@@ -50,6 +50,7 @@ _command(demo.demo)
 _command(check.check, launch=True)
 _command(triage.triage)
 _command(scan.scan, launch=True)
+_command(attach.attach)
 app.add_typer(cache.app)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dlprobe.analysis import (
+    attach_findings,
     batch_findings,
     death_findings,
     hang_findings,
@@ -37,6 +38,11 @@ ANALYZERS: list[Analyzer] = [
     startup_findings.find_fork_hazard,
     hotspot_findings.find_worker_hotspots,
     probe_findings.find_probe_degraded,
+    # `dlprobe attach` only (they return nothing for other runs): the outside view of a job already running
+    attach_findings.find_attached_stuck,
+    attach_findings.find_attached_growth,
+    attach_findings.find_attached_workers_gone,
+    attach_findings.find_attached_outside_view,
 ]
 
 

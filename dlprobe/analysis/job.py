@@ -172,6 +172,7 @@ def _view(run: RunData, pid: int, identity: ProcessEvent, node: int, others: set
         gone={p: t for p, t in run.gone.items() if p in pids},
         kernel=run.kernel,
         stacks=run.stacks,
+        attach=run.attach,
     )
     node_rank = identity.get("node_rank")
     if node_rank is None:

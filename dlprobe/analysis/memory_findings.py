@@ -58,7 +58,7 @@ def _cow_series(series: Series) -> list[int]:
     return [(d - d0) - max(0, a - a0) - max(0, sh - sh0) for d, a, sh in rows]
 
 
-def _kind_growth(series: Series) -> dict[str, int] | None:
+def kind_growth(series: Series) -> dict[str, int] | None:
     """Growth by kind of page, or None for runs recorded before dlprobe read smaps_rollup's kinds."""
     cow = _cow_series(series)
     if len(cow) < 2:
@@ -125,7 +125,7 @@ def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
             "rss_growth_bytes": growth(proc.series, "rss"),
             "rss_peak_bytes": rss["peak"],
         }
-        kinds = _kind_growth(proc.series)
+        kinds = kind_growth(proc.series)
         if kinds is not None:
             row.update(kinds, loaded_at_start=_loaded_at_start(proc.series))
         rows.append(row)

@@ -11,6 +11,7 @@ from dlprobe.analysis.stackfile import StackProfile, load_stacks
 from dlprobe.rundir import inflight_format
 from dlprobe.rundir.files import read_json, read_jsonl
 from dlprobe.rundir.schema import (
+    ATTACH_FILE,
     EV_BATCH_INFO,
     EV_BATCHES,
     EV_EPOCH,
@@ -35,6 +36,7 @@ from dlprobe.rundir.schema import (
     SAMPLE_READING,
     SAMPLE_RUN_DELAY,
     SAMPLES_FILE,
+    AttachRecord,
     HangRecord,
     Meta,
     Result,
@@ -168,10 +170,13 @@ class RunData:
     gone: dict[int, float] = field(default_factory=dict)
     kernel: dict[str, Any] = field(default_factory=dict)
     stacks: StackProfile | None = None  # py-spy samples of the main process and workers (stacks.txt)
+    attach: AttachRecord | None = None  # `dlprobe attach`: the outside view (attach.json)
 
     @property
     def probe_started(self) -> bool:
         """Whether the target's probe wrote its start event (only `dlprobe run` targets, with a target pid, do)."""
+        if self.meta.get("attached"):
+            return True  # `dlprobe attach` runs no probe in the job: its events are its own
         script = str(self.meta.get("script") or "")
         # A command after `--` starts no bootstrap (its Python processes are probed through sitecustomize, and it may
         # start none): there is no start event to miss.
@@ -335,6 +340,11 @@ def load_failure_records(run: RunData) -> None:
             run.hangs.append(read_json(hang_file))
         except (OSError, ValueError):
             continue
+    if (run.path / ATTACH_FILE).exists():
+        try:
+            run.attach = read_json(run.path / ATTACH_FILE)
+        except (OSError, ValueError):
+            pass
     if (run.path / KERNEL_FILE).exists():
         try:
             run.kernel = read_json(run.path / KERNEL_FILE)

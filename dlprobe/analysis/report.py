@@ -103,6 +103,20 @@ def build_report(run: RunData, findings: list[Finding]) -> dict[str, Any]:
         "probe_cost": result.get("supervisor"),
         "shm_removed": result.get("shm_removed") or [],
         "orphans_stopped": result.get("orphans_stopped") or [],
+        # `dlprobe attach`: the run is a window on a job dlprobe did not start (no exit code, no hooks)
+        "attached": _attached_entry(run),
+    }
+
+
+def _attached_entry(run: RunData) -> dict[str, Any] | None:
+    if not run.meta.get("attached"):
+        return None
+    record = run.attach or {}
+    return {
+        "pid": run.meta.get("attached_pid"),
+        "root_pid": run.meta.get("target_pid"),
+        "job_ended": record.get("job_ended"),
+        "interrupted": record.get("interrupted"),
     }
 
 

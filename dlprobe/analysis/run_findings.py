@@ -25,7 +25,9 @@ def find_run_problems(run: RunData) -> list[Finding]:
                 },
             )
         )
-    if not run.loaders and run.meta and run.probe_started:  # a silent probe saw nothing: probe-degraded
+    if (
+        not run.loaders and run.meta and run.probe_started and not run.meta.get("attached")
+    ):  # a silent probe saw nothing: probe-degraded
         findings.append(
             Finding(
                 code="no-loader",

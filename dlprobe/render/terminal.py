@@ -33,6 +33,11 @@ def header(report: dict[str, Any]) -> Text:
     text.append(f" {argv}")
     code = report.get("exit_code")
     status = "still running?" if code is None else f"exit code {code}"
+    if report.get("attached"):  # `dlprobe attach`: a window on a job that goes on
+        attached = report["attached"]
+        status = f"attached to pid {attached.get('pid')} " + (
+            "(the job ended while watched)" if attached.get("job_ended") else "(the job goes on)"
+        )
     if report.get("signal"):
         status += f" ({report['signal']})"
     duration = report.get("duration_s")
@@ -233,7 +238,7 @@ def run_summary(report: dict[str, Any], run_dir: str | None = None) -> Group:
     if len(report.get("ranks") or []) > 1:
         parts.append(ranks_table(report))
         parts.append(node_lines(report))
-    elif report["loaders"]:
+    elif report["loaders"] and not report.get("attached"):  # attach knows no loader's settings: nothing to show
         parts.append(loaders_table(report))
     if report["processes"] and len(report.get("ranks") or []) <= 1:
         parts.append(processes_table(report))

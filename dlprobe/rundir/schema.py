@@ -40,6 +40,8 @@ FAULTHANDLER_FILE = "faulthandler.txt"
 # `dlprobe tune` writes these in its own root directory, next to the trial runs.
 TUNE_RESULT_FILE = "tune.json"
 TUNE_PLOT_FILE = "tune.png"
+# `dlprobe attach`: what it saw of a job it did not start (the tree, each process's CPU time and stack at the end).
+ATTACH_FILE = "attach.json"
 
 HANG_RECORD_GLOB = "hang-*.json"
 
@@ -86,6 +88,7 @@ RUN_DIR_NAMES = (
     FAULTHANDLER_FILE,
     TUNE_RESULT_FILE,
     TUNE_PLOT_FILE,
+    ATTACH_FILE,
 )
 
 # --- environment variables the supervisor sets for the target --------------------------------------------
@@ -305,6 +308,8 @@ class Meta(TypedDict, total=False):
     cgroup: str | None
     cgroup_limit_dir: str | None  # the cgroup on the path to the root whose memory limit is the tightest
     in_process: bool
+    attached: bool  # `dlprobe attach`: the job was already running; no hooks, only what /proc and py-spy show
+    attached_pid: int  # the pid given to `dlprobe attach` (target_pid is the root of the tree it watched)
 
 
 class SupervisorCost(TypedDict, total=False):
@@ -344,6 +349,24 @@ class Result(TypedDict, total=False):
     survivors: list[int]
     shm_removed: list[ShmRemoved]  # system/shm_files.py; absent when nothing was left
     orphans_stopped: list[int]  # workers still running ORPHAN_GRACE_S after the job's exit, stopped by dlprobe
+
+
+class AttachRecord(TypedDict, total=False):
+    """attach.json: the outside view of `dlprobe attach` (supervisor/attach.py), read by analysis/attach_findings."""
+
+    asked_pid: int
+    root_pid: int
+    notes: list[str]  # what PID turned out to be (a worker, one rank of several)
+    t_start: float
+    t_end: float
+    interrupted: bool  # Ctrl-C ended the window early
+    job_ended: bool  # every process of the tree exited during the window
+    # per process: pid, ppid, comm, cmdline, role (main|worker|launcher|other), main_pid, rank, local_rank,
+    # cpu_s (utime+stime over the window; None if it was not seen at both ends), state, wchan, syscall,
+    # first_seen, gone_at, stack (threads, innermost frame first), stack_error
+    processes: list[dict[str, Any]]
+    stack_problem: dict[str, Any] | None  # kind (missing | permission | failed), error, advice
+    rerun: str  # the `dlprobe run` command that gives the in-process findings
 
 
 def run_schema_version(meta: dict[str, Any] | Meta) -> int:

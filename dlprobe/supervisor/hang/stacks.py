@@ -83,8 +83,9 @@ def parse_faulthandler(text: str) -> list[dict[str, Any]]:
     return threads
 
 
-def _run_py_spy(exe: str, pid: int, native: bool) -> tuple[int, str, str]:
+def _run_py_spy(exe: str, pid: int, native: bool, nonblocking: bool = False) -> tuple[int, str, str]:
     args = [exe, "dump", "--pid", str(pid), "--json"] + (["--native"] if native else [])
+    args += ["--nonblocking"] if nonblocking else []
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -94,12 +95,15 @@ def _run_py_spy(exe: str, pid: int, native: bool) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def py_spy_dump(exe: str, pid: int, native: bool = True) -> DumpResult:
-    """Dump with native frames first; fall back to Python frames only when native unwinding fails."""
-    attempts = [True, False] if native else [False]
+def py_spy_dump(exe: str, pid: int, native: bool = True, nonblocking: bool = False) -> DumpResult:
+    """Dump with native frames first; fall back to Python frames only when native unwinding fails.
+
+    `nonblocking` never pauses the process (`dlprobe attach`: a job dlprobe did not start); py-spy then reads
+    Python frames only, and a frame may be torn if the process moved while it was read."""
+    attempts = [True, False] if native and not nonblocking else [False]
     error = None
     for with_native in attempts:
-        code, out, err = _run_py_spy(exe, pid, with_native)
+        code, out, err = _run_py_spy(exe, pid, with_native, nonblocking)
         if code == 0:
             try:
                 data = json.loads(out)
