@@ -86,26 +86,34 @@ def _thread_state(frame: Any) -> dict[str, Any]:
     return {"state": "waiting" if waiting else "running", "frame": where}
 
 
+def _left_out(thread: threading.Thread) -> bool:
+    """The probe's own threads and the benign ones: not the user's risk."""
+    return thread.name.startswith(OWN_THREAD_PREFIX) or thread.name in BENIGN_THREADS or _benign_class(thread)
+
+
 def _python_threads() -> list[dict[str, Any]]:
     main = threading.main_thread()
     frames = sys._current_frames()
     return [
         {"name": t.name, "daemon": t.daemon, **_thread_state(frames.get(t.ident or -1))}
         for t in threading.enumerate()
-        if t is not main
-        and not t.name.startswith(OWN_THREAD_PREFIX)
-        and t.name not in BENIGN_THREADS
-        and not _benign_class(t)
-        and _alive(t)
+        if t is not main and not _left_out(t) and _alive(t)
     ]
+
+
+def _counted_os_threads() -> int:
+    """The process's OS threads less the Python threads left out: a left-out thread still alive (last epoch's queue
+    feeder shutting down, the start-up sampler being joined, both slower on a busy machine) would otherwise read as
+    a native thread started since import."""
+    left_out = sum(1 for t in threading.enumerate() if t is not threading.main_thread() and _left_out(t) and _alive(t))
+    return len(_os_threads()) - left_out
 
 
 def record_baseline() -> None:
     """Threads right after torch's DataLoader module is imported: numpy's BLAS pool is there already and harmless."""
     global _baseline
     if _baseline is None:
-        own = sum(1 for t in threading.enumerate() if t.name.startswith(OWN_THREAD_PREFIX))
-        _baseline = {"os_threads": len(_os_threads()) - own, "python_threads": len(_python_threads())}
+        _baseline = {"os_threads": _counted_os_threads(), "python_threads": len(_python_threads())}
 
 
 def fork_snapshot() -> dict[str, Any]:
@@ -114,7 +122,7 @@ def fork_snapshot() -> dict[str, Any]:
     python_threads = _python_threads()
     torch = sys.modules.get("torch")
     state: dict[str, Any] = {
-        "os_threads": len(os_names),
+        "os_threads": _counted_os_threads(),
         "os_thread_names": dict(Counter(os_names)),
         "python_threads": python_threads,
         "baseline": _baseline,

@@ -47,3 +47,22 @@ def test_lightnings_own_subclass_of_richs_refresh_thread_is_left_out_too():
     finally:
         refresher.stop()
         refresher.join()
+
+
+def test_a_left_out_thread_still_alive_at_fork_is_no_native_thread_either():
+    # A queue feeder of the previous epoch still shutting down (slower on a busy machine) is left out of the Python
+    # threads; its OS thread must not then read as "1 native thread(s) started since import" (a fork-hazard).
+    from dlprobe.analysis.model import LoaderRecord
+    from dlprobe.analysis.startup_findings import _fork_finding
+
+    baseline = {"os_threads": fork_snapshot()["os_threads"], "python_threads": 0}
+    stop = threading.Event()
+    feeder = threading.Thread(target=stop.wait, name="QueueFeederThread", daemon=True)
+    feeder.start()
+    try:
+        state = {**fork_snapshot(), "baseline": baseline, "epoch": 1}
+    finally:
+        stop.set()
+        feeder.join()
+    assert state["python_threads"] == [] and state["os_threads"] == baseline["os_threads"]
+    assert _fork_finding(LoaderRecord(0, {"num_workers": 2}, 0.0, "fork"), state) is None
