@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dlprobe.in_training import probe_errors, tracebacks
+from dlprobe.in_training import probe_errors, tracebacks, worker_batches
 from dlprobe.rundir.inflight_format import (
     COLLATE,
     CREATING_ITERATOR,
@@ -99,6 +99,8 @@ class Slot:
         self.fetches = 0
         self.failed_kept = False
         self.fh_signal = 0
+        self.t_begin = 0.0  # the current fetch's start and first index, for worker_batches
+        self.first = NOT_AN_INT
         HEADER.pack_into(self.mm, OFF_HEADER, MAGIC, VERSION, role, os.getpid(), loader_id, worker_id, 0)
 
     def _open(self) -> None:
@@ -150,7 +152,9 @@ class Slot:
         now = _now()
         # A batched fetch (__getitems__) gives no per-sample records: which index it is on is unknown until
         # the error path finds out, so the first index must not pose as the one in flight.
-        current = _as_int(values[0]) if k and kind != KIND_GETITEMS else NOT_AN_INT
+        first = _as_int(values[0]) if k else NOT_AN_INT
+        current = first if kind != KIND_GETITEMS else NOT_AN_INT
+        self.t_begin, self.first = now, first
         self._open()
         FETCH.pack_into(self.mm, OFF_FETCH, GETITEM, kind, self.fetches, now, n, -1, now, current)
         try:  # ints, numpy ints and integer tensors pack as they are
@@ -244,6 +248,7 @@ def start_worker(run_dir: str, loader_id: int, worker_id: int) -> None:
             f"no faulthandler stack dump of worker {worker_id} (loader {loader_id}) when py-spy is refused",
         )
     patch_fetchers()
+    worker_batches.start(loader_id, worker_id)
 
 
 class InflightInit:
@@ -357,9 +362,13 @@ def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
     else:
         slot.begin(KIND_UNBATCHED, (possibly_batched_index,))
         data = self.dataset[possibly_batched_index]
+    recorder = worker_batches.recorder  # None outside a worker: the loop's own fetches are its waits
     slot.set_phase(COLLATE)
+    collate = _now() if recorder is not None else 0.0
     batch = self.collate_fn(data)
     slot.set_phase(DONE)
+    if recorder is not None:
+        recorder.add(slot.fetches, slot.t_begin, collate, _now(), slot.first)
     return batch
 
 
@@ -414,9 +423,13 @@ def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
             slot.set_phase(ENDED)
             raise
         self._dlprobe_pos = start + 1
+    recorder = worker_batches.recorder  # None outside a worker: the loop's own fetches are its waits
     slot.set_phase(COLLATE)
+    collate = _now() if recorder is not None else 0.0
     batch = self.collate_fn(data)
     slot.set_phase(DONE)
+    if recorder is not None:
+        recorder.add(slot.fetches, slot.t_begin, collate, _now(), slot.first)
     return batch
 
 
