@@ -21,7 +21,7 @@ from dlprobe.rundir.schema import (
 MiB = 1024 * 1024
 # Slices (or counter readings) one track keeps at most; a track with more keeps every k-th, evenly, so a long
 # run's trace stays a few MB (k is listed in otherData.downsampled).
-TRACK_CAP = 20_000
+TRACK_CAP = 10_000
 EVENTS_TID = 0  # per process: the thread that carries its instant events
 # Counters of one process: memory by kind of page (PSS, from smaps_rollup) and its own / resident memory.
 MEMORY_COUNTERS = (

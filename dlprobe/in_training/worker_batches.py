@@ -19,7 +19,7 @@ class WorkerBatches:
     def __init__(self, loader_id: int, worker_id: int) -> None:
         self.loader_id = loader_id
         self.worker_id = worker_id
-        self.rows: list[list[float]] = []
+        self.rows: list[tuple[int, float, float, float, int]] = []
         self.t0 = 0.0
         self.stride = 1
         self.kept = 0  # rows kept at the current stride
@@ -30,9 +30,7 @@ class WorkerBatches:
             return
         if not self.rows:
             self.t0 = start
-        self.rows.append(
-            [_task(), round(start - self.t0, 6), round(collate - start, 6), round(end - collate, 6), first]
-        )
+        self.rows.append((_task(), start, collate, end, first))  # rounded in flush(), off the per-batch path
         self.kept += 1
         if self.kept >= WORKER_BATCH_CAP:
             self.stride, self.kept = self.stride * 2, 0
@@ -43,14 +41,19 @@ class WorkerBatches:
         self.last_flush = _now()
         if not self.rows:
             return
-        rows, self.rows = self.rows, []
+        t0 = self.t0
+        rows = [
+            [task, round(start - t0, 6), round(collate - start, 6), round(end - collate, 6), first]
+            for task, start, collate, end, first in self.rows
+        ]
+        self.rows = []
         log = get_log()
         if log is not None:
             log.emit(
                 EV_WORKER_BATCHES,
                 loader=self.loader_id,
                 worker=self.worker_id,
-                t0=round(self.t0, 6),
+                t0=round(t0, 6),
                 rows=rows,
                 stride=self.stride,
             )
