@@ -23,6 +23,9 @@ MiB = 1024 * 1024
 # run's trace stays a few MB (k is listed in otherData.downsampled).
 TRACK_CAP = 10_000
 EVENTS_TID = 0  # per process: the thread that carries its instant events
+IN_FLIGHT_TID = 999  # per process: what its in-flight slot says it was still doing at the end
+LOOP_BUSY = ("waiting-for-batch", "creating-iterator")
+FETCH_BUSY = ("getitem", "collate", "worker_init_fn")
 # Counters of one process: memory by kind of page (PSS, from smaps_rollup) and its own / resident memory.
 MEMORY_COUNTERS = (
     ("PSS by kind (MiB)", (("anon", "pss_anon"), ("file", "pss_file"), ("shmem", "pss_shmem"))),
@@ -158,6 +161,27 @@ def _worker_slices(trace: _Trace, tpid: int, label: str, events: list[dict[str, 
         trace.slice(tpid, 1, start + fetch_s, end, "collate", {"task": task})
 
 
+def _in_flight(trace: _Trace, tpid: int, slot: dict[str, Any] | None, end: float) -> None:
+    """What the process was still doing when the run ended (its in-flight slot): a stuck fetch, or the loop still
+    waiting for a batch; the slices a hang is about, which no chunk of timings has sent."""
+    if not slot:
+        return
+    loop = slot.get("loop") or {}
+    if loop.get("state") in LOOP_BUSY and loop.get("since"):
+        name = f"{loop['state']} at the end"
+        if loop.get("awaited_task") is not None and loop["awaited_task"] >= 0:
+            name = f"waiting for batch {loop['awaited_task']} (worker {loop.get('awaited_worker')}) at the end"
+        trace.thread(tpid, IN_FLIGHT_TID, "in flight at the end")
+        trace.slice(tpid, IN_FLIGHT_TID, float(loop["since"]), max(end, float(loop["since"])), name,
+                    {"loader": loop.get("loader_id"), "batches": loop.get("batches")})  # fmt: skip
+    if slot.get("phase") in FETCH_BUSY and slot.get("t_fetch"):
+        start = float(slot["t_fetch"])
+        args = {"phase": slot["phase"], "index": slot.get("index"), "indices": slot.get("indices")}
+        trace.thread(tpid, IN_FLIGHT_TID, "in flight at the end")
+        trace.slice(tpid, IN_FLIGHT_TID, start, max(end, start), f"{slot['phase']} of index {slot.get('index')} at "
+                    "the end", args)  # fmt: skip
+
+
 def _workers_of(view: RankView) -> dict[int, tuple[int, int, float]]:
     """Each worker pid of the rank: (loader id, worker id, when its epoch started it)."""
     found: dict[int, tuple[int, int, float]] = {}
@@ -179,6 +203,8 @@ def _rank(trace: _Trace, view: RankView, label: str) -> None:
     tpid = trace.process(node, view.pid, main_name)
     _counters(trace, tpid, main_name, series.get(view.pid, Series()))
     _waits(trace, tpid, main_name, view)
+    end = _end_of([run])
+    _in_flight(trace, tpid, run.inflight.get(view.pid), run.gone.get(view.pid, end))
     for ev in run.events:
         kind = ev.get("ev")
         if ev.get("pid") != view.pid or not isinstance(ev.get("t"), (int, float)):
@@ -201,6 +227,7 @@ def _rank(trace: _Trace, view: RankView, label: str) -> None:
         wpid = trace.process(node, pid, name)
         _counters(trace, wpid, name, series.get(pid, Series()))
         _worker_slices(trace, wpid, name, batches_of.get(pid, []))
+        _in_flight(trace, wpid, run.inflight.get(pid), run.gone.get(pid, end))
         trace.instant(wpid, started, "worker start", {"pid": pid})
         if pid in run.gone:
             trace.instant(wpid, run.gone[pid], "worker exit", {"pid": pid})

@@ -36,7 +36,7 @@ def test_one_named_track_per_process_main_first_then_its_workers():
     assert process_names(trace) == ["main (pid 10)", "loader 0 / worker 0 (pid 11)", "loader 0 / worker 1 (pid 12)",
                                     "system"]  # fmt: skip
     sort = [e["args"]["sort_index"] for e in trace["traceEvents"] if e["name"] == "process_sort_index"]
-    assert sort == sorted(sort)
+    assert sort == [1, 2, 3, 4]  # main first, its workers in order, the machine last
 
 
 def test_waits_batches_counters_and_instants():
@@ -71,6 +71,24 @@ def test_ranks_are_named_by_rank_with_their_workers_under_them():
         "rank 0 (pid 10)", "rank 0 / loader 0 / worker 0 (pid 11)", "rank 0 / loader 0 / worker 1 (pid 12)",
         "rank 1 (pid 20)", "rank 1 / loader 0 / worker 0 (pid 21)", "rank 1 / loader 0 / worker 1 (pid 22)", "system",
     ]  # fmt: skip
+
+
+def test_a_stuck_fetch_and_the_waiting_loop_are_open_slices_until_the_end():
+    run = single_run()
+    run.inflight = {
+        10: {"loop": {"state": "waiting-for-batch", "since": 105.0, "awaited_task": 6, "awaited_worker": 0}},
+        11: {"phase": "getitem", "t_fetch": 104.5, "index": 13, "indices": [12, 13]},
+        12: {"phase": "done", "t_fetch": 104.0, "index": 19},  # finished its batch: nothing open
+    }
+    trace = build_trace([run], {"findings": []})
+    assert structure_problems(trace) == []
+    open_slices = [
+        (e["pid"], e["name"], e["ts"], e["dur"]) for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == 999
+    ]
+    assert open_slices == [
+        (1, "waiting for batch 6 (worker 0) at the end", 5e6, 5e6),  # until the run ended at 110
+        (2, "getitem of index 13 at the end", 4.5e6, 5.5e6),
+    ]
 
 
 def test_a_long_track_is_downsampled_to_the_cap_and_says_so(monkeypatch):
