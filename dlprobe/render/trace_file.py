@@ -1,4 +1,4 @@
-"""Writes trace.json (analysis/trace.py's dict) compactly, one event per line; a failure costs the trace only."""
+"""Writes trace.json and stacks.speedscope.json compactly; a failure costs that file only, never the report."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.analysis.model import RunData
+from dlprobe.analysis.speedscope import build_speedscope
 from dlprobe.analysis.trace import build_trace
 
 
@@ -28,5 +29,18 @@ def trace_problem(path: Path, runs: list[RunData], report: dict[str, Any]) -> li
     try:
         write_trace(path, build_trace(runs, report))
     except Exception as exc:  # the trace is a view: never lose the report, the page or the exit code for it
+        return [f"could not write {path.name}: {type(exc).__name__}: {exc}"]
+    return []
+
+
+def speedscope_problem(path: Path, run: RunData) -> list[str]:
+    """The sampled stacks for speedscope.app, where the run has any; what went wrong, for the terminal."""
+    try:
+        profile = build_speedscope(run)
+        if profile is not None:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps(profile, separators=(",", ":")))
+            os.replace(tmp, path)
+    except Exception as exc:  # a view of stacks.txt, which stays
         return [f"could not write {path.name}: {type(exc).__name__}: {exc}"]
     return []

@@ -32,6 +32,7 @@ KERNEL_FILE = "kernel.json"
 CHECK_FILE = "check.json"
 STACKS_FILE = "stacks.txt"  # py-spy's raw (collapsed) format: one line per distinct stack, with its count
 STACKS_META_FILE = "stacks.json"
+STACKS_SPEEDSCOPE_FILE = "stacks.speedscope.json"  # stacks.txt for speedscope.app (analysis/speedscope.py)
 PY_SPY_LOG_FILE = "py-spy.log"
 HANGS_DIR = "hangs"
 INFLIGHT_DIR = "inflight"
@@ -81,6 +82,7 @@ RUN_DIR_NAMES = (
     CHECK_FILE,
     STACKS_FILE,
     STACKS_META_FILE,
+    STACKS_SPEEDSCOPE_FILE,
     PY_SPY_LOG_FILE,
     HANGS_DIR,
     INFLIGHT_DIR,
