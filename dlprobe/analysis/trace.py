@@ -220,7 +220,8 @@ def _workers_of(view: RankView) -> dict[int, tuple[int, int, float]]:
 def _rank(trace: _Trace, view: RankView, label: str) -> None:
     run, node = view.run, view.node
     series = {p.pid: p.series for p in run.processes}
-    main_name = f"{label} (pid {view.pid})"
+    # a process outside a distributed job is labelled by its pid already ("node 1 pid 22826")
+    main_name = label if label.endswith(f"pid {view.pid}") else f"{label} (pid {view.pid})"
     tpid = trace.process(node, view.pid, main_name)
     _counters(trace, tpid, main_name, series.get(view.pid, Series()))
     _waits(trace, tpid, main_name, view)
