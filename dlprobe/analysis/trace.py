@@ -163,15 +163,25 @@ def _waits(trace: _Trace, tpid: int, label: str, view: RankView) -> None:
             trace.thread(tpid, tid + 1000, f"loader {lo.loader_id} epochs")
 
 
-def _worker_slices(trace: _Trace, tpid: int, label: str, events: list[dict[str, Any]]) -> None:
-    """A slice per batch the worker built (named by its number in the iterator's order), its collate inside it."""
+def _worker_slices(
+    trace: _Trace, tpid: int, label: str, events: list[dict[str, Any]], slot: dict[str, Any] | None
+) -> None:
+    """A slice per batch the worker built (named by its number in the iterator's order), its collate inside it: the
+    rows its events sent, and the last ones its in-flight slot kept (a killed or stuck worker never sent those)."""
     rows = []
     for ev in events:
         t0 = float(ev.get("t0") or 0.0)
         for task, offset, fetch_s, collate_s, first in ev.get("rows") or []:
             rows.append((t0 + offset, float(fetch_s), float(collate_s), int(task), first))
+    sent: dict[int, list[float]] = {}  # task -> starts sent (the events round them to a microsecond)
+    for row in rows:
+        sent.setdefault(row[3], []).append(row[0])
+    for task, start, collate, end, first in (slot or {}).get("recent") or []:
+        if start and not any(abs(start - other) < 1e-5 for other in sent.get(int(task), [])):
+            rows.append((start, collate - start, end - collate, int(task), first))
     if not rows:
         return
+    rows.sort(key=lambda row: row[0])
     trace.thread(tpid, 1, "batches")
     for start, fetch_s, collate_s, task, first in trace.capped(f"{label} batches", rows):
         name = f"batch {task}" if task >= 0 else "batch"
@@ -248,7 +258,7 @@ def _rank(trace: _Trace, view: RankView, label: str) -> None:
         name = f"{prefix}loader {loader_id} / worker {worker_id} (pid {pid})"
         wpid = trace.process(node, pid, name)
         _counters(trace, wpid, name, series.get(pid, Series()))
-        _worker_slices(trace, wpid, name, batches_of.get(pid, []))
+        _worker_slices(trace, wpid, name, batches_of.get(pid, []), run.inflight.get(pid))
         _in_flight(trace, wpid, run.inflight.get(pid), run.gone.get(pid, end))
         trace.instant(wpid, started, "worker start", {"pid": pid})
         if pid in run.gone:

@@ -38,6 +38,7 @@ from dlprobe.rundir.inflight_format import (
     MAGIC,
     MAX_FAILED_INDICES,
     MAX_INDICES,
+    MAX_RECENT,
     NOT_AN_INT,
     OFF_BATCH_LEN,
     OFF_FAILED,
@@ -46,9 +47,12 @@ from dlprobe.rundir.inflight_format import (
     OFF_HEADER,
     OFF_INDICES,
     OFF_LOOP,
+    OFF_RECENT,
+    OFF_RECENT_COUNT,
     OFF_SAMPLE,
     OFF_SEQ,
     OUTSIDE,
+    RECENT,
     ROLE_MAIN,
     ROLE_WORKER,
     SAMPLE,
@@ -70,6 +74,8 @@ _pack_seq = SEQ.pack_into
 _pack_sample = SAMPLE.pack_into
 _pack_phase = _PHASE.pack_into
 _pack_loop = LOOP.pack_into
+_pack_recent = RECENT.pack_into
+_pack_count = struct.Struct("<q").pack_into
 _now = time.time
 _index_structs: dict[int, struct.Struct] = {}
 
@@ -101,6 +107,7 @@ class Slot:
         self.fh_signal = 0
         self.t_begin = 0.0  # the current fetch's start and first index, for worker_batches
         self.first = NOT_AN_INT
+        self.recent = 0  # batches put in the ring so far
         HEADER.pack_into(self.mm, OFF_HEADER, MAGIC, VERSION, role, os.getpid(), loader_id, worker_id, 0)
 
     def _open(self) -> None:
@@ -180,6 +187,13 @@ class Slot:
         FAILED_INDICES.pack_into(self.mm, OFF_FAILED_INDICES, *first)
         self._close()
         self.failed_kept = True  # keep the first failure: it is the one the training loop raises
+
+    def keep_recent(self, task: int, start: float, collate: float, end: float, first: int) -> None:
+        """A finished batch into the ring of the last MAX_RECENT (the row first, then the count that shows it)."""
+        count = self.recent
+        _pack_recent(self.mm, OFF_RECENT + (count % MAX_RECENT) * RECENT.size, task, start, collate, end, first)
+        self.recent = count + 1
+        _pack_count(self.mm, OFF_RECENT_COUNT, count + 1)
 
     def loop(self, state: int, loader_id: int = -1, worker: int = -1, task: int = -1, batches: int = 0) -> None:
         mm = self.mm
@@ -368,7 +382,7 @@ def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
     batch = self.collate_fn(data)
     slot.set_phase(DONE)
     if recorder is not None:
-        recorder.add(slot.fetches, slot.t_begin, collate, _now(), slot.first)
+        recorder.add(slot, slot.fetches, slot.t_begin, collate, _now(), slot.first)
     return batch
 
 
@@ -429,7 +443,7 @@ def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
     batch = self.collate_fn(data)
     slot.set_phase(DONE)
     if recorder is not None:
-        recorder.add(slot.fetches, slot.t_begin, collate, _now(), slot.first)
+        recorder.add(slot, slot.fetches, slot.t_begin, collate, _now(), slot.first)
     return batch
 
 

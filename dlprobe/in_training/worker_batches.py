@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 from dlprobe.in_training import probe_errors
 from dlprobe.in_training.event_log import get_log
@@ -25,12 +26,14 @@ class WorkerBatches:
         self.kept = 0  # rows kept at the current stride
         self.last_flush = _now()
 
-    def add(self, fetches: int, start: float, collate: float, end: float, first: int) -> None:
+    def add(self, slot: Any, fetches: int, start: float, collate: float, end: float, first: int) -> None:
+        task = _task()
+        slot.keep_recent(task, start, collate, end, first)  # every batch: what a kill or a hang leaves unsent
         if fetches % self.stride:
             return
         if not self.rows:
             self.t0 = start
-        self.rows.append((_task(), start, collate, end, first))  # rounded in flush(), off the per-batch path
+        self.rows.append((task, start, collate, end, first))  # rounded in flush(), off the per-batch path
         self.kept += 1
         if self.kept >= WORKER_BATCH_CAP:
             self.stride, self.kept = self.stride * 2, 0
@@ -60,10 +63,10 @@ class WorkerBatches:
 
 
 def _task() -> int:
-    """The batch's number in the iterator's order: torch's worker loop holds it as `idx` (two frames up: our
-    fetcher, then _worker_loop); -1 where a torch version names it otherwise."""
+    """The batch's number in the iterator's order: torch's worker loop holds it as `idx` (the frame that called
+    our fetcher); -1 where a torch version names it otherwise."""
     try:
-        frame = sys._getframe(3)
+        frame = sys._getframe(3)  # _task <- add <- the fetcher <- _worker_loop
         if frame.f_code.co_name == "_worker_loop":
             idx = frame.f_locals.get("idx")
             return idx if type(idx) is int else -1

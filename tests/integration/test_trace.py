@@ -61,6 +61,10 @@ def test_a_hang_is_an_instant_on_the_stalled_process(tmp_path):
     assert "hang 1" in instants and "error: worker-hang" in instants
     stuck = [(e["pid"], e["name"]) for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] % 10_000 == 999]
     assert stuck == [(1, "waiting for batch 6 (worker 0) at the end"), (2, "getitem of index 13 at the end")]
+    # both workers' batches, though neither sent them (stopped, and idle behind the stuck one): from their slots
+    batches = {pid: [e["name"] for e in trace["traceEvents"] if e["pid"] == pid and e["name"].startswith("batch ")]
+               for pid in (2, 3)}  # fmt: skip
+    assert batches[2][:3] == ["batch 0", "batch 2", "batch 4"] and batches[3][:3] == ["batch 1", "batch 3", "batch 5"]
 
 
 def test_torchrun_job_has_a_track_per_rank_and_worker_and_report_merges_it(tmp_path):

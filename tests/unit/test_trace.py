@@ -93,6 +93,15 @@ def test_a_stuck_fetch_and_the_waiting_loop_are_open_slices_until_the_end():
     ]
 
 
+def test_batches_a_stuck_worker_never_sent_come_from_its_slot_once():
+    run = single_run(rows=2)  # worker 0 sent tasks 0 and 2 (starts 101.5, 101.51)
+    run.inflight = {11: {"recent": [[2, 101.51, 101.514, 101.515, 16], [4, 101.52, 101.524, 101.525, 32]]}}
+    trace = build_trace([run], {"findings": []})
+    assert structure_problems(trace) == []
+    names = [e["name"] for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] == 2 and e["name"] != "collate"]
+    assert names == ["batch 0", "batch 2", "batch 4"]
+
+
 def test_a_long_track_is_downsampled_to_the_cap_and_says_so(monkeypatch):
     monkeypatch.setattr(trace_module, "TRACK_CAP", 100)
     trace = build_trace([single_run(rows=1000)], {"findings": []})
