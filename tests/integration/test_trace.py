@@ -92,5 +92,7 @@ def test_perfetto_loads_the_trace_with_one_named_track_per_process(probe, tmp_pa
     text = load_in_perfetto(result.run_dir / "trace.json", tmp_path / "perfetto.png", names)
     for name in names:  # Perfetto shows each process group by its name, once or more
         assert name in text, f"{name} not among Perfetto's tracks"
+    positions = [text.index(name) for name in names]
+    assert positions == sorted(positions), "Perfetto shows the processes in the trace's order: main, then workers"
     assert "Data-loss/import error" not in text
     assert (tmp_path / "perfetto.png").stat().st_size > 10_000
