@@ -13,7 +13,7 @@ import time
 
 from torch.utils.data._utils import fetch
 
-from dlprobe.in_training import inflight
+from dlprobe.in_training import inflight, worker_batches
 from dlprobe.rundir.inflight_format import ROLE_WORKER, slot_path
 
 
@@ -38,8 +38,16 @@ def main() -> None:
         inflight._slot = inflight.Slot(slot_path(run_dir, 1), ROLE_WORKER, 0, 0)
         recording = _Recording(fetcher)
         recorded = min(per_sample_ns(recording, batches, batch_size) for _ in range(3))  # type: ignore[arg-type]
+        # A worker also keeps a row per batch for trace.json (sent every 0.5 s; here kept in memory only, and
+        # outside torch's worker loop, so without reading the batch's number from its frame), measured on batches
+        # of one sample, where the per-batch cost is the whole difference
+        without = min(per_sample_ns(recording, 10 * batches, 1) for _ in range(3))  # type: ignore[arg-type]
+        worker_batches.recorder = worker_batches.WorkerBatches(0, 0)
+        rows = min(per_sample_ns(recording, 10 * batches, 1) for _ in range(3))  # type: ignore[arg-type]
+        worker_batches.recorder = None
     print(f"plain fetch:     {plain:7.0f} ns/sample (trivial dataset, identity collate)")
     print(f"recording fetch: {recorded:7.0f} ns/sample  (+{recorded - plain:.0f} ns)")
+    print(f"batch rows:      {rows:7.0f} ns/batch of 1 sample (+{rows - without:.0f} ns per batch)")
 
 
 class _Recording:

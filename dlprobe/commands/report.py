@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
 
 from dlprobe.commands.options import json_option
@@ -16,11 +19,13 @@ def report(
     html_path: str | None = typer.Option(
         None, "--html", help="Also write the self-contained page (report.html) to this path, e.g. to attach to a bug."
     ),
+    trace_path: str | None = typer.Option(
+        None, "--trace", help="Also write trace.json (Perfetto, chrome://tracing) here; several DIRs merge into one."
+    ),
 ) -> None:
     """Render the summary, report.json, report.html and plot again from a saved run directory, or merge the run
     directories of a several-node job into one report."""
     import shutil
-    from pathlib import Path
 
     from dlprobe.console import out_console
     from dlprobe.errors import DlprobeError
@@ -31,11 +36,15 @@ def report(
     paths = [open_run_dir(run_dir) for run_dir in run_dirs]
     if html_path and Path(html_path).is_dir():
         raise DlprobeError(f"--html {html_path} is a directory", hint="give a file name, e.g. --html run.html")
+    if trace_path and Path(trace_path).is_dir():
+        raise DlprobeError(f"--trace {trace_path} is a directory", hint="give a file name, e.g. --trace job.json")
     if len(paths) > 1:
-        write_job_outputs(paths, out_console(), json_path, html_path)
+        report = write_job_outputs(paths, out_console(), json_path, html_path)
+        _write_trace(paths, report, trace_path)
         return
     path = paths[0]
-    write_outputs(path, out_console(), json_path)
+    report = write_outputs(path, out_console(), json_path)
+    _write_trace(paths, report, trace_path)
     if html_path:
         page = path / REPORT_HTML_FILE
         try:
@@ -46,3 +55,18 @@ def report(
                 f"cannot write --html {html_path}: {exc.strerror or exc}",
                 hint=f"the page is still saved in {page}" if page.exists() else "pick a writable path",
             ) from None
+
+
+def _write_trace(paths: list[Path], report: dict[str, Any], trace_path: str | None) -> None:
+    """--trace: the runs' trace at the path asked for (after the report, which it never costs)."""
+    if not trace_path:
+        return
+    from dlprobe.analysis.model import load_run
+    from dlprobe.errors import DlprobeError
+    from dlprobe.render.trace_file import trace_problem
+
+    problems = trace_problem(Path(trace_path), [load_run(path) for path in paths], report)
+    if problems:
+        raise DlprobeError(
+            f"--trace {trace_path}: {problems[0]}", hint="the report above is complete; pick a writable path"
+        )

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dlprobe.in_training import probe_errors, tracebacks
+from dlprobe.in_training import probe_errors, tracebacks, worker_batches
 from dlprobe.rundir.inflight_format import (
     COLLATE,
     CREATING_ITERATOR,
@@ -38,6 +38,7 @@ from dlprobe.rundir.inflight_format import (
     MAGIC,
     MAX_FAILED_INDICES,
     MAX_INDICES,
+    MAX_RECENT,
     NOT_AN_INT,
     OFF_BATCH_LEN,
     OFF_FAILED,
@@ -46,9 +47,12 @@ from dlprobe.rundir.inflight_format import (
     OFF_HEADER,
     OFF_INDICES,
     OFF_LOOP,
+    OFF_RECENT,
+    OFF_RECENT_COUNT,
     OFF_SAMPLE,
     OFF_SEQ,
     OUTSIDE,
+    RECENT,
     ROLE_MAIN,
     ROLE_WORKER,
     SAMPLE,
@@ -70,6 +74,8 @@ _pack_seq = SEQ.pack_into
 _pack_sample = SAMPLE.pack_into
 _pack_phase = _PHASE.pack_into
 _pack_loop = LOOP.pack_into
+_pack_recent = RECENT.pack_into
+_pack_count = struct.Struct("<q").pack_into
 _now = time.time
 _index_structs: dict[int, struct.Struct] = {}
 
@@ -99,6 +105,9 @@ class Slot:
         self.fetches = 0
         self.failed_kept = False
         self.fh_signal = 0
+        self.t_begin = 0.0  # the current fetch's start and first index, for worker_batches
+        self.first = NOT_AN_INT
+        self.recent = 0  # batches put in the ring so far
         HEADER.pack_into(self.mm, OFF_HEADER, MAGIC, VERSION, role, os.getpid(), loader_id, worker_id, 0)
 
     def _open(self) -> None:
@@ -150,7 +159,9 @@ class Slot:
         now = _now()
         # A batched fetch (__getitems__) gives no per-sample records: which index it is on is unknown until
         # the error path finds out, so the first index must not pose as the one in flight.
-        current = _as_int(values[0]) if k and kind != KIND_GETITEMS else NOT_AN_INT
+        first = _as_int(values[0]) if k else NOT_AN_INT
+        current = first if kind != KIND_GETITEMS else NOT_AN_INT
+        self.t_begin, self.first = now, first
         self._open()
         FETCH.pack_into(self.mm, OFF_FETCH, GETITEM, kind, self.fetches, now, n, -1, now, current)
         try:  # ints, numpy ints and integer tensors pack as they are
@@ -176,6 +187,13 @@ class Slot:
         FAILED_INDICES.pack_into(self.mm, OFF_FAILED_INDICES, *first)
         self._close()
         self.failed_kept = True  # keep the first failure: it is the one the training loop raises
+
+    def keep_recent(self, task: int, start: float, collate: float, end: float, first: int) -> None:
+        """A finished batch into the ring of the last MAX_RECENT (the row first, then the count that shows it)."""
+        count = self.recent
+        _pack_recent(self.mm, OFF_RECENT + (count % MAX_RECENT) * RECENT.size, task, start, collate, end, first)
+        self.recent = count + 1
+        _pack_count(self.mm, OFF_RECENT_COUNT, count + 1)
 
     def loop(self, state: int, loader_id: int = -1, worker: int = -1, task: int = -1, batches: int = 0) -> None:
         mm = self.mm
@@ -244,6 +262,7 @@ def start_worker(run_dir: str, loader_id: int, worker_id: int) -> None:
             f"no faulthandler stack dump of worker {worker_id} (loader {loader_id}) when py-spy is refused",
         )
     patch_fetchers()
+    worker_batches.start(loader_id, worker_id)
 
 
 class InflightInit:
@@ -357,9 +376,13 @@ def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
     else:
         slot.begin(KIND_UNBATCHED, (possibly_batched_index,))
         data = self.dataset[possibly_batched_index]
+    recorder = worker_batches.recorder  # None outside a worker: the loop's own fetches are its waits
     slot.set_phase(COLLATE)
+    collate = _now() if recorder is not None else 0.0
     batch = self.collate_fn(data)
     slot.set_phase(DONE)
+    if recorder is not None:
+        recorder.add(slot, slot.fetches, slot.t_begin, collate, _now(), slot.first)
     return batch
 
 
@@ -414,9 +437,13 @@ def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
             slot.set_phase(ENDED)
             raise
         self._dlprobe_pos = start + 1
+    recorder = worker_batches.recorder  # None outside a worker: the loop's own fetches are its waits
     slot.set_phase(COLLATE)
+    collate = _now() if recorder is not None else 0.0
     batch = self.collate_fn(data)
     slot.set_phase(DONE)
+    if recorder is not None:
+        recorder.add(slot, slot.fetches, slot.t_begin, collate, _now(), slot.first)
     return batch
 
 

@@ -10,8 +10,9 @@ from rich.console import Console
 from dlprobe.analysis.report import job_report_for, report_for
 from dlprobe.render.html import html_problem
 from dlprobe.render.terminal import run_summary
+from dlprobe.render.trace_file import speedscope_problem, trace_problem
 from dlprobe.rundir.files import write_json, write_json_option
-from dlprobe.rundir.schema import PLOT_FILE, REPORT_FILE, REPORT_HTML_FILE
+from dlprobe.rundir.schema import PLOT_FILE, REPORT_FILE, REPORT_HTML_FILE, STACKS_SPEEDSCOPE_FILE, TRACE_FILE
 
 
 def write_outputs(
@@ -25,6 +26,8 @@ def write_outputs(
     write_json(run_dir / REPORT_FILE, report)
     problems = []
     problems += html_problem(run_dir / REPORT_HTML_FILE, run, report)
+    problems += trace_problem(run_dir / TRACE_FILE, [run], report)
+    problems += speedscope_problem(run_dir / STACKS_SPEEDSCOPE_FILE, run)
     # No DataLoader, nothing to plot: skipping it saves a second of matplotlib start-up on short scripts.
     if run.loaders and plot_in_background:
         from dlprobe.render.plot import plot_in_background as start_plot

@@ -58,6 +58,14 @@ INDICES = struct.Struct(f"<{MAX_INDICES}q")
 FAILED_INDICES = struct.Struct(f"<{MAX_FAILED_INDICES}q")
 assert OFF_LOOP + LOOP.size <= OFF_INDICES
 assert OFF_FAILED_INDICES + FAILED_INDICES.size <= SLOT_SIZE
+# A worker's last batches (task, start, collate start, end, first index), a ring in the page's spare tail: they
+# survive a worker killed or stuck before its rows were sent as events (trace.json shows them). Zero in slots
+# written before it existed, so no version change.
+RECENT = struct.Struct("<qdddq")
+MAX_RECENT = 32
+OFF_RECENT_COUNT = OFF_FAILED_INDICES + FAILED_INDICES.size
+OFF_RECENT = OFF_RECENT_COUNT + 8
+assert OFF_RECENT + MAX_RECENT * RECENT.size <= SLOT_SIZE
 
 
 def slot_path(run_dir: str | Path, pid: int) -> Path:
@@ -113,6 +121,11 @@ def decode(buf: bytes) -> dict[str, Any] | None:
             "index": None if f_current == NOT_AN_INT else f_current,
             "indices": _index_list(f_indices, f_n, f_kind, f_indices[0]),
         }
+    (count,) = struct.unpack_from("<q", buf, OFF_RECENT_COUNT)
+    slot["recent"] = [
+        list(RECENT.unpack_from(buf, OFF_RECENT + (i % MAX_RECENT) * RECENT.size))
+        for i in range(max(0, count - MAX_RECENT), count)
+    ]
     if role == ROLE_MAIN:
         slot["loop"] = {
             "state": LOOP_STATES.get(l_state, "?"),

@@ -21,6 +21,7 @@ RESULT_FILE = "result.json"
 REPORT_FILE = "report.json"
 PLOT_FILE = "memory.png"
 REPORT_HTML_FILE = "report.html"  # the self-contained page (render/html.py)
+TRACE_FILE = "trace.json"  # Trace Event Format for Perfetto / chrome://tracing (analysis/trace.py)
 # `dlprobe run` draws the plot in a detached process (render/plot.py) that writes here and renames, so a reader
 # never sees half a PNG; a failure to draw is written down instead of lost with the process's stderr.
 PLOT_PARTIAL_FILE = "memory.png.partial"
@@ -31,6 +32,7 @@ KERNEL_FILE = "kernel.json"
 CHECK_FILE = "check.json"
 STACKS_FILE = "stacks.txt"  # py-spy's raw (collapsed) format: one line per distinct stack, with its count
 STACKS_META_FILE = "stacks.json"
+STACKS_SPEEDSCOPE_FILE = "stacks.speedscope.json"  # stacks.txt for speedscope.app (analysis/speedscope.py)
 PY_SPY_LOG_FILE = "py-spy.log"
 HANGS_DIR = "hangs"
 INFLIGHT_DIR = "inflight"
@@ -73,6 +75,7 @@ RUN_DIR_NAMES = (
     REPORT_FILE,
     PLOT_FILE,
     REPORT_HTML_FILE,
+    TRACE_FILE,
     PLOT_PARTIAL_FILE,
     PLOT_ERROR_FILE,
     STDOUT_FILE,
@@ -81,6 +84,7 @@ RUN_DIR_NAMES = (
     CHECK_FILE,
     STACKS_FILE,
     STACKS_META_FILE,
+    STACKS_SPEEDSCOPE_FILE,
     PY_SPY_LOG_FILE,
     HANGS_DIR,
     INFLIGHT_DIR,
@@ -125,6 +129,10 @@ EV_EPOCH_END = "epoch_end"
 # The workers' memory read by the main process when the epoch's last batch arrives, just before torch shuts them
 # down: the end of their copy-on-write growth, which the supervisor's sampling can miss by up to a round.
 EV_WORKERS_LAST = "workers_last"
+# One DataLoader worker's batches, in chunks (in_training/worker_batches.py): when each fetch began, how long its
+# samples and its collate took. Capped per worker: past the cap only every `stride`-th fetch is kept.
+EV_WORKER_BATCHES = "worker_batches"
+WORKER_BATCH_CAP = 5000  # rows a worker keeps at each stride before the stride doubles
 EV_BATCH_INFO = "batch_info"
 EV_DUPES = "dupes"
 EV_FORK_STATE = "fork_state"
@@ -246,6 +254,17 @@ class BatchesEvent(Event, total=False):
     waits: list[float]
     total: int
     worker_batches: list[int]  # batches each worker (by worker id) delivered this epoch so far; absent: not known
+
+
+class WorkerBatchesEvent(Event, total=False):
+    """EV_WORKER_BATCHES: rows [task, start - t0, fetch_s, collate_s, first index] (task: the batch's number in
+    the iterator's order, -1 when unknown; first index: the sampler's first index or the stream position)."""
+
+    loader: int
+    worker: int
+    t0: float
+    rows: list[list[float]]
+    stride: int  # 1, then 2, 4, ... once the worker has kept WORKER_BATCH_CAP rows, 2 x that, ...
 
 
 class EpochEndEvent(Event, total=False):

@@ -120,3 +120,13 @@ def test_read_all_skips_foreign_files(tmp_path):
     (tmp_path / INFLIGHT_DIR / "99.bin").write_bytes(b"short")
     assert list(fmt.read_all(tmp_path)) == [4242]
     assert fmt.read_all(tmp_path / "nowhere") == {}
+
+
+def test_the_ring_of_recent_batches_keeps_the_last_ones_in_order(tmp_path):
+    slot, path = _slot(tmp_path)
+    assert fmt.read_slot(path)["recent"] == []
+    for task in range(fmt.MAX_RECENT + 8):
+        slot.keep_recent(task, 100.0 + task, 100.5 + task, 100.75 + task, 4 * task)
+    recent = fmt.read_slot(path)["recent"]
+    assert [row[0] for row in recent] == list(range(8, fmt.MAX_RECENT + 8))
+    assert recent[-1] == [39, 139.0, 139.5, 139.75, 156]

@@ -1,0 +1,58 @@
+"""A worker's per-batch rows: what a row holds, the chunked sends, and the cap that keeps a long run bounded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlprobe.in_training import worker_batches
+
+
+class FakeSlot:
+    def __init__(self) -> None:
+        self.recent: list[tuple[int, float, float, float, int]] = []
+
+    def keep_recent(self, *row: Any) -> None:
+        self.recent.append(row)
+
+
+class FakeLog:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        self.events.append({"ev": ev, **fields})
+
+
+def recorder(monkeypatch, cap: int) -> tuple[worker_batches.WorkerBatches, FakeLog]:
+    log = FakeLog()
+    monkeypatch.setattr(worker_batches, "get_log", lambda: log)
+    monkeypatch.setattr(worker_batches, "WORKER_BATCH_CAP", cap)
+    monkeypatch.setattr(worker_batches, "FLUSH_INTERVAL_S", 1e9)  # one send, at the end
+    return worker_batches.WorkerBatches(loader_id=1, worker_id=3), log
+
+
+def test_a_row_is_start_fetch_and_collate_relative_to_the_chunk(monkeypatch):
+    rec, log = recorder(monkeypatch, cap=100)
+    slot = FakeSlot()
+    rec.add(slot, 1, 10.0, 10.25, 10.5, 7)
+    rec.add(slot, 2, 11.0, 11.5, 11.75, 9)
+    rec.flush()
+    [event] = log.events
+    assert event["ev"] == "worker_batches" and (event["loader"], event["worker"]) == (1, 3)
+    assert event["t0"] == 10.0 and event["stride"] == 1
+    assert event["rows"] == [[-1, 0.0, 0.25, 0.25, 7], [-1, 1.0, 0.5, 0.25, 9]]  # no torch worker loop: task -1
+    assert slot.recent == [(-1, 10.0, 10.25, 10.5, 7), (-1, 11.0, 11.5, 11.75, 9)]  # and into the slot's ring
+
+
+def test_past_the_cap_the_stride_doubles_so_rows_grow_with_the_log_of_the_batches(monkeypatch):
+    rec, log = recorder(monkeypatch, cap=10)
+    slot = FakeSlot()
+    for fetch in range(1, 1001):
+        rec.add(slot, fetch, float(fetch), fetch + 0.1, fetch + 0.2, fetch)
+    rec.flush()
+    rows = log.events[0]["rows"]
+    # 10 rows at each stride 1, 2, 4, 8, 16, 32 (fetches 1 to 608), then every 64th: 640 to 960
+    assert len(rows) == 66 and log.events[0]["stride"] == 64
+    assert len(slot.recent) == 1000  # the ring in the slot takes every batch (it keeps the last 32)
+    starts = [log.events[0]["t0"] + r[1] for r in rows[:12]]
+    assert starts[:10] == [float(f) for f in range(1, 11)] and starts[10:] == [12.0, 14.0]
