@@ -141,10 +141,33 @@ def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
     return rows
 
 
-def _packable(suspect: dict[str, Any]) -> bool:
-    """Whether dlprobe.fixes.PackedRecords can replace the attribute: a sequence of records, not a mapping."""
-    kind = str(suspect.get("type", ""))
-    return kind.split("[")[0] in ("list", "tuple") or kind == "numpy.ndarray[object]"
+SUSPECTS_FIXED = 3  # the largest suspects each given their remedy in cow-growth's fix (a dict and its key list)
+_NUMBERS = ("int", "float", "bool")
+
+
+def _remedy_code(suspect: dict[str, Any], share: bool = False) -> tuple[str, str] | None:
+    """(a line of code for the user's own attribute, the import it needs) for a suspect dlprobe.fixes or numpy can
+    hold without Python objects, or None. `share`: the /dev/shm form, for spawn workers and ranks."""
+    attr, kind = suspect["attribute"], str(suspect.get("type", ""))
+    outer, _, inner = kind.partition("[")
+    inner = inner.rstrip("]")
+    key = _share_key(attr)
+    if outer == "dict":  # COCO-style annotations, JSON metadata: looked up by key through a key index
+        return f"{attr} = PackedMapping({attr}" + (f", share={key!r})" if share else ")"), "PackedMapping"
+    if outer in ("list", "tuple") and inner in _NUMBERS:
+        # numpy picks the dtype from every item (int64 for ints, float64 if any is a float), never truncating
+        array = f"np.asarray({attr})"
+        return (f"{attr} = shm_array({key!r}, lambda: {array})", "shm_array") if share else (f"{attr} = {array}", "")
+    if outer in ("list", "tuple") or kind == "numpy.ndarray[object]":  # records, strings: one buffer plus offsets
+        return f"{attr} = PackedRecords({attr}" + (f", share={key!r})" if share else ")"), "PackedRecords"
+    return None
+
+
+def _imports(names: list[str], numpy: bool) -> str:
+    """The import line(s) the fix's code needs: 'from dlprobe.fixes import PackedMapping; import numpy as np'."""
+    found = sorted({n for n in names if n})
+    parts = [f"from dlprobe.fixes import {', '.join(found)}"] if found else []
+    return "; ".join(parts + (["import numpy as np"] if numpy else []))
 
 
 def _share_key(attribute: str) -> str:
@@ -157,17 +180,30 @@ def _suspects_fix(suspects: list[dict[str, Any]]) -> str:
     if not suspects:
         return COW_FIXES
     top = suspects[0]
-    attr = top["attribute"]
     text = (
-        f"`{attr}` is a {top['type']} with {top['items']:,} items "
+        f"`{top['attribute']}` is a {top['type']} with {top['items']:,} items "
         f"(~{format_bytes(top['est_bytes'])} of Python objects); every worker that reads it copies the pages. "
     )
-    if not _packable(top):
+    others = suspects[1:SUSPECTS_FIXED]
+    if others:
+        text += (
+            "So do "
+            + ", ".join(
+                f"`{s['attribute']}` ({s['type']}, {s['items']:,} items, ~{format_bytes(s['est_bytes'])})"
+                for s in others
+            )
+            + ". "
+        )
+    fixes = [(s, code) for s in suspects[:SUSPECTS_FIXED] if (code := _remedy_code(s))]
+    if not fixes:
         return text + COW_FIXES
+    lines = "; ".join(f"`{code}`" for _, (code, _) in fixes)
+    numpy = any("np.asarray" in code for _, (code, _) in fixes)
     return text + (
-        f"Pack it into one buffer that workers read without copying: `{attr} = PackedRecords({attr})` "
-        "(from dlprobe.fixes import PackedRecords; indexing returns the same records). Or keep the data out of "
-        "Python objects another way: numpy arrays of fixed-width bytes or numbers, a pyarrow table, or tensors."
+        f"Hold them in buffers that workers read without copying: {lines} "
+        f"({_imports([name for _, (_, name) in fixes], numpy)}; indexing and lookups by key return the same values). "
+        "Or keep the data out of Python objects another way: numpy arrays of fixed-width bytes or numbers, a pyarrow "
+        "table, or tensors."
     )
 
 
@@ -474,18 +510,17 @@ def find_cow_growth(run: RunData, peer_bytes: int = 0) -> list[Finding]:
 
 def _spawn_fix(suspects: list[dict[str, Any]]) -> str:
     """Name the shared-memory remedy for the largest record list, with code for the user's own attribute."""
-    top = next((s for s in suspects if _packable(s)), None)
+    top = next((s for s in suspects if _remedy_code(s)), None)
     if top is None:
         return (
             "Put large arrays in /dev/shm once and let every worker map them: "
             "`arr = shm_array('features-v1', lambda: np.load(path))` (from dlprobe.fixes import shm_array). "
         )
-    attr = top["attribute"]
+    code, name = _remedy_code(top, share=True) or ("", "")
     return (
-        f"Share `{attr}` ({top['type']}, ~{format_bytes(top['est_bytes'])}) through /dev/shm instead of pickling it "
-        f"into every worker: `{attr} = PackedRecords({attr}, share={_share_key(attr)!r})` (from dlprobe.fixes "
-        "import PackedRecords): workers and the other ranks on this machine map one copy; large numpy arrays the "
-        "same way with `shm_array(key, build_fn)`. "
+        f"Share `{top['attribute']}` ({top['type']}, ~{format_bytes(top['est_bytes'])}) through /dev/shm instead of "
+        f"pickling it into every worker: `{code}` ({_imports([name], 'np.' in code)}): workers and the other ranks "
+        "on this machine map one copy; large numpy arrays the same way with `shm_array(key, build_fn)`. "
     )
 
 

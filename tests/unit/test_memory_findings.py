@@ -172,10 +172,50 @@ def test_cow_growth_on_a_record_list_names_packed_records_for_that_attribute():
     assert "from dlprobe.fixes import PackedRecords" in finding.fix
 
 
-def test_cow_growth_on_a_dict_does_not_offer_packed_records():
-    mapping = {**SUSPECT, "attribute": "self.by_id", "type": "dict[int]"}
-    [finding] = find_cow_growth(run([loader(suspects=[mapping])], [_growing(11, 0, 200 * MiB)]))
-    assert "PackedRecords" not in finding.fix and "`self.by_id` is a dict[int]" in finding.fix
+def _fix_for(*suspects: dict) -> str:
+    [finding] = find_cow_growth(run([loader(suspects=list(suspects))], [_growing(11, 0, 200 * MiB)]))
+    return finding.fix
+
+
+def test_cow_growth_on_a_dict_of_records_names_packed_mapping_for_that_attribute():
+    fix = _fix_for({**SUSPECT, "attribute": "self.by_id", "type": "dict[list]"})
+    assert "`self.by_id` is a dict[list]" in fix and "`self.by_id = PackedMapping(self.by_id)`" in fix
+    assert "from dlprobe.fixes import PackedMapping;" in fix and "PackedRecords" not in fix
+
+
+def test_cow_growth_on_lists_of_numbers_and_strings_names_numpy_and_packed_records():
+    assert "`self.keys = np.asarray(self.keys)` (import numpy as np;" in _fix_for(
+        {**SUSPECT, "attribute": "self.keys", "type": "list[int]"}
+    )
+    assert "`self.paths = PackedRecords(self.paths)` (from dlprobe.fixes import PackedRecords;" in _fix_for(
+        {**SUSPECT, "attribute": "self.paths", "type": "list[str]"}
+    )
+    assert "import numpy as np" not in _fix_for({**SUSPECT, "type": "list[str]"})
+    assert "`self.rows = PackedRecords(" not in _fix_for({**SUSPECT, "type": "set[str]"})  # no shipped remedy
+
+
+def test_cow_growth_gives_the_dict_and_its_list_of_keys_each_their_remedy():
+    annotations = {**SUSPECT, "attribute": "self.ann", "type": "dict[list]", "items": 1_500_000, "est_bytes": 400 * MiB}
+    keys = {**SUSPECT, "attribute": "self.keys", "type": "list[int]", "items": 1_500_000, "est_bytes": 55 * MiB}
+    fix = _fix_for(annotations, keys)
+    assert "So do `self.keys` (list[int], 1,500,000 items, ~55.0 MiB)" in fix
+    assert (
+        "`self.ann = PackedMapping(self.ann)`; `self.keys = np.asarray(self.keys)` (from dlprobe.fixes import "
+        "PackedMapping; import numpy as np;" in fix
+    )
+
+
+def test_spawn_copy_of_a_dict_or_numbers_names_their_shared_remedy():
+    for suspect, code in [
+        ({**SUSPECT, "attribute": "self.ann", "type": "dict[list]"},
+         "`self.ann = PackedMapping(self.ann, share='ann-v1')`"),
+        ({**SUSPECT, "attribute": "self.keys", "type": "list[int]"},
+         "`self.keys = shm_array('keys-v1', lambda: np.asarray(self.keys))` (from dlprobe.fixes import shm_array; "
+         "import numpy as np)"),
+    ]:  # fmt: skip
+        lo = loader(start_method="spawn", num_workers=4, est_bytes=100 * MiB, suspects=[suspect])
+        [finding] = find_spawn_copy(run([lo], []))
+        assert code in finding.fix
 
 
 def test_spawn_copy_names_shared_packed_records_for_the_largest_record_list():
