@@ -42,9 +42,11 @@ def key_hash(key: Any) -> int:
 def pack_mapping(mapping: Mapping[Any, Any]) -> np.ndarray:
     """One uint8 array: the (key, value) records packed by `pack` in key-hash order, padded to 8 bytes, then the
     sorted key hashes (int64)."""
-    items = sorted(((key_hash(k), k, v) for k, v in mapping.items()), key=lambda item: item[0])
-    records = pack((k, v) for _, k, v in items)
-    hashes = np.fromiter((h for h, _, _ in items), dtype=np.int64, count=len(items))
+    keys, values = list(mapping.keys()), list(mapping.values())
+    hashes = np.fromiter(map(key_hash, keys), dtype=np.int64, count=len(keys))
+    order = np.argsort(hashes, kind="stable")
+    records = pack((keys[i], values[i]) for i in order.tolist())
+    hashes = hashes[order]
     padding = np.zeros(-records.nbytes % 8, dtype=np.uint8)
     return np.concatenate([records, padding, hashes.view(np.uint8)])
 
