@@ -13,7 +13,7 @@ no shared Python object is touched)::
 
 `share="some-key"` keeps the buffer in /dev/shm as `PackedRecords` does (spawn workers, ranks and later runs map
 one copy). Keys are found by their pickled bytes: use str, int, bytes or tuples of them (1 and True, equal in a dict,
-are different keys here).
+are different keys here; a numpy scalar finds the Python value it holds).
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ _KEY_PROTOCOL = 4  # fixed, so a key hashes the same in every process and Python
 
 
 def key_hash(key: Any) -> int:
-    """A hash of the key that every process agrees on (Python's hash() of a str differs per process)."""
+    """A hash of the key that every process agrees on (Python's hash() of a str differs per process). A numpy
+    scalar hashes as the Python value it holds: keys read from `np.asarray(keys)` find what int keys stored."""
+    if isinstance(key, np.generic):
+        key = key.item()
     digest = hashlib.blake2b(pickle.dumps(key, protocol=_KEY_PROTOCOL), digest_size=8).digest()
     return int.from_bytes(digest, "little", signed=True)
 

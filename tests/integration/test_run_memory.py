@@ -160,3 +160,13 @@ def test_the_same_data_in_numpy_arrays_has_no_cow_growth(probe):
     assert result.returncode == 0, result.stderr
     assert result.findings("cow-growth") == []
     assert result.report["loaders"][0]["suspects"] == []
+
+
+def test_coco_style_annotations_get_packed_mapping_and_numpy_for_the_ids_as_paste_able_code(probe):
+    result = probe("list_of_dicts_first_script.py", "600000", "dict")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("cow-growth")
+    suspects = {s["attribute"]: s["type"] for s in finding["evidence"]["suspects"]}
+    assert suspects == {"self.annotations": "dict[list]", "self.ids": "list[int]"}
+    assert "`self.annotations = PackedMapping(self.annotations)`; `self.ids = np.asarray(self.ids)`" in finding["fix"]
+    assert "from dlprobe.fixes import PackedMapping; import numpy as np" in finding["fix"]

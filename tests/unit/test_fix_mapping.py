@@ -38,6 +38,14 @@ def test_round_trip_every_key_and_value():
     assert packed["img_000042"] is not packed["img_000042"]  # decoded on each read: no shared object is touched
 
 
+def test_keys_read_from_a_numpy_array_find_the_python_keys():
+    import numpy as np
+
+    packed = PackedMapping({7: "seven", 2**40: "big"})
+    keys = np.asarray([7, 2**40])  # cow-growth's remedy for the list of keys beside the dict
+    assert [packed[k] for k in keys] == ["seven", "big"] and keys[0] in packed
+
+
 def test_a_missing_key_is_a_key_error_like_a_dicts():
     packed = PackedMapping(ANNOTATIONS)
     for missing in ("img_999999", 8, ("a", 2), [1]):  # [1] cannot be a dict key: not found either
