@@ -114,3 +114,19 @@ def test_a_spawn_worker_reads_the_shared_mapping_by_key():
     assert out.get(timeout=60) == ["/data/1999.jpg", 1999 % 80, 0.5]
     proc.join(timeout=60)
     assert proc.exitcode == 0
+
+
+def test_the_probe_sees_the_packed_mapping_as_bytes_to_copy_and_never_as_a_cow_suspect():
+    from dlprobe.in_training.dataset_inspect import summarize_dataset
+
+    class Holder:
+        def __init__(self, annotations):
+            self.annotations = annotations
+
+    plain = summarize_dataset(Holder(ANNOTATIONS | {i: [i] for i in range(20_000)}))
+    assert plain["suspects"][0]["attribute"] == "self.annotations"
+    packed = PackedMapping(ANNOTATIONS | {i: [i] for i in range(20_000)})
+    private = summarize_dataset(Holder(packed))
+    assert private["suspects"] == [] and private["est_bytes"] >= packed.nbytes  # spawn-copy counts it
+    shared = summarize_dataset(Holder(PackedMapping(ANNOTATIONS, share="probe-v1")))
+    assert shared["suspects"] == [] and shared["est_bytes"] < 1000  # only mapped, never pickled
