@@ -287,9 +287,9 @@ def _cost(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer_b
     on this node, weighed against the tightest memory limit and the parent's own size ("worth": over either).
     None when no worker passed its floor."""
     floor = COW_WORKER_FLOOR if loader.dataset.get("suspects") else COW_HEAP_WALK_FLOOR
-    counted = [r for r in rows if row_growth(r) >= floor]
     for r in rows:
-        r["counted"] = r in counted
+        r["counted"] = row_growth(r) >= floor
+    counted = [r for r in rows if r["counted"]]
     if not counted:
         return None
     parent = _parent_bytes(run)
