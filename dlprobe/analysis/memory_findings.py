@@ -199,9 +199,11 @@ def _suspects_fix(suspects: list[dict[str, Any]]) -> str:
         return text + COW_FIXES
     lines = "; ".join(f"`{code}`" for _, (code, _) in fixes)
     numpy = any("np.asarray" in code for _, (code, _) in fixes)
+    reads = "lookups by key and indexing return" if any(n == "PackedMapping" for _, (_, n) in fixes) else (
+        "indexing returns")  # fmt: skip
     return text + (
-        f"Hold them in buffers that workers read without copying: {lines} "
-        f"({_imports([name for _, (_, name) in fixes], numpy)}; indexing and lookups by key return the same values). "
+        f"Hold {'them in buffers' if len(fixes) > 1 else 'it in a buffer'} that workers read without copying: {lines} "
+        f"({_imports([name for _, (_, name) in fixes], numpy)}; {reads} the same values). "
         "Or keep the data out of Python objects another way: numpy arrays of fixed-width bytes or numbers, a pyarrow "
         "table, or tensors."
     )
