@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sysconfig
 
 # Paths that are never the user's, on this machine or in a log from another one.
@@ -24,6 +25,14 @@ def is_probe_file(filename: str | None) -> bool:
     if not filename:
         return False
     return filename.startswith(PROBE_DIR) or filename == "<frozen runpy>" or filename.endswith("/runpy.py")
+
+
+_REMEDY_FILE = re.compile(r"(^|/)dlprobe/fixes/\w+\.py$")  # by path, so frames recorded on another machine match
+
+
+def is_remedy_file(filename: str | None) -> bool:
+    """A frame of dlprobe.fixes: a remedy the user's script calls, part of its own work (not the probe's)."""
+    return bool(filename and _REMEDY_FILE.search(filename))
 
 
 def is_user_file(filename: str | None) -> bool:

@@ -7,16 +7,15 @@ with the run they came from, one run directory per node.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from dlprobe.analysis.memory_findings import COW_MIN_GROWTH
+from dlprobe.analysis.memory_findings import COW_HEAP_WALK_FLOOR, epoch_fraction
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData, loaders_from_events
 from dlprobe.analysis.stats import tree_total
 from dlprobe.rundir.schema import EV_EPOCH, EV_PROCESS, HangRecord, Meta, ProcessEvent
 
-PROJECT_MIN_GROWTH = COW_MIN_GROWTH
+PROJECT_MIN_GROWTH = COW_HEAP_WALK_FLOOR
 
 
 @dataclass
@@ -181,24 +180,7 @@ def _view(run: RunData, pid: int, identity: ProcessEvent, node: int, others: set
 
 
 def _epoch_fraction(view: RankView, loader: LoaderRecord) -> float:
-    """How much of an epoch the rank's loader has done: 1 once an epoch ended; else batches so far over the
-    batches an epoch has (a completed epoch of this rank, or the dataset split over the ranks)."""
-    epochs = loader.epochs
-    if not epochs:
-        return 1.0
-    ended = [e.batches for e in epochs if e.t_end is not None]
-    last = epochs[-1]
-    if last.t_end is not None:
-        return 1.0
-    if ended:
-        per_epoch = max(ended)
-    else:
-        length, batch = loader.dataset.get("len"), loader.config.get("batch_size")
-        world = view.identity.get("world_size") or 1
-        if not length or not batch:
-            return 1.0
-        per_epoch = math.ceil(length / world / batch)
-    return min(1.0, max(last.batches, 1) / per_epoch) if per_epoch else 1.0
+    return epoch_fraction(loader, view.identity.get("world_size") or 1)
 
 
 def _rank_growth(view: RankView) -> int:

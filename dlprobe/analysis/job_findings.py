@@ -9,7 +9,14 @@ from typing import Any
 from dlprobe.analysis import analyze
 from dlprobe.analysis.job import Job, NodeMemory, RankView, node_of
 from dlprobe.analysis.loop_timing import recorded_usable_cores
-from dlprobe.analysis.memory_findings import COW_COPIED, COW_LOADED_AT_START, COW_MIN_GROWTH
+from dlprobe.analysis.memory_findings import (
+    COW_COPIED,
+    COW_HEAP_WALK_FLOOR,
+    COW_LOADED_AT_START,
+    cow_total,
+    find_cow_growth,
+    row_growth,
+)
 from dlprobe.analysis.model import SEVERITIES, Finding, RunData
 from dlprobe.analysis.run_findings import find_run_problems
 from dlprobe.analysis.stack_causes import frame_text, main_thread
@@ -57,7 +64,7 @@ def _rank_entry(job: Job, view: RankView, finding: Finding) -> dict[str, Any]:
 
 def _cow_title(job: Job, group: list[tuple[RankView, Finding]], labels: str) -> str:
     rows = [r for _, f in group for r in f.evidence.get("workers") or []]
-    grown = [r for r in rows if _worker_growth(r) >= COW_MIN_GROWTH]
+    grown = [r for r in rows if r.get("counted", row_growth(r) >= COW_HEAP_WALK_FLOOR)]
     variant = group[0][1].evidence.get("variant")
     copied = variant == COW_COPIED
     key = "cow_bytes" if copied else "anon_growth_bytes"
@@ -71,13 +78,6 @@ def _cow_title(job: Job, group: list[tuple[RankView, Finding]], labels: str) -> 
     for memory in {node_of(job, v).node: node_of(job, v) for v, _ in group}.values():
         title += "; " + _node_total_text(job, memory)
     return title
-
-
-def _worker_growth(row: dict[str, Any]) -> int:
-    """What cow-growth weighs a worker by: copied plus new anonymous memory, or USS growth in older runs."""
-    if "cow_bytes" in row:
-        return int(row["cow_bytes"]) + int(row.get("anon_growth_bytes") or 0)
-    return int(row.get("uss_growth_bytes") or 0)
 
 
 def _node_total_text(job: Job, memory: NodeMemory) -> str:
@@ -540,9 +540,24 @@ def _later_rank_errors(findings: list[Finding]) -> None:
         finding.evidence["after_rank"] = culprit
 
 
+def _node_cow(job: Job, per_rank: list[tuple[RankView, list[Finding]]]) -> None:
+    """cow-growth judged on each node's total: one rank's workers may copy little, all the node's ranks' not."""
+    totals = {view.pid: cow_total(view.run) for view in job.ranks}
+    for view, findings in per_rank:
+        peers = sum(totals[v.pid] for v in job.ranks if v.node == view.node and v is not view)
+        if not peers:
+            continue
+        findings[:] = [f for f in findings if f.code != "cow-growth"]
+        for new in find_cow_growth(view.run, peer_bytes=peers):  # first among findings as severe: it is the cause
+            at = next((i for i, f in enumerate(findings) if SEVERITIES.index(f.severity) >= SEVERITIES.index(
+                new.severity)), len(findings))  # fmt: skip
+            findings.insert(at, new)
+
+
 def analyze_job(job: Job) -> list[Finding]:
     """Every finding of a job, most severe first: per-rank findings merged across ranks, then the job's own."""
     per_rank = [(view, analyze(view.run)) for view in job.ranks]
+    _node_cow(job, per_rank)
     _job_hang(job, per_rank)
     findings = merge_rank_findings(job, per_rank)
     findings += find_node_oversubscribed(job)

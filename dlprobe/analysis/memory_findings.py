@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from itertools import zip_longest
 from typing import Any
 
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData, Series
 from dlprobe.analysis.stats import growth, metric_summary
+from dlprobe.rundir.schema import EV_PROCESS
 from dlprobe.units import format_bytes
 
 MiB = 1024 * 1024
-COW_MIN_GROWTH = 64 * MiB  # per-worker private growth worth a finding; worker start-up noise stays far below
+# cow-growth is judged by what the copies cost the job: every worker's (and in a job every rank's) copies together,
+# projected to the end of the epoch, against the tightest memory limit and against the parent's own size.
+COW_WORKER_FLOOR = 16 * MiB  # a worker's copies count from here: its start-up (first batches, hooks) copies ~2 MiB
+# With no Python-object dataset to blame (no suspect attribute), a worker's first full garbage collection writes to
+# every object the parent holds, ~35 MiB per worker for a torch + numpy parent (measured): only more counts.
+COW_HEAP_WALK_FLOOR = 64 * MiB
+COW_LIMIT_SHARE = 0.05  # the copies take this share of the tightest memory limit: memory the job cannot use
+COW_PARENT_SHARE = 0.25  # or they hold a quarter of the parent's own memory once more
 COW_RSS_SHARE = 0.5  # RSS growing less than half as fast as USS means pages went shared -> private
 SPAWN_COPY_MIN = 64 * MiB
 # Which story a cow-growth finding tells (its evidence "variant"): the job report words its merged title by it.
@@ -132,10 +141,33 @@ def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
     return rows
 
 
-def _packable(suspect: dict[str, Any]) -> bool:
-    """Whether dlprobe.fixes.PackedRecords can replace the attribute: a sequence of records, not a mapping."""
-    kind = str(suspect.get("type", ""))
-    return kind.split("[")[0] in ("list", "tuple") or kind == "numpy.ndarray[object]"
+SUSPECTS_FIXED = 3  # the largest suspects each given their remedy in cow-growth's fix (a dict and its key list)
+_NUMBERS = ("int", "float", "bool")
+
+
+def _remedy_code(suspect: dict[str, Any], share: bool = False) -> tuple[str, str] | None:
+    """(a line of code for the user's own attribute, the import it needs) for a suspect dlprobe.fixes or numpy can
+    hold without Python objects, or None. `share`: the /dev/shm form, for spawn workers and ranks."""
+    attr, kind = suspect["attribute"], str(suspect.get("type", ""))
+    outer, _, inner = kind.partition("[")
+    inner = inner.rstrip("]")
+    key = _share_key(attr)
+    if outer == "dict":  # COCO-style annotations, JSON metadata: looked up by key through a key index
+        return f"{attr} = PackedMapping({attr}" + (f", share={key!r})" if share else ")"), "PackedMapping"
+    if outer in ("list", "tuple") and inner in _NUMBERS:
+        # numpy picks the dtype from every item (int64 for ints, float64 if any is a float), never truncating
+        array = f"np.asarray({attr})"
+        return (f"{attr} = shm_array({key!r}, lambda: {array})", "shm_array") if share else (f"{attr} = {array}", "")
+    if outer in ("list", "tuple") or kind == "numpy.ndarray[object]":  # records, strings: one buffer plus offsets
+        return f"{attr} = PackedRecords({attr}" + (f", share={key!r})" if share else ")"), "PackedRecords"
+    return None
+
+
+def _imports(names: list[str], numpy: bool) -> str:
+    """The import line(s) the fix's code needs: 'from dlprobe.fixes import PackedMapping; import numpy as np'."""
+    found = sorted({n for n in names if n})
+    parts = [f"from dlprobe.fixes import {', '.join(found)}"] if found else []
+    return "; ".join(parts + (["import numpy as np"] if numpy else []))
 
 
 def _share_key(attribute: str) -> str:
@@ -148,17 +180,32 @@ def _suspects_fix(suspects: list[dict[str, Any]]) -> str:
     if not suspects:
         return COW_FIXES
     top = suspects[0]
-    attr = top["attribute"]
     text = (
-        f"`{attr}` is a {top['type']} with {top['items']:,} items "
+        f"`{top['attribute']}` is a {top['type']} with {top['items']:,} items "
         f"(~{format_bytes(top['est_bytes'])} of Python objects); every worker that reads it copies the pages. "
     )
-    if not _packable(top):
+    others = suspects[1:SUSPECTS_FIXED]
+    if others:
+        text += (
+            "So do "
+            + ", ".join(
+                f"`{s['attribute']}` ({s['type']}, {s['items']:,} items, ~{format_bytes(s['est_bytes'])})"
+                for s in others
+            )
+            + ". "
+        )
+    fixes = [(s, code) for s in suspects[:SUSPECTS_FIXED] if (code := _remedy_code(s))]
+    if not fixes:
         return text + COW_FIXES
+    lines = "; ".join(f"`{code}`" for _, (code, _) in fixes)
+    numpy = any("np.asarray" in code for _, (code, _) in fixes)
+    reads = "lookups by key and indexing return" if any(n == "PackedMapping" for _, (_, n) in fixes) else (
+        "indexing returns")  # fmt: skip
     return text + (
-        f"Pack it into one buffer that workers read without copying: `{attr} = PackedRecords({attr})` "
-        "(from dlprobe.fixes import PackedRecords; indexing returns the same records). Or keep the data out of "
-        "Python objects another way: numpy arrays of fixed-width bytes or numbers, a pyarrow table, or tensors."
+        f"Hold {'them in buffers' if len(fixes) > 1 else 'it in a buffer'} that workers read without copying: {lines} "
+        f"({_imports([name for _, (_, name) in fixes], numpy)}; {reads} the same values). "
+        "Or keep the data out of Python objects another way: numpy arrays of fixed-width bytes or numbers, a pyarrow "
+        "table, or tensors."
     )
 
 
@@ -187,9 +234,126 @@ def _cow_fix(suspects: list[dict[str, Any]], cow: int, gc_state: dict[str, Any] 
     return _gc_fix(gc_state) + _suspects_fix(suspects)
 
 
-def _severity(run: RunData, rows: list[dict[str, Any]]) -> str:
-    limit = run.system.cgroup_limit or run.meta.get("machine", {}).get("mem_total")
-    total_uss = sum(r["uss_peak_bytes"] or 0 for r in rows)
+def memory_limit(run: RunData) -> tuple[int, str] | None:
+    """The tightest memory limit the run had, and its name: the cgroup's limit, MemTotal, or the most memory the
+    machine had available (MemAvailable) while it ran. None when none of them was read."""
+    machine = run.meta.get("machine") or {}
+    available = [a for a in run.system.available if a is not None]
+    found = [
+        *([(int(run.system.cgroup_limit), "cgroup limit")] if run.system.cgroup_limit else []),
+        *([(int(machine["mem_total"]), "MemTotal")] if machine.get("mem_total") else []),
+        *([(max(available), "MemAvailable")] if available else []),
+    ]
+    return min(found) if found else None
+
+
+def epoch_fraction(loader: LoaderRecord, world_size: int = 1) -> float:
+    """How much of an epoch the loader has done: 1 once an epoch ended; else batches so far over the batches an
+    epoch has (a completed epoch's, or the dataset split over the ranks)."""
+    epochs = loader.epochs
+    if not epochs or epochs[-1].t_end is not None:
+        return 1.0
+    ended = [e.batches for e in epochs if e.t_end is not None]
+    if ended:
+        per_epoch = max(ended)
+    else:
+        length, batch = loader.dataset.get("len"), loader.config.get("batch_size")
+        if not length or not batch:
+            return 1.0
+        per_epoch = math.ceil(length / world_size / batch)
+    return min(1.0, max(epochs[-1].batches, 1) / per_epoch) if per_epoch else 1.0
+
+
+def row_growth(row: dict[str, Any]) -> int:
+    """What cow-growth weighs a worker by: copied plus new anonymous memory, or USS growth in older runs."""
+    if "cow_bytes" in row:
+        return int(row["cow_bytes"]) + int(row.get("anon_growth_bytes") or 0)
+    return int(row.get("uss_growth_bytes") or 0)
+
+
+def _parent_bytes(run: RunData) -> int | None:
+    """The parent's (the training process's) own memory at its peak: USS, before its workers shared its pages."""
+    main = next((p for p in run.processes if p.role == "main"), None)
+    readings = [v for _, v in main.series.values("uss")] if main else []
+    return max(readings) if readings else None
+
+
+def _world_size(run: RunData) -> int:
+    sizes = [e.get("world_size") for e in run.events if e.get("ev") == EV_PROCESS]
+    return int(sizes[-1] or 1) if sizes else 1
+
+
+def _cost(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer_bytes: int = 0) -> dict[str, Any] | None:
+    """What the workers' copies cost, if it is worth a finding: each worker past its floor counts, their total is
+    projected to the end of the epoch (a worker copies at most the parent's size) and, with the other ranks' copies
+    on this node, weighed against the tightest memory limit and the parent's own size ("worth": over either).
+    None when no worker passed its floor."""
+    floor = COW_WORKER_FLOOR if loader.dataset.get("suspects") else COW_HEAP_WALK_FLOOR
+    for r in rows:
+        r["counted"] = row_growth(r) >= floor
+    counted = [r for r in rows if r["counted"]]
+    if not counted:
+        return None
+    parent = _parent_bytes(run)
+    limit = memory_limit(run)
+    loaded_once = all(r.get("loaded_at_start") for r in counted)  # a one-time load at start is not growth
+    fraction = 1.0 if loaded_once else epoch_fraction(loader, _world_size(run))
+    total = sum(row_growth(r) for r in counted)
+    projected = sum(min(row_growth(r) / fraction, parent or math.inf) for r in counted)
+    judged = int(max(total, projected)) + peer_bytes
+    over_limit = limit is not None and judged >= COW_LIMIT_SHARE * limit[0]
+    over_parent = parent is not None and judged >= COW_PARENT_SHARE * parent
+    return {
+        "worth": over_limit or over_parent,
+        "counted_workers": len(counted),
+        "worker_floor_bytes": floor,
+        "total_bytes": total,
+        "epoch_fraction": round(fraction, 3),
+        "projected_total_bytes": int(projected),
+        "other_ranks_bytes": peer_bytes,
+        "limit_bytes": limit[0] if limit else None,
+        "limit_kind": limit[1] if limit else None,
+        "parent_bytes": parent,
+    }
+
+
+def cow_total(run: RunData) -> int:
+    """Every loader's counted copies, projected to the epoch's end: what this rank adds to its node's total."""
+    total = 0
+    for loader in run.loaders:
+        if loader.num_workers and loader.start_method in ("fork", None):
+            cost = _cost(run, loader, _worker_growth(run, loader))
+            total += cost["projected_total_bytes"] if cost else 0
+    return total
+
+
+def _cost_evidence(cost: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in cost.items() if k != "worth"}
+
+
+def _cost_text(cost: dict[str, Any]) -> str:
+    """ "218 MiB in all, 45% of the parent's 483 MiB" and, where the epoch is still running, its projection."""
+    total, projected = cost["total_bytes"], cost["projected_total_bytes"]
+    text = f"{format_bytes(total)} in all"
+    if projected > 1.1 * total:
+        text += f", {format_bytes(projected)} by the end of the epoch at this rate"
+    if cost["other_ranks_bytes"]:
+        text += f", {format_bytes(projected + cost['other_ranks_bytes'])} with the other ranks on this node"
+    judged = max(total, projected) + cost["other_ranks_bytes"]
+    shares = []
+    if cost["parent_bytes"]:
+        shares.append(
+            f"{100 * judged / cost['parent_bytes']:.0f}% of the parent's {format_bytes(cost['parent_bytes'])}"
+        )
+    if cost["limit_bytes"]:
+        shares.append(f"{100 * judged / cost['limit_bytes']:.0f}% of the {format_bytes(cost['limit_bytes'])} "
+                      f"{cost['limit_kind']}")  # fmt: skip
+    return text + (" (" + ", ".join(shares) + ")" if shares else "")
+
+
+def _severity(rows: list[dict[str, Any]], cost: dict[str, Any]) -> str:
+    total_uss = sum(r["uss_peak_bytes"] or 0 for r in rows) + cost["other_ranks_bytes"]
+    limit = cost["limit_bytes"]
     return "error" if limit and total_uss > 0.5 * limit else "warning"
 
 
@@ -205,19 +369,20 @@ def _evidence(loader: LoaderRecord, rows: list[dict[str, Any]]) -> dict[str, Any
     }
 
 
-def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> list[Finding]:
+def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer_bytes: int) -> list[Finding]:
     """cow-growth from anonymous private memory only; file and tmpfs pages get an info finding at most."""
     findings = []
-    grown = [r for r in rows if r["anon_growth_bytes"] + r["cow_bytes"] >= COW_MIN_GROWTH]
-    if grown:
-        evidence = _evidence(loader, rows)
+    cost = _cost(run, loader, rows, peer_bytes)
+    grown = [r for r in rows if r["counted"]]
+    if cost and cost["worth"]:
+        evidence = _evidence(loader, rows) | _cost_evidence(cost)
         cow = max(r["cow_bytes"] for r in grown)
         new = max(r["anon_growth_bytes"] for r in grown)
         lid = loader.loader_id
         if cow >= new:
             title = (
                 f"{len(grown)} of {len(rows)} workers of loader {lid} each copied up to {format_bytes(cow)} of the "
-                "parent's memory (copy-on-write: Private_Dirty rose while Anonymous stayed flat)"
+                f"parent's memory, {_cost_text(cost)} (copy-on-write: Private_Dirty rose while Anonymous stayed flat)"
             )
             detail = (
                 "Forked workers share the parent's pages until they write to them. Reading a Python object changes "
@@ -232,7 +397,7 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> 
         elif _same_load(rows):
             title = (
                 f"Each of the {len(rows)} workers of loader {lid} loaded its own copy of the same data at start: "
-                f"up to {format_bytes(new)} of new anonymous memory each, then flat"
+                f"up to {format_bytes(new)} of new anonymous memory each, then flat; {_cost_text(cost)}"
             )
             detail = (
                 "Every worker's anonymous memory rose by about the same amount in the first part of its life and "
@@ -249,8 +414,8 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> 
             evidence["variant"] = COW_LOADED_AT_START
         else:
             title = (
-                f"Workers of loader {lid} keep allocating: up to {format_bytes(new)} of new anonymous memory each "
-                "(Anonymous rose), not copy-on-write"
+                f"Workers of loader {lid} keep allocating: up to {format_bytes(new)} of new anonymous memory each, "
+                f"{_cost_text(cost)} (Anonymous rose), not copy-on-write"
             )
             detail = (
                 "The workers' anonymous memory grew, so the growth is new allocations inside the workers (a cache, a "
@@ -262,7 +427,7 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> 
                 "remove it, or keep it in the parent before the workers start."
             )
             evidence["variant"] = COW_ALLOCATING
-        findings.append(Finding("cow-growth", _severity(run, rows), title, detail, fix, evidence, lid))
+        findings.append(Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, lid))
     mapped = [r for r in rows if r["pss_file_growth_bytes"] + r["pss_shmem_growth_bytes"] >= MAPPED_MIN_GROWTH]
     if mapped:
         worst = max(mapped, key=lambda r: r["pss_file_growth_bytes"] + r["pss_shmem_growth_bytes"])
@@ -289,20 +454,21 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> 
     return findings
 
 
-def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> list[Finding]:
+def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer_bytes: int) -> list[Finding]:
     """Runs recorded without page kinds: USS growth, told apart by whether RSS grew with it."""
-    grown = [r for r in rows if r["uss_growth_bytes"] >= COW_MIN_GROWTH]
-    if not grown:
+    cost = _cost(run, loader, rows, peer_bytes)
+    if not cost or not cost["worth"]:
         return []
+    grown = [r for r in rows if r["counted"]]
     copy_on_access = [r for r in grown if r["rss_growth_bytes"] < COW_RSS_SHARE * r["uss_growth_bytes"]]
-    evidence = _evidence(loader, rows)
+    evidence = _evidence(loader, rows) | _cost_evidence(cost)
     suspects = evidence["suspects"]
     worst = max(grown, key=lambda r: r["uss_growth_bytes"])
     if copy_on_access:
         title = (
             f"{len(grown)} of {len(rows)} workers of loader {loader.loader_id} each copied up to "
-            f"{format_bytes(worst['uss_growth_bytes'])} of the dataset into private memory (USS) "
-            "while RSS stayed flat"
+            f"{format_bytes(worst['uss_growth_bytes'])} of the dataset into private memory (USS), "
+            f"{_cost_text(cost)}, while RSS stayed flat"
         )
         detail = (
             "Forked workers share the dataset's pages with the main process until they touch them. Reading a "
@@ -315,7 +481,8 @@ def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> l
     else:
         title = (
             f"Workers of loader {loader.loader_id} keep allocating: up to "
-            f"{format_bytes(worst['uss_growth_bytes'])} more private memory each, and RSS grew with it"
+            f"{format_bytes(worst['uss_growth_bytes'])} more private memory each, {_cost_text(cost)}, "
+            "and RSS grew with it"
         )
         detail = (
             "RSS grew along with USS, so the growth is new allocations inside the workers (a cache, a list that "
@@ -326,36 +493,36 @@ def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]]) -> l
             "remove it; " + _suspects_fix(suspects)
         )
         evidence["variant"] = COW_ALLOCATING
-    return [Finding("cow-growth", _severity(run, rows), title, detail, fix, evidence, loader.loader_id)]
+    return [Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, loader.loader_id)]
 
 
-def find_cow_growth(run: RunData) -> list[Finding]:
+def find_cow_growth(run: RunData, peer_bytes: int = 0) -> list[Finding]:
+    """`peer_bytes`: the copies of the other ranks' workers on this node (cow_total of each), judged with these."""
     findings = []
     for loader in run.loaders:
         if loader.num_workers == 0 or loader.start_method not in ("fork", None):
             continue
         rows = _worker_growth(run, loader)
         if rows and all("cow_bytes" in r for r in rows):
-            findings.extend(_by_kind(run, loader, rows))
+            findings.extend(_by_kind(run, loader, rows, peer_bytes))
         else:
-            findings.extend(_by_uss(run, loader, rows))
+            findings.extend(_by_uss(run, loader, rows, peer_bytes))
     return findings
 
 
 def _spawn_fix(suspects: list[dict[str, Any]]) -> str:
     """Name the shared-memory remedy for the largest record list, with code for the user's own attribute."""
-    top = next((s for s in suspects if _packable(s)), None)
+    top = next((s for s in suspects if _remedy_code(s)), None)
     if top is None:
         return (
             "Put large arrays in /dev/shm once and let every worker map them: "
             "`arr = shm_array('features-v1', lambda: np.load(path))` (from dlprobe.fixes import shm_array). "
         )
-    attr = top["attribute"]
+    code, name = _remedy_code(top, share=True) or ("", "")
     return (
-        f"Share `{attr}` ({top['type']}, ~{format_bytes(top['est_bytes'])}) through /dev/shm instead of pickling it "
-        f"into every worker: `{attr} = PackedRecords({attr}, share={_share_key(attr)!r})` (from dlprobe.fixes "
-        "import PackedRecords): workers and the other ranks on this machine map one copy; large numpy arrays the "
-        "same way with `shm_array(key, build_fn)`. "
+        f"Share `{top['attribute']}` ({top['type']}, ~{format_bytes(top['est_bytes'])}) through /dev/shm instead of "
+        f"pickling it into every worker: `{code}` ({_imports([name], 'np.' in code)}): workers and the other ranks "
+        "on this machine map one copy; large numpy arrays the same way with `shm_array(key, build_fn)`. "
     )
 
 

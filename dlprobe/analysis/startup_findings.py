@@ -8,7 +8,7 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of, loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
-from dlprobe.frames import is_user_file
+from dlprobe.frames import is_remedy_file, is_user_file
 from dlprobe.rundir.schema import EV_FORK_STATE, EV_START, EV_STARTUP_PROFILE
 
 SLOW_CONSTRUCT_S = 2.0  # the script's work before the loader existed (imports timed apart)
@@ -21,7 +21,29 @@ _FS_FILES = re.compile(
     r"|torchvision/datasets/folder\.py$"
 )
 _IMAGE_FOLDER = re.compile(r"torchvision/datasets/folder\.py$")
-_FS_FUNCS = re.compile(r"walk|scandir|listdir|glob|find_classes|make_dataset|iterdir|stat|exists|is(file|dir)")
+# A directory walk is recognised by the file-system calls it makes, whatever the user's function is called: the
+# standard library's Python frames around each stat (os.path.getsize shows as `getsize (<frozen genericpath>)`,
+# Path.is_file as `Path.is_file (pathlib.py)`), never its path-string helpers (join, splitext), which are CPU work.
+_FS_FUNCS = re.compile(
+    r"walk|scandir|listdir|glob|find_classes|make_dataset|iterdir|stat|exists|is_?(file|dir|link|mount|symlink)"
+    r"|get(size|mtime|atime|ctime)|samefile|realpath|_select_from|_iterate_directories"
+)
+
+REMEDY_NOTE_S = 1.0  # a remedy's one-time start-up cost worth naming (info), so the user knows it is not a new problem
+# How not to pay a remedy's one-time cost again, by the remedy the start-up samples were in.
+_REMEDY_ONCE = {
+    "PackedRecords": "pass a cache key, `PackedRecords(rows, share='records-v1')`: the packed buffer then stays in "
+    "/dev/shm and later runs and the other ranks on this machine attach to it instead of packing again (pass a "
+    "function, `PackedRecords(load_rows, share=...)`, to skip building the rows as well)",
+    "PackedMapping": "pass a cache key, `PackedMapping(mapping, share='annotations-v1')`: the packed buffer then "
+    "stays in /dev/shm and later runs and the other ranks on this machine attach to it instead of packing again "
+    "(pass a function, `PackedMapping(load_mapping, share=...)`, to skip building the mapping as well)",
+    "shm_array": "nothing: the array stays in /dev/shm under its key, and later runs and the other ranks on this "
+    "machine attach to it (`dlprobe cache list` shows it; build it with a function so they skip the load)",
+    "FileIndexDataset": "nothing: the index is cached on disk and reused until a folder changes, so only this first "
+    "run walks the tree (give every run the same `cache_dir`)",
+}
+_REMEDY_ONCE["build_file_index"] = _REMEDY_ONCE["FileIndexDataset"]
 
 Frame = tuple[str, str]
 
@@ -113,6 +135,37 @@ def _where_time_went(path: list[dict[str, Any]], phase_s: float) -> dict[str, An
     }
 
 
+def _remedy(stack: dict[str, Any]) -> str | None:
+    """The dlprobe.fixes remedy a start-up sample was in (its outermost frame there: PackedRecords, shm_array)."""
+    frame = next((f for f in stack["frames"] if is_remedy_file(f[0])), None)
+    return frame[1].split(".")[0] if frame else None
+
+
+def _remedy_cost(loader: LoaderRecord, remedies: dict[str, float], before_s: float) -> Finding:
+    """The one-time cost of dlprobe's own remedy, said as such: never a warning against the fix."""
+    name, seconds = max(remedies.items(), key=lambda kv: kv[1])
+    once = _REMEDY_ONCE.get(name, "keep what it builds (a /dev/shm key, a cache directory) from one run to the next")
+    return Finding(
+        code="remedy-cost",
+        severity="info",
+        title=f"Loader {loader.loader_id}'s start-up included {seconds:.1f} s in {name} from dlprobe.fixes "
+        f"(of {before_s:.1f} s before the DataLoader existed): the remedy's one-time cost, not a slow start",
+        detail=(
+            "A remedy from dlprobe.fixes does its work once, before the DataLoader starts (packing records into one "
+            "buffer, building a file index, filling /dev/shm), so that every worker and every epoch reads it "
+            "without copies or a walk; the seconds are from the start-up sampler's share of that phase."
+        ),
+        fix=f"To not pay it again: {once}.",
+        evidence={
+            "remedy": name,
+            "remedy_s": round(seconds, 3),
+            "remedies_s": {k: round(v, 3) for k, v in remedies.items()},
+            "before_loader_s": round(before_s, 3),
+        },  # fmt: skip
+        loader_id=loader.loader_id,
+    )
+
+
 def _file_index_fix(stacks: list[dict[str, Any]], function: str | None) -> str:
     """Remedy 3 of dlprobe.fixes, as code to paste in place of ImageFolder or the script's own walk."""
     image_folder = any(_IMAGE_FOLDER.search(f[0]) for s in stacks for f in s["frames"])
@@ -136,7 +189,8 @@ def _restart_cost(loader: LoaderRecord) -> float:
 
 
 def find_slow_start(run: RunData) -> list[Finding]:
-    findings = []
+    findings: list[Finding] = []
+    notes: list[Finding] = []  # remedy-cost, after the warnings
     first_loader = min((lo for lo in run.loaders if lo.epochs), key=lambda lo: lo.epochs[0].t_start, default=None)
     for loader in run.loaders:
         phases = _startup_phases(run, loader) if loader is first_loader else None
@@ -148,11 +202,27 @@ def find_slow_start(run: RunData) -> list[Finding]:
         if phases is not None:
             construct_stacks = phases.pop("_construct_stacks")
             evidence["phases"] = phases
+            # A remedy's work (packing records, a file index) is its one-time cost: said apart, and taken out of the
+            # phase by its share of the samples before the rest is judged.
+            remedies: dict[str, float] = {}
+            for stack in construct_stacks:
+                name = _remedy(stack)
+                if name:
+                    remedies[name] = remedies.get(name, 0.0) + stack["seconds"]
+            # Sampled seconds, scaled to the phase by their share of the samples when the sampler saw most of it
+            # (the rest of the phase is spread like what it saw); otherwise only what it saw.
+            sampled_all = phases["before_loader_sampled_s"]
+            if sampled_all >= HOT_SHARE * phases["before_loader_s"]:
+                remedies = {k: v * phases["before_loader_s"] / sampled_all for k, v in remedies.items()}
+            remedy_s = sum(remedies.values())
+            if remedy_s >= REMEDY_NOTE_S and phases["before_loader_s"] >= SLOW_CONSTRUCT_S:
+                notes.append(_remedy_cost(loader, remedies, phases["before_loader_s"]))
+            construct_stacks = [s for s in construct_stacks if not _remedy(s)]
             # Imports are timed (phases) but never a cause on their own: torch alone takes seconds, and no loader
             # setting changes that.
-            if phases["before_loader_s"] >= SLOW_CONSTRUCT_S:
-                before_s = phases["before_loader_s"]
-                sampled_s = phases["before_loader_sampled_s"]
+            if phases["before_loader_s"] - remedy_s >= SLOW_CONSTRUCT_S:
+                before_s = phases["before_loader_s"] - remedy_s
+                sampled_s = sum(s["seconds"] for s in construct_stacks)
                 path = hot_path(construct_stacks)
                 hot = _where_time_went(path, before_s)
                 fs_s = sum(s["seconds"] for s in construct_stacks if any(_is_fs(f) for f in s["frames"]))
@@ -165,7 +235,9 @@ def find_slow_start(run: RunData) -> list[Finding]:
                 if sampled_s < HOT_SHARE * before_s:  # the sampler saw too little of it to say where it went
                     where += f"; the start-up sampler saw only {sampled_s:.1f} s of it, so where it went is not known"
                 causes.append(
-                    f"the script ran {before_s:.1f} s (imports excluded) before it created the DataLoader{where}"
+                    f"the script ran {before_s:.1f} s (imports excluded"
+                    + (f"; {remedy_s:.1f} s in dlprobe.fixes apart, see remedy-cost" if notes else "")
+                    + f") before it created the DataLoader{where}"
                     + (f" (a directory walk: {fs_s:.1f} s in file-system calls)" if walk else "")
                 )
                 evidence.update({"hot_path": [p["frame"] for p in path],
@@ -221,7 +293,7 @@ def find_slow_start(run: RunData) -> list[Finding]:
                 loader_id=loader.loader_id,
             )
         )
-    return findings
+    return findings + notes
 
 
 _PROCESS_GROUP_THREAD = re.compile(r"^(gloo_|pt_gloo|pt_nccl|nccl|c10d|pt_c10d|ProcessGroup)", re.IGNORECASE)

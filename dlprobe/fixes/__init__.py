@@ -12,6 +12,7 @@ from typing import Any
 # public name -> module that defines it
 _EXPORTS = {
     "PackedRecords": "records",  # copy-on-write-safe records (cow-growth)
+    "PackedMapping": "mapping",  # copy-on-write-safe dict of records, looked up by key (cow-growth)
     "shm_array": "shm_cache",  # one read-only array in /dev/shm, shared by every process and run (spawn-copy)
     "build_file_index": "file_index",  # class-folder image trees without os.walk + stat (slow-start)
     "FileIndexDataset": "file_index",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
@@ -32,6 +32,8 @@ _COUNT = 8  # bytes of the record count at the start of the packed array
 
 def pack(records: Iterable[Any]) -> np.ndarray:
     """One uint8 array: the record count (int64), n + 1 offsets (int64), then the pickled records back to back."""
+    if isinstance(records, Mapping):  # iterating a dict gives its keys alone: the values would be lost
+        raise TypeError("PackedRecords packs a sequence of records; for a dict use PackedMapping(mapping)")
     chunks = []
     dumps, protocol = pickle.dumps, pickle.HIGHEST_PROTOCOL
     for i, record in enumerate(records):

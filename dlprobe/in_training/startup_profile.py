@@ -8,7 +8,7 @@ import threading
 import time
 from types import FrameType
 
-from dlprobe.frames import is_probe_file
+from dlprobe.frames import is_probe_file, is_remedy_file
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.schema import EV_STARTUP_PROFILE, NO_STARTUP_PROFILE_ENV
 
@@ -28,7 +28,8 @@ def _stack(frame: FrameType | None) -> tuple[Frame, ...]:
     while frame is not None and len(frames) < MAX_DEPTH:
         code = frame.f_code
         filename = code.co_filename
-        if not is_probe_file(filename):  # the probe's and runpy's frames are not the user's start-up
+        # The probe's and runpy's frames are not the user's start-up; a remedy from dlprobe.fixes the script calls is.
+        if not is_probe_file(filename) or is_remedy_file(filename):
             frames.append(
                 (filename, code.co_qualname if hasattr(code, "co_qualname") else code.co_name, frame.f_lineno)
             )

@@ -242,3 +242,36 @@ def test_huggingface_to_iterable_dataset_with_fewer_shards_names_num_shards(prob
     [finding] = result.findings("idle-workers")
     assert finding["evidence"]["shards"] == 2 and finding["evidence"]["idle_worker_ids"] == [2, 3]
     assert "to_iterable_dataset(num_shards=4)" in finding["fix"]
+
+
+def test_a_walk_checking_every_files_size_is_a_directory_walk_whatever_its_function_is_called(probe, tmp_path):
+    root = tmp_path / "images"
+    for d in range(5):
+        (root / f"class{d}").mkdir(parents=True)
+        for i in range(500):
+            (root / f"class{d}" / f"{i}.jpg").touch()
+    result = probe("slow_directory_walk.py", str(root), "getsize")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("slow-start")
+    evidence = finding["evidence"]
+    assert evidence["hot_function"].startswith("WalkedFolder.__init__ (slow_directory_walk.py:")
+    assert any(frame.startswith("getsize (") for frame in evidence["hot_path"])
+    assert evidence["directory_walk"] is True
+    assert "FileIndexDataset(root, transform=...)` in place of the walk in WalkedFolder.__init__" in finding["fix"]
+    assert "cheaper" not in finding["fix"]
+
+
+def test_packing_records_with_the_remedy_is_its_one_time_cost_never_a_slow_start_against_it(probe):
+    result = probe("list_of_dicts_first_script.py", "1000000", "packed")
+    assert result.returncode == 0, result.stderr
+    assert result.findings("cow-growth") == []
+    for finding in result.findings("slow-start"):  # the script's own list building may still be slow on a busy box
+        assert not any("dlprobe/fixes" in f or "PackedRecords" in f for f in finding["evidence"].get("hot_path", []))
+        assert "PackedRecords" not in finding["fix"]
+    [profile] = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()
+                 if '"startup_profile"' in line]  # fmt: skip
+    packing = [s for s in profile["stacks"] if any(f[1] == "PackedRecords.__init__" for f in s["frames"])]
+    assert packing  # the sampler saw the remedy's work and kept its frames
+    for note in result.findings("remedy-cost"):  # said when the packing itself took a second or more
+        assert note["severity"] == "info" and note["evidence"]["remedy"] == "PackedRecords"
+        assert "share='records-v1'" in note["fix"]

@@ -139,3 +139,34 @@ def test_the_workers_are_read_as_each_epochs_last_batch_arrives(probe):
     for read, started in zip(last, epochs, strict=True):  # the same, fresh workers of each epoch, each read
         assert [w["pid"] for w in read["workers"]] == [w["pid"] for w in started["workers"]]
         assert all(w["memory"]["uss"] > 0 for w in read["workers"])
+
+
+def test_a_first_scripts_list_of_dicts_gets_cow_growth_first_by_what_the_copies_cost(probe):
+    # 1,000,000 dicts, each worker reading one field: ~55 MiB copied per worker, under any fixed 64 MiB per worker
+    result = probe("list_of_dicts_first_script.py")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("cow-growth")
+    evidence = finding["evidence"]
+    assert evidence["variant"] == "copied" and evidence["counted_workers"] == 4
+    assert evidence["total_bytes"] >= evidence["parent_bytes"] / 4  # the copies hold a quarter of the parent again
+    assert evidence["suspects"][0]["attribute"] == "self.records" and "PackedRecords(self.records)" in finding["fix"]
+    assert "in all" in finding["title"] and "of the parent's" in finding["title"]
+    # the cause leads the report: before too-many-workers, input-bound and worker-hotspots
+    assert result.report["findings"][0]["code"] == "cow-growth"
+
+
+def test_the_same_data_in_numpy_arrays_has_no_cow_growth(probe):
+    result = probe("list_of_dicts_first_script.py", "1000000", "numpy")
+    assert result.returncode == 0, result.stderr
+    assert result.findings("cow-growth") == []
+    assert result.report["loaders"][0]["suspects"] == []
+
+
+def test_coco_style_annotations_get_packed_mapping_and_numpy_for_the_ids_as_paste_able_code(probe):
+    result = probe("list_of_dicts_first_script.py", "600000", "dict")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("cow-growth")
+    suspects = {s["attribute"]: s["type"] for s in finding["evidence"]["suspects"]}
+    assert suspects == {"self.annotations": "dict[list]", "self.ids": "list[int]"}
+    assert "`self.annotations = PackedMapping(self.annotations)`; `self.ids = np.asarray(self.ids)`" in finding["fix"]
+    assert "from dlprobe.fixes import PackedMapping; import numpy as np" in finding["fix"]

@@ -1,9 +1,11 @@
-"""The dataset constructor walks a directory of image files on (emulated) network storage. Args: DIR [file-index].
+"""A dataset constructor walks a directory of images on (emulated) network storage. Args: DIR [file-index|getsize].
 
-With `file-index` the dataset is dlprobe.fixes.FileIndexDataset (cached next to DIR) instead of the walk.
+With `file-index` the dataset is dlprobe.fixes.FileIndexDataset (cached next to DIR) instead of the walk; with
+`getsize` it is WalkedFolder, whose constructor checks every file's size (os.path.getsize: one stat each).
 
-Every directory entry costs 1 ms to list, as a metadata round-trip does on NFS or a parallel file system;
-the emulation wraps os.scandir, which os.walk uses.
+Every directory entry costs 1 ms to list (with `getsize`: every stat, and listing is fast), as a metadata round
+trip does on NFS or a parallel file system; the emulation wraps os.scandir, which os.walk uses (os.stat, which
+os.path.getsize uses).
 """
 
 import os
@@ -39,7 +41,18 @@ class NetworkScandir:
         return entry
 
 
-os.scandir = NetworkScandir
+_local_stat = os.stat
+
+
+def network_stat(path, *args, **kwargs):
+    time.sleep(0.001)
+    return _local_stat(path, *args, **kwargs)
+
+
+if sys.argv[2:] == ["getsize"]:
+    os.stat = network_stat
+else:
+    os.scandir = NetworkScandir
 
 
 def index_image_files(root):
@@ -62,6 +75,22 @@ class FolderDataset(Dataset):
         return torch.zeros(4), self.samples[i][1]
 
 
+class WalkedFolder(Dataset):
+    def __init__(self, root):
+        self.samples = []
+        for directory, _, files in os.walk(root):
+            for name in sorted(files):
+                path = os.path.join(directory, name)
+                if os.path.getsize(path) >= 0:  # skip nothing, as a check for empty files would
+                    self.samples.append((path, len(self.samples) % 10))
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        return torch.zeros(4), self.samples[i][1]
+
+
 def zeros(path):
     return torch.zeros(4)
 
@@ -72,6 +101,8 @@ if __name__ == "__main__":
 
         cache_dir = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "index-cache")
         dataset = FileIndexDataset(sys.argv[1], loader=zeros, cache_dir=cache_dir)
+    elif sys.argv[2:] == ["getsize"]:
+        dataset = WalkedFolder(sys.argv[1])
     else:
         dataset = FolderDataset(sys.argv[1])
     loader = DataLoader(dataset, batch_size=64, num_workers=0)

@@ -53,6 +53,11 @@ def worker(pid: int, worker_id: int, s: Series, loader_id: int = 0) -> ProcessRe
     return ProcessRecord(pid, "worker", loader_id, worker_id, "pt_data_worker", 1, s)
 
 
+def parent(uss: int, pid: int = 1) -> ProcessRecord:
+    """The training process, flat at `uss`: what cow-growth weighs the workers' copies against."""
+    return ProcessRecord(pid, "main", comm="python", series=series([uss] * 3, [uss + 200 * MiB] * 3))
+
+
 def run(
     loaders: list[LoaderRecord],
     processes: list[ProcessRecord],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlprobe.analysis import analyze
 from dlprobe.analysis.job import is_job, split_job
 from dlprobe.analysis.job_findings import analyze_job, launcher_failures, ranks_text
 from dlprobe.analysis.memory_findings import COW_LOADED_AT_START
@@ -431,3 +432,20 @@ def test_workers_loading_their_own_copy_on_every_rank_are_said_so_merged():
     assert merged.title.startswith(
         "Loader 0 on ranks 0-1: every worker loaded its own copy of the same data at start, up to 96.0 MiB each"
     )
+
+
+def test_cow_growth_is_judged_on_the_nodes_total_across_ranks():
+    # each rank's 2 workers copy 20 MiB each of a list of records: 40 MiB, under a quarter of the rank's 200 MiB;
+    # the node's 4 workers together copy 80 MiB
+    copying = [300 * MiB, 310 * MiB, 320 * MiB]
+    data = two_ranks(copying, copying)
+    for ev in data.events:
+        if ev["ev"] == "loader":
+            ev["dataset"]["suspects"] = [{"attribute": "self.records", "type": "list[dict]", "items": 500_000,
+                                          "objects": 1_500_001, "est_bytes": 120 * MiB}]  # fmt: skip
+    alone = split_job([data])
+    assert all(f.code != "cow-growth" for view in alone.ranks for f in analyze(view.run))
+    [cow] = [f for f in analyze_job(alone) if f.code == "cow-growth"]
+    assert cow.title.startswith("Loader 0 on ranks 0-1: every worker copied up to 20.0 MiB")
+    assert [r["evidence"]["other_ranks_bytes"] for r in cow.evidence["ranks"]] == [40 * MiB, 40 * MiB]
+    assert "80.0 MiB with the other ranks on this node" in cow.evidence["ranks"][0]["title"]

@@ -12,7 +12,16 @@ from dlprobe.analysis.memory_findings import (
     find_spawn_copy,
 )
 from dlprobe.analysis.model import Series
-from tests.unit.fakes import MiB, loader, run, series, worker
+from tests.unit import fakes
+from tests.unit.fakes import MiB, loader, parent, series, worker
+
+PARENT_USS = 300 * MiB  # the training process: a quarter of it is what the workers' copies must reach
+
+
+def run(loaders, processes, **kw):
+    """A synthetic run with its training process (the parent the workers forked from)."""
+    return fakes.run(loaders, [parent(PARENT_USS), *processes], **kw)
+
 
 SUSPECT = {"attribute": "self.rows", "type": "list[str]", "items": 1_000_000, "objects": 1_000_001,
            "est_bytes": 80 * MiB}  # fmt: skip
@@ -163,10 +172,50 @@ def test_cow_growth_on_a_record_list_names_packed_records_for_that_attribute():
     assert "from dlprobe.fixes import PackedRecords" in finding.fix
 
 
-def test_cow_growth_on_a_dict_does_not_offer_packed_records():
-    mapping = {**SUSPECT, "attribute": "self.by_id", "type": "dict[int]"}
-    [finding] = find_cow_growth(run([loader(suspects=[mapping])], [_growing(11, 0, 200 * MiB)]))
-    assert "PackedRecords" not in finding.fix and "`self.by_id` is a dict[int]" in finding.fix
+def _fix_for(*suspects: dict) -> str:
+    [finding] = find_cow_growth(run([loader(suspects=list(suspects))], [_growing(11, 0, 200 * MiB)]))
+    return finding.fix
+
+
+def test_cow_growth_on_a_dict_of_records_names_packed_mapping_for_that_attribute():
+    fix = _fix_for({**SUSPECT, "attribute": "self.by_id", "type": "dict[list]"})
+    assert "`self.by_id` is a dict[list]" in fix and "`self.by_id = PackedMapping(self.by_id)`" in fix
+    assert "from dlprobe.fixes import PackedMapping;" in fix and "PackedRecords" not in fix
+
+
+def test_cow_growth_on_lists_of_numbers_and_strings_names_numpy_and_packed_records():
+    assert "`self.keys = np.asarray(self.keys)` (import numpy as np;" in _fix_for(
+        {**SUSPECT, "attribute": "self.keys", "type": "list[int]"}
+    )
+    assert "`self.paths = PackedRecords(self.paths)` (from dlprobe.fixes import PackedRecords;" in _fix_for(
+        {**SUSPECT, "attribute": "self.paths", "type": "list[str]"}
+    )
+    assert "import numpy as np" not in _fix_for({**SUSPECT, "type": "list[str]"})
+    assert "`self.rows = PackedRecords(" not in _fix_for({**SUSPECT, "type": "set[str]"})  # no shipped remedy
+
+
+def test_cow_growth_gives_the_dict_and_its_list_of_keys_each_their_remedy():
+    annotations = {**SUSPECT, "attribute": "self.ann", "type": "dict[list]", "items": 1_500_000, "est_bytes": 400 * MiB}
+    keys = {**SUSPECT, "attribute": "self.keys", "type": "list[int]", "items": 1_500_000, "est_bytes": 55 * MiB}
+    fix = _fix_for(annotations, keys)
+    assert "So do `self.keys` (list[int], 1,500,000 items, ~55.0 MiB)" in fix
+    assert (
+        "`self.ann = PackedMapping(self.ann)`; `self.keys = np.asarray(self.keys)` (from dlprobe.fixes import "
+        "PackedMapping; import numpy as np;" in fix
+    )
+
+
+def test_spawn_copy_of_a_dict_or_numbers_names_their_shared_remedy():
+    for suspect, code in [
+        ({**SUSPECT, "attribute": "self.ann", "type": "dict[list]"},
+         "`self.ann = PackedMapping(self.ann, share='ann-v1')`"),
+        ({**SUSPECT, "attribute": "self.keys", "type": "list[int]"},
+         "`self.keys = shm_array('keys-v1', lambda: np.asarray(self.keys))` (from dlprobe.fixes import shm_array; "
+         "import numpy as np)"),
+    ]:  # fmt: skip
+        lo = loader(start_method="spawn", num_workers=4, est_bytes=100 * MiB, suspects=[suspect])
+        [finding] = find_spawn_copy(run([lo], []))
+        assert code in finding.fix
 
 
 def test_spawn_copy_names_shared_packed_records_for_the_largest_record_list():
@@ -267,3 +316,75 @@ def test_a_worker_first_read_midway_through_its_load_or_after_it_still_loaded_th
     # ... but a worker that peaks a quarter of the load lower loaded something else
     less = [(t, mib * 0.7) for t, mib in STEP_AT_START]
     assert _variant(_timed(11, 0, STEP_AT_START), _timed(12, 1, less)) == COW_ALLOCATING
+
+
+# cow-growth's threshold is what the copies cost: all workers together, projected to the end of the epoch, against
+# the tightest memory limit and the parent's own size, above a floor per worker that start-up noise stays under.
+RECORDS = {"attribute": "self.records", "type": "list[dict]", "items": 1_000_000, "objects": 7_000_001,
+           "est_bytes": 450 * MiB}  # fmt: skip
+
+
+def _copying(n: int, each: int) -> list:
+    """n workers whose Private_Dirty rose by `each` while Anonymous stayed flat: copy-on-write."""
+    procs = []
+    for i in range(n):
+        s = series([10 * MiB, 10 * MiB + each // 2, 10 * MiB + each], [300 * MiB] * 3)
+        s.anon = [150 * MiB] * 3
+        s.private_dirty = [10 * MiB, 10 * MiB + each // 2, 10 * MiB + each]
+        s.private_clean, s.pss_anon, s.pss_file, s.pss_shmem = ([0] * 3 for _ in range(4))
+        procs.append(worker(11 + i, i, s))
+    return procs
+
+
+def _job(each: int, parent_uss: int, n: int = 4, cgroup: int | None = None, suspects=(RECORDS,), epoch=None):
+    from dlprobe.analysis.model import SystemSeries
+
+    lo = loader(num_workers=n, suspects=list(suspects), epochs=[epoch] if epoch else None)
+    system = SystemSeries(cgroup_limit=cgroup)
+    return fakes.run([lo], [parent(parent_uss), *_copying(n, each)], system=system)
+
+
+def test_four_workers_copying_61_mib_each_fire_against_a_modest_limit():
+    # 245 MiB in all: under a quarter of a 2 GiB parent, but 6% of a 4 GiB cgroup limit
+    [finding] = find_cow_growth(_job(61 * MiB, 2048 * MiB, cgroup=4096 * MiB))
+    assert finding.evidence["total_bytes"] == 244 * MiB and finding.evidence["counted_workers"] == 4
+    assert finding.evidence["limit_kind"] == "cgroup limit" and finding.evidence["limit_bytes"] == 4096 * MiB
+    assert "244.0 MiB in all" in finding.title and "6% of the 4.0 GiB cgroup limit" in finding.title
+    assert "PackedRecords(self.records)" in finding.fix
+    # the same copies on a 24 GiB machine with no cgroup limit cost neither the limit nor the parent much
+    assert find_cow_growth(_job(61 * MiB, 2048 * MiB)) == []
+
+
+def test_four_workers_copying_61_mib_each_fire_against_the_parents_size():
+    # the canonical first script: 1,000,000 dicts in a ~480 MiB parent; the copies hold half of it again
+    [finding] = find_cow_growth(_job(61 * MiB, 480 * MiB))
+    assert "51% of the parent's 480.0 MiB" in finding.title and finding.evidence["limit_kind"] == "MemTotal"
+
+
+def test_start_up_noise_never_fires_even_against_a_tiny_limit():
+    assert find_cow_growth(_job(5 * MiB, 100 * MiB, cgroup=256 * MiB)) == []  # 4 x 5 MiB: under the floor
+    [finding] = find_cow_growth(_job(17 * MiB, 100 * MiB, cgroup=256 * MiB))  # past the floor, 27% of the limit
+    assert finding.evidence["worker_floor_bytes"] == 16 * MiB
+
+
+def test_without_a_python_object_suspect_the_garbage_collectors_walk_of_the_parent_is_not_blamed():
+    # a torch + numpy parent: each worker's first full collection copies ~35 MiB of the interpreter's own objects
+    assert find_cow_growth(_job(35 * MiB, 300 * MiB, suspects=())) == []
+    [finding] = find_cow_growth(_job(35 * MiB, 300 * MiB))  # the same copies with 1M dicts to explain them
+    assert finding.evidence["worker_floor_bytes"] == 16 * MiB
+    [finding] = find_cow_growth(_job(70 * MiB, 300 * MiB, suspects=()))
+    assert finding.evidence["worker_floor_bytes"] == 64 * MiB
+
+
+def test_copies_of_an_epoch_still_running_are_judged_at_its_end():
+    from dlprobe.analysis.model import Epoch
+
+    # 100 of 400 batches done: 4 x 20 MiB so far, 320 MiB by the epoch's end
+    running = Epoch(1, t_start=100.0, iter_s=0.1, batches=100, waits=[0.01] * 100)
+    data = _job(20 * MiB, 1024 * MiB, epoch=running)
+    data.loaders[0].config["dataset"]["len"] = 3200  # batch size 8: 400 batches an epoch
+    [finding] = find_cow_growth(data)
+    assert finding.evidence["epoch_fraction"] == 0.25 and finding.evidence["projected_total_bytes"] == 320 * MiB
+    assert "320.0 MiB by the end of the epoch at this rate" in finding.title
+    running.t_end = 110.0  # the same copies over a whole epoch stay under a quarter of the 1 GiB parent
+    assert find_cow_growth(data) == []

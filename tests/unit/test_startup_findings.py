@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from dlprobe.analysis.model import Epoch
 from dlprobe.analysis.startup_findings import find_slow_start
 from tests.unit.fakes import loader, run
@@ -98,3 +100,70 @@ def test_an_image_folder_walk_gets_the_file_index_dataset_in_place_of_image_fold
     [finding] = find_slow_start(_slow_run(3.0, [{"seconds": 2.8, "frames": frames}]))
     assert finding.evidence["directory_walk"] is True
     assert "FileIndexDataset(root, transform=...)` in place of ImageFolder(root, ...)" in finding.fix
+
+
+PACKING = [f"{SITE}/dlprobe/fixes/records.py", "PackedRecords.__init__", 70]
+PACK = [f"{SITE}/dlprobe/fixes/records.py", "pack", 36]
+BUILD_ROWS = ["train.py", "RecordsDataset.__init__.<locals>.<listcomp>", 11]
+
+
+def test_the_one_time_cost_of_a_remedy_is_said_as_such_never_a_warning_against_the_fix():
+    data = _slow_run(3.1, [
+        {"seconds": 2.4, "frames": [MODULE, RECORDS, PACKING, PACK]},
+        {"seconds": 0.7, "frames": [MODULE, RECORDS, BUILD_ROWS]},
+    ])  # fmt: skip
+    [note] = find_slow_start(data)  # 0.7 s of the user's own work is no slow start
+    assert note.code == "remedy-cost" and note.severity == "info"
+    assert note.evidence["remedy"] == "PackedRecords" and note.evidence["remedy_s"] == 2.4
+    assert "2.4 s in PackedRecords from dlprobe.fixes" in note.title and "one-time cost" in note.title
+    assert "share='records-v1'" in note.fix
+
+
+def test_the_users_own_slow_work_beside_a_remedy_is_still_a_slow_start_that_points_at_it():
+    data = _slow_run(5.0, [
+        {"seconds": 2.0, "frames": [MODULE, RECORDS, PACKING, PACK]},
+        {"seconds": 3.0, "frames": [MODULE, RECORDS, BUILD_ROWS]},
+    ])  # fmt: skip
+    [warning, note] = find_slow_start(data)
+    assert (warning.code, warning.severity, note.code) == ("slow-start", "warning", "remedy-cost")
+    assert "the script ran 3.0 s (imports excluded; 2.0 s in dlprobe.fixes apart" in warning.title
+    assert warning.evidence["hot_function"] == "RecordsDataset.__init__.<locals>.<listcomp> (train.py:11)"
+    assert "PackedRecords" not in warning.fix
+
+
+def test_the_start_up_sampler_keeps_the_frames_of_a_remedy_the_script_calls():
+    import sys
+
+    from dlprobe.fixes import PackedRecords
+    from dlprobe.in_training.startup_profile import _stack
+
+    seen = []
+    PackedRecords(lambda: seen.append(_stack(sys._getframe())) or [1, 2])
+    assert any(f[0].endswith("dlprobe/fixes/records.py") and f[1] == "PackedRecords.__init__" for f in seen[0])
+    assert not any("dlprobe/in_training" in f[0] for f in seen[0])
+
+
+WALKED = ["train.py", "WalkedFolder.__init__", 20]
+OS_WALK = ["<frozen os>", "_walk", 419]
+GETSIZE = ["<frozen genericpath>", "getsize", 50]
+PATH_IS_FILE = ["/usr/lib/python3.11/pathlib.py", "Path.is_file", 1267]
+JOIN = ["<frozen posixpath>", "join", 71]
+
+
+@pytest.mark.parametrize("stat", [GETSIZE, PATH_IS_FILE], ids=["getsize", "Path.is_file"])
+def test_a_walk_is_recognised_by_its_file_system_frames_whatever_the_function_is_called(stat):
+    data = _slow_run(4.0, [
+        {"seconds": 3.5, "frames": [MODULE, WALKED, stat]},
+        {"seconds": 0.4, "frames": [MODULE, WALKED, OS_WALK]},
+    ])  # fmt: skip
+    [finding] = find_slow_start(data)
+    assert finding.evidence["directory_walk"] is True and finding.evidence["file_system_s"] == 3.9
+    assert "in WalkedFolder.__init__ (train.py:20) (a directory walk" in finding.title
+    assert "FileIndexDataset(root, transform=...)` in place of the walk in WalkedFolder.__init__" in finding.fix
+    assert "cheaper" not in finding.fix
+
+
+def test_building_path_strings_is_cpu_work_not_a_walk():
+    data = _slow_run(3.0, [{"seconds": 2.9, "frames": [MODULE, WALKED, JOIN]}])
+    [finding] = find_slow_start(data)
+    assert finding.evidence["directory_walk"] is False and "FileIndexDataset" not in finding.fix
