@@ -265,7 +265,8 @@ def find_node_oversubscribed(job: Job) -> list[Finding]:
                 + ("; shrink per-worker memory first (see cow-growth)" if over_memory else "")
                 + ".",
                 evidence={
-                    "ranks": len(views),
+                    # "ranks" is the per-rank list in every merged finding (_merged); this one is a count
+                    "rank_count": len(views),
                     "num_workers_per_rank": per_rank,
                     "worker_processes": workers,
                     "usable_cores": cores,
