@@ -55,6 +55,8 @@ def find_probe_degraded(run: RunData) -> list[Finding]:
                 evidence={"events": len(run.events)},
             )
         )
+    if run.read_problems:
+        findings.append(_unreadable(run.read_problems))
     sampler = _sampler_failure(run)
     if sampler is not None:
         findings.append(sampler)
@@ -102,4 +104,19 @@ def _sampler_failure(run: RunData) -> Finding | None:
             "error": stacks.error,
             "missing": ["worker-hotspots"],
         },  # fmt: skip
+    )
+
+
+def _unreadable(problems: list[dict[str, str]]) -> Finding:
+    """What of the run directory load_run could not use: the rest of the report is what it could read."""
+    listed = "; ".join(f"{p['file']}: {p['problem']}" for p in problems)
+    return Finding(
+        code="probe-degraded",
+        severity="info",
+        title=f"Could not read all of the run directory: {listed}"[:200],
+        detail=f"Some of the run directory could not be read ({listed}), so this report is built from the rest: "
+        "findings that need the missing records are absent or less certain. A run killed while writing, a copy "
+        "interrupted, or a file edited by hand leaves a directory like this.",
+        fix="Copy the run directory again from where it was recorded, or record the run again.",
+        evidence={"where": "run directory", "unreadable": problems},
     )

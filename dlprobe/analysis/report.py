@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe import __version__
-from dlprobe.analysis import analyze
+from dlprobe.analysis import analysis_failed, analyze
 from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job, tree_total
 from dlprobe.analysis.job_findings import analyze_job
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, load_run
@@ -89,6 +89,7 @@ def build_report(run: RunData, findings: list[Finding]) -> dict[str, Any]:
         "probe_cost": result.get("supervisor"),
         "shm_removed": result.get("shm_removed") or [],
         "orphans_stopped": result.get("orphans_stopped") or [],
+        "read_problems": run.read_problems,  # what of the run directory could not be read (also a finding)
     }
 
 
@@ -143,11 +144,18 @@ def _process_order(proc: Any) -> tuple[int, int, int, int]:
 
 
 def report_for(path: Path) -> tuple[RunData, dict[str, Any]]:
-    """Load a run directory, analyze it and build its report (a job report when several processes were probed)."""
+    """Load a run directory, analyze it and build its report (a job report when several processes were probed).
+
+    If the job's split or its report raises, the run is reported as one process, with a probe-degraded finding
+    naming the failure: every run ends with a report."""
     run = load_run(path)
-    if is_job([run]):
-        job = split_job([run])
-        return run, build_job_report(job, analyze_job(job))
+    try:
+        if is_job([run]):
+            job = split_job([run])
+            return run, build_job_report(job, analyze_job(job))
+    except Exception as exc:  # the job view is a bug of dlprobe's: the single-process report still holds
+        failed = analysis_failed("report_for (job)", exc, ["the job's per-rank view"], "job report step")
+        return run, build_report(run, [*analyze(run), failed])
     return run, build_report(run, analyze(run))
 
 

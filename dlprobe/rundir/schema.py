@@ -206,7 +206,12 @@ class LoaderEvent(Event, total=False):
 
     loader: int
     num_workers: int
+    batch_size: int | None
     start_method: str | None
+    pin_memory: bool
+    prefetch_factor: int | None
+    persistent_workers: bool
+    timeout: float
     dataset: dict[str, Any]
     inspect_error: str
 
@@ -221,7 +226,7 @@ class EpochEvent(Event, total=False):
     loader: int
     epoch: int
     iter_s: float
-    workers: list[WorkerStart]
+    workers: list[WorkerStart] | None  # None with num_workers=0
 
 
 class BatchesEvent(Event, total=False):
@@ -235,6 +240,95 @@ class EpochEndEvent(Event, total=False):
     loader: int
     epoch: int
     batches: int
+
+
+class WorkersLastEvent(Event, total=False):
+    loader: int
+    epoch: int
+    workers: list[WorkerStart] | None  # None with num_workers=0
+
+
+class BatchInfoEvent(Event, total=False):
+    loader: int
+    epoch: int
+    bytes: int
+    leaves: list[dict[str, Any]]
+
+
+class LoaderErrorEvent(Event, total=False):
+    loader: int
+    type: str
+    message: str
+
+
+class ProbeErrorEvent(Event, total=False):
+    """EV_PROBE_ERROR: a probe part (`where`) failed; what the report lacks because of it (`consequence`)."""
+
+    where: str
+    type: str
+    message: str
+    consequence: str
+    count: int
+
+
+class DupesEvent(Event, total=False):
+    loader: int
+    epoch: int
+    samples: int
+    unique: int
+    duplicates: int
+    digests: list[str]
+
+
+class ForkThread(TypedDict, total=False):
+    name: str
+    daemon: bool
+    state: str  # running | waiting | uses-lock | unknown
+    frame: str
+
+
+class ForkBaseline(TypedDict, total=False):
+    os_threads: int
+    python_threads: int
+
+
+class ForkStateEvent(Event, total=False):
+    """EV_FORK_STATE: threads, OpenMP and CUDA just before a loader forks its workers (in_training/runtime_state)."""
+
+    loader: int
+    epoch: int
+    os_threads: int
+    os_thread_names: dict[str, int]
+    python_threads: list[ForkThread]
+    baseline: ForkBaseline | None
+    torch_threads: int
+    openmp: bool
+    cuda_initialized: bool | None
+
+
+class ProfileStack(TypedDict, total=False):
+    phase: str  # before_loader | ...
+    seconds: float
+    frames: list[list[str | int]]  # [file, function, line], outermost first
+
+
+class StartupProfileEvent(Event, total=False):
+    """EV_STARTUP_PROFILE: where the script's time went before its first batch (in_training/startup_profile.py)."""
+
+    reason: str
+    started: float
+    stopped: float
+    loader_created: float
+    samples: int
+    sampled_s: float
+    truncated_s: float
+    stacks: list[ProfileStack]
+
+
+class AccelEvent(Event, total=False):
+    loader: int
+    pin_effective: bool | None
+    cuda_initialized: bool | None
 
 
 class Sample(TypedDict, total=False):
@@ -265,6 +359,13 @@ class HangRecord(TypedDict, total=False):
     timeout_s: float
 
 
+class KernelFile(TypedDict, total=False):
+    """kernel.json: the kernel's OOM-kill records naming the run's processes (system/kernlog.oom_kills)."""
+
+    readable: bool
+    kills: list[dict[str, Any]]  # pid, line, ...
+
+
 class StacksMeta(TypedDict, total=False):
     """stacks.json: the hotspot sampler's settings and outcome; `error` is why it recorded nothing (py-spy's own
     message when py-spy failed)."""
@@ -273,6 +374,21 @@ class StacksMeta(TypedDict, total=False):
     window_s: float
     status: str  # SAMPLER_*
     error: str | None
+
+
+class Machine(TypedDict, total=False):
+    """meta.json "machine": facts of the machine the run was recorded on (supervisor/run_target.machine_facts)."""
+
+    host: str
+    platform: str
+    python: str
+    cpu_count: int | None
+    cpu_affinity: int
+    cpu_quota: float | None  # the cgroup's CPU quota in cores
+    usable_cores: int
+    mem_total: int
+    mem_available: int
+    shm_total: int | None
 
 
 class Meta(TypedDict, total=False):
@@ -285,7 +401,7 @@ class Meta(TypedDict, total=False):
     node_rank: int | None  # this node's rank in a several-node job (from the command's --node-rank), else None
     cwd: str
     started_at: float
-    machine: dict[str, Any]
+    machine: Machine
     target_pid: int
     cgroup: str | None
     cgroup_limit_dir: str | None  # the cgroup on the path to the root whose memory limit is the tightest

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import psutil
 from rich.text import Text
@@ -38,6 +38,7 @@ from dlprobe.rundir.schema import (
     SAMPLES_FILE,
     STDERR_FILE,
     STDOUT_FILE,
+    Machine,
     Meta,
     Result,
     SupervisorCost,
@@ -115,10 +116,10 @@ def check_hang_options(options: RunOptions) -> None:
         )
 
 
-def machine_facts() -> dict[str, Any]:
+def machine_facts() -> Machine:
     shm = procmem.shm_usage()
     mem = procmem.system_memory()
-    return {
+    facts: dict[str, Any] = {
         "host": platform.node(),
         "platform": platform.platform(),
         "python": platform.python_version(),
@@ -128,6 +129,7 @@ def machine_facts() -> dict[str, Any]:
         "mem_available": mem["available"],
         "shm_total": shm["total"] if shm else None,
     }
+    return cast(Machine, facts)
 
 
 class _Pump(threading.Thread):
