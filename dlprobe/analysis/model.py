@@ -106,6 +106,7 @@ class Epoch:
     batches: int = 0
     waits: list[float] = field(default_factory=list)
     t_last_batch: float | None = None
+    worker_pids: list[int] = field(default_factory=list)  # the workers the epoch's event listed
 
 
 @dataclass
@@ -126,8 +127,25 @@ class LoaderRecord:
         return self.config.get("dataset") or {}
 
     @property
+    def settings_read(self) -> bool:
+        """Whether the hooks read the loader's settings: when they failed (`inspect_error`) its config has none, and
+        num_workers, persistent_workers, prefetch_factor, pin_memory are unknown, not 0, False or the defaults."""
+        value = self.config.get("num_workers")
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    @property
+    def num_workers_setting(self) -> int | None:
+        """num_workers as the script set it; None where it could not be read."""
+        return int(self.config["num_workers"]) if self.settings_read else None
+
+    @property
     def num_workers(self) -> int:
-        return int(self.config.get("num_workers") or 0)
+        """num_workers as set, or where the setting could not be read, the worker processes its epochs started (what
+        was seen, for the memory and shm arithmetic; advice that changes the setting needs `settings_read`)."""
+        setting = self.num_workers_setting
+        if setting is not None:
+            return setting
+        return max((len(e.worker_pids) for e in self.epochs), default=0)
 
     @property
     def waits(self) -> list[float]:
@@ -225,6 +243,7 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
             if lo.gc_at_fork is None and ev.get("gc"):
                 lo.gc_at_fork = ev["gc"]
             for w in ev.get("workers") or []:
+                lo.epochs[-1].worker_pids.append(int(w["pid"]))
                 worker_of[int(w["pid"])] = (lo.loader_id, int(w["worker_id"]), float(ev["t"]), w.get("memory"))
                 writer_of[int(w["pid"])] = lo.writer
         elif kind == EV_BATCHES and lo.epochs:

@@ -26,7 +26,7 @@ def _loader_entry(run: RunData, lo: Any) -> dict[str, Any]:
         "dataset_len": ds.get("len"),
         "iterable": ds.get("iterable"),
         "batch_size": cfg.get("batch_size"),
-        "num_workers": lo.num_workers,
+        "num_workers": lo.num_workers_setting,  # None: the settings could not be read (a probe-degraded finding)
         "start_method": lo.start_method,
         "pin_memory": cfg.get("pin_memory"),
         "prefetch_factor": cfg.get("prefetch_factor"),

@@ -160,11 +160,14 @@ SAMPLER_FAILED = "failed"  # py-spy could not start, or exited with an error and
 
 
 # --- record shapes -----------------------------------------------------------------------------------
-class Event(TypedDict):
-    """The fields every line of events.jsonl has."""
-
+class _EventKind(TypedDict):
     ev: str
     t: float
+
+
+class Event(_EventKind, total=False):
+    """The fields every line of events.jsonl has (its writer's pid in every run written since jobs were probed)."""
+
     pid: int
 
 
@@ -201,6 +204,24 @@ class ProcessEvent(Event, total=False):
     argv: list[str]
 
 
+class Suspect(TypedDict, total=False):
+    """A dataset attribute holding many Python objects (in_training/dataset_inspect.py): copy-on-access suspect."""
+
+    attribute: str
+    type: str
+    items: int
+    objects: int
+    est_bytes: int
+
+
+class DatasetSummary(TypedDict, total=False):
+    type: str
+    len: int | None
+    iterable: bool
+    est_bytes: int
+    suspects: list[Suspect]
+
+
 class LoaderEvent(Event, total=False):
     """The loader's config (num_workers, batch_size, dataset summary, ...) or why it could not be read."""
 
@@ -212,13 +233,29 @@ class LoaderEvent(Event, total=False):
     prefetch_factor: int | None
     persistent_workers: bool
     timeout: float
-    dataset: dict[str, Any]
+    drop_last: bool
+    collate_fn: str
+    custom_batch_sampler: bool
+    created_t: float | None
+    dataset: DatasetSummary
     inspect_error: str
 
 
-class WorkerStart(TypedDict, total=False):
+class _WorkerIds(TypedDict):
     pid: int
     worker_id: int
+
+
+class WorkerStart(_WorkerIds, total=False):
+    """One worker an epoch started, with the hooks' memory reading of it right after it started."""
+
+    memory: dict[str, int] | None
+
+
+class WorkerReading(TypedDict, total=False):
+    """EV_WORKERS_LAST: one worker's memory as the epoch's last batch arrived."""
+
+    pid: int
     memory: dict[str, int] | None
 
 
@@ -245,7 +282,7 @@ class EpochEndEvent(Event, total=False):
 class WorkersLastEvent(Event, total=False):
     loader: int
     epoch: int
-    workers: list[WorkerStart] | None  # None with num_workers=0
+    workers: list[WorkerReading] | None  # None with num_workers=0
 
 
 class BatchInfoEvent(Event, total=False):

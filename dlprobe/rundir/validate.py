@@ -72,7 +72,7 @@ def typed_dict_problem(record: Any, record_type: type, required: tuple[str, ...]
     if not isinstance(record, dict):
         return f"a {type(record).__name__}, not an object"
     hints = _hints(record_type)
-    for key in required:
+    for key in (*record_type.__required_keys__, *required):  # type: ignore[attr-defined]
         if key not in record:
             return f"no {key!r}"
     for key, value in record.items():
