@@ -81,3 +81,19 @@ def _attributes(dataset):
     out: list[dict] = []
     dataset_inspect._walk(dataset, "self", 0, out)
     return out
+
+
+def test_a_dataset_summary_that_raises_keeps_the_loaders_settings(monkeypatch):
+    from dlprobe.in_training import hooks, probe_errors
+
+    def broken(dataset):
+        raise TypeError("odd dataset")
+
+    monkeypatch.setattr(hooks, "summarize_dataset", broken)
+    recorded = []
+    monkeypatch.setattr(probe_errors, "record", lambda where, exc, consequence: recorded.append(where))
+    loader = torch.utils.data.DataLoader(TensorAttribute(), batch_size=4, num_workers=3)
+    config = hooks._loader_config(loader, 0)
+    assert (config["num_workers"], config["batch_size"]) == (3, 4)
+    assert config["dataset"] == {"type": f"{__name__}.TensorAttribute"}
+    assert recorded == ["hooks.dataset_summary"]
