@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe import __version__
-from dlprobe.analysis import analysis_failed, analyze
+from dlprobe.analysis import analysis_failed, analyze, failure_where
 from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job, tree_total
 from dlprobe.analysis.job_findings import analyze_job
-from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, load_run
+from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, SystemSeries, load_run
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, wait_summary
 from dlprobe.rundir.schema import ORPHAN_GRACE_S
 from dlprobe.units import format_bytes
@@ -148,7 +148,11 @@ def report_for(path: Path) -> tuple[RunData, dict[str, Any]]:
 
     If the job's split or its report raises, the run is reported as one process, with a probe-degraded finding
     naming the failure: every run ends with a report."""
-    run = load_run(path)
+    try:
+        run = load_run(path)
+    except Exception as exc:  # a reader's bug: the report still says what happened, and `dlprobe run` its exit code
+        problem = f"load_run raised {type(exc).__name__}: {str(exc)[:200]} (at {failure_where(exc)})"
+        run = RunData(path, {}, {}, [], [], SystemSeries(), [], read_problems=[{"file": str(path), "problem": problem}])
     try:
         if is_job([run]):
             job = split_job([run])

@@ -13,6 +13,7 @@ from rich.console import Console
 from dlprobe.analysis import ANALYZER_CODES, ANALYZERS, analyze
 from dlprobe.analysis.job import split_job
 from dlprobe.analysis.job_findings import analyze_job
+from dlprobe.analysis.report import report_for
 from dlprobe.check.config import config_from_mapping
 from dlprobe.check.rules import evaluate
 from dlprobe.render.run_outputs import write_outputs
@@ -109,3 +110,12 @@ def test_a_check_rule_that_raises_is_a_failed_row_saying_so(monkeypatch):
 
 def test_fakes_still_build_runs_without_read_problems():
     assert fakes.run([], []).read_problems == []
+
+
+def test_a_reader_that_raises_still_gives_a_report_saying_so(tmp_path, monkeypatch):
+    monkeypatch.setattr("dlprobe.analysis.report.load_run", boom)
+    run_dir = _run_dir(tmp_path)
+    _, report = report_for(run_dir)
+    [problem] = report["read_problems"]
+    assert problem["problem"].startswith("load_run raised TypeError: planted failure (at ")
+    assert [f["code"] for f in report["findings"]] == ["probe-degraded"]
