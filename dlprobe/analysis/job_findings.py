@@ -450,7 +450,7 @@ def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
             continue  # dlprobe stopped the job (--on-hang stop): the failures torchrun lists are its doing
         try:
             stderr = (run.path / STDERR_FILE).read_text(errors="replace")
-        except OSError:
+        except OSError:  # noqa: S112 - no stderr.log (in-process runs): no launcher summary to read
             continue
         failures = launcher_failures(stderr)
         # The ranks torchrun stopped because of the root cause (SIGTERM) are its consequence, not more failures.

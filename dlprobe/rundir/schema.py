@@ -470,6 +470,16 @@ class ShmRemoved(TypedDict):
     bytes: int
 
 
+class SupervisorProblem(TypedDict):
+    """result.json "problems": a part of the supervisor that failed, and what the report lacks because of it."""
+
+    where: str
+    type: str
+    message: str
+    consequence: str
+    count: int
+
+
 class Result(TypedDict, total=False):
     returncode: int
     exit_code: int
@@ -482,6 +492,7 @@ class Result(TypedDict, total=False):
     survivors: list[int]
     shm_removed: list[ShmRemoved]  # system/shm_files.py; absent when nothing was left
     orphans_stopped: list[int]  # workers still running ORPHAN_GRACE_S after the job's exit, stopped by dlprobe
+    problems: list[SupervisorProblem]  # the supervisor's own failures (supervisor/problems.py); absent when none
 
 
 def run_schema_version(meta: dict[str, Any] | Meta) -> int:
