@@ -70,6 +70,21 @@ def no_plotter_left(tmp_path: Path) -> Iterator[None]:
     assert alive == [], f"plot processes still running after 60 s: {alive}"
 
 
+@pytest.fixture(autouse=True)
+def reports_fit_the_schema(tmp_path: Path) -> Iterator[None]:
+    """Every report.json a test writes (dlprobe run, report, check, in-process outputs) fits report.schema.json."""
+    yield
+    from tests.schema_check import problems
+
+    for path in tmp_path.rglob("report.json"):
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):  # noqa: S112 - a test that damages its own report checks that itself
+            continue
+        found = problems(report)
+        assert not found, f"{path} does not fit report.schema.json: {found[:5]}"
+
+
 def wait_for_plot(run_dir: Path, timeout: float = 60) -> Path:
     """memory.png of a `dlprobe run`, once its background plotter has written it (or said why it could not)."""
     import psutil

@@ -1,4 +1,5 @@
-"""The report: one JSON-ready model built from a run and its findings; every output renders from it."""
+"""The report: one JSON-ready model built from a run and its findings; every output renders from it. Its shape is
+analysis/report_schema.py (TypedDicts, and the JSON Schema shipped as report.schema.json)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ from dlprobe.analysis import analysis_failed, analyze, failure_where
 from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job, tree_total
 from dlprobe.analysis.job_findings import analyze_job
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, SystemSeries, load_run
+from dlprobe.analysis.report_schema import SCHEMA_VERSION
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, wait_summary
 from dlprobe.rundir.schema import ORPHAN_GRACE_S
 from dlprobe.units import format_bytes
-
-SCHEMA_VERSION = 1
 
 
 def _loader_entry(run: RunData, lo: Any) -> dict[str, Any]:
@@ -251,7 +251,7 @@ def build_job_report(job: Job, findings: list[Finding]) -> dict[str, Any]:
         }
     report["ranks"] = [_rank_entry(job, v) for v in job.ranks]
     report["job"] = {
-        "ranks": len(job.ranks),
+        "rank_count": len(job.ranks),
         "run_dirs": [str(r.path) for r in job.runs],
         "nodes": [_node_entry(job, n) for n in job.nodes],
     }

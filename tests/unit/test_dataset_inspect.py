@@ -92,8 +92,8 @@ def test_a_dataset_summary_that_raises_keeps_the_loaders_settings(monkeypatch):
     monkeypatch.setattr(hooks, "summarize_dataset", broken)
     recorded = []
     monkeypatch.setattr(probe_errors, "record", lambda where, exc, consequence: recorded.append(where))
-    loader = torch.utils.data.DataLoader(TensorAttribute(), batch_size=4, num_workers=3)
+    loader = torch.utils.data.DataLoader(TensorAttribute(), batch_size=4, num_workers=2)
     config = hooks._loader_config(loader, 0)
-    assert (config["num_workers"], config["batch_size"]) == (3, 4)
+    assert (config["num_workers"], config["batch_size"]) == (2, 4)
     assert config["dataset"] == {"type": f"{__name__}.TensorAttribute"}
     assert recorded == ["hooks.dataset_summary"]
