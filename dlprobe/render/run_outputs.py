@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from dlprobe.analysis import failure_where
 from dlprobe.analysis.report import job_report_for, report_for
+from dlprobe.errors import DlprobeError
 from dlprobe.render.html import html_problem
 from dlprobe.render.terminal import run_summary
 from dlprobe.rundir.files import write_json, write_json_option
@@ -38,6 +39,16 @@ def _print_summary(
         console.print(f"dlprobe: {len(findings)} finding(s); the full report is in {run_dir or 'report.json'}")
 
 
+def _write_report(run_dir: Path, report: dict[str, Any]) -> None:
+    try:
+        write_json(run_dir / REPORT_FILE, report)
+    except OSError as exc:  # a full or read-only disk: the user's to fix, and `dlprobe report` writes it again
+        raise DlprobeError(
+            f"cannot write {run_dir / REPORT_FILE}: {exc.strerror or exc}",
+            hint=f"free space or make the directory writable, then `dlprobe report {run_dir}` writes it again",
+        ) from None
+
+
 def write_outputs(
     run_dir: Path, console: Console | None, json_path: str | None = None, plot_in_background: bool = False
 ) -> dict[str, Any]:
@@ -46,7 +57,7 @@ def write_outputs(
     With `plot_in_background` (`dlprobe run`) memory.png is drawn by a detached process and appears a second or
     two after this returns; `dlprobe report` draws it here."""
     run, report = report_for(run_dir)
-    write_json(run_dir / REPORT_FILE, report)
+    _write_report(run_dir, report)
     problems: list[dict[str, str]] = []
     try:
         html_failure = html_problem(run_dir / REPORT_HTML_FILE, run, report)
@@ -72,7 +83,7 @@ def write_outputs(
         _print_summary(console, report, str(run_dir), problems)
     if problems:  # the file people and CI read says what is missing too
         report["output_problems"] = problems
-        write_json(run_dir / REPORT_FILE, report)
+        _write_report(run_dir, report)
     if console is not None:
         for problem in problems:
             console.print("[yellow]warning:[/] " + escape(problem["problem"]))

@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from dlprobe.analysis import ANALYZER_CODES, ANALYZERS, analyze
@@ -16,6 +17,7 @@ from dlprobe.analysis.job_findings import analyze_job
 from dlprobe.analysis.report import report_for
 from dlprobe.check.config import config_from_mapping
 from dlprobe.check.rules import evaluate
+from dlprobe.errors import DlprobeError
 from dlprobe.render.run_outputs import write_outputs
 from tests.damage import FIXTURES
 from tests.unit import fakes
@@ -119,3 +121,13 @@ def test_a_reader_that_raises_still_gives_a_report_saying_so(tmp_path, monkeypat
     [problem] = report["read_problems"]
     assert problem["problem"].startswith("load_run raised TypeError: planted failure (at ")
     assert [f["code"] for f in report["findings"]] == ["probe-degraded"]
+
+
+def test_a_report_json_that_cannot_be_written_is_one_error_line(tmp_path, monkeypatch):
+    def full(path, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("dlprobe.render.run_outputs.write_json", full)
+    with pytest.raises(DlprobeError, match="cannot write .*report.json: No space left on device") as caught:
+        _outputs(_run_dir(tmp_path))
+    assert "dlprobe report" in caught.value.hint
