@@ -346,7 +346,7 @@ class ForkStateEvent(Event, total=False):
 class ProfileStack(TypedDict, total=False):
     phase: str  # before_loader | ...
     seconds: float
-    frames: list[list[str | int]]  # [file, function, line], outermost first
+    frames: list[list[Any]]  # [file, function, line], outermost first
 
 
 class StartupProfileEvent(Event, total=False):
@@ -368,6 +368,15 @@ class AccelEvent(Event, total=False):
     cuda_initialized: bool | None
 
 
+class CgroupReading(TypedDict, total=False):
+    """samples.jsonl "cg": the run's memory cgroup (system/cgroup.memory_state)."""
+
+    usage: int | None
+    limit: int | None  # the tightest limit on the way to the root; None when unlimited everywhere
+    limit_dir: str | None  # the cgroup whose limit that is
+    oom_kill: int | None
+
+
 class Sample(TypedDict, total=False):
     """One line of samples.jsonl; "k" says which: proc (a new process), s (a reading), gone (a process ended)."""
 
@@ -379,7 +388,7 @@ class Sample(TypedDict, total=False):
     p: dict[str, dict[str, int | None]]  # pid (as text) -> rss/uss/pss/swap
     shm: dict[str, int]
     avail: int | None
-    cg: dict[str, int | None]
+    cg: CgroupReading
 
 
 class HangRecord(TypedDict, total=False):

@@ -118,3 +118,15 @@ def test_hundreds_of_damaged_directories_through_dlprobe_report(tmp_path, monkey
         outcomes.append(code)
         shutil.rmtree(run_dir)
     assert outcomes.count(0) > len(outcomes) / 2  # most damage still leaves a report
+
+
+def test_real_record_shapes_are_not_taken_for_damage(tmp_path):
+    # A memory cgroup's reading names the cgroup whose limit binds (a string among the numbers).
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURES / "leaky_list", run_dir)
+    cgroup = {"usage": 5, "limit": 629145600, "limit_dir": "/sys/fs/cgroup/memory/x", "oom_kill": 1}
+    reading = {"k": "s", "t": 1795478480.0, "p": {}, "avail": 1, "cg": cgroup}
+    with (run_dir / "samples.jsonl").open("a") as f:
+        f.write(json.dumps(reading) + "\n")
+    report = render_all(run_dir)
+    assert report["read_problems"] == [] and report["system"]["cgroup_limit"] == 629145600
