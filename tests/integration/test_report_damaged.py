@@ -13,6 +13,8 @@ import pytest
 from tests.conftest import run_dlprobe
 from tests.damage import FIXTURES, damaged_copy
 
+pytestmark = pytest.mark.damaged
+
 
 def test_an_analyzer_that_raises_costs_only_its_own_findings(tmp_path: Path):
     # sitecustomize runs in the `dlprobe report` process before the CLI: it plants a bug in one analyzer.

@@ -23,6 +23,8 @@ from dlprobe.render.html import write_run_html
 from dlprobe.render.terminal import run_summary
 from tests.damage import FIXTURES, KINDS, SOURCES, damage, damaged_copy
 
+pytestmark = pytest.mark.damaged
+
 
 def render_all(run_dir: Path) -> dict:
     """report_for and every renderer of its result, in this process: the terminal summary, the page, the JSON."""
