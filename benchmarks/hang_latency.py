@@ -33,8 +33,8 @@ def main() -> None:
                    "stop", "--out", str(run_dir), str(SCRIPT), "hang"]  # fmt: skip
             try:
                 run(cmd)
-            except SystemExit:
-                pass  # the stopped script exits non-zero; that is the point
+            except SystemExit:  # noqa: S110 - the stopped script exits non-zero; that is the point
+                pass
             record_file = run_dir / "hangs" / "hang-1.json"
             record = json.loads(record_file.read_text())
             wait_started = record["t"] - record["waited_s"]

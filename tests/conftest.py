@@ -89,6 +89,25 @@ def no_plotter_left(tmp_path: Path) -> Iterator[None]:
     assert alive == [], f"plot processes still running after 60 s: {alive}"
 
 
+@pytest.fixture(autouse=True)
+def reports_fit_the_schema(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every report.json a test writes (dlprobe run, report, check, in-process outputs) fits report.schema.json, and
+    unless the test damages its run directory on purpose (@pytest.mark.damaged), the load-time checks rejected
+    nothing of it: a real record they reject is a check that is wrong, and a report that quietly lost data."""
+    yield
+    from tests.schema_check import problems
+
+    damaged = request.node.get_closest_marker("damaged") is not None
+    for path in tmp_path.rglob("report.json"):
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):  # noqa: S112 - a test that damages its own report checks that itself
+            continue
+        found = problems(report)
+        assert not found, f"{path} does not fit report.schema.json: {found[:5]}"
+        assert damaged or not report.get("read_problems"), f"{path}: {report['read_problems']}"
+
+
 def wait_for_plot(run_dir: Path, timeout: float = 60) -> Path:
     """memory.png of a `dlprobe run`, once its background plotter has written it (or said why it could not)."""
     import psutil

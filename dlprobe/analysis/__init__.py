@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
+from typing import Any
 
 from dlprobe.analysis import (
     attach_findings,
@@ -45,8 +47,68 @@ ANALYZERS: list[Analyzer] = [
     attach_findings.find_attached_outside_view,
 ]
 
+# The codes each analyzer can give: what a report lacks when that analyzer fails (tests check the list is complete).
+ANALYZER_CODES: dict[str, tuple[str, ...]] = {
+    "find_hangs": ("worker-hang", "main-hang"),
+    "find_worker_deaths": ("worker-killed", "bad-sample", "shm-exhausted"),
+    "find_run_problems": ("script-error", "no-loader"),
+    "find_cow_growth": ("cow-growth", "mapped-pages"),
+    "find_spawn_copy": ("spawn-copy",),
+    "find_shm_pressure": ("shm-pressure",),
+    "find_input_bound": ("input-bound",),
+    "find_too_many_workers": ("too-many-workers",),
+    "find_pin_memory": ("pin-memory",),
+    "find_dtype_waste": ("dtype-waste",),
+    "find_iterable_duplicates": ("iterable-duplicates",),
+    "find_slow_start": ("slow-start",),
+    "find_fork_hazard": ("fork-hazard",),
+    "find_worker_hotspots": ("worker-hotspots",),
+    "find_probe_degraded": ("probe-degraded",),
+}
+
+
+def failure_where(exc: BaseException) -> str:
+    """file:line of the innermost frame that raised, relative to the package where it is dlprobe's own."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "?"
+    last = frames[-1]
+    path = last.filename.replace("\\", "/")
+    short = path[path.rfind("dlprobe/") :] if "dlprobe/" in path else path.rsplit("/", 1)[-1]
+    return f"{short}:{last.lineno} in {last.name}"
+
+
+def analysis_failed(part: str, exc: Exception, missing: tuple[str, ...] | list[str], what: str) -> Finding:
+    """A part of dlprobe's own analysis (an analyzer, a cross-rank check, a renderer) raised: the rest of the report
+    stands, and this finding says which findings it may lack and why (a bug to report, or a damaged run directory)."""
+    message = str(exc).splitlines()[0][:300] if str(exc) else ""
+    missing_text = ", ".join(missing) if missing else "nothing else"
+    evidence: dict[str, Any] = {
+        "where": part,
+        "type": type(exc).__name__,
+        "message": message,
+        "raised_at": failure_where(exc),
+        "missing": list(missing),
+    }
+    return Finding(
+        code="probe-degraded",
+        severity="info",
+        title=f"dlprobe's {what} {part} failed with {type(exc).__name__}: {message}"[:200],
+        detail=f"{what.capitalize()} {part} raised {type(exc).__name__}: {message} (at {evidence['raised_at']}). "
+        f"So this report may lack: {missing_text}. The rest of the report does not depend on it.",
+        fix="This is a bug in dlprobe or a damaged run directory: report it with this message and the run "
+        "directory; `dlprobe report DIR` reads the directory again once it is fixed.",
+        evidence=evidence,
+    )
+
 
 def analyze(run: RunData) -> list[Finding]:
-    """Every finding for a run, most severe first."""
-    findings = [f for analyzer in ANALYZERS for f in analyzer(run)]
+    """Every finding for a run, most severe first; an analyzer that raises becomes a probe-degraded finding."""
+    findings: list[Finding] = []
+    for analyzer in ANALYZERS:
+        name = getattr(analyzer, "__name__", repr(analyzer))
+        try:
+            findings.extend(analyzer(run))
+        except Exception as exc:  # one analyzer's bug must not take every other finding down with it
+            findings.append(analysis_failed(name, exc, ANALYZER_CODES.get(name, ()), "analyzer"))
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))

@@ -172,6 +172,7 @@ def _view(run: RunData, pid: int, identity: ProcessEvent, node: int, others: set
         kernel=run.kernel,
         stacks=run.stacks,
         attach=run.attach,
+        read_problems=run.read_problems,  # one finding per node: equal on every rank, so merged into one
     )
     node_rank = identity.get("node_rank")
     if node_rank is None:
@@ -207,7 +208,7 @@ def _node_memory(run: RunData, node: int, views: list[RankView]) -> NodeMemory:
     times, pss = tree_total(run.processes, "pss")
     uss_times, uss = tree_total(run.processes, "uss")
     uss_at = dict(zip(uss_times, uss, strict=True))
-    host = next((v.host for v in views if v.host), None) or (run.meta.get("machine") or {}).get("hostname")
+    host = next((v.host for v in views if v.host), None) or (run.meta.get("machine") or {}).get("host")
     node_rank = run.meta.get("node_rank")
     if node_rank is None:
         node_rank = next((v.node_rank for v in views if v.node_rank is not None), None)

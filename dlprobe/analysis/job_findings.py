@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
-from dlprobe.analysis import analyze
+from dlprobe.analysis import analysis_failed, analyze
 from dlprobe.analysis.job import Job, NodeMemory, RankView, node_of
 from dlprobe.analysis.loop_timing import recorded_usable_cores
 from dlprobe.analysis.memory_findings import (
@@ -265,7 +266,8 @@ def find_node_oversubscribed(job: Job) -> list[Finding]:
                 + ("; shrink per-worker memory first (see cow-growth)" if over_memory else "")
                 + ".",
                 evidence={
-                    "ranks": len(views),
+                    # "ranks" means the per-rank list in every other finding (_merged); this is a count
+                    "rank_count": len(views),
                     "num_workers_per_rank": per_rank,
                     "worker_processes": workers,
                     "usable_cores": cores,
@@ -448,7 +450,7 @@ def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
             continue  # dlprobe stopped the job (--on-hang stop): the failures torchrun lists are its doing
         try:
             stderr = (run.path / STDERR_FILE).read_text(errors="replace")
-        except OSError:
+        except OSError:  # noqa: S112 - no stderr.log (in-process runs): no launcher summary to read
             continue
         failures = launcher_failures(stderr)
         # The ranks torchrun stopped because of the root cause (SIGTERM) are its consequence, not more failures.
@@ -554,16 +556,34 @@ def _node_cow(job: Job, per_rank: list[tuple[RankView, list[Finding]]]) -> None:
             findings.insert(at, new)
 
 
+def _guarded(failures: list[Finding], name: str, missing: tuple[str, ...], check: Callable[[], Any],
+             fallback: Any = None) -> Any:  # fmt: skip
+    """One cross-rank step; if it raises, a probe-degraded finding names it and what the report lacks."""
+    try:
+        return check()
+    except Exception as exc:  # one cross-rank check's bug must not lose the per-rank findings
+        failures.append(analysis_failed(name, exc, missing, "job analysis step"))
+        return fallback
+
+
 def analyze_job(job: Job) -> list[Finding]:
     """Every finding of a job, most severe first: per-rank findings merged across ranks, then the job's own."""
     per_rank = [(view, analyze(view.run)) for view in job.ranks]
-    _node_cow(job, per_rank)
-    _job_hang(job, per_rank)
-    findings = merge_rank_findings(job, per_rank)
-    findings += find_node_oversubscribed(job)
-    findings += find_uneven_ranks(job)
-    findings += find_rank_duplicates(job)
-    findings += _other_processes(job)
-    _later_rank_errors(findings)
-    findings += find_rank_failed(job, findings)
+    failures: list[Finding] = []
+    _guarded(failures, "_node_cow", ("cow-growth judged on the node's total",), lambda: _node_cow(job, per_rank))
+    _guarded(failures, "_job_hang", ("the other ranks waiting in a collective",), lambda: _job_hang(job, per_rank))
+    unmerged = [f for _, fs in per_rank for f in fs]
+    findings: list[Finding] = _guarded(
+        failures, "merge_rank_findings", ("findings merged across ranks",),
+        lambda: merge_rank_findings(job, per_rank), unmerged,
+    )  # fmt: skip
+    findings += _guarded(failures, "find_node_oversubscribed", ("node-oversubscribed",),
+                         lambda: find_node_oversubscribed(job), [])  # fmt: skip
+    findings += _guarded(failures, "find_uneven_ranks", ("uneven-ranks",), lambda: find_uneven_ranks(job), [])
+    findings += _guarded(failures, "find_rank_duplicates", ("rank-duplicates",), lambda: find_rank_duplicates(job), [])
+    findings += _guarded(failures, "_other_processes", ("script-error of processes before their first loader",),
+                         lambda: _other_processes(job), [])  # fmt: skip
+    _guarded(failures, "_later_rank_errors", ("which rank's error came first",), lambda: _later_rank_errors(findings))
+    findings += _guarded(failures, "find_rank_failed", ("rank-failed",), lambda: find_rank_failed(job, findings), [])
+    findings += failures
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))

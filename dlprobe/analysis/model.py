@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from dlprobe.analysis.stackfile import StackProfile, load_stacks
 from dlprobe.rundir import inflight_format
-from dlprobe.rundir.files import read_json, read_jsonl
+from dlprobe.rundir.files import ReadProblems, read_checked_json, read_checked_jsonl
 from dlprobe.rundir.schema import (
     ATTACH_FILE,
     EV_BATCH_INFO,
@@ -36,13 +36,16 @@ from dlprobe.rundir.schema import (
     SAMPLE_READING,
     SAMPLE_RUN_DELAY,
     SAMPLES_FILE,
+    STACKS_FILE,
     AttachRecord,
     HangRecord,
+    KernelFile,
     Meta,
     Result,
     Sample,
     ScriptErrorEvent,
 )
+from dlprobe.rundir.validate import event_problem, field_checker, sample_problem
 
 SEVERITIES = ("error", "warning", "info")
 # Memory by kind of page, as samples name it (system/procmem.KIND_FIELDS): Series has one list per kind.
@@ -113,6 +116,7 @@ class Epoch:
     t_last_batch: float | None = None
     # Batches each worker (by worker id) delivered to the loop so far this epoch; None where not recorded.
     worker_batches: list[int] | None = None
+    worker_pids: list[int] = field(default_factory=list)  # the workers the epoch's event listed
 
 
 @dataclass
@@ -133,8 +137,25 @@ class LoaderRecord:
         return self.config.get("dataset") or {}
 
     @property
+    def settings_read(self) -> bool:
+        """Whether the hooks read the loader's settings: when they failed (`inspect_error`) its config has none, and
+        num_workers, persistent_workers, prefetch_factor, pin_memory are unknown, not 0, False or the defaults."""
+        value = self.config.get("num_workers")
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    @property
+    def num_workers_setting(self) -> int | None:
+        """num_workers as the script set it; None where it could not be read."""
+        return int(self.config["num_workers"]) if self.settings_read else None
+
+    @property
     def num_workers(self) -> int:
-        return int(self.config.get("num_workers") or 0)
+        """num_workers as set, or where the setting could not be read, the worker processes its epochs started (what
+        was seen, for the memory and shm arithmetic; advice that changes the setting needs `settings_read`)."""
+        setting = self.num_workers_setting
+        if setting is not None:
+            return setting
+        return max((len(e.worker_pids) for e in self.epochs), default=0)
 
     @property
     def waits(self) -> list[float]:
@@ -171,6 +192,8 @@ class RunData:
     kernel: dict[str, Any] = field(default_factory=dict)
     stacks: StackProfile | None = None  # py-spy samples of the main process and workers (stacks.txt)
     attach: AttachRecord | None = None  # `dlprobe attach`: the outside view (attach.json)
+    # What load_run could not use, one {"file", "problem"} per file (a damaged or cut-short run directory).
+    read_problems: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def probe_started(self) -> bool:
@@ -233,6 +256,7 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
             if lo.gc_at_fork is None and ev.get("gc"):
                 lo.gc_at_fork = ev["gc"]
             for w in ev.get("workers") or []:
+                lo.epochs[-1].worker_pids.append(int(w["pid"]))
                 worker_of[int(w["pid"])] = (lo.loader_id, int(w["worker_id"]), float(ev["t"]), w.get("memory"))
                 writer_of[int(w["pid"])] = lo.writer
         elif kind == EV_BATCHES and lo.epochs:
@@ -272,16 +296,20 @@ def _insert(series: Series, t: float, values: dict[str, Any]) -> None:
 
 
 def load_run(path: Path) -> RunData:
-    """Read a run directory; tolerant of a run that was cut short (missing result, torn lines)."""
-    meta: Meta = read_json(path / META_FILE)
-    result: Result = read_json(path / RESULT_FILE) if (path / RESULT_FILE).exists() else {}
-    events = list(read_jsonl(path / EVENTS_FILE))
+    """Read a run directory: what a damaged or cut-short one still holds. Every record is type-checked as it is
+    read (rundir/validate.py); what could not be used is listed in `read_problems`, never raised."""
+    problems = ReadProblems()
+    meta = cast(Meta, read_checked_json(path / META_FILE, field_checker(Meta), problems))
+    # No result.json: the run is still going, or its supervisor was killed; that alone is no damage.
+    result = cast(Result, read_checked_json(path / RESULT_FILE, field_checker(Result), problems, required=False))
+    events = read_checked_jsonl(path / EVENTS_FILE, event_problem, problems)
+    samples = read_checked_jsonl(path / SAMPLES_FILE, sample_problem, problems)
     loaders, worker_of = loaders_from_events(events)
     main_pid = meta.get("target_pid")
     processes: dict[int, ProcessRecord] = {}
     system = SystemSeries()
     gone: dict[int, float] = {}
-    for line in read_jsonl(path / SAMPLES_FILE):
+    for line in samples:
         rec = cast(Sample, line)
         kind = rec.get("k")
         if kind == SAMPLE_PROC:
@@ -299,7 +327,7 @@ def load_run(path: Path) -> RunData:
         elif kind == SAMPLE_READING:
             t = rec["t"]
             for pid_text, vals in (rec.get("p") or {}).items():
-                known = processes.get(int(pid_text))
+                known = processes.get(int(pid_text)) if pid_text.isdigit() else None
                 if known is not None:
                     _append(known.series, t, vals)
             system.t.append(t)
@@ -320,10 +348,12 @@ def load_run(path: Path) -> RunData:
                 served = processes.get(int(w.get("pid") or 0))
                 if served is not None and w.get("memory"):
                     _insert(served.series, float(ev["t"]), w["memory"])
-    run = RunData(
-        path, meta, result, loaders, list(processes.values()), system, events, gone=gone, stacks=load_stacks(path)
-    )
-    load_failure_records(run)
+    stacks = load_stacks(path)
+    if stacks is not None and stacks.read_problem:
+        problems.add(STACKS_FILE, stacks.read_problem)
+    run = RunData(path, meta, result, loaders, list(processes.values()), system, events, gone=gone, stacks=stacks)
+    load_failure_records(run, problems)
+    run.read_problems = problems.lines()
     return run
 
 
@@ -332,21 +362,17 @@ def _hang_number(path: Path) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-def load_failure_records(run: RunData) -> None:
-    """In-flight slots, hang records and kernel OOM lines, where the run has them."""
+def load_failure_records(run: RunData, problems: ReadProblems | None = None) -> None:
+    """In-flight slots, hang records and kernel OOM lines, where the run has them; what could not be read of them
+    goes to `problems` (a kernel.json unreadable turns an OOM kill into an unexplained one: the report says so)."""
+    problems = problems if problems is not None else ReadProblems()
     run.inflight = inflight_format.read_all(run.path)
     for hang_file in sorted((run.path / HANGS_DIR).glob(HANG_RECORD_GLOB), key=_hang_number):
-        try:
-            run.hangs.append(read_json(hang_file))
-        except (OSError, ValueError):
-            continue
-    if (run.path / ATTACH_FILE).exists():
-        try:
-            run.attach = read_json(run.path / ATTACH_FILE)
-        except (OSError, ValueError):
-            pass
-    if (run.path / KERNEL_FILE).exists():
-        try:
-            run.kernel = read_json(run.path / KERNEL_FILE)
-        except (OSError, ValueError):
-            pass
+        record = read_checked_json(hang_file, field_checker(HangRecord), problems)
+        if record:
+            run.hangs.append(cast(HangRecord, record))
+    run.kernel = read_checked_json(run.path / KERNEL_FILE, field_checker(KernelFile), problems, required=False)
+    run.attach = cast(
+        AttachRecord | None,
+        read_checked_json(run.path / ATTACH_FILE, field_checker(AttachRecord), problems, required=False),
+    )

@@ -55,10 +55,14 @@ def find_probe_degraded(run: RunData) -> list[Finding]:
                 evidence={"events": len(run.events)},
             )
         )
+    if run.read_problems:
+        findings.append(_unreadable(run.read_problems))
     sampler = _sampler_failure(run)
     if sampler is not None:
         findings.append(sampler)
-    for entry in _failures(run).values():
+    # The training process's own failures (probe_error events), then the supervisor's (result.json "problems").
+    entries = [*_failures(run).values(), *({**p, "pids": ["supervisor"]} for p in run.result.get("problems") or [])]
+    for entry in entries:
         times = f" ({entry['count']} times)" if entry["count"] > 1 else ""
         findings.append(
             Finding(
@@ -102,4 +106,19 @@ def _sampler_failure(run: RunData) -> Finding | None:
             "error": stacks.error,
             "missing": ["worker-hotspots"],
         },  # fmt: skip
+    )
+
+
+def _unreadable(problems: list[dict[str, str]]) -> Finding:
+    """What of the run directory load_run could not use: the rest of the report is what it could read."""
+    listed = "; ".join(f"{p['file']}: {p['problem']}" for p in problems)
+    return Finding(
+        code="probe-degraded",
+        severity="info",
+        title=f"Could not read all of the run directory: {listed}"[:200],
+        detail=f"Some of the run directory could not be read ({listed}), so this report is built from the rest: "
+        "findings that need the missing records are absent or less certain. A run killed while writing, a copy "
+        "interrupted, or a file edited by hand leaves a directory like this.",
+        fix="Copy the run directory again from where it was recorded, or record the run again.",
+        evidence={"where": "run directory", "unreadable": problems},
     )

@@ -1,4 +1,5 @@
-"""The report: one JSON-ready model built from a run and its findings; every output renders from it."""
+"""The report: one JSON-ready model built from a run and its findings; every output renders from it. Its shape is
+analysis/report_schema.py (TypedDicts, and the JSON Schema shipped as report.schema.json)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe import __version__
-from dlprobe.analysis import analyze
+from dlprobe.analysis import analysis_failed, analyze, failure_where
 from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job
 from dlprobe.analysis.job_findings import analyze_job
-from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, load_run
+from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, SystemSeries, load_run
+from dlprobe.analysis.report_schema import SCHEMA_VERSION
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, tree_total, wait_summary
 from dlprobe.analysis.worker_cpu import idle_worker_ids, loader_cpu
 from dlprobe.rundir.schema import ORPHAN_GRACE_S
 from dlprobe.units import format_bytes
-
-SCHEMA_VERSION = 1
 
 
 def _loader_entry(run: RunData, lo: Any) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def _loader_entry(run: RunData, lo: Any) -> dict[str, Any]:
         "dataset_len": ds.get("len"),
         "iterable": ds.get("iterable"),
         "batch_size": cfg.get("batch_size"),
-        "num_workers": lo.num_workers,
+        "num_workers": lo.num_workers_setting,  # None: the settings could not be read (a probe-degraded finding)
         "start_method": lo.start_method,
         "pin_memory": cfg.get("pin_memory"),
         "prefetch_factor": cfg.get("prefetch_factor"),
@@ -103,6 +103,7 @@ def build_report(run: RunData, findings: list[Finding]) -> dict[str, Any]:
         "probe_cost": result.get("supervisor"),
         "shm_removed": result.get("shm_removed") or [],
         "orphans_stopped": result.get("orphans_stopped") or [],
+        "read_problems": run.read_problems,  # what of the run directory could not be read (also a finding)
         # `dlprobe attach`: the run is a window on a job dlprobe did not start (no exit code, no hooks)
         "attached": _attached_entry(run),
     }
@@ -172,11 +173,22 @@ def _process_order(proc: Any) -> tuple[int, int, int, int]:
 
 
 def report_for(path: Path) -> tuple[RunData, dict[str, Any]]:
-    """Load a run directory, analyze it and build its report (a job report when several processes were probed)."""
-    run = load_run(path)
-    if is_job([run]):
-        job = split_job([run])
-        return run, build_job_report(job, analyze_job(job))
+    """Load a run directory, analyze it and build its report (a job report when several processes were probed).
+
+    If the job's split or its report raises, the run is reported as one process, with a probe-degraded finding
+    naming the failure: every run ends with a report."""
+    try:
+        run = load_run(path)
+    except Exception as exc:  # a reader's bug: the report still says what happened, and `dlprobe run` its exit code
+        problem = f"load_run raised {type(exc).__name__}: {str(exc)[:200]} (at {failure_where(exc)})"
+        run = RunData(path, {}, {}, [], [], SystemSeries(), [], read_problems=[{"file": str(path), "problem": problem}])
+    try:
+        if is_job([run]):
+            job = split_job([run])
+            return run, build_job_report(job, analyze_job(job))
+    except Exception as exc:  # the job view is a bug of dlprobe's: the single-process report still holds
+        failed = analysis_failed("report_for (job)", exc, ["the job's per-rank view"], "job report step")
+        return run, build_report(run, [*analyze(run), failed])
     return run, build_report(run, analyze(run))
 
 
@@ -268,7 +280,7 @@ def build_job_report(job: Job, findings: list[Finding]) -> dict[str, Any]:
         }
     report["ranks"] = [_rank_entry(job, v) for v in job.ranks]
     report["job"] = {
-        "ranks": len(job.ranks),
+        "rank_count": len(job.ranks),
         "run_dirs": [str(r.path) for r in job.runs],
         "nodes": [_node_entry(job, n) for n in job.nodes],
     }

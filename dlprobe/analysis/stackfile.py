@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlprobe.rundir.schema import STACKS_FILE, STACKS_META_FILE
+from dlprobe.rundir.schema import SAMPLER_OK, STACKS_FILE, STACKS_META_FILE
 
 _PROCESS = re.compile(r"^process (\d+):")
 
@@ -25,6 +25,7 @@ class StackProfile:
     error: str | None = None
     status: str | None = None  # schema.SAMPLER_*; None in runs written before stacks.json had it
     stacks: list[StackCount] = field(default_factory=list)
+    read_problem: str | None = None  # why stacks.txt or stacks.json could not be read, where one could not
 
 
 def parse_stacks(text: str) -> list[StackCount]:
@@ -48,17 +49,30 @@ def parse_stacks(text: str) -> list[StackCount]:
 
 
 def load_stacks(run_dir: Path) -> StackProfile | None:
-    """The run's stack profile, or None when the run had no sampler (an older run, or none was started)."""
+    """The run's stack profile, or None when the run had no sampler (an older run, or none was started); a file that
+    could not be read is named in `read_problem`, so an empty hotspot section says why."""
     meta_path = run_dir / STACKS_META_FILE
     if not meta_path.exists():
         return None
+    problem = None
     try:
         meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
-        meta = {}
-    profile = StackProfile(meta.get("rate"), meta.get("error"), meta.get("status"))
+    except (OSError, ValueError) as exc:
+        meta, problem = {}, f"{STACKS_META_FILE} unreadable ({type(exc).__name__})"
+    if not isinstance(meta, dict):
+        meta, problem = {}, f"{STACKS_META_FILE} is no JSON object"
+    rate, error, status = meta.get("rate"), meta.get("error"), meta.get("status")
+    profile = StackProfile(
+        rate if isinstance(rate, int) and not isinstance(rate, bool) else None,
+        error if isinstance(error, str) else None,
+        status if isinstance(status, str) else None,
+    )
     try:
         profile.stacks = parse_stacks((run_dir / STACKS_FILE).read_text(errors="replace"))
-    except OSError:
-        pass
+    except FileNotFoundError:
+        if profile.status == SAMPLER_OK:  # a sampler that failed or never ran saves no stacks: nothing is missing
+            problem = "missing, though the sampler recorded stacks"
+    except OSError as exc:
+        problem = f"unreadable ({exc.strerror or exc})"
+    profile.read_problem = problem
     return profile

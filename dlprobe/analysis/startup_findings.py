@@ -180,7 +180,10 @@ def _file_index_fix(stacks: list[dict[str, Any]], function: str | None) -> str:
 
 def _restart_cost(loader: LoaderRecord) -> float:
     """Mean extra time to the first batch of epochs after the first (workers started again each epoch)."""
-    if loader.num_workers == 0 or loader.config.get("persistent_workers") or len(loader.epochs) < 2:
+    # persistent_workers unread (the settings could not be read) is no evidence that workers restart each epoch
+    if not loader.settings_read or loader.num_workers == 0 or loader.config.get("persistent_workers"):
+        return 0.0
+    if len(loader.epochs) < 2:
         return 0.0
     timing = loop_timing(loader)
     steady = timing.median_wait_s if timing else 0.0

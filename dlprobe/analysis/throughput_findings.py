@@ -156,6 +156,9 @@ def find_input_bound(run: RunData) -> list[Finding]:
         timing = loop_timing(loader)
         if timing is None or timing.span_s < INPUT_BOUND_MIN_SPAN_S or timing.wait_share < INPUT_BOUND_SHARE:
             continue
+        if not loader.settings_read:
+            findings.append(_input_bound_settings_unknown(run, loader, timing))
+            continue
         nw = loader.num_workers
         # With n workers each one needs n x (wait + step) per batch while the loop is starved; with none the
         # whole load happens inside next(), so the wait is the load time.
@@ -298,12 +301,45 @@ def _workers_fit_memory(run: RunData, loader: LoaderRecord) -> tuple[int | None,
     }
 
 
+def _input_bound_settings_unknown(run: RunData, loader: LoaderRecord, timing: LoopTiming) -> Finding:
+    """The loop starved, but the loader's settings could not be read: the wait is measured, the remedy is not known
+    (advising num_workers=N from a num_workers that was never read would be advice from a gap)."""
+    seen = loader.num_workers
+    return Finding(
+        code="input-bound",
+        severity="warning",
+        title=(
+            f"Loader {loader.loader_id} is input-bound: the loop waited for data {100 * timing.wait_share:.0f}% of "
+            f"the time ({1000 * timing.mean_wait_s:.1f} ms per batch); its settings could not be read"
+        ),
+        detail=(
+            f"The loop waited {1000 * timing.mean_wait_s:.1f} ms per batch for {1000 * timing.step_s:.1f} ms of its "
+            f"own work. dlprobe could not read this loader's settings (num_workers, persistent_workers, "
+            f"prefetch_factor; see the probe-degraded finding), so it cannot say how many workers would keep up; "
+            f"{seen} worker process(es) were seen starting."
+        ),
+        fix="Measure the worker count on this machine with `dlprobe tune`, or check the DataLoader's num_workers, "
+        "persistent_workers and prefetch_factor in the script against the usable cores.",
+        evidence={
+            "wait_share": round(timing.wait_share, 3),
+            "steady_batches": timing.batches,
+            "mean_wait_s": round(timing.mean_wait_s, 5),
+            "step_s": round(timing.step_s, 5),
+            "num_workers": None,
+            "workers_seen": seen,
+            "usable_cores": recorded_usable_cores(run),
+            "missing": ["num_workers", "persistent_workers", "prefetch_factor"],
+        },
+        loader_id=loader.loader_id,
+    )
+
+
 def find_too_many_workers(run: RunData) -> list[Finding]:
     findings = []
     cores = recorded_usable_cores(run)
     for loader in run.loaders:
         nw = loader.num_workers
-        if nw == 0:
+        if nw == 0 or not loader.settings_read:  # "fewer workers" needs the number that was set
             continue
         fit_memory, memory_evidence = _workers_fit_memory(run, loader)
         evidence: dict[str, Any] = {"num_workers": nw, "usable_cores": cores, **memory_evidence}

@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dlprobe.analysis.report import SCHEMA_VERSION
+from dlprobe.analysis.report_schema import SCHEMA_VERSION
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import write_json
+
+# Version 1 reports differ only where baselines do not read (job.ranks, now job.rank_count; the problem lists).
+READABLE_VERSIONS = (1, SCHEMA_VERSION)
 
 
 def load_baseline(path: str) -> dict[str, Any]:
@@ -37,7 +40,7 @@ def load_baseline(path: str) -> dict[str, Any]:
             f"baseline {path}: key 'schema_version' missing; not a dlprobe report",
             hint="pass a report.json written by `dlprobe run` or `dlprobe check`",
         )
-    if data["schema_version"] != SCHEMA_VERSION:
+    if data["schema_version"] not in READABLE_VERSIONS:
         raise DlprobeError(
             f"baseline {path}: key 'schema_version' is {data['schema_version']!r}, "
             f"expected {SCHEMA_VERSION} (this dlprobe's report format)",

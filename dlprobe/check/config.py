@@ -97,7 +97,7 @@ def _share(value: Any) -> float:
         text = value.strip()
         try:
             return float(text[:-1]) / 100 if text.endswith("%") else float(text)
-        except ValueError:
+        except ValueError:  # noqa: S110 - not a number: the ValueError below says what is expected
             pass
     raise ValueError(f'{value!r} is not a share; expected a percentage like "40%" or a number like 0.4')
 

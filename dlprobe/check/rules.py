@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dlprobe.analysis import failure_where
 from dlprobe.analysis.model import SEVERITIES
 from dlprobe.check.config import BASELINE_METRICS, CheckConfig
 from dlprobe.check.limits import Stop
@@ -184,21 +186,42 @@ def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseli
     return rows
 
 
+def _rule_raised(name: str, exc: Exception) -> RuleResult:
+    """A rule that raised is a failed row that says so: a check must not pass on a rule it could not evaluate."""
+    message = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return RuleResult(name, "-", "not evaluated", FAIL,
+                      f"dlprobe's rule raised {type(exc).__name__}: {message} (at {failure_where(exc)}); "
+                      "a bug in dlprobe or a damaged report: report it")  # fmt: skip
+
+
+def _rows(name: str, make: Callable[[], list[RuleResult]]) -> list[RuleResult]:
+    try:
+        return make()
+    except Exception as exc:  # one rule's bug must not lose the others' verdicts (or end in a traceback)
+        return [_rule_raised(name, exc)]
+
+
 def evaluate(config: CheckConfig, report: dict[str, Any], stop: Stop | None = None,
              baseline: dict[str, Any] | None = None, baseline_path: str = "") -> list[RuleResult]:  # fmt: skip
     """Every rule of the config, in a fixed order: the script, thresholds, hang, findings, baseline."""
-    metrics = report_metrics(report)
-    rows = [_script_rule(report, stop)]
+    metrics: dict[str, float | None] = {}
+    rows: list[RuleResult] = []
+    try:
+        metrics = report_metrics(report)
+    except Exception as exc:  # no metric read: every rule that needs one says so below
+        rows.append(_rule_raised("metrics", exc))
+    rows += _rows("script_exit", lambda: [_script_rule(report, stop)])
     for key, (metric, what) in THRESHOLD_RULES.items():
         limit = getattr(config, key)
         if limit is not None:
-            rows.append(_threshold_rule(key, float(limit), metrics[metric], what, metric,
-                                        config.sources.get(key, ""), _raw(config, key)))  # fmt: skip
+            rows += _rows(key, lambda key=key, limit=limit, metric=metric, what=what: [  # type: ignore[misc]
+                _threshold_rule(key, float(limit), metrics[metric], what, metric, config.sources.get(key, ""),
+                                _raw(config, key))])  # fmt: skip
     if config.hang_timeout is not None:
-        rows.append(_hang_rule(config, metrics, stop))
-    rows.extend(_finding_rules(config, report.get("findings", [])))
+        rows += _rows("hang_timeout", lambda: [_hang_rule(config, metrics, stop)])
+    rows += _rows("fail_on", lambda: _finding_rules(config, report.get("findings", [])))
     if baseline is not None:
-        rows.extend(baseline_rules(config, metrics, baseline, baseline_path))
+        rows += _rows("baseline", lambda: baseline_rules(config, metrics, baseline, baseline_path))
     return rows
 
 

@@ -29,7 +29,8 @@ def run(
     DataLoader is probed (each rank of a job). dlprobe's own output goes to stderr; the target's stdout, stderr
     and exit code come through unchanged.
     """
-    from dlprobe.console import err_console
+    from dlprobe.console import err_console, print_error
+    from dlprobe.errors import DlprobeError
     from dlprobe.render.run_outputs import write_outputs
     from dlprobe.supervisor.run_target import RunOptions, run_script
 
@@ -43,5 +44,8 @@ def run(
         launch=launch_kind(ctx, module),
     )
     outcome = run_script(options)
-    write_outputs(outcome.run_dir, None if quiet else err_console(), json_path, plot_in_background=True)
+    try:
+        write_outputs(outcome.run_dir, None if quiet else err_console(), json_path, plot_in_background=True)
+    except DlprobeError as exc:  # the script ran: its exit code is still the one to return, not dlprobe's 2
+        print_error(exc.message, exc.hint)
     raise typer.Exit(outcome.exit_code)

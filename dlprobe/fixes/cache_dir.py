@@ -110,7 +110,7 @@ def mapping_pids(paths: list[Path]) -> dict[Path, list[int]]:
             continue
         try:
             text = (entry / "maps").read_text()
-        except OSError:  # gone, or another user's process: not ours to read
+        except OSError:  # noqa: S112 - gone, or another user's process: not ours to read
             continue
         seen = set()
         for line in text.splitlines():

@@ -136,7 +136,7 @@ def _scan_class(real_root: str, name: str, extensions: tuple[str, ...]) -> tuple
                     elif entry.name.lower().endswith(extensions):
                         names.append(entry.name)
             mtimes.append((folder, os.stat(folder).st_mtime_ns))
-        except OSError:  # os.walk (hence ImageFolder) skips a folder it cannot list
+        except OSError:  # noqa: S112 - os.walk (hence ImageFolder) skips a folder it cannot list
             continue
         names.sort()
         listing.append((rel, names))
@@ -218,8 +218,8 @@ def _remove_stale_tmp(path: str) -> None:
         except ProcessLookupError:
             with contextlib.suppress(OSError):  # another builder removed it first
                 os.unlink(entry.path)
-        except OSError:
-            pass  # alive, owned by another user: still writing
+        except OSError:  # noqa: S110 - alive, owned by another user: still writing
+            pass
 
 
 def _save_cache(path: str, index: FileIndex, real_root: str, mtimes: dict[str, int]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from dlprobe.in_training import probe_errors
+
 # A container with this many Python objects inside is worth naming as a copy-on-access suspect.
 SUSPECT_MIN_OBJECTS = 10_000
 SAMPLE_ITEMS = 200  # items sampled to estimate a container's deep size; keeps inspection in milliseconds
@@ -110,19 +112,28 @@ def _walk(dataset: Any, prefix: str, depth: int, out: list[dict[str, Any]]) -> N
             continue
         try:
             est_bytes, objects = _deep(value)
-        except Exception:  # an exotic attribute must never break the user's training
-            continue
-        size = getattr(value, "size", 1)  # numpy's size is a number; pyarrow's (HuggingFace's tables) a method
-        items = len(value) if isinstance(value, _CONTAINERS) else size if isinstance(size, int) else 1
-        out.append(
-            {
+            entry = {
                 "attribute": path,
                 "type": _describe_type(value),
-                "items": int(items),
+                "items": _items(value),
                 "objects": int(objects),
                 "est_bytes": int(est_bytes),
             }
-        )
+        except Exception as exc:  # an exotic attribute must never break the user's training, nor the summary
+            probe_errors.record("dataset_inspect.attribute", exc, f"the size of {path} is not in the dataset summary")
+            continue
+        out.append(entry)
+
+
+def _items(value: Any) -> int:
+    """How many items an attribute holds: a container's length, an array's or tensor's element count, else 1. Only
+    numpy's `size` is a number: a tensor's, and many other objects' (an HF IterableDataset's), is a method."""
+    if isinstance(value, _CONTAINERS):
+        return len(value)
+    if _is_tensor(value):
+        return int(value.nelement())
+    size = getattr(value, "size", 1)
+    return int(size) if isinstance(size, int) and not isinstance(size, bool) else 1
 
 
 def _shard_count(dataset: Any) -> int | None:
@@ -131,7 +142,7 @@ def _shard_count(dataset: Any) -> int | None:
     for name in ("num_shards", "n_shards"):
         try:
             value = getattr(dataset, name, None)
-        except Exception:  # a property of the user's own class may raise
+        except Exception:  # noqa: S112 - a property of the user's own class may raise: no shard count from it
             continue
         if isinstance(value, int) and not isinstance(value, bool):
             return value

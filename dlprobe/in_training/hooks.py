@@ -240,8 +240,18 @@ def _loader_config(loader: Any, loader_id: int) -> dict[str, Any]:
         "collate_fn": getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__),
         "custom_batch_sampler": loader.batch_sampler is not None and loader.batch_size is None,
         "created_t": _created.get(loader),
-        "dataset": summarize_dataset(loader.dataset),
+        "dataset": _dataset_summary(loader, loader_id),
     }
+
+
+def _dataset_summary(loader: Any, loader_id: int) -> dict[str, Any]:
+    """The dataset's summary apart from the loader's settings: an odd dataset must not cost num_workers & co."""
+    try:
+        return summarize_dataset(loader.dataset)
+    except Exception as exc:  # inspection must never break training
+        probe_errors.record("hooks.dataset_summary", exc, f"loader {loader_id}'s dataset summary is missing")
+        cls = type(loader.dataset)
+        return {"type": f"{cls.__module__}.{cls.__qualname__}"}
 
 
 def _probe_for(loader: Any) -> LoaderProbe:

@@ -10,6 +10,8 @@ import threading
 from collections import Counter
 from typing import Any
 
+from dlprobe.in_training import probe_errors
+
 OWN_THREAD_PREFIX = "dlprobe-"  # the probe's own threads (start-up sampler, tune's watchdog) are not the user's
 
 _baseline: dict[str, int] | None = None
@@ -26,7 +28,7 @@ def _os_threads() -> list[str]:
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
                 names.append(f.read().strip())
-        except OSError:
+        except OSError:  # noqa: S112 - the thread ended between listdir and open: it is not there at fork either
             continue
     return names
 
@@ -133,8 +135,10 @@ def fork_snapshot() -> dict[str, Any]:
             state["openmp"] = bool(torch.backends.openmp.is_available())
             # is_initialized() never initialises CUDA itself, unlike is_available(), so the probe cannot poison fork.
             state["cuda_initialized"] = bool(torch.cuda.is_initialized())
-        except Exception:
-            pass
+        except Exception as exc:  # fork-hazard must not reason from a state it did not get: say it is missing
+            probe_errors.record(
+                "runtime_state.fork_snapshot", exc, "torch's thread, OpenMP and CUDA state at fork is missing"
+            )
     return state
 
 

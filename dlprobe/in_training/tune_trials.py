@@ -11,7 +11,7 @@ import time
 import warnings
 from typing import Any
 
-from dlprobe.in_training import hooks
+from dlprobe.in_training import hooks, probe_errors
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.schema import (
     EV_TRIAL_END,
@@ -242,8 +242,12 @@ def _shutdown(trial_loader: Any) -> None:
     if it is not None and hasattr(it, "_shutdown_workers"):
         try:
             it._shutdown_workers()
-        except Exception:
-            pass
+        except Exception as exc:  # the next trial's memory readings may include these workers: say so
+            probe_errors.record(
+                "tune_trials.shutdown",
+                exc,
+                "a trial's workers were not shut down, so the next trial's memory readings may include them",
+            )
     trial_loader._iterator = None
     gc.collect()
 

@@ -70,7 +70,7 @@ def _task() -> int:
         if frame.f_code.co_name == "_worker_loop":
             idx = frame.f_locals.get("idx")
             return idx if type(idx) is int else -1
-    except Exception:
+    except Exception:  # noqa: S110 - another torch's loop frame: the batch is still recorded, as task -1
         pass
     return -1
 

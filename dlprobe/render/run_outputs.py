@@ -1,4 +1,7 @@
-"""Writes a run's outputs: report.json, report.html, the plot, an optional --json copy, and the terminal summary."""
+"""Writes a run's outputs: report.json, report.html, the plot, an optional --json copy, and the terminal summary.
+
+Each output is a view of the report: one that fails is named in the terminal and under "output_problems" in
+report.json, and never costs the others (report.json is written first, and again with the problems)."""
 
 from __future__ import annotations
 
@@ -6,8 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
+from dlprobe.analysis import failure_where
 from dlprobe.analysis.report import job_report_for, report_for
+from dlprobe.errors import DlprobeError
 from dlprobe.render.html import html_problem
 from dlprobe.render.terminal import run_summary
 from dlprobe.render.trace_file import speedscope_problem, trace_problem
@@ -15,19 +21,55 @@ from dlprobe.rundir.files import write_json, write_json_option
 from dlprobe.rundir.schema import PLOT_FILE, REPORT_FILE, REPORT_HTML_FILE, STACKS_SPEEDSCOPE_FILE, TRACE_FILE
 
 
+def output_problem(output: str, exc: Exception) -> dict[str, str]:
+    """One output that could not be written, as report.json's "output_problems" lists it: the output, one
+    sentence, and where dlprobe raised."""
+    where = failure_where(exc)
+    message = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return {"output": output, "problem": f"could not write {output}: {type(exc).__name__}: {message} (at {where})"}
+
+
+def _print_summary(
+    console: Console, report: dict[str, Any], run_dir: str | None, problems: list[dict[str, str]]
+) -> None:
+    try:
+        console.print(run_summary(report, run_dir))
+    except Exception as exc:  # the summary is a view: the files are written, the exit code stays the script's
+        problems.append(output_problem("the terminal summary", exc))
+        findings = report.get("findings") or []
+        console.print(f"dlprobe: {len(findings)} finding(s); the full report is in {run_dir or 'report.json'}")
+
+
+def _write_report(run_dir: Path, report: dict[str, Any]) -> None:
+    try:
+        write_json(run_dir / REPORT_FILE, report)
+    except OSError as exc:  # a full or read-only disk: the user's to fix, and `dlprobe report` writes it again
+        raise DlprobeError(
+            f"cannot write {run_dir / REPORT_FILE}: {exc.strerror or exc}",
+            hint=f"free space or make the directory writable, then `dlprobe report {run_dir}` writes it again",
+        ) from None
+
+
 def write_outputs(
     run_dir: Path, console: Console | None, json_path: str | None = None, plot_in_background: bool = False
 ) -> dict[str, Any]:
-    """Analyze the run and write everything; a failing plot or --json path is reported, not fatal.
+    """Analyze the run and write everything; a failing page, plot, summary or --json path is reported, not fatal.
 
     With `plot_in_background` (`dlprobe run`) memory.png is drawn by a detached process and appears a second or
     two after this returns; `dlprobe report` draws it here."""
     run, report = report_for(run_dir)
-    write_json(run_dir / REPORT_FILE, report)
-    problems = []
-    problems += html_problem(run_dir / REPORT_HTML_FILE, run, report)
-    problems += trace_problem(run_dir / TRACE_FILE, [run], report)
-    problems += speedscope_problem(run_dir / STACKS_SPEEDSCOPE_FILE, run)
+    _write_report(run_dir, report)
+    problems: list[dict[str, str]] = []
+    try:
+        html_failure = html_problem(run_dir / REPORT_HTML_FILE, run, report)
+    except Exception as exc:  # html_problem catches the page's own failures; this is the check.json read around it
+        html_failure = [output_problem(REPORT_HTML_FILE, exc)["problem"]]
+    problems += [{"output": REPORT_HTML_FILE, "problem": line} for line in html_failure]
+    problems += [{"output": TRACE_FILE, "problem": line} for line in trace_problem(run_dir / TRACE_FILE, [run], report)]
+    problems += [
+        {"output": STACKS_SPEEDSCOPE_FILE, "problem": line}
+        for line in speedscope_problem(run_dir / STACKS_SPEEDSCOPE_FILE, run)
+    ]
     # No DataLoader, nothing to plot: skipping it saves a second of matplotlib start-up on short scripts.
     if run.loaders and plot_in_background:
         from dlprobe.render.plot import plot_in_background as start_plot
@@ -35,18 +77,22 @@ def write_outputs(
         try:
             start_plot(run_dir)
         except OSError as exc:
-            problems.append(f"could not start drawing {PLOT_FILE}: {exc} (dlprobe report {run_dir} draws it)")
+            problems.append(output_problem(f"{PLOT_FILE} (dlprobe report {run_dir} draws it)", exc))
     elif run.loaders:
         try:
             from dlprobe.render.plot import plot_memory
 
             plot_memory(run, run_dir / PLOT_FILE, report)
         except Exception as exc:  # a plotting problem must not lose the report
-            problems.append(f"could not draw {PLOT_FILE}: {exc}")
+            problems.append(output_problem(PLOT_FILE, exc))
     if console is not None:
-        console.print(run_summary(report, str(run_dir)))
+        _print_summary(console, report, str(run_dir), problems)
+    if problems:  # the file people and CI read says what is missing too
+        report["output_problems"] = problems
+        _write_report(run_dir, report)
+    if console is not None:
         for problem in problems:
-            console.print(f"[yellow]warning:[/] {problem}")
+            console.print("[yellow]warning:[/] " + escape(problem["problem"]))
     if json_path:
         write_json_option(json_path, report, f"the report is still saved in {run_dir / REPORT_FILE}")
     return report
@@ -59,12 +105,16 @@ def write_job_outputs(
     given (each node's own report.json and report.html stay that node's)."""
     _, report = job_report_for(run_dirs)
     # The merged page has the verdict, findings and the job's tables; each node's timelines stay on its own page.
-    problems = html_problem(Path(html_path), None, report) if html_path else []
+    problems: list[dict[str, str]] = []
+    if html_path:
+        problems += [{"output": html_path, "problem": line} for line in html_problem(Path(html_path), None, report)]
     if console is not None:
-        console.print(run_summary(report))
+        _print_summary(console, report, None, problems)
         console.print(f"[dim]Job report of {len(run_dirs)} run directories: {', '.join(map(str, run_dirs))}[/]")
         for problem in problems:
-            console.print(f"[yellow]warning:[/] {problem}")
+            console.print("[yellow]warning:[/] " + escape(problem["problem"]))
+    if problems:
+        report["output_problems"] = problems
     if json_path:
         write_json_option(json_path, report, "the job report was printed above")
     return report

@@ -59,7 +59,7 @@ def loaders_table(report: dict[str, Any]) -> Table:
             dataset,
             "-" if lo.get("dataset_len") is None else f"{lo['dataset_len']:,}",
             str(lo.get("batch_size")),
-            str(lo.get("num_workers")),
+            "?" if lo.get("num_workers") is None else str(lo["num_workers"]),  # "?": settings not read
             lo.get("start_method") or "-",
             " ".join(options) or "-",
             f"{lo.get('batches', 0):,}",

@@ -184,11 +184,14 @@ SAMPLER_FAILED = "failed"  # py-spy could not start, or exited with an error and
 
 
 # --- record shapes -----------------------------------------------------------------------------------
-class Event(TypedDict):
-    """The fields every line of events.jsonl has."""
-
+class _EventKind(TypedDict):
     ev: str
     t: float
+
+
+class Event(_EventKind, total=False):
+    """The fields every line of events.jsonl has (its writer's pid in every run written since jobs were probed)."""
+
     pid: int
 
 
@@ -225,19 +228,58 @@ class ProcessEvent(Event, total=False):
     argv: list[str]
 
 
+class Suspect(TypedDict, total=False):
+    """A dataset attribute holding many Python objects (in_training/dataset_inspect.py): copy-on-access suspect."""
+
+    attribute: str
+    type: str
+    items: int
+    objects: int
+    est_bytes: int
+
+
+class DatasetSummary(TypedDict, total=False):
+    type: str
+    len: int | None
+    iterable: bool
+    est_bytes: int
+    suspects: list[Suspect]
+
+
 class LoaderEvent(Event, total=False):
     """The loader's config (num_workers, batch_size, dataset summary, ...) or why it could not be read."""
 
     loader: int
     num_workers: int
+    batch_size: int | None
     start_method: str | None
-    dataset: dict[str, Any]
+    pin_memory: bool
+    prefetch_factor: int | None
+    persistent_workers: bool
+    timeout: float
+    drop_last: bool
+    collate_fn: str
+    custom_batch_sampler: bool
+    created_t: float | None
+    dataset: DatasetSummary
     inspect_error: str
 
 
-class WorkerStart(TypedDict, total=False):
+class _WorkerIds(TypedDict):
     pid: int
     worker_id: int
+
+
+class WorkerStart(_WorkerIds, total=False):
+    """One worker an epoch started, with the hooks' memory reading of it right after it started."""
+
+    memory: dict[str, int] | None
+
+
+class WorkerReading(TypedDict, total=False):
+    """EV_WORKERS_LAST: one worker's memory as the epoch's last batch arrived."""
+
+    pid: int
     memory: dict[str, int] | None
 
 
@@ -245,7 +287,7 @@ class EpochEvent(Event, total=False):
     loader: int
     epoch: int
     iter_s: float
-    workers: list[WorkerStart]
+    workers: list[WorkerStart] | None  # None with num_workers=0
 
 
 class BatchesEvent(Event, total=False):
@@ -274,6 +316,104 @@ class EpochEndEvent(Event, total=False):
     worker_batches: list[int]
 
 
+class WorkersLastEvent(Event, total=False):
+    loader: int
+    epoch: int
+    workers: list[WorkerReading] | None  # None with num_workers=0
+
+
+class BatchInfoEvent(Event, total=False):
+    loader: int
+    epoch: int
+    bytes: int
+    leaves: list[dict[str, Any]]
+
+
+class LoaderErrorEvent(Event, total=False):
+    loader: int
+    type: str
+    message: str
+
+
+class ProbeErrorEvent(Event, total=False):
+    """EV_PROBE_ERROR: a probe part (`where`) failed; what the report lacks because of it (`consequence`)."""
+
+    where: str
+    type: str
+    message: str
+    consequence: str
+    count: int
+
+
+class DupesEvent(Event, total=False):
+    loader: int
+    epoch: int
+    samples: int
+    unique: int
+    duplicates: int
+    digests: list[str]
+
+
+class ForkThread(TypedDict, total=False):
+    name: str
+    daemon: bool
+    state: str  # running | waiting | uses-lock | unknown
+    frame: str
+
+
+class ForkBaseline(TypedDict, total=False):
+    os_threads: int
+    python_threads: int
+
+
+class ForkStateEvent(Event, total=False):
+    """EV_FORK_STATE: threads, OpenMP and CUDA just before a loader forks its workers (in_training/runtime_state)."""
+
+    loader: int
+    epoch: int
+    os_threads: int
+    os_thread_names: dict[str, int]
+    python_threads: list[ForkThread]
+    baseline: ForkBaseline | None
+    torch_threads: int
+    openmp: bool
+    cuda_initialized: bool | None
+
+
+class ProfileStack(TypedDict, total=False):
+    phase: str  # before_loader | ...
+    seconds: float
+    frames: list[list[Any]]  # [file, function, line], outermost first
+
+
+class StartupProfileEvent(Event, total=False):
+    """EV_STARTUP_PROFILE: where the script's time went before its first batch (in_training/startup_profile.py)."""
+
+    reason: str
+    started: float
+    stopped: float
+    loader_created: float
+    samples: int
+    sampled_s: float
+    truncated_s: float
+    stacks: list[ProfileStack]
+
+
+class AccelEvent(Event, total=False):
+    loader: int
+    pin_effective: bool | None
+    cuda_initialized: bool | None
+
+
+class CgroupReading(TypedDict, total=False):
+    """samples.jsonl "cg": the run's memory cgroup (system/cgroup.memory_state)."""
+
+    usage: int | None
+    limit: int | None  # the tightest limit on the way to the root; None when unlimited everywhere
+    limit_dir: str | None  # the cgroup whose limit that is
+    oom_kill: int | None
+
+
 class Sample(TypedDict, total=False):
     """One line of samples.jsonl; "k" says which: proc (a new process), s (a reading), gone (a process ended)."""
 
@@ -285,7 +425,7 @@ class Sample(TypedDict, total=False):
     p: dict[str, dict[str, int | float | None]]  # pid (as text) -> rss/uss/pss/swap, SAMPLE_CPU, SAMPLE_RUN_DELAY
     shm: dict[str, int]
     avail: int | None
-    cg: dict[str, int | None]
+    cg: CgroupReading
 
 
 class HangRecord(TypedDict, total=False):
@@ -302,6 +442,13 @@ class HangRecord(TypedDict, total=False):
     timeout_s: float
 
 
+class KernelFile(TypedDict, total=False):
+    """kernel.json: the kernel's OOM-kill records naming the run's processes (system/kernlog.oom_kills)."""
+
+    readable: bool
+    kills: list[dict[str, Any]]  # pid, line, ...
+
+
 class StacksMeta(TypedDict, total=False):
     """stacks.json: the hotspot sampler's settings and outcome; `error` is why it recorded nothing (py-spy's own
     message when py-spy failed)."""
@@ -310,6 +457,21 @@ class StacksMeta(TypedDict, total=False):
     window_s: float
     status: str  # SAMPLER_*
     error: str | None
+
+
+class Machine(TypedDict, total=False):
+    """meta.json "machine": facts of the machine the run was recorded on (supervisor/run_target.machine_facts)."""
+
+    host: str
+    platform: str
+    python: str
+    cpu_count: int | None
+    cpu_affinity: int
+    cpu_quota: float | None  # the cgroup's CPU quota in cores
+    usable_cores: int
+    mem_total: int
+    mem_available: int
+    shm_total: int | None
 
 
 class Meta(TypedDict, total=False):
@@ -322,7 +484,7 @@ class Meta(TypedDict, total=False):
     node_rank: int | None  # this node's rank in a several-node job (from the command's --node-rank), else None
     cwd: str
     started_at: float
-    machine: dict[str, Any]
+    machine: Machine
     target_pid: int
     cgroup: str | None
     cgroup_limit_dir: str | None  # the cgroup on the path to the root whose memory limit is the tightest
@@ -356,6 +518,16 @@ class ShmRemoved(TypedDict):
     bytes: int
 
 
+class SupervisorProblem(TypedDict):
+    """result.json "problems": a part of the supervisor that failed, and what the report lacks because of it."""
+
+    where: str
+    type: str
+    message: str
+    consequence: str
+    count: int
+
+
 class Result(TypedDict, total=False):
     returncode: int
     exit_code: int
@@ -368,6 +540,7 @@ class Result(TypedDict, total=False):
     survivors: list[int]
     shm_removed: list[ShmRemoved]  # system/shm_files.py; absent when nothing was left
     orphans_stopped: list[int]  # workers still running ORPHAN_GRACE_S after the job's exit, stopped by dlprobe
+    problems: list[SupervisorProblem]  # the supervisor's own failures (supervisor/problems.py); absent when none
 
 
 class AttachRecord(TypedDict, total=False):

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import psutil
 from rich.text import Text
@@ -38,6 +38,7 @@ from dlprobe.rundir.schema import (
     SAMPLES_FILE,
     STDERR_FILE,
     STDOUT_FILE,
+    Machine,
     Meta,
     Result,
     SupervisorCost,
@@ -47,6 +48,7 @@ from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.supervisor.hang.guard import RunGuard
 from dlprobe.supervisor.hang.watch import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
 from dlprobe.supervisor.live import LiveView
+from dlprobe.supervisor.problems import Problems
 from dlprobe.supervisor.sampler import TICK_S, Sampler
 from dlprobe.supervisor.stack_recorder import StackRecorder
 from dlprobe.system import cgroup, procmem, shm_files
@@ -115,10 +117,10 @@ def check_hang_options(options: RunOptions) -> None:
         )
 
 
-def machine_facts() -> dict[str, Any]:
+def machine_facts() -> Machine:
     shm = procmem.shm_usage()
     mem = procmem.system_memory()
-    return {
+    facts: dict[str, Any] = {
         "host": platform.node(),
         "platform": platform.platform(),
         "python": platform.python_version(),
@@ -128,20 +130,23 @@ def machine_facts() -> dict[str, Any]:
         "mem_available": mem["available"],
         "shm_total": shm["total"] if shm else None,
     }
+    return cast(Machine, facts)
 
 
 class _Pump(threading.Thread):
     """Copies one of the script's output pipes to our own stream, byte for byte, and to a log file."""
 
-    def __init__(self, source: IO[bytes], target_fd: int, log_path: Path, view: LiveView) -> None:
+    def __init__(self, source: IO[bytes], target_fd: int, log_path: Path, view: LiveView, problems: Problems) -> None:
         super().__init__(daemon=True)
         self.source = source
         self.target_fd = target_fd
         self.log_path = log_path
         self.view = view
+        self.problems = problems
 
     def run(self) -> None:
-        with self.log_path.open("wb") as log:
+        # Unbuffered: a failing write raises here, where it is recorded, not again when the file is closed.
+        with self.log_path.open("wb", buffering=0) as log:
             fd = self.source.fileno()
             while True:
                 try:
@@ -154,8 +159,10 @@ class _Pump(threading.Thread):
                 try:
                     log.write(data)
                     log.flush()
-                except OSError:
-                    pass
+                except OSError as exc:  # the script's output still passes through; only the copy is cut
+                    self.problems.record(
+                        f"{self.log_path.name} write", exc, f"{self.log_path.name} misses part of the script's output"
+                    )
 
 
 # A loader is known by (the pid of the process that built it, its id in that process): every rank has a loader 0.
@@ -257,9 +264,10 @@ def run_script(options: RunOptions) -> RunOutcome:
     write_json(run_dir / META_FILE, meta)
 
     assert child.stdout is not None and child.stderr is not None
+    problems = Problems()
     pumps = [
-        _Pump(child.stdout, sys.stdout.fileno(), run_dir / STDOUT_FILE, view),
-        _Pump(child.stderr, sys.stderr.fileno(), run_dir / STDERR_FILE, view),
+        _Pump(child.stdout, sys.stdout.fileno(), run_dir / STDOUT_FILE, view, problems),
+        _Pump(child.stderr, sys.stderr.fileno(), run_dir / STDERR_FILE, view, problems),
     ]
     for pump in pumps:
         pump.start()
@@ -267,7 +275,9 @@ def run_script(options: RunOptions) -> RunOutcome:
     previous = {sig: signal.signal(sig, lambda s, _f: child.send_signal(s)) for sig in FORWARDED_SIGNALS}
     # Ctrl-C reaches the whole process group; the script decides what it means, we keep recording.
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text))
+    guard = RunGuard(
+        run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text), problems=problems
+    )
     stacks = StackRecorder(child.pid, run_dir)
     known: set[int] = set()
     orphans: list[int] = []
@@ -298,6 +308,8 @@ def run_script(options: RunOptions) -> RunOutcome:
         result["shm_removed"] = [{"name": name, "bytes": size} for name, size in leftovers]
     if orphans:
         result["orphans_stopped"] = orphans
+    if problems.as_list():
+        result["problems"] = problems.as_list()
     write_json(run_dir / RESULT_FILE, result)
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
     return RunOutcome(run_dir, exit_code)
@@ -398,6 +410,6 @@ def _sample_until_exit(
             try:
                 proc.kill()
                 orphans.append(proc.pid)
-            except psutil.Error:
-                pass  # it exited meanwhile
+            except psutil.Error:  # noqa: S110 - it exited meanwhile: nothing left to stop
+                pass
     return sampler.known, orphans

@@ -121,7 +121,7 @@ class Sampler:
                 proc = psutil.Process(pid)
                 if proc.create_time() == self.created.get(pid) and alive(proc):
                     live.append(proc)
-            except psutil.Error:
+            except psutil.Error:  # noqa: S112 - exited: not live
                 continue
         return live
 

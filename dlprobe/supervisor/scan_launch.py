@@ -92,7 +92,7 @@ def run_scan(
                 try:
                     child.wait(timeout=POLL_S)
                     break
-                except subprocess.TimeoutExpired:
+                except subprocess.TimeoutExpired:  # noqa: S112 - still running: poll again
                     continue
             for pump in pumps:
                 pump.join(timeout=5)

@@ -115,7 +115,7 @@ def read_records(path: str = KMSG, max_records: int = 100_000, fd: int | None = 
                 raw = os.read(fd, 8192)
             except BlockingIOError:
                 break
-            except BrokenPipeError:  # the oldest records were overwritten while reading: keep going
+            except BrokenPipeError:  # noqa: S112 - oldest records overwritten while reading: keep going
                 continue
             except OSError:
                 break
@@ -125,7 +125,7 @@ def read_records(path: str = KMSG, max_records: int = 100_000, fd: int | None = 
             fields = head.split(",")
             try:
                 ts = int(fields[2]) / 1e6
-            except (IndexError, ValueError):
+            except (IndexError, ValueError):  # noqa: S112 - a record without a timestamp is no OOM kill we can place
                 continue
             records.append((ts, message.split("\n", 1)[0]))
     finally:

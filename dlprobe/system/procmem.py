@@ -119,6 +119,6 @@ def system_memory() -> dict[str, int]:
                 key, _, rest = line.partition(":")
                 if key in ("MemTotal", "MemAvailable"):
                     out[key] = int(rest.split()[0]) * 1024
-    except OSError:
+    except OSError:  # noqa: S110 - no /proc/meminfo (not Linux): zeros say unknown
         pass
     return {"total": out.get("MemTotal", 0), "available": out.get("MemAvailable", 0)}

@@ -29,8 +29,8 @@ def kill_tree(pid: int) -> None:
     for proc in tree(pid):
         try:
             proc.kill()
-        except psutil.Error:
-            pass  # it exited between listing and signalling: nothing left to stop
+        except psutil.Error:  # noqa: S110 - it exited between listing and signalling: nothing left to stop
+            pass
 
 
 def descendant_pids(pid: int) -> list[int] | None:
@@ -44,14 +44,14 @@ def descendant_pids(pid: int) -> list[int] | None:
         parent = stack.pop()
         try:
             tids = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue  # it exited while we walked: its children are re-parented and found on a later walk
+        except OSError:  # noqa: S112 - it exited while we walked: its children are re-parented and found later
+            continue
         for tid in tids:
             try:
                 with open(f"/proc/{parent}/task/{tid}/children", "rb") as f:
                     children = [int(c) for c in f.read().split()]
-            except (OSError, ValueError):
-                continue  # the thread exited between listdir and open
+            except (OSError, ValueError):  # noqa: S112 - the thread exited between listdir and open
+                continue
             found.extend(children)
             stack.extend(children)
     return found

@@ -45,7 +45,7 @@ def remove_leftovers(pids: set[int], since: float, shm_dir: Path = SHM_DIR) -> l
             if info.st_mtime < since:
                 continue  # older than the run: a pid reused from an earlier job
             path.unlink()
-        except OSError:
-            continue  # removed meanwhile, or not ours to remove
+        except OSError:  # noqa: S112 - removed meanwhile, or not ours to remove
+            continue
         removed.append((name, info.st_blocks * 512))
     return removed

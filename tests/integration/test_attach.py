@@ -72,7 +72,7 @@ def job(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
             for pid in [proc.pid, *_children(proc.pid)]:
                 try:
                     os.kill(pid, signal.SIGKILL)
-                except OSError:
+                except OSError:  # noqa: S110 - already gone
                     pass
             proc.communicate(timeout=30)
 
@@ -298,7 +298,7 @@ def _rank_pids(agent: int) -> dict[int, int]:
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
-        except OSError:
+        except OSError:  # noqa: S112 - exited meanwhile
             continue
         if b"RANK" in env:
             ranks[int(env[b"RANK"])] = pid
@@ -326,7 +326,7 @@ def test_attach_to_torchrun_agent_covers_every_rank(tmp_path: Path) -> None:
         for pid in [agent.pid, *_children(agent.pid), *[w for r in _children(agent.pid) for w in _children(r)]]:
             try:
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
+            except OSError:  # noqa: S110 - already gone
                 pass
         agent.communicate(timeout=60)
 

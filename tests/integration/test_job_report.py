@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import SCRIPTS, DlprobeResult, assert_no_probe_frames, run_dlprobe
+from tests.conftest import SCRIPTS, DlprobeResult, assert_no_probe_frames, memory_cgroup, run_dlprobe
 
 MiB = 1024 * 1024
 
@@ -196,3 +196,23 @@ def test_a_rank_that_raises_before_its_loader_is_named_with_its_error(tmp_path):
     assert result.findings("rank-failed") == []  # explained by the rank's own error
     for later in result.findings("script-error"):  # rank 0, if torchrun had not stopped it yet: gloo lost its peer
         assert later == error or (later["severity"] == "warning" and "after rank 1 failed" in later["title"])
+
+
+def test_a_ranks_worker_killed_by_the_oom_killer_is_named_with_its_rank(tmp_path: Path):
+    # Issue 21: the analysis of this job ended in a TypeError (node-oversubscribed's evidence "ranks" was a count).
+    run_dir = tmp_path / "run"
+    torchrun = [*torchrun_command(), "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port",
+                str(free_port()), str(SCRIPTS / "ddp_torchrun.py"), "--oom", "1:7"]  # fmt: skip
+    with memory_cgroup(1536 * MiB) as group:
+        command = (
+            f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -m dlprobe run --quiet --out {run_dir} -- "
+            + " ".join(torchrun)
+        )
+        proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "dlprobe/analysis" not in proc.stderr, proc.stderr[-3000:]  # no traceback of dlprobe's own
+    report = json.loads((run_dir / "report.json").read_text())
+    [killed] = [f for f in report["findings"] if f["code"] == "worker-killed"]
+    assert killed["evidence"]["cause"] == "oom" and killed["evidence"]["rank"] == "rank 1", killed
+    assert killed["evidence"]["index"] == 7
+    assert (run_dir / "report.html").exists()

@@ -53,7 +53,7 @@ def assert_nothing_left(run_dir: Path, marker: str) -> None:
             ours = any(marker in part for part in proc.info["cmdline"] or [])
             if ours and proc.info["status"] != psutil.STATUS_ZOMBIE:
                 alive.append(proc.pid)
-        except psutil.Error:
+        except psutil.Error:  # noqa: S110 - exited while listed: not alive
             pass
     assert not alive, f"left running: {alive}"
     pids = {str(pid) for pid in sampled_pids(run_dir)}

@@ -70,3 +70,15 @@ def test_hf_datasets_mapped_arrow_is_not_called_allocation(probe, tmp_path: Path
         # Copy-on-write of the parent's heap may be real; mapped Arrow pages must never read as new allocations.
         assert "keep allocating" not in finding["title"], finding["title"]
         assert "copy-on-write" in finding["title"] and "gc.freeze()" in finding["fix"]
+
+
+def test_hf_streaming_dataset_settings_are_read(probe):
+    # to_iterable_dataset().with_format("torch"): reading its summary raised (int() of a method), so the loader's
+    # settings were lost and input-bound advised num_workers=2 from a num_workers it had never read.
+    result = probe("hf_streaming_loader.py")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "batches 32\n"
+    [loader] = result.report["loaders"]
+    assert (loader["num_workers"], loader["dataset_type"]) == (4, "datasets.iterable_dataset.IterableDataset")
+    failed = [f["evidence"].get("where") for f in result.findings("probe-degraded")]
+    assert not [w for w in failed if str(w).startswith(("hooks.", "dataset_inspect."))], failed

@@ -2,7 +2,8 @@
 
 --fail RANK:INDEX makes that rank's dataset raise on that index; --block RANK:INDEX makes it block forever there
 (the other rank then waits in the all_reduce that ends every epoch); --die RANK:CODE makes that rank exit with CODE
-before it builds its DataLoader; --raise-early RANK makes that rank raise there instead.
+before it builds its DataLoader; --raise-early RANK makes that rank raise there instead; --oom RANK:INDEX makes that
+rank's worker allocate on that index until the kernel's OOM killer ends it (run it in a memory cgroup).
 """
 
 import argparse
@@ -16,8 +17,8 @@ from torch.utils.data.distributed import DistributedSampler
 
 
 class Squares(Dataset):
-    def __init__(self, rank, fail, block):
-        self.rank, self.fail, self.block = rank, fail, block
+    def __init__(self, rank, fail, block, oom=None):
+        self.rank, self.fail, self.block, self.oom = rank, fail, block, oom
 
     def __len__(self):
         return 64
@@ -27,6 +28,10 @@ class Squares(Dataset):
             raise ValueError(f"sample {i} is corrupt")
         if self.block == (self.rank, i):
             threading.Event().wait()  # a read that never returns (a dead NFS mount, a lock never released)
+        if self.oom == (self.rank, i):
+            held = []
+            while True:  # a sample that decodes to far more than memory holds
+                held.append(bytearray(b"\x01") * (32 << 20))
         return torch.tensor([float(i * i)])
 
 
@@ -42,6 +47,7 @@ def main():
     parser.add_argument("--block", type=rank_index)
     parser.add_argument("--die", type=rank_index)
     parser.add_argument("--raise-early", type=int)
+    parser.add_argument("--oom", type=rank_index)
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -49,7 +55,7 @@ def main():
         os._exit(args.die[1])
     if args.raise_early == rank:
         raise RuntimeError(f"no shard for rank {rank}")
-    dataset = Squares(rank, args.fail, args.block)
+    dataset = Squares(rank, args.fail, args.block, args.oom)
     sampler = DistributedSampler(dataset, shuffle=False)
     loader = DataLoader(dataset, batch_size=4, num_workers=2, sampler=sampler)
     total = torch.zeros(1)

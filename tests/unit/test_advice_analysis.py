@@ -7,10 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from dlprobe.analysis.model import Epoch
+from dlprobe.analysis.model import Epoch, LoaderRecord
 from dlprobe.analysis.stackfile import parse_stacks
 from dlprobe.analysis.startup_findings import hot_path
-from dlprobe.analysis.throughput_findings import find_input_bound, find_pin_memory, suggest_workers
+from dlprobe.analysis.throughput_findings import (
+    find_input_bound,
+    find_pin_memory,
+    find_too_many_workers,
+    suggest_workers,
+)
 from dlprobe.in_training.sample_hashes import DuplicateCounter
 from dlprobe.system.cpus import cgroup_cpu_quota
 from dlprobe.tune.plan import worker_counts
@@ -49,6 +54,22 @@ def test_input_bound_needs_a_large_wait_share():
     assert finding.evidence["suggested_num_workers"] == 4  # ceil(1.25 * 40 ms / 10 ms) = 5, capped at 4 cores
     fed = run([loader(num_workers=2, epochs=[_epoch([0.001] * 30, 0.02)])], [])
     assert find_input_bound(fed) == []
+
+
+def test_input_bound_gives_no_worker_advice_from_settings_it_could_not_read():
+    # hooks.loader_config failed: the loader event has only `loader` and `inspect_error`, no num_workers
+    epoch = _epoch([0.04] * 30, 0.01)
+    epoch.worker_pids = [11, 12, 13, 14]
+    starved = run([LoaderRecord(0, {"inspect_error": "TypeError('int() ...')"}, 100.0, "fork", [epoch])], [])
+    starved.meta["machine"]["usable_cores"] = 4
+    lo = starved.loaders[0]
+    assert (lo.settings_read, lo.num_workers_setting, lo.num_workers) == (False, None, 4)
+    [finding] = find_input_bound(starved)
+    assert finding.evidence["num_workers"] is None and finding.evidence["workers_seen"] == 4
+    assert finding.evidence["missing"] == ["num_workers", "persistent_workers", "prefetch_factor"]
+    assert "settings could not be read" in finding.title
+    assert "num_workers=" not in finding.fix and "persistent_workers=True" not in finding.fix
+    assert find_too_many_workers(starved) == []
 
 
 def test_pin_memory_findings_for_gpu_and_no_accelerator():

@@ -45,3 +45,55 @@ def test_tensor_only_dataset_has_no_suspects():
     summary = summarize_dataset(torch.utils.data.TensorDataset(torch.zeros(1000, 3)))
     assert summary["suspects"] == []
     assert 1000 * 3 * 4 <= summary["est_bytes"] < 1000 * 3 * 4 + 200  # the tensor plus its tuple
+
+
+class TensorAttribute(Dataset):
+    """A tensor held directly: its `size` is a method, not a count."""
+
+    def __init__(self):
+        self.features = torch.zeros(100, 4)
+
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        return self.features[i]
+
+
+def test_a_tensor_attribute_is_counted_by_its_elements():
+    summarize_dataset(TensorAttribute())  # raised TypeError: int() argument must be ... 'builtin_function_or_method'
+    [features] = [a for a in _attributes(TensorAttribute()) if a["attribute"] == "self.features"]
+    assert features["items"] == 400 and features["type"] == "torch.Tensor[torch.float32]"
+
+
+def test_a_huggingface_streaming_dataset_is_summarized():
+    datasets = __import__("pytest").importorskip("datasets")
+    rows = datasets.Dataset.from_dict({"x": [[1.0] * 4] * 32, "y": list(range(32))})
+    stream = rows.to_iterable_dataset(num_shards=4).with_format("torch")
+    summary = summarize_dataset(stream)  # raised TypeError: int() argument must be ... 'builtin_function_or_method'
+    assert summary["type"] == "datasets.iterable_dataset.IterableDataset" and summary["iterable"] is True
+
+
+def _attributes(dataset):
+    """Every attribute the summary measured (suspects are only the large ones)."""
+    from dlprobe.in_training import dataset_inspect
+
+    out: list[dict] = []
+    dataset_inspect._walk(dataset, "self", 0, out)
+    return out
+
+
+def test_a_dataset_summary_that_raises_keeps_the_loaders_settings(monkeypatch):
+    from dlprobe.in_training import hooks, probe_errors
+
+    def broken(dataset):
+        raise TypeError("odd dataset")
+
+    monkeypatch.setattr(hooks, "summarize_dataset", broken)
+    recorded = []
+    monkeypatch.setattr(probe_errors, "record", lambda where, exc, consequence: recorded.append(where))
+    loader = torch.utils.data.DataLoader(TensorAttribute(), batch_size=4, num_workers=2)
+    config = hooks._loader_config(loader, 0)
+    assert (config["num_workers"], config["batch_size"]) == (2, 4)
+    assert config["dataset"] == {"type": f"{__name__}.TensorAttribute"}
+    assert recorded == ["hooks.dataset_summary"]

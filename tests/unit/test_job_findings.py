@@ -215,6 +215,19 @@ def test_a_failed_rank_with_nothing_else_to_explain_it(tmp_path):
     assert [f["rank"] for f in failed.evidence["other_failures"]] == [0]  # stopped by torchrun: no finding of its own
 
 
+def test_torchruns_failure_next_to_a_count_of_ranks_and_a_list_of_ranks(tmp_path):
+    # The OOM job of issue 21: node-oversubscribed (an error, its rank count) and a merged cow-growth (a list of
+    # ranks) both present when torchrun's summary is matched against the findings' ranks.
+    (tmp_path / "stderr.log").write_text(CHILD_FAILED)
+    findings = analyze_job(split_job([two_ranks(LEAKY, LEAKY, mem_total=3 * 1024 * MiB, path=str(tmp_path))]))
+    [over] = [f for f in findings if f.code == "node-oversubscribed"]
+    [cow] = [f for f in findings if f.code == "cow-growth"]
+    assert over.severity == "error" and over.evidence["rank_count"] == 2 and "ranks" not in over.evidence
+    assert [r["rank"] for r in cow.evidence["ranks"]] == ["rank 0", "rank 1"]
+    assert cow.evidence["launcher"]["rank"] == 1  # the merged finding names rank 1: torchrun's failure explained
+    assert [f for f in findings if f.code == "rank-failed"] == []
+
+
 def test_a_rank_that_raised_before_its_loader_is_named_by_its_rank_and_explains_torchruns_summary(tmp_path):
     # The rank's own excepthook recorded the error with its rank; torchrun's summary names the same rank and pid.
     (tmp_path / "stderr.log").write_text(CHILD_FAILED.replace("1 (local_rank: 1)", "2 (local_rank: 0)").replace(

@@ -217,7 +217,7 @@ class Scanner:
         try:
             while slot.conn.poll():
                 self._on_message(slot, slot.conn.recv())
-        except (EOFError, OSError):
+        except (EOFError, OSError):  # noqa: S110 - the worker is gone: _lost() below reports it
             pass
 
     def _lost(self, slot: PoolSlot, kind: str, detail: str) -> None:

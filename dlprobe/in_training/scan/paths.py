@@ -54,7 +54,7 @@ def _from_dataset(dataset: Any, index: int, depth: int) -> str | None:
             continue
         try:
             path = _as_path(values[index])
-        except Exception:
+        except Exception:  # noqa: S112 - a value that names no file: try the next field
             continue
         if path:
             return path

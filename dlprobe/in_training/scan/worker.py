@@ -64,7 +64,7 @@ def _die_with_parent(parent_pid: int) -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except Exception:
+    except Exception:  # noqa: S110 - no prctl (not Linux, no libc): the ppid check below still ends an orphan
         pass
     if os.getppid() != parent_pid:
         os._exit(0)
@@ -80,17 +80,19 @@ def _set_up(job: Prepared, parent_pid: int) -> None:
     seed = job.base_seed + job.worker_id
     random.seed(seed)
     torch.manual_seed(seed)
+    from torch.utils.data._utils import worker as torch_worker
+
+    # get_worker_info() inside the dataset then answers as in a real DataLoader worker; if this fails, the worker
+    # fails to start (an init_error the scan reports), rather than scan a worker-sharded dataset unlike training.
+    torch_worker._worker_info = torch_worker.WorkerInfo(
+        id=job.worker_id, num_workers=job.num_workers, seed=seed, dataset=job.dataset
+    )
     try:
         import numpy as np
-        from torch.utils.data._utils import worker as torch_worker
-
-        np.random.seed(torch_worker._generate_state(job.base_seed, job.worker_id))
-        # get_worker_info() inside the dataset then answers as in a real DataLoader worker.
-        torch_worker._worker_info = torch_worker.WorkerInfo(
-            id=job.worker_id, num_workers=job.num_workers, seed=seed, dataset=job.dataset
-        )
-    except Exception:
+    except ImportError:  # noqa: S110 - no numpy: nothing of numpy's to seed
         pass
+    else:
+        np.random.seed(torch_worker._generate_state(job.base_seed, job.worker_id))
     if job.init_fn is not None:
         job.init_fn(job.worker_id)
 

@@ -10,6 +10,7 @@ from dlprobe.rundir.files import write_json
 from dlprobe.rundir.schema import HANGS_DIR, KERNEL_FILE, STOP_REASON_HANG, Result, hang_record_name
 from dlprobe.supervisor.hang.stop import stop_tree
 from dlprobe.supervisor.hang.watch import HangWatch
+from dlprobe.supervisor.problems import Problems
 from dlprobe.system import kernlog
 
 
@@ -21,8 +22,10 @@ class RunGuard:
         timeout_s: float,
         on_hang: str,
         notify: Callable[[str], None],
+        problems: Problems | None = None,
     ) -> None:
         self.run_dir = run_dir
+        self.problems = problems if problems is not None else Problems()
         self.child = child
         self.watch = HangWatch(run_dir, child.pid, timeout_s, on_hang)
         self.notify = notify
@@ -71,8 +74,12 @@ class RunGuard:
         try:
             kills = kernlog.oom_kills(pids, self.boot_start - 1.0, self._kernel_records())
             write_json(self.run_dir / KERNEL_FILE, kills)
-        except OSError:
-            pass
+        except OSError as exc:  # without it an OOM kill reads as "something outside sent the signal": say so
+            self.problems.record(
+                f"{KERNEL_FILE} write",
+                exc,
+                "the kernel's OOM-kill records are missing, so a killed worker's cause may read as an outside signal",
+            )
         fields: Result = {"hangs": self.watch.count}
         if self.watch.stopped:
             fields["stopped_by"] = "dlprobe: --on-hang stop"

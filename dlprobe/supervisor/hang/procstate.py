@@ -84,7 +84,7 @@ def _syscall(pid: int) -> dict[str, Any]:
             fd = int(parts[1], 16)
             out["fd"] = fd
             out["fd_target"] = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except (ValueError, OSError):
+        except (ValueError, OSError):  # noqa: S110 - not a file wait, or the fd closed meanwhile
             pass
     return out
 

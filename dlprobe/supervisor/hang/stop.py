@@ -25,19 +25,19 @@ def stop_tree(main_pid: int, pids: list[int], wait_main: Callable[[float], bool]
             continue
         try:
             procs.append(psutil.Process(pid))  # remembers the start time, so a reused pid is never hit
-        except psutil.Error:
+        except psutil.Error:  # noqa: S110 - already exited: nothing to stop
             pass
     for child in tree(main_pid)[1:]:
         if child.pid not in {p.pid for p in procs}:
             procs.append(child)
     try:
         psutil.Process(main_pid).send_signal(signal.SIGTERM)
-    except psutil.Error:
+    except psutil.Error:  # noqa: S110 - already exited: nothing to stop
         pass
     if not wait_main(GRACE_S):
         try:
             psutil.Process(main_pid).send_signal(signal.SIGKILL)
-        except psutil.Error:
+        except psutil.Error:  # noqa: S110 - already exited: nothing to stop
             pass
         wait_main(GRACE_S)
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -45,7 +45,7 @@ def stop_tree(main_pid: int, pids: list[int], wait_main: Callable[[float], bool]
         for proc in running:
             try:
                 proc.send_signal(sig)
-            except psutil.Error:
+            except psutil.Error:  # noqa: S110 - already exited: nothing to stop
                 pass
         if running:
             psutil.wait_procs(running, timeout=GRACE_S)

@@ -1,0 +1,269 @@
+"""The shape of report.json, as rundir/schema.py is for the run directory: TypedDicts that analysis/report.py builds,
+and the JSON Schema generated from them (report.schema.json, shipped in the package for the people who read the report
+in their CI). `python -m dlprobe.analysis.report_schema` writes the file again after a change here; a test checks that
+the shipped file is the generated one.
+
+One meaning per key: "ranks" is a list of rank labels or entries wherever it appears; counts are `*_count`."""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypedDict, Union
+
+from dlprobe.rundir.schema import Machine, ShmRemoved, SupervisorCost
+
+# 2: job.ranks (a count) became job.rank_count; read_problems and output_problems added; loaders' num_workers is
+# null where the loader's settings could not be read.
+SCHEMA_VERSION = 2
+SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
+
+
+class MetricSummary(TypedDict):
+    """A process's memory metric over the run, in bytes; null where it was never read."""
+
+    start: int | None
+    peak: int | None
+    end: int | None
+
+
+class WaitSummary(TypedDict):
+    epochs: int
+    batches: int
+    wait_s: float  # time the loop waited for batches, starting the iterator included
+    wait_fraction: float | None  # share of the loop's time spent waiting
+    first_batch_s: float | None
+    median_wait_s: float | None
+    p95_wait_s: float | None
+    max_wait_s: float | None
+
+
+class WorkerRef(TypedDict):
+    worker_id: int | None
+    pid: int
+
+
+class _LoaderEntry(WaitSummary):
+    loader_id: int
+    dataset_type: str | None
+    dataset_len: int | None
+    iterable: bool | None
+    batch_size: int | None
+    num_workers: int | None  # null: the loader's settings could not be read (a probe-degraded finding says why)
+    start_method: str | None
+    pin_memory: bool | None
+    prefetch_factor: int | None
+    persistent_workers: bool | None
+    timeout: float | None
+    batch_bytes: int | None
+    batch_leaves: list[dict[str, Any]] | None
+    dataset_est_bytes: int | None
+    suspects: list[dict[str, Any]]  # dataset attributes holding many Python objects (copy-on-access suspects)
+    workers: list[WorkerRef]
+    errors: list[dict[str, Any]]  # exceptions the loader raised: type, message, cause, epoch, t
+
+
+class LoaderEntry(_LoaderEntry, total=False):
+    rank: str  # in a job: the rank whose loader this is ("rank 1", "node 0 rank 1")
+    pid: int  # in a job: that rank's process
+
+
+class _ProcessEntry(TypedDict):
+    pid: int
+    role: str  # main | worker | other
+    loader_id: int | None
+    worker_id: int | None
+    comm: str | None
+    samples: int
+    rss: MetricSummary
+    uss: MetricSummary
+    pss: MetricSummary
+    swap: MetricSummary
+    anon: MetricSummary
+    private_dirty: MetricSummary
+    private_clean: MetricSummary
+    pss_anon: MetricSummary
+    pss_file: MetricSummary
+    pss_shmem: MetricSummary
+
+
+class ProcessEntry(_ProcessEntry, total=False):
+    rank: str | None  # in a job: the rank the process belongs to; null for the launcher and the rest of the tree
+
+
+class FindingEntry(TypedDict):
+    code: str  # stable, kebab-case (the README's table of codes)
+    severity: str  # error | warning | info
+    title: str
+    detail: str
+    fix: str
+    evidence: dict[str, Any]  # the numbers behind it; in a job, "ranks" lists each rank's own evidence
+    loader_id: int | None
+
+
+class SystemEntry(TypedDict):
+    shm_total: int | None
+    shm_peak: int | None
+    available_min: int | None
+    cgroup_limit: int | None
+    cgroup_peak: int | None
+    pss_total_peak: int | None
+
+
+class ReadProblem(TypedDict):
+    """A file of the run directory that could not be read in full (missing, cut short, records of the wrong type)."""
+
+    file: str
+    problem: str
+
+
+class OutputProblem(TypedDict):
+    """An output that could not be written (report.html, memory.png, the terminal summary)."""
+
+    output: str
+    problem: str
+
+
+class RankEntry(TypedDict):
+    label: str
+    pid: int
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    node_rank: int | None
+    host: str | None
+    run_dir: str
+    loaders: int
+    workers: int
+    num_workers: int
+    batches: int
+    wait_fraction: float | None
+    uss_peak: int | None
+    workers_uss_peak: int | None
+    pss_peak: int | None
+
+
+class PssTotal(TypedDict):
+    t: list[float]
+    bytes: list[int]
+
+
+class NodeEntry(TypedDict):
+    node: int
+    node_rank: int | None
+    host: str | None
+    run_dir: str
+    exit_code: int | None
+    ranks: list[str]
+    worker_processes: int
+    pss_peak: int | None
+    pss_end: int | None
+    uss_peak: int | None
+    memory_limit: int | None
+    memory_limit_kind: str | None
+    pss_projected_epoch_end: int | None
+    worker_projected_peak: int | None
+    workers_per_rank_fit: int | None
+    pss_total: PssTotal
+
+
+class JobEntry(TypedDict):
+    rank_count: int
+    run_dirs: list[str]
+    nodes: list[NodeEntry]
+
+
+class _Report(TypedDict):
+    schema_version: int
+    dlprobe_version: str
+    run_dir: str
+    script: str | None
+    argv: list[str]
+    exit_code: int | None
+    signal: str | None
+    duration_s: float | None
+    machine: Machine
+    loaders: list[LoaderEntry]
+    processes: list[ProcessEntry]
+    system: SystemEntry
+    findings: list[FindingEntry]
+    probe_cost: SupervisorCost | None
+    shm_removed: list[ShmRemoved]
+    orphans_stopped: list[int]
+    read_problems: list[ReadProblem]
+
+
+class Report(_Report, total=False):
+    output_problems: list[OutputProblem]
+    ranks: list[RankEntry]  # a job's report only
+    job: JobEntry  # a job's report only
+
+
+_SCALARS = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
+
+
+def _schema_of(annotation: Any, defs: dict[str, Any], hints_of: Any) -> dict[str, Any]:
+    if annotation is Any:
+        return {}
+    if annotation is None:
+        return {"type": "null"}
+    if annotation in _SCALARS:
+        return {"type": _SCALARS[annotation]}
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        arms = [_schema_of(arm, defs, hints_of) for arm in typing.get_args(annotation)]
+        if all(set(arm) == {"type"} for arm in arms):
+            return {"type": [arm["type"] for arm in arms]}
+        return {"anyOf": arms}
+    if origin is list:
+        return {"type": "array", "items": _schema_of(typing.get_args(annotation)[0], defs, hints_of)}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _schema_of(typing.get_args(annotation)[1], defs, hints_of)}
+    if typing.is_typeddict(annotation):
+        name = annotation.__name__
+        if name not in defs:
+            defs[name] = {}  # placeholder: a type that contains itself refers to its own definition
+            hints = hints_of(annotation)
+            entry: dict[str, Any] = {
+                "type": "object",
+                "properties": {key: _schema_of(hint, defs, hints_of) for key, hint in hints.items()},
+                "required": sorted(annotation.__required_keys__),
+            }
+            if annotation.__doc__ and not annotation.__doc__.startswith(f"{name}("):
+                entry["description"] = " ".join(annotation.__doc__.split())
+            defs[name] = entry
+        return {"$ref": f"#/$defs/{name}"}
+    raise TypeError(f"no JSON Schema for {annotation!r}")
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of report.json. Objects allow more keys than they name: a newer dlprobe may
+    add some without raising schema_version, which it raises when a key changes meaning or goes away."""
+    from dlprobe.rundir import schema as rundir_schema
+
+    namespace = {**vars(rundir_schema), **globals()}
+
+    def hints_of(record_type: type) -> dict[str, Any]:
+        return typing.get_type_hints(record_type, namespace)
+
+    defs: dict[str, Any] = {}
+    root = _schema_of(Report, defs, hints_of)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://dlprobe.dev/report.schema.v{SCHEMA_VERSION}.json",
+        "title": "dlprobe report.json",
+        "description": f"schema_version {SCHEMA_VERSION}; generated from dlprobe/analysis/report_schema.py",
+        **root,
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    SCHEMA_FILE.write_text(schema_text())
+    print(f"wrote {SCHEMA_FILE}")

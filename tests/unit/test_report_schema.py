@@ -1,0 +1,40 @@
+"""report.json has a schema: the shipped JSON Schema is the one generated from analysis/report_schema.py, and the
+reports dlprobe builds fit it (every report.json a test writes is checked too, by tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from dlprobe.analysis.report import report_for
+from dlprobe.analysis.report_schema import SCHEMA_FILE, SCHEMA_VERSION, schema_text
+from tests.damage import FIXTURES
+from tests.schema_check import problems
+
+
+def test_the_shipped_schema_is_the_generated_one():
+    # After a change to report_schema.py: python -m dlprobe.analysis.report_schema
+    assert SCHEMA_FILE.read_text() == schema_text()
+    assert json.loads(SCHEMA_FILE.read_text())["$id"].endswith(f".v{SCHEMA_VERSION}.json")
+
+
+def test_a_run_report_and_a_job_report_fit_the_schema(tmp_path):
+    for source in ("leaky_list", "torchrun_rank_failed"):
+        shutil.copytree(FIXTURES / source, tmp_path / source)
+        _, report = report_for(tmp_path / source)
+        assert report["schema_version"] == SCHEMA_VERSION
+        assert problems(json.loads(json.dumps(report))) == []
+    assert report["job"]["rank_count"] == 1 and [r["label"] for r in report["ranks"]] == ["rank 0"]
+
+
+def test_a_report_of_the_wrong_shape_is_caught(tmp_path):
+    shutil.copytree(FIXTURES / "leaky_list", tmp_path / "run")
+    _, report = report_for(tmp_path / "run")
+    report["loaders"][0]["num_workers"] = "two"
+    del report["system"]["shm_peak"]
+    report["processes"][0]["uss"]["peak"] = 1.5
+    assert problems(json.loads(json.dumps(report))) == [
+        "$.loaders[0].num_workers: str 'two' is not integer or null",
+        "$.processes[0].uss.peak: float 1.5 is not integer or null",
+        "$.system: no 'shm_peak'",
+    ]
