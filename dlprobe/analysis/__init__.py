@@ -57,13 +57,18 @@ ANALYZER_CODES: dict[str, tuple[str, ...]] = {
     "find_shm_pressure": ("shm-pressure",),
     "find_input_bound": ("input-bound",),
     "find_too_many_workers": ("too-many-workers",),
+    "find_idle_workers": ("idle-workers",),
     "find_pin_memory": ("pin-memory",),
     "find_dtype_waste": ("dtype-waste",),
     "find_iterable_duplicates": ("iterable-duplicates",),
-    "find_slow_start": ("slow-start",),
+    "find_slow_start": ("slow-start", "remedy-cost"),
     "find_fork_hazard": ("fork-hazard",),
     "find_worker_hotspots": ("worker-hotspots",),
     "find_probe_degraded": ("probe-degraded",),
+    "find_attached_stuck": ("attached-worker-stuck", "attached-loop-stuck"),
+    "find_attached_growth": ("attached-memory-growth",),
+    "find_attached_workers_gone": ("attached-workers-gone",),
+    "find_attached_outside_view": ("attached-no-stacks", "attached-shm-full", "attached-outside-view"),
 }
 
 

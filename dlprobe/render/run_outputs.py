@@ -37,7 +37,10 @@ def _print_summary(
     except Exception as exc:  # the summary is a view: the files are written, the exit code stays the script's
         problems.append(output_problem("the terminal summary", exc))
         findings = report.get("findings") or []
-        console.print(f"dlprobe: {len(findings)} finding(s); the full report is in {run_dir or 'report.json'}")
+        # soft_wrap: a path broken across lines cannot be pasted
+        console.print(
+            f"dlprobe: {len(findings)} finding(s); the full report is in {run_dir or 'report.json'}", soft_wrap=True
+        )
 
 
 def _write_report(run_dir: Path, report: dict[str, Any]) -> None:

@@ -35,7 +35,10 @@ def test_every_analyzer_names_the_codes_a_report_lacks_without_it():
 
 
 def test_an_analyzer_that_raises_is_a_probe_degraded_finding_and_the_others_still_report(monkeypatch):
-    run = fakes.run([fakes.loader(suspects=[SUSPECT])], [_growing(11, 0, 200 * MiB), _growing(12, 1, 190 * MiB)])
+    run = fakes.run(
+        [fakes.loader(suspects=[SUSPECT])],
+        [fakes.parent(300 * MiB), _growing(11, 0, 200 * MiB), _growing(12, 1, 190 * MiB)],
+    )
     assert "cow-growth" in [f.code for f in analyze(run)]
     monkeypatch.setattr("dlprobe.analysis.memory_findings._severity", boom)
     findings = analyze(run)
