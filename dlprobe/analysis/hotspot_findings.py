@@ -10,7 +10,7 @@ from dlprobe.analysis.loop_timing import loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stackfile import StackCount
 from dlprobe.analysis.throughput_findings import INPUT_BOUND_SHARE
-from dlprobe.analysis.worker_cpu import IO_BOUND, idle_worker_ids, loader_cpu
+from dlprobe.analysis.worker_cpu import HAND_OVER, IO_BOUND, idle_worker_ids, loader_cpu
 
 MIN_SAMPLES = 10
 TOP_FUNCTIONS = 6
@@ -138,6 +138,22 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
                 f"Speeding up the Python code would barely help: {top[0]['function']} waits. Overlap the waits with "
                 "more workers (see input-bound for the number), read from faster or local storage, or read in larger "
                 "chunks."
+            )
+        elif cpu is not None and cpu.bound == HAND_OVER:
+            # The workers build each batch quickly and then wait for the next index: their profile says where the
+            # loading time goes, but the loop is not waiting for that time.
+            title = (
+                f"Loader {loader.loader_id}'s workers are idle most of the time ({cpu.describe()}): of the time they "
+                f"load, {spread}; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)"
+            )
+            detail = (
+                f"{total:,} py-spy samples of the workers at {run.stacks.rate if run.stacks else '?'} Hz place their "
+                f"loading time; their own timing says they built batches only {100 * (cpu.fetch_share or 0):.0f}% of "
+                "the time, so the loop's wait is not in this code."
+            )
+            fix = (
+                f"Faster code in {top[0]['function']} would barely help: the loop waits for batches to be handed over, "
+                "not built (see input-bound)."
             )
         else:
             title += f"; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)"

@@ -11,6 +11,7 @@ from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.analysis.worker_cpu import (
     CPU_BOUND,
+    HAND_OVER,
     IO_BOUND,
     MIXED,
     LoaderCpu,
@@ -97,6 +98,8 @@ def _measured_advice(
     loader: LoaderRecord, nw: int, timing: LoopTiming, cpu: LoaderCpu, cores: int, fit_memory: int | None
 ) -> tuple[int, str, dict[str, Any]]:
     """(suggested workers, fix text, evidence) from the workers' measured CPU and waiting shares."""
+    if cpu.bound == HAND_OVER:
+        return nw, _hand_over_fix(loader, nw, timing, cpu), {**cpu.evidence(), "workers_that_fit_memory": fit_memory}
     plan = plan_workers(nw, timing, cpu, cores, fit_memory)
     evidence: dict[str, Any] = {
         **cpu.evidence(),
@@ -149,6 +152,22 @@ def _measured_advice(
     return nw, fix, evidence
 
 
+def _hand_over_fix(loader: LoaderRecord, nw: int, timing: LoopTiming, cpu: LoaderCpu) -> str:
+    """The loop starves while its workers sit idle between batches: the wait is in handing batches over."""
+    prefetch = loader.config.get("prefetch_factor")
+    deeper = f"more batches in flight (prefetch_factor, now {prefetch}) are ready before the loop asks for them"
+    queued = cpu.runq_share or 0
+    return (
+        f"More workers will not help: the {nw} worker(s) spent only {100 * (cpu.fetch_share or 0):.0f}% of their time "
+        f"building batches and waited for their next index the rest, so loading is not what the loop waits "
+        f"{1000 * timing.mean_wait_s:.1f} ms for. The wait is in handing each batch to the loop: the main process "
+        "receiving and rebuilding it (one shared-memory file per tensor), or the processes waiting for a core"
+        + (f" (the workers were queued for one {100 * queued:.0f}% of their time)" if queued >= 0.05 else "")
+        + f". What can help: {deeper}; fewer, larger tensors per batch (one stacked array instead of many small ones) "
+        "are cheaper to hand over; cores left free for the training processes."
+    )
+
+
 def find_input_bound(run: RunData) -> list[Finding]:
     findings = []
     cores = recorded_usable_cores(run)
@@ -183,7 +202,9 @@ def find_input_bound(run: RunData) -> list[Finding]:
         if suggested > 0 and (epochs_restarted or nw == 0):
             changes.append("persistent_workers=True")
         bursty = timing.median_wait_s > 0 and timing.p95_wait_s > BURSTY_P95 * timing.median_wait_s
-        if suggested > 0 and bursty:
+        idle_workers = cpu is not None and cpu.bound == HAND_OVER
+        prefetch = loader.config.get("prefetch_factor")
+        if suggested > 0 and (bursty or (idle_workers and isinstance(prefetch, int) and prefetch < 4)):
             changes.append("prefetch_factor=4")
         bound = f" ({cpu.bound}: workers {cpu.describe()})" if nw > 0 and cpu is not None else ""
         title = (
@@ -197,12 +218,19 @@ def find_input_bound(run: RunData) -> list[Finding]:
             f"(affinity {run.meta.get('machine', {}).get('cpu_affinity')}, cgroup quota "
             f"{run.meta.get('machine', {}).get('cpu_quota') or 'none'})."
         )
+        if idle_workers and cpu is not None and cpu.fetch_share is not None:
+            detail = (
+                f"With num_workers={nw}, each worker built a batch in about {1000 * cpu.fetch_share * load_s:.1f} ms "
+                f"(timed in the workers) and then waited for its next index, while the loop needs a batch every "
+                f"{1000 * timing.step_s:.1f} ms and still waited {1000 * timing.mean_wait_s:.1f} ms for each. "
+                f"{cores} usable core(s)."
+            )
         if nw > 0 and cpu is None:
             detail += (
                 " The workers' CPU time was not measured, so whether they compute or wait (CPU- or I/O-bound) is "
                 "not known."
             )
-        if worker_fix and suggested > nw:
+        if worker_fix and (suggested > nw or (idle_workers and changes)):
             fix = f"DataLoader(..., {', '.join(changes)}). {worker_fix}"
         elif worker_fix:
             fix = worker_fix + (f" Also set {', '.join(changes)}." if changes else "")

@@ -13,12 +13,17 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import steady_window
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData
-from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
+from dlprobe.rundir.schema import CPU_BOUND_SHARE, EV_WORKER_BATCHES, IO_BOUND_WAIT
 
 # Less wall time than this, summed over the workers' steady windows, is too little to divide by: the CPU clock
 # ticks in 10 ms steps and the readings come every 0.25 s.
 MIN_WALL_S = 0.5
+# Workers that spent less than this share of their time building batches (fetch + collate, timed in the worker)
+# were waiting for their next index, not for a read: what the loop waits for is the hand-over, not the loading.
+IDLE_FETCH_SHARE = 0.5
+MIN_FETCH_ROWS = 8  # batches timed in the workers before their share is worth a conclusion
 CPU_BOUND, IO_BOUND, MIXED = "CPU-bound", "I/O-bound", "partly CPU-bound"
+HAND_OVER = "hand-over-bound"
 
 
 @dataclass
@@ -40,6 +45,7 @@ class LoaderCpu:
     """The loader's workers over the loop's steady windows; shares are of their summed wall time."""
 
     workers: list[WorkerTime]
+    fetch_share: float | None = None  # the share of their time the workers spent building batches; None: not timed
 
     @property
     def wall_s(self) -> float:
@@ -69,13 +75,16 @@ class LoaderCpu:
     def bound(self) -> str:
         if self.busy_share >= CPU_BOUND_SHARE:
             return CPU_BOUND
+        if self.fetch_share is not None and self.fetch_share < IDLE_FETCH_SHARE:
+            return HAND_OVER  # asleep, but between batches (no index to work on), not inside them
         return IO_BOUND if self.wait_share >= IO_BOUND_WAIT else MIXED
 
     def describe(self) -> str:
         """The measured shares in words, e.g. 'on a CPU 4%, waiting for a core 1%, asleep 95%'."""
         runq = self.runq_share
         queued = f", waiting for a core {100 * runq:.0f}%" if runq is not None else ""
-        return f"on a CPU {100 * self.cpu_share:.0f}%{queued}, asleep {100 * self.wait_share:.0f}%"
+        building = f", building batches {100 * self.fetch_share:.0f}%" if self.fetch_share is not None else ""
+        return f"on a CPU {100 * self.cpu_share:.0f}%{queued}, asleep {100 * self.wait_share:.0f}%{building}"
 
     def evidence(self) -> dict[str, Any]:
         return {
@@ -84,6 +93,7 @@ class LoaderCpu:
             "worker_runq_share": None if self.runq_share is None else round(self.runq_share, 3),
             "worker_wait_share": round(self.wait_share, 3),
             "worker_wall_s": round(self.wall_s, 2),
+            "worker_fetch_share": None if self.fetch_share is None else round(self.fetch_share, 3),
             "worker_times": [w.to_dict() for w in self.workers],
         }
 
@@ -125,7 +135,34 @@ def loader_cpu(run: RunData, loader: LoaderRecord, skip_worker_ids: frozenset[in
             workers.append(WorkerTime(proc.pid, proc.worker_id, wall, cpu, runq))
     if not workers or sum(w.wall_s for w in workers) < MIN_WALL_S:
         return None
-    return LoaderCpu(workers)
+    return LoaderCpu(workers, fetch_share(run, loader, skip_worker_ids))
+
+
+def fetch_share(run: RunData, loader: LoaderRecord, skip_worker_ids: frozenset[int] = frozenset()) -> float | None:
+    """The share of their time the workers spent inside fetch and collate over the loop's steady windows, from the
+    batches they timed themselves (`worker_batches` events: each row's start, fetch and collate seconds; a row kept
+    at stride k stands for k batches); None where too few batches were timed."""
+    windows = [w for w in (steady_window(e) for e in loader.epochs) if w is not None]
+    rows: dict[int, list[tuple[float, float]]] = {}  # by the writing worker's pid: ids repeat across epochs
+    for event in run.events:
+        if event.get("ev") != EV_WORKER_BATCHES or event.get("loader") != loader.loader_id:
+            continue
+        worker, t0, stride = event.get("worker"), event.get("t0"), event.get("stride") or 1
+        if not isinstance(worker, int) or worker in skip_worker_ids or not isinstance(t0, (int, float)):
+            continue
+        for row in event.get("rows") or []:
+            if isinstance(row, list) and len(row) >= 4 and all(isinstance(v, (int, float)) for v in row[1:4]):
+                rows.setdefault(event.get("pid") or worker, []).append((t0 + row[1], (row[2] + row[3]) * stride))
+    busy = wall = 0.0
+    timed = 0
+    for batches in rows.values():
+        for lo, hi in windows:
+            inside = [seconds for start, seconds in batches if lo <= start <= hi]
+            if inside:  # the window counts for this worker only where it was alive and building
+                busy, wall, timed = busy + sum(inside), wall + (hi - lo), timed + len(inside)
+    if timed < MIN_FETCH_ROWS or wall <= 0:
+        return None
+    return min(1.0, busy / wall)
 
 
 def idle_worker_ids(loader: LoaderRecord) -> frozenset[int]:

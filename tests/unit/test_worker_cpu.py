@@ -9,7 +9,7 @@ from dlprobe.analysis.hotspot_findings import find_worker_hotspots
 from dlprobe.analysis.model import Epoch, RunData
 from dlprobe.analysis.stackfile import StackCount, StackProfile
 from dlprobe.analysis.throughput_findings import find_input_bound, find_too_many_workers
-from dlprobe.analysis.worker_cpu import CPU_BOUND, IO_BOUND, MIXED, loader_cpu
+from dlprobe.analysis.worker_cpu import CPU_BOUND, HAND_OVER, IO_BOUND, MIXED, loader_cpu
 from dlprobe.rundir.schema import WORKER_CAP
 from tests.unit.fakes import cpu_series, loader, run, series, worker
 
@@ -127,3 +127,34 @@ def test_hotspots_of_sleeping_workers_say_they_wait_instead_of_speed_it_up():
     assert "Speed up" not in asleep.fix and "barely help" in asleep.fix
     [busy] = find_worker_hotspots(_starved(2, 0.52, stacks=HOT))  # just under the I/O-bound wait share
     assert "mostly wait" not in busy.title and busy.fix.startswith("Speed up RemoteBlobs.__getitem__")
+
+
+def _timed_batches(r: RunData, seconds_per_batch: float) -> RunData:
+    """Each worker's own timing of the batches it built (worker_batches events), `seconds_per_batch` each."""
+    per_batch = len(r.workers(0)) * (WAIT_S + STEP_S)  # one worker's wall time per batch while the loop starves
+    for k, proc in enumerate(r.workers(0)):
+        rows = [[k + 2 * i, k * (WAIT_S + STEP_S) + i * per_batch, seconds_per_batch, 0.0, i] for i in range(20)]
+        r.events.append({"ev": "worker_batches", "pid": proc.pid, "loader": 0, "worker": k, "t0": 100.0,
+                         "rows": rows, "stride": 1})  # fmt: skip
+    return r
+
+
+def test_asleep_workers_that_build_batches_quickly_are_waiting_for_the_hand_over_not_for_reads():
+    # Asleep 95% of their time, but each batch took them 20 ms of their 164: between batches they wait for an index,
+    # so the loop's wait is not in loading and more workers would not shorten it (the demo's leaky run looks so).
+    r = _timed_batches(_starved(2, 0.05), 0.02)
+    measured = loader_cpu(r, r.loaders[0])
+    assert measured is not None and measured.bound == HAND_OVER
+    assert measured.fetch_share == pytest.approx(0.02 / 0.164, rel=0.05)
+    [finding] = find_input_bound(r)
+    assert finding.evidence["suggested_num_workers"] == 2 and "num_workers=" not in finding.fix
+    assert "More workers will not help" in finding.fix and "building batches 12%" in finding.title
+    assert finding.evidence["suggested_changes"] == ["prefetch_factor=4"]
+
+
+def test_asleep_workers_that_spend_their_time_inside_the_fetch_stay_io_bound():
+    r = _timed_batches(_starved(2, 0.05), 0.15)  # 150 ms of each 164 ms batch inside fetch: waiting on reads
+    measured = loader_cpu(r, r.loaders[0])
+    assert measured is not None and measured.bound == IO_BOUND and measured.fetch_share > 0.9
+    [finding] = find_input_bound(r)
+    assert finding.evidence["suggested_num_workers"] == WORKER_CAP
