@@ -23,7 +23,7 @@ from dlprobe.rundir.schema import (
     TAKEOVER_ENV,
     TUNE_CONFIG_ENV,
 )
-from dlprobe.system import cgroup, procmem
+from dlprobe.system import cgroup, kernlog, procmem
 from dlprobe.tune.plan import first_stage, later_stages, next_worker_count, trial
 
 MEMORY_SHARE = 0.9  # workers may use this much of the memory left for them (tune/results.py fits trials the same way)
@@ -150,9 +150,13 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     busy_from: tuple[float, dict[int, float]] | None = None
     # Workers are bounded by the DataLoader's own timeout; the main process needs a watchdog of its own.
     watchdog = _Watchdog(spec, give_up) if nw == 0 else None
+    oom_before = _oom_count()
+    boot_start, kmsg = kernlog.since_boot(), kernlog.open_at_end()  # the kernel's records from this trial on
+    worker_pids: set[int] = set()
     try:
         iterator = iter(trial_loader)
         result["loader_id"] = hooks.probe_id(trial_loader)
+        worker_pids = {w.pid for w in getattr(iterator, "_workers", None) or []}
         while len(stamps) < batches:
             try:
                 batch = next(iterator)
@@ -174,7 +178,13 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
         message = f"{type(exc).__name__}: {exc}".strip()
         result["status"] = "hung" if "timed out" in message else "crashed"
         result["error"] = message.splitlines()[0][:300] if message else type(exc).__name__
+        if result["status"] == "crashed":
+            oom, kmsg = _oom_killed(oom_before, kmsg, boot_start, worker_pids), None
+            if oom:  # PyTorch says "exited unexpectedly"; the kernel says why. Larger trials would be killed too.
+                result["status"], result["error"] = "oom", "killed by the kernel's OOM killer: " + result["error"]
     finally:
+        if kmsg is not None:
+            os.close(kmsg)
         if watchdog is not None:
             watchdog.cancel()
         if busy_from is not None and result["status"] == "ok":
@@ -184,6 +194,21 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     result.update(_throughput(start, stamps, counts, nw, pf))
     result["passes"] = passes
     return result
+
+
+def _oom_count() -> int | None:
+    state = cgroup.memory_state(cgroup.memory_dir())
+    return state.get("oom_kill") if state else None
+
+
+def _oom_killed(before: int | None, kmsg: int | None, boot_start: float, pids: set[int]) -> bool:
+    """Whether the kernel's OOM killer ended this trial: the cgroup counted a kill since it began, or the kernel log
+    names one of its workers (closes `kmsg`). Neither readable: not known, so not said."""
+    after = _oom_count()
+    counted = before is not None and after is not None and after > before
+    records = kernlog.read_records(fd=kmsg) if kmsg is not None else None
+    named = bool(records and kernlog.oom_kills(pids, boot_start - 1.0, records)["kills"])
+    return counted or named
 
 
 def _busy_seconds(iterator: Any) -> dict[int, float]:
@@ -311,6 +336,12 @@ def run_trials(loader: Any) -> int:
         i += 1
         if spec["key"] in done:
             continue  # measured (or lost with its process) in an earlier attempt
+        killed = [r["num_workers"] for r in done.values() if r.get("status") == "oom"]
+        if killed and spec["num_workers"] >= min(killed):
+            reason = f"num_workers={min(killed)} was killed by the kernel's OOM killer"
+            _emit(EV_TRIAL_SKIPPED, **spec, reason=reason)
+            done[spec["key"]] = spec | {"status": "skipped"}
+            continue
         remaining = deadline - time.time()
         left = max(1, len(plan) - i + 1 + (0 if staged else 2))
         if remaining < MIN_TRIAL_S:

@@ -33,6 +33,9 @@ def worker_counts(usable_cores: int, max_workers: int | None = None) -> list[int
 def next_worker_count(trials: list[dict[str, Any]], cap: int) -> tuple[int | None, str]:
     """After the worker-count trials: the next count to try (twice the highest measured, within `cap` and the
     workers that fit memory), or None and why the sweep of worker counts stops there."""
+    killed = [int(t["num_workers"]) for t in trials if t.get("status") == "oom"]
+    if killed:
+        return None, f"stopped: num_workers={min(killed)} was killed by the kernel's OOM killer, so more would be too"
     ok = sorted(
         (t for t in trials if t.get("stage") == "workers" and t.get("status") == "ok" and t.get("samples_per_s")),
         key=lambda t: int(t["num_workers"]),
