@@ -43,7 +43,7 @@ def trials_table(result: dict[str, Any]) -> Table:
             cells.append("yes" if t.get("pin_memory") else "no")
         cells += [
             t.get("status") or "?",
-            _rate(t.get("samples_per_s")),
+            _rate(t.get("samples_per_s") if t.get("status") in ("ok", "duplicates") else None),  # a dead trial's is not
             "-" if t.get("vs_best") is None else f"{100 * t['vs_best']:.0f}%",
             "-" if first is None else f"{first:.2f}s",
             uss,

@@ -16,15 +16,27 @@ MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to
 
 
 def memory_available(run: RunData) -> dict[str, Any]:
-    """What the trials' workers may use: the cgroup limit less current use, or MemAvailable, at the start."""
+    """What the trials' workers may use: the cgroup limit less what the job held when the first trial began (the
+    parent: the script up to its loader, dlprobe's supervisor), or MemAvailable then, whichever is tighter.
+
+    Read at the first trial, not at the first reading: the script imports torch and builds its dataset in between,
+    and that memory is the parent's, not the workers' to use."""
     system = run.system
-    available = next((a for a in system.available if a is not None), None)
+    first = next((float(e["t"]) for e in run.events if e.get("ev") == EV_TRIAL_START), None)
+
+    def at_start(values: list[int | None]) -> int | None:
+        read = [(t, v) for t, v in zip(system.t, values, strict=False) if v is not None]
+        before = [v for t, v in read if first is not None and t <= first]
+        return before[-1] if before else (read[0][1] if read else None)
+
+    available = at_start(system.available)
     out: dict[str, Any] = {"mem_available_bytes": available, "cgroup_limit_bytes": system.cgroup_limit}
     budget = available
-    usage = next((u for u in system.cgroup_usage if u is not None), None)
+    usage = at_start(system.cgroup_usage)
     if system.cgroup_limit and usage is not None:
         left = system.cgroup_limit - usage
         budget = left if budget is None else min(budget, left)
+        out["parent_bytes"] = usage
     out["budget_bytes"] = budget
     out["source"] = "cgroup limit" if system.cgroup_limit and budget != available else "MemAvailable"
     return out

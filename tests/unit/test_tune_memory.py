@@ -111,3 +111,13 @@ def test_nothing_at_or_above_a_killed_worker_count_nor_past_the_memory_left_is_r
     trials[2]["projected_epoch_bytes"] = 10 * MiB
     chosen, _ = recommend(trials, 1800 * MiB, 0.05)
     assert chosen is not None and chosen["num_workers"] == 2
+
+
+def test_the_memory_left_is_read_when_the_first_trial_begins_so_the_parent_is_counted():
+    from dlprobe.tune.results import memory_available
+
+    # The supervisor alone at the first reading (20 MiB); the script with torch and its dataset by the first trial.
+    system = SystemSeries(t=[T0 - 2, T0 - 0.1, T0 + 1], cgroup_usage=[20 * MiB, 180 * MiB, 900 * MiB],
+                          cgroup_limit=1800 * MiB, available=[None, None, None])  # fmt: skip
+    memory = memory_available(run([], [], system, _trial_events(2, {})))
+    assert memory["budget_bytes"] == 1620 * MiB and memory["parent_bytes"] == 180 * MiB
