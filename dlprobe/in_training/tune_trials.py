@@ -147,7 +147,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     passes = 0
     result: dict[str, Any] = {"status": "ok", "error": None}
     iterator = None
-    busy_from: tuple[float, dict[int, float]] | None = None
+    busy_from: tuple[float, dict[int, tuple[float, float]]] | None = None
     # Workers are bounded by the DataLoader's own timeout; the main process needs a watchdog of its own.
     watchdog = _Watchdog(spec, give_up) if nw == 0 else None
     oom_before = _oom_count()
@@ -211,26 +211,30 @@ def _oom_killed(before: int | None, kmsg: int | None, boot_start: float, pids: s
     return counted or named
 
 
-def _busy_seconds(iterator: Any) -> dict[int, float]:
-    """Each worker's seconds on a CPU or queued for one so far (/proc/PID/stat, schedstat), by pid."""
+def _busy_seconds(iterator: Any) -> dict[int, tuple[float, float]]:
+    """Each worker's seconds on a CPU and queued for one so far (/proc/PID/stat, schedstat), by pid."""
     out = {}
     for worker in getattr(iterator, "_workers", None) or []:
         stat = procmem.read_stat(worker.pid)
         if stat is not None:
-            out[worker.pid] = stat[2] + (procmem.read_run_delay(worker.pid) or 0.0)
+            out[worker.pid] = (stat[2], procmem.read_run_delay(worker.pid) or 0.0)
     return out
 
 
-def _workers_now(iterator: Any, since: float, busy_then: dict[int, float]) -> dict[str, Any]:
-    """The trial's workers at its end: the share of their time they wanted a CPU, and how many of them the memory
-    left would hold (their private memory now against MemAvailable or the cgroup's room, whichever is tighter)."""
+def _workers_now(iterator: Any, since: float, busy_then: dict[int, tuple[float, float]]) -> dict[str, Any]:
+    """The trial's workers at its end: the share of their time they wanted a CPU (and were on one), and how many of
+    them the memory left would hold (their private memory now against MemAvailable or the cgroup's room, whichever is
+    tighter)."""
     wall = time.perf_counter() - since
     busy_now = _busy_seconds(iterator)
     common = [pid for pid in busy_then if pid in busy_now]
-    out: dict[str, Any] = {"worker_busy_share": None, "workers_that_fit_memory": None}
+    out: dict[str, Any] = {"worker_busy_share": None, "worker_cpu_share": None, "workers_that_fit_memory": None}
     if common and wall > 0.2:  # CPU time ticks in 10 ms steps: a shorter window says little
-        share = sum(busy_now[pid] - busy_then[pid] for pid in common) / (len(common) * wall)
-        out["worker_busy_share"] = round(min(1.0, share), 3)
+        cpu = sum(busy_now[pid][0] - busy_then[pid][0] for pid in common) / (len(common) * wall)
+        runq = sum(busy_now[pid][1] - busy_then[pid][1] for pid in common) / (len(common) * wall)
+        out["worker_busy_share"] = round(min(1.0, cpu + runq), 3)
+        # Queued for a core is also other jobs' load on a shared machine: the model's cores cap reads the CPU alone.
+        out["worker_cpu_share"] = round(min(1.0, cpu), 3)
     uss = [m["uss"] for m in (procmem.read_smaps_rollup(pid) for pid in common) if m]
     room = procmem.system_memory()["available"] or None
     state = cgroup.memory_state(cgroup.memory_dir())

@@ -29,12 +29,11 @@ def prediction_line(result: dict[str, Any]) -> str | None:
     model = result.get("prediction")
     if not model:
         return None
-    busy = model.get("worker_busy_share")
+    cpu = model.get("cpu_ms_per_sample")
     cores = (
-        f", busy {100 * busy:.0f}% of their time, so {model['usable_cores']} core(s) hold "
-        f"~{model['cores_limit_workers']:g}"
-        if busy
-        else ", CPU share not read (no cores cap)"
+        f", {cpu:.2f} ms of CPU per sample, so {model['usable_cores']} core(s) hold ~{model['cores_limit_workers']:g}"
+        if cpu
+        else ", CPU time not read (no cores cap)"
     )
     error = model.get("median_error")
     checked = (

@@ -20,21 +20,26 @@ def fit(trials: list[dict[str, Any]], cores: int) -> dict[str, Any] | None:
     if not first:
         return None
     per_sample = statistics.mean(t["num_workers"] / t["samples_per_s"] for t in first)
-    shares = [t["worker_busy_share"] for t in first if isinstance(t.get("worker_busy_share"), (int, float))]
-    busy = statistics.mean(shares) if shares else 0.0  # not read: the cores bound nothing in the prediction
+    # CPU seconds per sample set the cores' cap: neither the busy share (time queued for a core at 1-2 workers is
+    # the machine's other load, and read as demand it caps I/O-bound workers far too early) nor the CPU share alone
+    # (a CPU-bound worker queued half the time reads as half as hungry) holds across machines' load.
+    cpu = [t["worker_cpu_share"] * t["num_workers"] / t["samples_per_s"] for t in first
+           if isinstance(t.get("worker_cpu_share"), (int, float))]  # fmt: skip
+    cpu_per_sample = statistics.mean(cpu) if cpu else 0.0  # not read: the cores bound nothing in the prediction
     return {
         "fitted_on": sorted(t["num_workers"] for t in first),
         "worker_samples_per_s": round(1 / per_sample, 2),
-        "worker_busy_share": round(busy, 3) if shares else None,
+        "cpu_ms_per_sample": round(1000 * cpu_per_sample, 4) if cpu else None,
         "usable_cores": cores,
         # where the cores stop the line: past it more workers only queue for a CPU
-        "cores_limit_workers": round(cores / busy, 1) if busy > 0 else None,
+        "cores_limit_workers": round(cores * per_sample / cpu_per_sample, 1) if cpu_per_sample > 0 else None,
     }
 
 
 def predict(model: dict[str, Any], num_workers: int) -> float:
     per_sample = 1 / model["worker_samples_per_s"]
-    return predicted_rate(num_workers, per_sample, model.get("worker_busy_share") or 0.0, model["usable_cores"])
+    busy = (model.get("cpu_ms_per_sample") or 0.0) / 1000 / per_sample  # a worker's share of a core it needs
+    return predicted_rate(num_workers, per_sample, busy, model["usable_cores"])
 
 
 def annotate(trials: list[dict[str, Any]], cores: int) -> dict[str, Any] | None:
