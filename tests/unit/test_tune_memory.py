@@ -107,6 +107,8 @@ def test_nothing_at_or_above_a_killed_worker_count_nor_past_the_memory_left_is_r
     assert chosen is not None and (chosen["num_workers"], chosen["prefetch_factor"]) == (4, 1), reason
     chosen, reason = recommend(trials, 1600 * MiB, 0.05)  # now neither 4-worker trial fits 90% of the room
     assert chosen is not None and chosen["num_workers"] == 2, reason
+    chosen, _ = recommend(trials, 2100 * MiB, 0.05)  # both fit: the default prefetch, not 1 within noise of it
+    assert chosen is not None and (chosen["num_workers"], chosen["prefetch_factor"]) == (4, 2)
     trials[2]["num_workers"] = 5  # ran as many workers as the OOM killer ended: never recommended
     trials[2]["projected_epoch_bytes"] = 10 * MiB
     chosen, _ = recommend(trials, 1800 * MiB, 0.05)
