@@ -48,7 +48,11 @@ def next_worker_count(trials: list[dict[str, Any]], cap: int) -> tuple[int | Non
     if n >= cap:
         return None, f"stopped at the cap of {cap} workers (--max-workers, or dlprobe's limit of workers to try)"
     gain = (top["samples_per_s"] / prev["samples_per_s"] - 1) / (n / prev["num_workers"] - 1)
-    busy = top.get("worker_busy_share")
+    # A trial too short to read its workers' CPU leaves the last count that was read: workers asleep at 8 are not
+    # shown CPU-bound by a 16-worker trial that ended before its window (a skewed loader stopped at 16 for that).
+    read = [t["worker_busy_share"] for t in with_workers if isinstance(t.get("worker_busy_share"), (int, float))]
+    busy = top.get("worker_busy_share") if isinstance(top.get("worker_busy_share"), (int, float)) else None
+    busy = busy if busy is not None or not read else read[-1]
     asleep = f"asleep {100 * (1 - busy):.0f}% of their time" if isinstance(busy, (int, float)) else "CPU not measured"
     waiting = isinstance(busy, (int, float)) and 1 - busy >= IO_BOUND_WAIT
     going = f"from {prev['num_workers']} to {n} workers throughput rose {100 * gain:.0f}% of linear, workers {asleep}"
