@@ -92,18 +92,25 @@ def _loaded_at_start(series: Series) -> bool:
     above (not at the late reading that saw it), and it must be done within the first half of the readings' span,
     a bound that leaves a load several times slower than usual its place and a steady ramp (done only at its end)
     outside."""
-    values = sorted(series.values("rss"))
+    return load_done_at(series) is not None
+
+
+def load_done_at(series: Series, metric: str = "rss") -> float | None:
+    """When a worker's load at start was done (the shape `_loaded_at_start` describes), or None where its memory
+    did not rise that way: what came after is the worker's steady part."""
+    values = sorted(series.values(metric))
     if len(values) < 2 + LOADED_FLAT_READINGS:
-        return False
+        return None
     (t0, v0), t_end = values[0], values[-1][0]
     rise = max(v for _, v in values) - v0
     if rise <= 0 or t_end <= t0:
-        return False
+        return None
     done = next(i for i, (_, v) in enumerate(values) if v - v0 >= 0.9 * rise)  # > 0: the first reading is v0
     done_at = (values[done - 1][0] + values[done][0]) / 2
     after = values[done:]
     kept = all(v - v0 >= 0.8 * rise for _, v in after)
-    return kept and len(after) > LOADED_FLAT_READINGS and done_at - t0 <= LOADED_EARLY_SHARE * (t_end - t0)
+    early = done_at - t0 <= LOADED_EARLY_SHARE * (t_end - t0)
+    return done_at if kept and len(after) > LOADED_FLAT_READINGS and early else None
 
 
 def _same_load(rows: list[dict[str, Any]]) -> bool:

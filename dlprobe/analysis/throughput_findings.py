@@ -67,16 +67,21 @@ def plan_workers(nw: int, timing: LoopTiming, cpu: LoaderCpu, cores: int, fit_me
     limit = min(PLAN_LIMITS, key=lambda name: limits.get(name, WORKER_CAP + 1))  # ties: the first in PLAN_LIMITS
     n = limits[limit]
 
-    def rate(workers: int) -> float:
-        bounds = [workers / per_batch if per_batch > 0 else math.inf]
-        if busy > 0 and per_batch > 0:
-            bounds.append(cores / (busy * per_batch))
-        if timing.step_s > 1e-4:
-            bounds.append(1 / timing.step_s)
-        return min(bounds)
-
     now = 1 / (timing.mean_wait_s + timing.step_s) if timing.mean_wait_s + timing.step_s > 0 else 0.0
-    return WorkerPlan(n, limit, now, max(now, rate(n)) if n > nw else now, limits)
+    predicted = predicted_rate(n, per_batch, busy, cores, timing.step_s)
+    return WorkerPlan(n, limit, now, max(now, predicted) if n > nw else now, limits)
+
+
+def predicted_rate(workers: int, per_item_s: float, busy: float, cores: float, step_s: float = 0.0) -> float:
+    """The model's throughput (items per second, an item being what `per_item_s` is per: a batch, a sample) with
+    `workers` workers: linear in the workers while they wait, capped by the cores over each worker's busy share
+    and by the loop's own step; `dlprobe tune` predicts its curve with the same function."""
+    bounds = [workers / per_item_s if per_item_s > 0 else math.inf]
+    if busy > 0 and per_item_s > 0:
+        bounds.append(cores / (busy * per_item_s))
+    if step_s > 1e-4:
+        bounds.append(1 / step_s)
+    return min(bounds)
 
 
 def _rate_text(loader: LoaderRecord, batches_per_s: float) -> str:

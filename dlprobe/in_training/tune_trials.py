@@ -23,7 +23,7 @@ from dlprobe.rundir.schema import (
     TAKEOVER_ENV,
     TUNE_CONFIG_ENV,
 )
-from dlprobe.system import cgroup, procmem
+from dlprobe.system import cgroup, kernlog, procmem
 from dlprobe.tune.plan import first_stage, later_stages, next_worker_count, trial
 
 MEMORY_SHARE = 0.9  # workers may use this much of the memory left for them (tune/results.py fits trials the same way)
@@ -147,12 +147,16 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     passes = 0
     result: dict[str, Any] = {"status": "ok", "error": None}
     iterator = None
-    busy_from: tuple[float, dict[int, float]] | None = None
+    busy_from: tuple[float, dict[int, tuple[float, float]]] | None = None
     # Workers are bounded by the DataLoader's own timeout; the main process needs a watchdog of its own.
     watchdog = _Watchdog(spec, give_up) if nw == 0 else None
+    oom_before = _oom_count()
+    boot_start, kmsg = kernlog.since_boot(), kernlog.open_at_end()  # the kernel's records from this trial on
+    worker_pids: set[int] = set()
     try:
         iterator = iter(trial_loader)
         result["loader_id"] = hooks.probe_id(trial_loader)
+        worker_pids = {w.pid for w in getattr(iterator, "_workers", None) or []}
         while len(stamps) < batches:
             try:
                 batch = next(iterator)
@@ -174,7 +178,13 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
         message = f"{type(exc).__name__}: {exc}".strip()
         result["status"] = "hung" if "timed out" in message else "crashed"
         result["error"] = message.splitlines()[0][:300] if message else type(exc).__name__
+        if result["status"] == "crashed":
+            oom, kmsg = _oom_killed(oom_before, kmsg, boot_start, worker_pids), None
+            if oom:  # PyTorch says "exited unexpectedly"; the kernel says why. Larger trials would be killed too.
+                result["status"], result["error"] = "oom", "killed by the kernel's OOM killer: " + result["error"]
     finally:
+        if kmsg is not None:
+            os.close(kmsg)
         if watchdog is not None:
             watchdog.cancel()
         if busy_from is not None and result["status"] == "ok":
@@ -186,26 +196,45 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     return result
 
 
-def _busy_seconds(iterator: Any) -> dict[int, float]:
-    """Each worker's seconds on a CPU or queued for one so far (/proc/PID/stat, schedstat), by pid."""
+def _oom_count() -> int | None:
+    state = cgroup.memory_state(cgroup.memory_dir())
+    return state.get("oom_kill") if state else None
+
+
+def _oom_killed(before: int | None, kmsg: int | None, boot_start: float, pids: set[int]) -> bool:
+    """Whether the kernel's OOM killer ended this trial: the cgroup counted a kill since it began, or the kernel log
+    names one of its workers (closes `kmsg`). Neither readable: not known, so not said."""
+    after = _oom_count()
+    counted = before is not None and after is not None and after > before
+    records = kernlog.read_records(fd=kmsg) if kmsg is not None else None
+    named = bool(records and kernlog.oom_kills(pids, boot_start - 1.0, records)["kills"])
+    return counted or named
+
+
+def _busy_seconds(iterator: Any) -> dict[int, tuple[float, float]]:
+    """Each worker's seconds on a CPU and queued for one so far (/proc/PID/stat, schedstat), by pid."""
     out = {}
     for worker in getattr(iterator, "_workers", None) or []:
         stat = procmem.read_stat(worker.pid)
         if stat is not None:
-            out[worker.pid] = stat[2] + (procmem.read_run_delay(worker.pid) or 0.0)
+            out[worker.pid] = (stat[2], procmem.read_run_delay(worker.pid) or 0.0)
     return out
 
 
-def _workers_now(iterator: Any, since: float, busy_then: dict[int, float]) -> dict[str, Any]:
-    """The trial's workers at its end: the share of their time they wanted a CPU, and how many of them the memory
-    left would hold (their private memory now against MemAvailable or the cgroup's room, whichever is tighter)."""
+def _workers_now(iterator: Any, since: float, busy_then: dict[int, tuple[float, float]]) -> dict[str, Any]:
+    """The trial's workers at its end: the share of their time they wanted a CPU (and were on one), and how many of
+    them the memory left would hold (their private memory now against MemAvailable or the cgroup's room, whichever is
+    tighter)."""
     wall = time.perf_counter() - since
     busy_now = _busy_seconds(iterator)
     common = [pid for pid in busy_then if pid in busy_now]
-    out: dict[str, Any] = {"worker_busy_share": None, "workers_that_fit_memory": None}
+    out: dict[str, Any] = {"worker_busy_share": None, "worker_cpu_share": None, "workers_that_fit_memory": None}
     if common and wall > 0.2:  # CPU time ticks in 10 ms steps: a shorter window says little
-        share = sum(busy_now[pid] - busy_then[pid] for pid in common) / (len(common) * wall)
-        out["worker_busy_share"] = round(min(1.0, share), 3)
+        cpu = sum(busy_now[pid][0] - busy_then[pid][0] for pid in common) / (len(common) * wall)
+        runq = sum(busy_now[pid][1] - busy_then[pid][1] for pid in common) / (len(common) * wall)
+        out["worker_busy_share"] = round(min(1.0, cpu + runq), 3)
+        # Queued for a core is also other jobs' load on a shared machine: the model's cores cap reads the CPU alone.
+        out["worker_cpu_share"] = round(min(1.0, cpu), 3)
     uss = [m["uss"] for m in (procmem.read_smaps_rollup(pid) for pid in common) if m]
     room = procmem.system_memory()["available"] or None
     state = cgroup.memory_state(cgroup.memory_dir())
@@ -315,6 +344,12 @@ def run_trials(loader: Any) -> int:
         i += 1
         if spec["key"] in done:
             continue  # measured (or lost with its process) in an earlier attempt
+        killed = [r["num_workers"] for r in done.values() if r.get("status") == "oom"]
+        if killed and spec["num_workers"] >= min(killed):
+            reason = f"num_workers={min(killed)} was killed by the kernel's OOM killer"
+            _emit(EV_TRIAL_SKIPPED, **spec, reason=reason)
+            done[spec["key"]] = spec | {"status": "skipped"}
+            continue
         remaining = deadline - time.time()
         left = max(1, len(plan) - i + 1 + (0 if staged else 2))
         if remaining < MIN_TRIAL_S:

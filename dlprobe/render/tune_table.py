@@ -15,15 +15,48 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def _predicted(trial: dict[str, Any]) -> str:
+    """The model's rate for the trial and its error against the measured one; 'fit' where the model was fitted."""
+    predicted = trial.get("predicted_samples_per_s")
+    if predicted is None:
+        return "-"
+    if trial.get("prediction_fitted"):
+        return f"{predicted:,.0f} fit"
+    return f"{predicted:,.0f} {100 * trial['prediction_error']:+.0f}%"
+
+
+def prediction_line(result: dict[str, Any]) -> str | None:
+    model = result.get("prediction")
+    if not model:
+        return None
+    cpu = model.get("cpu_ms_per_sample")
+    cores = (
+        f", {cpu:.2f} ms of CPU per sample, so {model['usable_cores']} core(s) hold ~{model['cores_limit_workers']:g}"
+        if cpu
+        else ", CPU time not read (no cores cap)"
+    )
+    error = model.get("median_error")
+    checked = (
+        f"median error {100 * error:.0f}% over {model['checked_trials']} trial(s) it was not fitted on"
+        if error is not None
+        else "no other trial to check it on"
+    )
+    return (
+        f"predicted: fitted on num_workers={', '.join(map(str, model['fitted_on']))}: one worker "
+        f"{model['worker_samples_per_s']:,.0f} samples/s{cores}; {checked}"
+    )
+
+
 def trials_table(result: dict[str, Any]) -> Table:
     table = Table(
-        title="Trials: samples/s once the pipeline filled; per-worker USS peak (+ steady growth); /dev/shm in flight; "
+        title="Trials: samples/s once the pipeline filled, and the model's prediction (error); per-worker USS peak "
+        "(+ steady growth); /dev/shm in flight; "
         "projected memory for a full epoch",
         title_justify="left",
     )
     with_pin = any(t.get("pin_memory") for t in result["trials"])
-    columns = ["workers", "prefetch", *(["pin"] if with_pin else []), "status", "samples/s", "of best", "1st batch",
-               "USS/worker", "shm", "epoch mem", "fits"]  # fmt: skip
+    columns = ["workers", "prefetch", *(["pin"] if with_pin else []), "status", "samples/s", "predicted",
+               "of best", "1st batch", "USS/worker", "shm", "epoch mem", "fits"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("status", "pin") else "right", no_wrap=True)
     chosen = result.get("recommended") or {}
@@ -43,7 +76,8 @@ def trials_table(result: dict[str, Any]) -> Table:
             cells.append("yes" if t.get("pin_memory") else "no")
         cells += [
             t.get("status") or "?",
-            _rate(t.get("samples_per_s")),
+            _rate(t.get("samples_per_s") if t.get("status") in ("ok", "duplicates") else None),  # a dead trial's is not
+            _predicted(t),
             "-" if t.get("vs_best") is None else f"{100 * t['vs_best']:.0f}%",
             "-" if first is None else f"{first:.2f}s",
             uss,
@@ -69,6 +103,9 @@ def tune_summary(result: dict[str, Any], plot_path: str | None = None) -> Group:
     for t in result["trials"]:
         if t.get("error"):
             parts.append(Text(f"  trial {t['key']}: {t['status']}: {t['error']}", style="yellow"))
+    predicted = prediction_line(result)
+    if predicted:
+        parts.append(Text(predicted, style="dim"))
     for note in result.get("notes") or []:
         parts.append(Text(f"note: {note}", style="dim"))
     chosen = result.get("recommended")

@@ -29,6 +29,7 @@ from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
 from dlprobe.system.cpus import cpu_facts
 from dlprobe.system.proctree import kill_tree
 from dlprobe.tune.plan import worker_counts
+from dlprobe.tune.predict import annotate
 from dlprobe.tune.results import batches_per_epoch, collect_trials, memory_available, recommend
 
 RUNNER = "dlprobe.in_training.tune_trials:run_trials"
@@ -133,6 +134,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
             break
     budget = (memory or {}).get("budget_bytes")
     recommended, reason = recommend(trials, budget, options.tolerance)
+    prediction = annotate(trials, cpus["usable_cores"])
     if info and info.get("batches_per_epoch") == 0:
         reason = "the loader yields no batches (the dataset is empty or smaller than one batch with drop_last=True)"
     notes = list((info or {}).get("notes") or [])
@@ -163,6 +165,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         "trials": trials,
         "workers_cap": cap,
         "workers_stop": {k: workers_stop.get(k) for k in ("reason", "top")} if workers_stop else None,
+        "prediction": prediction,
         "recommended": _public(recommended),
         "reason": reason,
     }

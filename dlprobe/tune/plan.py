@@ -33,6 +33,9 @@ def worker_counts(usable_cores: int, max_workers: int | None = None) -> list[int
 def next_worker_count(trials: list[dict[str, Any]], cap: int) -> tuple[int | None, str]:
     """After the worker-count trials: the next count to try (twice the highest measured, within `cap` and the
     workers that fit memory), or None and why the sweep of worker counts stops there."""
+    killed = [int(t["num_workers"]) for t in trials if t.get("status") == "oom"]
+    if killed:
+        return None, f"stopped: num_workers={min(killed)} was killed by the kernel's OOM killer, so more would be too"
     ok = sorted(
         (t for t in trials if t.get("stage") == "workers" and t.get("status") == "ok" and t.get("samples_per_s")),
         key=lambda t: int(t["num_workers"]),
@@ -45,7 +48,11 @@ def next_worker_count(trials: list[dict[str, Any]], cap: int) -> tuple[int | Non
     if n >= cap:
         return None, f"stopped at the cap of {cap} workers (--max-workers, or dlprobe's limit of workers to try)"
     gain = (top["samples_per_s"] / prev["samples_per_s"] - 1) / (n / prev["num_workers"] - 1)
-    busy = top.get("worker_busy_share")
+    # A trial too short to read its workers' CPU leaves the last count that was read: workers asleep at 8 are not
+    # shown CPU-bound by a 16-worker trial that ended before its window (a skewed loader stopped at 16 for that).
+    read = [t["worker_busy_share"] for t in with_workers if isinstance(t.get("worker_busy_share"), (int, float))]
+    busy = top.get("worker_busy_share") if isinstance(top.get("worker_busy_share"), (int, float)) else None
+    busy = busy if busy is not None or not read else read[-1]
     asleep = f"asleep {100 * (1 - busy):.0f}% of their time" if isinstance(busy, (int, float)) else "CPU not measured"
     waiting = isinstance(busy, (int, float)) and 1 - busy >= IO_BOUND_WAIT
     going = f"from {prev['num_workers']} to {n} workers throughput rose {100 * gain:.0f}% of linear, workers {asleep}"

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of
+from dlprobe.analysis.memory_findings import load_done_at
 from dlprobe.analysis.model import RunData
-from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START
+from dlprobe.analysis.shm_findings import in_flight_bytes
+from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 
 MEMORY_SHARE = 0.9  # a configuration fits when its projected memory stays under this share of what is available
 DUPLICATE_SHARE = 0.2
@@ -14,15 +16,27 @@ MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to
 
 
 def memory_available(run: RunData) -> dict[str, Any]:
-    """What the trials' workers may use: the cgroup limit less current use, or MemAvailable, at the start."""
+    """What the trials' workers may use: the cgroup limit less what the job held when the first trial began (the
+    parent: the script up to its loader, dlprobe's supervisor), or MemAvailable then, whichever is tighter.
+
+    Read at the first trial, not at the first reading: the script imports torch and builds its dataset in between,
+    and that memory is the parent's, not the workers' to use."""
     system = run.system
-    available = next((a for a in system.available if a is not None), None)
+    first = next((float(e["t"]) for e in run.events if e.get("ev") == EV_TRIAL_START), None)
+
+    def at_start(values: list[int | None]) -> int | None:
+        read = [(t, v) for t, v in zip(system.t, values, strict=False) if v is not None]
+        before = [v for t, v in read if first is not None and t <= first]
+        return before[-1] if before else (read[0][1] if read else None)
+
+    available = at_start(system.available)
     out: dict[str, Any] = {"mem_available_bytes": available, "cgroup_limit_bytes": system.cgroup_limit}
     budget = available
-    usage = next((u for u in system.cgroup_usage if u is not None), None)
+    usage = at_start(system.cgroup_usage)
     if system.cgroup_limit and usage is not None:
         left = system.cgroup_limit - usage
         budget = left if budget is None else min(budget, left)
+        out["parent_bytes"] = usage
     out["budget_bytes"] = budget
     out["source"] = "cgroup limit" if system.cgroup_limit and budget != available else "MemAvailable"
     return out
@@ -36,36 +50,75 @@ def _window(run: RunData, start: float, end: float) -> tuple[int | None, int | N
     return base, max(inside) if inside else None
 
 
-def _worker_memory(run: RunData, loader_id: int | None, steady_from: float, end: float) -> dict[str, Any]:
-    """Per-worker USS peak, and growth over the steady part of the trial (after its first batch).
+def _steady_growth(values: list[tuple[float, int]], steady_from: float, end: float) -> tuple[int, float] | None:
+    """(growth, seconds) of a worker's memory over the steady part of its trial, fitted on the later half only.
 
-    Growth right after fork is the worker touching its inherited pages once; only the steady growth says what a
-    longer epoch will add.
-    """
+    A load that ends after the first batch (a worker still filling its table while another delivers) would read as
+    growth over the whole window; growth that goes on holds its rate in the later half, a finished load does not."""
+    steady = sorted((t, v) for t, v in values if steady_from <= t <= end + 1.0)
+    if len(steady) < 2 or steady[-1][0] <= steady[0][0]:
+        return None
+    span = steady[-1][0] - steady[0][0]
+    mid = next((t, v) for t, v in steady if t >= steady[0][0] + span / 2)
+    if steady[-1][0] <= mid[0]:
+        return None
+    rate = max(0, steady[-1][1] - mid[1]) / (steady[-1][0] - mid[0])
+    return int(rate * span), span
+
+
+def _worker_memory(run: RunData, loader_id: int | None, steady_from: float, end: float) -> dict[str, Any]:
+    """Per-worker USS peak (its base: what it holds once started, a load at start included) and its growth over the
+    steady part of the trial (after its first batch and after a load at start is done).
+
+    Growth right after fork is the worker touching its inherited pages once, and a table loaded in worker_init_fn
+    or on the first sample is paid once: only the steady growth says what a longer epoch will add."""
     peaks, growths = [], []
     steady_s = 0.0
+    loaded = False
+    first = _first_batch_done(run)
     for proc in run.workers(loader_id) if loader_id is not None else []:
         values = proc.series.values("uss")
         if not values:
             continue
         peaks.append(max(v for _, v in values))
-        steady = [(t, v) for t, v in values if steady_from <= t <= end + 1.0]
-        if len(steady) >= 2:
-            growths.append(max(0, steady[-1][1] - steady[0][1]))
-            steady_s = max(steady_s, steady[-1][0] - steady[0][0])
+        done_at = load_done_at(proc.series)
+        loaded = loaded or done_at is not None
+        # worker_init_fn and a load in the first sample are over once the worker's own first batch is made: a slow
+        # worker still loading while the others deliver has not started its steady part.
+        own = first.get(proc.pid, steady_from)
+        fitted = _steady_growth(values, max(steady_from, own, done_at or 0.0), end)
+        if fitted is not None:
+            growths.append(fitted[0])
+            steady_s = max(steady_s, fitted[1])
     if not peaks:
         return {"worker_uss_peak_bytes": None, "worker_uss_growth_bytes": None, "steady_window_s": None}
     return {
         "worker_uss_peak_bytes": max(peaks),
         "worker_uss_growth_bytes": max(growths) if growths else None,
         "steady_window_s": round(steady_s, 3),
+        "loaded_at_start": loaded,
     }
 
 
+def _first_batch_done(run: RunData) -> dict[int, float]:
+    """When each worker (by pid) finished its first batch, from its per-batch rows (start + fetch + collate)."""
+    out: dict[int, float] = {}
+    for ev in run.events:
+        if ev.get("ev") != EV_WORKER_BATCHES or not isinstance(ev.get("pid"), int) or ev["pid"] in out:
+            continue
+        rows = ev.get("rows") or []
+        if rows and isinstance(ev.get("t0"), (int, float)):
+            _, start, fetch, collate, *_ = rows[0]
+            out[ev["pid"]] = float(ev["t0"]) + start + fetch + collate
+    return out
+
+
 def project_epoch_bytes(trial: dict[str, Any], batches_per_epoch: int | None) -> int | None:
-    """Workers' memory at the end of a full epoch: the steady growth per batch, extended to the epoch's batches."""
+    """The workers' memory at the end of a full epoch, on top of what the job used before the trials (the parent):
+    n x (a worker's base + its steady growth per batch x the batches it makes in an epoch) + /dev/shm in flight
+    (n x prefetch_factor x batch bytes where the batch's size was read, else the /dev/shm rise measured)."""
     nw = trial["num_workers"]
-    shm = trial.get("shm_peak_delta_bytes") or 0
+    shm = max(trial.get("shm_peak_delta_bytes") or 0, trial.get("shm_in_flight_bytes") or 0)
     if nw == 0:
         return shm
     peak = trial.get("worker_uss_peak_bytes")
@@ -104,10 +157,49 @@ def collect_trials(
             status = "hung" if timed_out else "crashed"
             reason = run.result.get("signal") or f"exit code {run.result.get('exit_code')}"
             lost = base | {"status": status, "error": f"the process died ({reason})"}
+            pids = {p.pid for p in run.processes}  # the whole attempt died with this trial
+            lost.update(oom_death(run, pids, ev["t"], float("inf")) or {})
             rows.append(lost)
             continue
-        rows.append(_finished_row(run, base, ev, end, batches_per_epoch))
+        row = _finished_row(run, base, ev, end, batches_per_epoch)
+        if row["status"] in ("crashed", "oom"):
+            workers = {p.pid for p in run.workers(end.get("loader_id"))} if end.get("loader_id") is not None else set()
+            row.update(oom_death(run, workers, ev["t"], end["t"]) or {})
+        rows.append(row)
     return rows, lost
+
+
+def oom_death(run: RunData, pids: set[int], start: float, end: float) -> dict[str, Any] | None:
+    """A trial's death by the kernel's OOM killer, where the kernel log names one of `pids` or the cgroup's OOM-kill
+    count rose during the trial: its status, the memory at death and the evidence; None without such evidence
+    (unreadable log and counter included: then the trial stays 'crashed')."""
+    kills = [k for k in (run.kernel.get("kills") or []) if k.get("pid") in pids]
+    system = run.system
+    counts = [(t, c) for t, c in zip(system.t, system.cgroup_oom_kills, strict=False) if c is not None]
+    before = [c for t, c in counts if t <= start]
+    after = [c for t, c in counts if start < t <= end + 1.0]
+    counted = max(after) - before[-1] if before and after else 0
+    if not kills and counted <= 0:
+        return None
+    out: dict[str, Any] = {"status": "oom"}
+    if kills:
+        kill = kills[0]
+        out["oom_kill_pid"] = kill["pid"]
+        out["oom_kernel_line"] = kill.get("line")
+        rss = (kill.get("anon_rss_bytes") or 0) + (kill.get("shmem_rss_bytes") or 0)
+        out["killed_rss_bytes"] = rss or None
+    if counted > 0:
+        out["cgroup_oom_kills"] = counted
+    window = zip(system.t, system.cgroup_usage, strict=False)
+    usage = [u for t, u in window if start <= t <= end + 1.0 and u is not None]
+    out["memory_at_death_bytes"] = max(usage) if usage else None  # the cgroup's peak: what the job held when killed
+    killed = f"pid {kills[0]['pid']} ({kills[0].get('comm')})" if kills else "a process of the job"
+    at = [f"{_mib(out.get('killed_rss_bytes'))} resident"] if out.get("killed_rss_bytes") else []
+    if out["memory_at_death_bytes"] and run.system.cgroup_limit:
+        at.append(f"the cgroup at {_mib(out['memory_at_death_bytes'])} of its {_mib(run.system.cgroup_limit)} limit")
+    source = "the kernel log" if kills else "the cgroup's OOM-kill count"
+    out["error"] = f"killed by the kernel's OOM killer ({source}): {killed}" + (f", {', '.join(at)}" if at else "")
+    return out
 
 
 def _finished_row(
@@ -115,13 +207,15 @@ def _finished_row(
 ) -> dict[str, Any]:
     row = base | {k: end.get(k) for k in ("status", "error", "batches", "samples", "first_batch_s", "samples_per_s",
                                           "measured_batches", "passes", "loader_id", "worker_busy_share",
-                                          "workers_that_fit_memory")}  # fmt: skip
+                                          "worker_cpu_share", "workers_that_fit_memory")}  # fmt: skip
     row["duration_s"] = round(end["t"] - start["t"], 3)
     steady_from = start["t"] + (end.get("first_batch_s") or 0.0)
     row.update(_worker_memory(run, end.get("loader_id"), steady_from, end["t"]))
     shm_base, shm_peak = _window(run, start["t"], end["t"])
     row["shm_peak_delta_bytes"] = max(0, shm_peak - shm_base) if shm_peak is not None and shm_base is not None else None
-    loader_id = end.get("loader_id")
+    batch_bytes = _batch_bytes(run, loader_id := end.get("loader_id"))
+    row["batch_bytes"] = batch_bytes
+    row["shm_in_flight_bytes"] = in_flight_bytes(row["num_workers"], row.get("prefetch_factor"), batch_bytes) or None
     dupes = events_of(run, "dupes", loader_id) if loader_id is not None else []
     repeats = dupes[-1].get("duplicates") if dupes else None  # absent where only the ranks' sketch was kept
     if repeats is not None and dupes[-1]["samples"] and repeats >= DUPLICATE_SHARE * dupes[-1]["samples"]:
@@ -131,14 +225,23 @@ def _finished_row(
     return row
 
 
+def _batch_bytes(run: RunData, loader_id: int | None) -> int | None:
+    loader = run.loader(loader_id) if loader_id is not None else None
+    value = ((loader.batch_info if loader is not None else None) or {}).get("bytes")
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
 def recommend(trials: list[dict[str, Any]], budget: int | None, tolerance: float) -> tuple[dict[str, Any] | None, str]:
     """The smallest configuration within `tolerance` of the best throughput whose projected memory fits."""
     ok = [t for t in trials if t.get("status") == "ok" and t.get("samples_per_s")]
     if not ok:
         return None, "no trial completed, so there is nothing to recommend (see each trial's status and error)"
+    killed = [t["num_workers"] for t in trials if t.get("status") == "oom" and t.get("num_workers")]
     for t in trials:
         projected = t.get("projected_epoch_bytes")
         t["fits_memory"] = None if budget is None or projected is None else projected <= MEMORY_SHARE * budget
+        if killed and t.get("num_workers", 0) >= min(killed):  # as many workers as the OOM killer already ended
+            t["fits_memory"] = False
     best = max(ok, key=lambda t: t["samples_per_s"])
     for t in ok:
         t["vs_best"] = round(t["samples_per_s"] / best["samples_per_s"], 3)
@@ -147,7 +250,11 @@ def recommend(trials: list[dict[str, Any]], budget: int | None, tolerance: float
         return None, "every completed configuration is projected to need more memory than is available"
     best_fit = max(fitting, key=lambda t: t["samples_per_s"])
     close = [t for t in fitting if t["samples_per_s"] >= (1 - tolerance) * best_fit["samples_per_s"]]
-    chosen = min(close, key=lambda t: (t["num_workers"], t["prefetch_factor"] or 0, t["pin_memory"]))
+    # At a worker count, the default prefetch_factor=2 first: prefetch_factor=1 saves only n batches of /dev/shm,
+    # and on a trial's few dozen batches "within tolerance" is noise (a skewed loader timed 36% slower with 1 by a
+    # plain loop after tune had it within 5%).
+    chosen = min(close, key=lambda t: (t["num_workers"], t["prefetch_factor"] not in (None, 2),
+                                       t["prefetch_factor"] or 0, t["pin_memory"]))  # fmt: skip
     reason = (
         f"num_workers={chosen['num_workers']}"
         + (f", prefetch_factor={chosen['prefetch_factor']}" if chosen["num_workers"] else "")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import SCRIPTS, run_dlprobe
+from tests.conftest import SCRIPTS, memory_cgroup, run_dlprobe
 from tests.htmlpage import parse_page
 
 
@@ -135,3 +135,33 @@ def test_tune_on_a_cpu_bound_loader_stops_at_twice_the_cores_and_says_why(tmp_pa
     assert max(t["num_workers"] for t in result["trials"]) <= 2 * cores
     assert result["workers_stop"]["reason"].startswith(f"stopped at num_workers={2 * cores}")
     assert "CPU-bound" in result["workers_stop"]["reason"]
+
+
+def test_trials_the_oom_killer_ends_are_oom_and_nothing_past_the_memory_limit_is_recommended(tmp_path):
+    """Each worker fills a 200 MiB table at start in a 700 MiB memory cgroup: the script and one or two workers
+    fit, three do not. The killed trial is named oom with the memory at death, larger counts are not tried, and the
+    recommendation is projected to fit (a one-time load is the workers' base, not growth over the epoch)."""
+    out, json_path = tmp_path / "tune", tmp_path / "result.json"
+    with memory_cgroup(700 * 2**20) as group:
+        command = (
+            f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -m dlprobe tune --budget 60s --out {out} "
+            f"--json {json_path} {SCRIPTS / 'workers_load_table_at_start.py'} 200"
+        )
+        proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                              env={**os.environ, "COLUMNS": "120"})  # fmt: skip
+    result = json.loads(json_path.read_text())
+    killed = [t for t in result["trials"] if t["status"] == "oom"]
+    assert killed, proc.stderr
+    smallest = min(t["num_workers"] for t in killed)
+    assert "killed by the kernel's OOM killer" in killed[0]["error"] and "exited unexpectedly" not in proc.stderr
+    assert killed[0].get("memory_at_death_bytes") or killed[0].get("killed_rss_bytes")
+    ran = [t for t in result["trials"] if t["status"] not in ("skipped",) and t["stage"] == "workers"]
+    assert max(t["num_workers"] for t in ran) == smallest  # no larger count tried after the kill
+    assert "killed by the kernel's OOM killer" in result["workers_stop"]["reason"]
+    chosen = result["recommended"]
+    assert proc.returncode == 0 and chosen is not None, proc.stderr
+    assert 0 < chosen["num_workers"] < smallest
+    budget = result["memory"]["budget_bytes"]
+    assert chosen["projected_epoch_bytes"] <= budget  # the projection fits the tightest limit left...
+    assert chosen["projected_epoch_bytes"] < chosen["num_workers"] * 300 * 2**20  # the table once, not per batch
+    assert "oom" in proc.stderr

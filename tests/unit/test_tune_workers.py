@@ -50,3 +50,11 @@ def test_cpu_bound_workers_stop_at_twice_the_cores_even_when_the_last_step_rose(
 def test_no_trend_without_two_worker_counts():
     more, why = next_worker_count(_trials({0: 100, 1: 150}), cap=32)
     assert more is None and "fewer than two" in why
+
+
+def test_a_top_trial_without_cpu_readings_keeps_the_last_count_that_had_them():
+    rows = _trials({4: 2200.0, 8: 4900.0, 16: 6500.0})  # 33% of linear from 8 to 16, CPU not read at 16
+    rows[1]["worker_busy_share"] = 0.1  # asleep 90% at 8 workers
+    assert next_worker_count(rows, cap=32)[0] == 32
+    rows[1]["worker_busy_share"] = None
+    assert next_worker_count(rows, cap=32)[0] is None
