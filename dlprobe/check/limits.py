@@ -15,6 +15,9 @@ from dlprobe.rundir.schema import EV_STOP, STOP_AFTER_BATCHES_ENV, STOP_AT_ENV
 from dlprobe.system.proctree import kill_tree
 
 HOOK_GRACE_S = 3.0  # the hooks stop the loop cleanly at its next batch; signals only if that does not happen
+# Once the hooks said the process is exiting (SystemExit raised in the main thread), its workers are shut down and
+# the interpreter torn down: seconds on a busy machine, and a SIGINT then would only break a clean exit.
+EXIT_GRACE_S = 15.0
 SIGNAL_STEP_S = 5.0  # then SIGINT, SIGTERM and SIGKILL, this far apart
 
 
@@ -62,8 +65,13 @@ class RunWatch:
 
     def _fold(self, events: list[dict[str, Any]]) -> None:
         for ev in events:
-            if ev.get("ev") == EV_STOP and self.stop is None:
-                self._request(Stop(str(ev.get("reason")), ev["t"]), ev["t"] + HOOK_GRACE_S)
+            if ev.get("ev") != EV_STOP:
+                continue
+            grace = EXIT_GRACE_S if ev.get("exiting") else HOOK_GRACE_S
+            if self.stop is None:
+                self._request(Stop(str(ev.get("reason")), ev["t"]), ev["t"] + grace)
+            elif not self.sent:  # the supervisor's own deadline came first, then the hooks stopped the loop
+                self.escalate_at = max(self.escalate_at, ev["t"] + grace)
 
     def _request(self, stop: Stop, escalate_at: float) -> None:
         self.stop = stop

@@ -43,10 +43,12 @@ class RunLimits:
         else:
             return
         self.stopped = True
+        exiting = threading.current_thread() is threading.main_thread()
         log = get_log()
         if log is not None:
-            log.emit(EV_STOP, reason=reason, batches=batches)
-        if threading.current_thread() is threading.main_thread():
+            # `exiting`: the process is unwinding on its own; the supervisor then waits for it longer before a signal
+            log.emit(EV_STOP, reason=reason, batches=batches, exiting=exiting)
+        if exiting:
             raise SystemExit(0)
 
 

@@ -214,6 +214,7 @@ class ScriptErrorEvent(Event, total=False):
 class StopEvent(Event, total=False):
     reason: str  # max_batches | max_seconds
     batches: int
+    exiting: bool  # the hooks raised SystemExit in the main thread: the process is unwinding by itself
 
 
 class ProcessEvent(Event, total=False):

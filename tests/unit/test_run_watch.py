@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from dlprobe.check.limits import HOOK_GRACE_S, RunWatch
+from dlprobe.check.limits import EXIT_GRACE_S, HOOK_GRACE_S, RunWatch
 from dlprobe.rundir.schema import STOP_AFTER_BATCHES_ENV, STOP_AT_ENV
 
 
@@ -43,3 +43,25 @@ def test_time_limit_is_passed_to_the_hooks_and_enforced_from_outside():
     assert watch.deadline is not None and float(watch.env()[STOP_AT_ENV]) == watch.deadline
     watch.on_tick(watch.deadline + 0.1, [], child)  # type: ignore[arg-type]
     assert watch.stop is not None and watch.stop.reason == "max_seconds" and child.signals == []
+
+
+def test_a_process_the_hooks_are_ending_gets_time_to_exit_before_any_signal():
+    # The supervisor's deadline passes, then the hooks stop the loop and the script unwinds (workers shut down,
+    # interpreter exit): on a busy machine that took over HOOK_GRACE_S and a SIGINT broke the clean exit.
+    watch, child = RunWatch(None, 30.0), FakeChild()
+    assert watch.deadline is not None
+    watch.on_tick(watch.deadline + 0.1, [], child)  # type: ignore[arg-type]
+    stopped_at = watch.deadline + 0.5
+    watch.on_tick(stopped_at, [ev("stop", stopped_at, reason="max_seconds", exiting=True)], child)  # type: ignore[arg-type]
+    watch.on_tick(stopped_at + HOOK_GRACE_S + 1, [], child)  # type: ignore[arg-type]
+    assert child.signals == []
+    watch.on_tick(stopped_at + EXIT_GRACE_S + 0.1, [], child)  # type: ignore[arg-type]
+    assert child.signals == [signal.SIGINT]  # still bounded: a process that never exits is interrupted
+
+
+def test_a_stop_the_hooks_could_not_raise_is_interrupted_after_the_short_grace():
+    # A loop outside the main thread: the hooks only wrote the event, so the supervisor interrupts the process.
+    watch, child = RunWatch(5, None), FakeChild()
+    watch.on_tick(100.0, [ev("stop", 100.0, reason="max_batches", exiting=False)], child)  # type: ignore[arg-type]
+    watch.on_tick(100.0 + HOOK_GRACE_S + 0.1, [], child)  # type: ignore[arg-type]
+    assert child.signals == [signal.SIGINT]
