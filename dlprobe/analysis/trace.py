@@ -17,8 +17,8 @@ from dlprobe.rundir.schema import (
     EV_WORKER_BATCHES,
     WORKER_BATCH_CAP,
 )
+from dlprobe.units import MiB
 
-MiB = 1024 * 1024
 # Slices (or counter readings) one track keeps at most; a track with more keeps every k-th, evenly, so a long
 # run's trace stays a few MB (k is listed in otherData.downsampled).
 TRACK_CAP = 10_000

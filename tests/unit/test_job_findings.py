@@ -418,7 +418,7 @@ def test_a_finding_from_the_jobs_own_files_is_said_once_without_ranks():
 
 
 def test_the_pages_timeline_of_a_job_draws_the_ranks_by_name_not_the_launcher():
-    from dlprobe.render.html import timeline_from_run
+    from dlprobe.analysis.timeline import timeline_from_run
 
     run = two_ranks(LEAKY, LEAKY)
     job = split_job([run])
