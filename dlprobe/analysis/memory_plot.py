@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from dlprobe.analysis.labels import legend_name
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.timeline import rank_labels
 
@@ -32,14 +33,6 @@ class MemoryPlot(TypedDict):
     node: dict[str, Any] | None  # the job report's node entry of this run directory (pss_total, memory_limit)
 
 
-def _label(role: str, pid: int, loader_id: int | None, worker_id: int | None, comm: str | None) -> str:
-    if role == "worker":
-        return f"L{loader_id} worker {worker_id} ({pid})"
-    if role == "main":
-        return f"main ({pid})"
-    return f"{comm or 'other'} ({pid})"
-
-
 def memory_plot(run: RunData, report: dict[str, Any] | None = None) -> MemoryPlot:
     """The plot's data: the ranks and their workers in a job (labelled by rank), else the main processes and
     workers."""
@@ -55,7 +48,7 @@ def memory_plot(run: RunData, report: dict[str, Any] | None = None) -> MemoryPlo
             {
                 "pid": p.pid,
                 "role": p.role,
-                "label": ranks.get(p.pid) or _label(p.role, p.pid, p.loader_id, p.worker_id, p.comm),
+                "label": ranks.get(p.pid) or legend_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm),
                 "uss": p.series.values("uss"),
                 "rss": p.series.values("rss"),
                 "pss_anon": p.series.values("pss_anon"),

@@ -8,6 +8,7 @@ import shlex
 from typing import Any, TypedDict
 
 from dlprobe.analysis.downsample import downsample, keep_indices
+from dlprobe.analysis.labels import legend_name, process_name
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.stats import tree_total
 from dlprobe.rundir.schema import (
@@ -66,17 +67,9 @@ def rank_labels(report: dict[str, Any] | None) -> dict[int, str]:
     labels = {}
     for proc in report.get("processes") or []:
         if proc.get("rank") and proc.get("role") in ("main", "worker"):
-            what = "main" if proc["role"] == "main" else f"L{proc.get('loader_id')} worker {proc.get('worker_id')}"
-            labels[int(proc["pid"])] = f"{proc['rank']} {what} ({proc['pid']})"
+            name = legend_name(proc["role"], proc["pid"], proc.get("loader_id"), proc.get("worker_id"))
+            labels[int(proc["pid"])] = f"{proc['rank']} {name}"
     return labels
-
-
-def _process_name(role: str, pid: int, loader_id: int | None, worker_id: int | None, comm: str | None) -> str:
-    if role == "worker":
-        return f"loader {loader_id} worker {worker_id} (pid {pid})"
-    if role == "main":
-        return f"main (pid {pid})"
-    return f"{comm or 'other'} (pid {pid})"
 
 
 def _points(t: list[float], values: list[Any], t0: float, scale: float) -> list[list[float]]:
@@ -117,7 +110,7 @@ def _batch_times(run: RunData, t0: float) -> list[dict[str, Any]]:
 
 def _events(run: RunData, t0: float, labels: dict[int, str]) -> list[dict[str, Any]]:
     """Every event that explains the curves, in time order: epochs, worker starts and ends, hangs, OOM kills."""
-    names = {p.pid: _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
+    names = {p.pid: process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
     names.update(labels)
     killed = {int(k["pid"]) for k in (run.kernel.get("kills") or []) if isinstance(k.get("pid"), int)}
     out: list[dict[str, Any]] = []
@@ -207,7 +200,7 @@ def _hang_stacks(run: RunData) -> list[dict[str, Any]]:
 def _hotspots(run: RunData) -> list[dict[str, Any]]:
     if run.stacks is None or not run.stacks.stacks:
         return []
-    names = {p.pid: _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
+    names = {p.pid: process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
     by_pid: dict[int, list[Any]] = {}
     for s in run.stacks.stacks:
         by_pid.setdefault(s.pid, []).append(s)
@@ -254,7 +247,7 @@ def timeline_from_run(run: RunData, report: dict[str, Any] | None = None) -> Tim
     for p in procs:
         if (p.pid not in labels) if labels else p.role not in ("main", "worker"):
             continue
-        name = labels.get(p.pid) or _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm)
+        name = labels.get(p.pid) or process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm)
         entry: dict[str, Any] = {"name": name, "role": roles.get(p.pid, p.role)}
         for metric in ("uss", "rss", *(k for k, _, _ in KIND_LINES)):
             points = _points(p.series.t, getattr(p.series, metric), t0, MiB)
