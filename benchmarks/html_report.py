@@ -56,7 +56,8 @@ def write_long_run(path: Path, hours: float, workers: int, hz: float = 10.0) -> 
 
 def measure(run_dir: Path) -> None:
     from dlprobe.analysis.report import report_for
-    from dlprobe.render.html import timeline_from_run, write_html
+    from dlprobe.analysis.timeline import timeline_from_run
+    from dlprobe.render.html import write_html
 
     start = time.perf_counter()
     run, report = report_for(run_dir)

@@ -13,6 +13,8 @@ import random
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from dlprobe.atomic import write_text_atomic
+
 HEADER = "# dlprobe scan exclude file"
 
 
@@ -21,10 +23,7 @@ def write_excluded(path: str | os.PathLike[str], bad: Sequence[dict[str, Any]], 
     lines = [HEADER, f"# {about}", f"# one {unit} per line; read with dlprobe.exclude.load_excluded()"]
     for entry in bad:
         lines.append(f"{entry[unit]}  # {entry['kind']}")
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, "\n".join(lines) + "\n")
 
 
 def load_excluded(path: str | os.PathLike[str]) -> frozenset[int]:

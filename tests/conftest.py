@@ -69,13 +69,14 @@ def run_dlprobe(args: list[str], cwd: Path, timeout: float = 180, env: dict[str,
 
 
 def background_plotters(under: Path) -> list[Any]:
-    """The detached `python -m dlprobe.render.plot RUN_DIR` processes (render/plot.py) drawing a run under `under`."""
+    """The detached `python -m dlprobe.commands.outputs RUN_DIR` processes (render/plot.py:plot_in_background)
+    drawing a run under `under`."""
     import psutil
 
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info["cmdline"] or []
-        if "dlprobe.render.plot" in cmd and any(arg.startswith(str(under)) for arg in cmd):
+        if "dlprobe.commands.outputs" in cmd and any(arg.startswith(str(under)) for arg in cmd):
             found.append(proc)
     return found
 

@@ -16,9 +16,8 @@ from dlprobe.analysis.stack_causes import (
     main_wait_cause,
     user_frames,
 )
-from dlprobe.units import format_bytes
+from dlprobe.units import MiB, format_bytes
 
-MiB = 1024 * 1024
 GROWTH_MIN_BYTES = 8 * MiB  # a process's USS rise over the window worth projecting (start-up noise stays below)
 GROWTH_MIN_SHARE = 0.02  # ... and at least this share of where it started
 # A process "made no progress" when it used less CPU than this over the window (seconds, or share of the window).

@@ -21,7 +21,7 @@ from dlprobe.analysis.memory_findings import (
 from dlprobe.analysis.model import SEVERITIES, Finding, RunData
 from dlprobe.analysis.run_findings import find_run_problems
 from dlprobe.analysis.stack_causes import frame_text, main_thread
-from dlprobe.rundir.schema import EV_DUPES, EV_SCRIPT_ERROR, STDERR_FILE, STOP_REASON_HANG
+from dlprobe.rundir.schema import EV_DUPES, EV_SCRIPT_ERROR, STOP_REASON_HANG
 from dlprobe.units import format_bytes
 
 UNEVEN_SHARE = 0.5  # a rank with fewer than half the batches of the busiest rank idles or hangs the job
@@ -411,48 +411,13 @@ def find_rank_duplicates(job: Job) -> list[Finding]:
     return findings
 
 
-_FAILURE = re.compile(
-    r"^\s*host\s*:\s*(?P<host>\S+)\s*\n\s*rank\s*:\s*(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)\s*\n"
-    r"\s*exitcode\s*:\s*(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)[ \t]*(?:\((?P<signal>\w+)\))?[ \t]*\n"
-    r"\s*error_file\s*:\s*(?P<file>.*)$",
-    re.MULTILINE,
-)
-
-
-def launcher_failures(stderr: str) -> list[dict[str, Any]]:
-    """torchrun's ChildFailedError summary: each failed rank's host, rank, local rank, exit code, pid, signal;
-    the first is the root cause."""
-    if "FAILED" not in stderr:
-        return []
-    block = stderr[stderr.rfind("Root Cause (first observed failure):") :] if "Root Cause" in stderr else ""
-    failures = []
-    for match in _FAILURE.finditer(stderr):
-        failures.append(
-            {
-                "rank": int(match["rank"]),
-                "local_rank": int(match["local"]),
-                "host": match["host"],
-                "exit_code": int(match["code"]),
-                "pid": int(match["pid"]),
-                "signal": match["signal"],
-                "error_file": match["file"].strip(),
-                "root_cause": bool(block) and match.group(0) in block,
-            }
-        )
-    return failures
-
-
 def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
     """The launcher's own report of a failed rank, kept where no finding of that rank explains the failure."""
     findings = []
     for node, run in enumerate(job.runs):
         if run.result.get("stop_reason") == STOP_REASON_HANG:
             continue  # dlprobe stopped the job (--on-hang stop): the failures torchrun lists are its doing
-        try:
-            stderr = (run.path / STDERR_FILE).read_text(errors="replace")
-        except OSError:  # noqa: S112 - no stderr.log (in-process runs): no launcher summary to read
-            continue
-        failures = launcher_failures(stderr)
+        failures = run.launcher_failures  # read from stderr.log at load time (model.load_failure_records)
         # The ranks torchrun stopped because of the root cause (SIGTERM) are its consequence, not more failures.
         roots = [f for f in failures if f["root_cause"]] or failures
         for failure in roots:

@@ -9,9 +9,8 @@ from typing import Any
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData, Series
 from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.rundir.schema import EV_PROCESS
-from dlprobe.units import format_bytes
+from dlprobe.units import MiB, format_bytes
 
-MiB = 1024 * 1024
 # cow-growth is judged by what the copies cost the job: every worker's (and in a job every rank's) copies together,
 # projected to the end of the epoch, against the tightest memory limit and against the parent's own size.
 COW_WORKER_FLOOR = 16 * MiB  # a worker's copies count from here: its start-up (first batches, hooks) copies ~2 MiB

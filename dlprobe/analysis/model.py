@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from dlprobe.analysis.stackfile import StackProfile, load_stacks
+from dlprobe.analysis.stderr_log import read_launcher_failures, stderr_tail
 from dlprobe.rundir import inflight_format
 from dlprobe.rundir.files import ReadProblems, read_checked_json, read_checked_jsonl
 from dlprobe.rundir.schema import (
@@ -194,6 +195,9 @@ class RunData:
     attach: AttachRecord | None = None  # `dlprobe attach`: the outside view (attach.json)
     # What load_run could not use, one {"file", "problem"} per file (a damaged or cut-short run directory).
     read_problems: list[dict[str, str]] = field(default_factory=list)
+    # From stderr.log: its tail (the page shows it) and torchrun's failure summary (`rank-failed`).
+    stderr_tail: str | None = None
+    launcher_failures: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def probe_started(self) -> bool:
@@ -363,8 +367,9 @@ def _hang_number(path: Path) -> int:
 
 
 def load_failure_records(run: RunData, problems: ReadProblems | None = None) -> None:
-    """In-flight slots, hang records and kernel OOM lines, where the run has them; what could not be read of them
-    goes to `problems` (a kernel.json unreadable turns an OOM kill into an unexplained one: the report says so)."""
+    """In-flight slots, hang records, kernel OOM lines, stderr.log's tail and torchrun's summary, where the run has
+    them; what could not be read of them goes to `problems` (a kernel.json unreadable turns an OOM kill into an
+    unexplained one: the report says so)."""
     problems = problems if problems is not None else ReadProblems()
     run.inflight = inflight_format.read_all(run.path)
     for hang_file in sorted((run.path / HANGS_DIR).glob(HANG_RECORD_GLOB), key=_hang_number):
@@ -376,3 +381,5 @@ def load_failure_records(run: RunData, problems: ReadProblems | None = None) -> 
         AttachRecord | None,
         read_checked_json(run.path / ATTACH_FILE, field_checker(AttachRecord), problems, required=False),
     )
+    run.stderr_tail = stderr_tail(run.path)
+    run.launcher_failures = read_launcher_failures(run.path)

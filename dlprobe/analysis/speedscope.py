@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from dlprobe import __version__
+from dlprobe.analysis.labels import worker_track
 from dlprobe.analysis.model import RunData
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
@@ -25,7 +26,7 @@ def _frame(text: str) -> dict[str, Any]:
 def _process_name(run: RunData, pid: int) -> str:
     proc = next((p for p in run.processes if p.pid == pid), None)
     if proc is not None and proc.role == "worker":
-        return f"loader {proc.loader_id} / worker {proc.worker_id} (pid {pid})"
+        return worker_track(proc.loader_id, proc.worker_id, pid)
     if proc is not None and proc.role == "main":
         return f"main (pid {pid})"
     return f"pid {pid}"

@@ -7,6 +7,7 @@ from typing import Any
 
 from dlprobe import __version__
 from dlprobe.analysis.job import RankView, is_job, split_job
+from dlprobe.analysis.labels import worker_track
 from dlprobe.analysis.model import RunData, Series
 from dlprobe.rundir.schema import (
     EV_BATCHES,
@@ -17,8 +18,8 @@ from dlprobe.rundir.schema import (
     EV_WORKER_BATCHES,
     WORKER_BATCH_CAP,
 )
+from dlprobe.units import MiB
 
-MiB = 1024 * 1024
 # Slices (or counter readings) one track keeps at most; a track with more keeps every k-th, evenly, so a long
 # run's trace stays a few MB (k is listed in otherData.downsampled).
 TRACK_CAP = 10_000
@@ -255,7 +256,7 @@ def _rank(trace: _Trace, view: RankView, label: str) -> None:
             batches_of.setdefault(ev["pid"], []).append(ev)
     for pid, (loader_id, worker_id, started) in sorted(_workers_of(view).items(), key=lambda kv: kv[1][:2] + (kv[0],)):
         prefix = "" if label == "main" else f"{label} / "
-        name = f"{prefix}loader {loader_id} / worker {worker_id} (pid {pid})"
+        name = prefix + worker_track(loader_id, worker_id, pid)
         wpid = trace.process(node, pid, name)
         _counters(trace, wpid, name, series.get(pid, Series()))
         _worker_slices(trace, wpid, name, batches_of.get(pid, []), run.inflight.get(pid))

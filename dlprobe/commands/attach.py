@@ -24,9 +24,9 @@ def attach(
     Ctrl-C ends the watch and still writes the report. Batch wait times, the indices in flight and dataset
     suspects need the in-process hooks: the report names the `dlprobe run` command that gives them.
     """
+    from dlprobe.commands.outputs import write_outputs
     from dlprobe.console import err_console
     from dlprobe.errors import DlprobeError
-    from dlprobe.render.run_outputs import write_outputs
     from dlprobe.supervisor.attach import AttachOptions
     from dlprobe.supervisor.attach import attach as attach_to
     from dlprobe.units import parse_duration

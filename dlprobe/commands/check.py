@@ -183,10 +183,9 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
     from dlprobe.check.config import load_config
     from dlprobe.check.limits import RunWatch
     from dlprobe.check.rules import evaluate
+    from dlprobe.commands.outputs import run_html_problem, write_outputs
     from dlprobe.render.check_table import check_summary
-    from dlprobe.render.html import html_problem
     from dlprobe.render.junit import write_junit
-    from dlprobe.render.run_outputs import write_outputs
     from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
 
     config = load_config(options.config_path, options.overrides)
@@ -224,7 +223,7 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
         },
     )
     # The page again, now with the check's verdict (write_outputs drew it before the rules were evaluated).
-    page_problems = html_problem(outcome.run_dir / REPORT_HTML_FILE, load_run(outcome.run_dir), report)
+    page_problems = run_html_problem(outcome.run_dir / REPORT_HTML_FILE, load_run(outcome.run_dir), report)
     if console is not None:
         console.print(check_summary(rows, code, str(outcome.run_dir)))
         for problem in page_problems:  # the page is a view: it must not change the verdict or its exit code

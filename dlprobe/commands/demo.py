@@ -32,7 +32,7 @@ def _worst_growth(report: dict) -> int:
 
 
 def run_demo(out: Path | None, console: Console) -> int:
-    from dlprobe.render.run_outputs import write_outputs
+    from dlprobe.commands.outputs import write_outputs
     from dlprobe.supervisor.run_target import RunOptions, run_script
 
     root = out or Path(tempfile.mkdtemp(prefix="dlprobe-demo-"))

@@ -27,9 +27,9 @@ def report(
     directories of a several-node job into one report."""
     import shutil
 
+    from dlprobe.commands.outputs import write_job_outputs, write_outputs
     from dlprobe.console import out_console
     from dlprobe.errors import DlprobeError
-    from dlprobe.render.run_outputs import write_job_outputs, write_outputs
     from dlprobe.rundir.files import open_run_dir
     from dlprobe.rundir.schema import REPORT_HTML_FILE
 
@@ -62,10 +62,11 @@ def _write_trace(paths: list[Path], report: dict[str, Any], trace_path: str | No
     if not trace_path:
         return
     from dlprobe.analysis.model import load_run
+    from dlprobe.analysis.trace import build_trace
     from dlprobe.errors import DlprobeError
     from dlprobe.render.trace_file import trace_problem
 
-    problems = trace_problem(Path(trace_path), [load_run(path) for path in paths], report)
+    problems = trace_problem(Path(trace_path), lambda: build_trace([load_run(path) for path in paths], report))
     if problems:
         raise DlprobeError(
             f"--trace {trace_path}: {problems[0]}", hint="the report above is complete; pick a writable path"

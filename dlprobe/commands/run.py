@@ -29,9 +29,9 @@ def run(
     DataLoader is probed (each rank of a job). dlprobe's own output goes to stderr; the target's stdout, stderr
     and exit code come through unchanged.
     """
+    from dlprobe.commands.outputs import write_outputs
     from dlprobe.console import err_console, print_error
     from dlprobe.errors import DlprobeError
-    from dlprobe.render.run_outputs import write_outputs
     from dlprobe.supervisor.run_target import RunOptions, run_script
 
     options = RunOptions(

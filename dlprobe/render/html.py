@@ -1,280 +1,23 @@
 """report.html: one self-contained page per run (verdict, finding cards, timelines, stacks, loaders), no script.
 
-The page is built from the same report dict as the terminal and report.json, plus a bounded `timeline` (the run's
-series downsampled, every event kept) taken from the loaded run. Everything that came from the run directory is
-user data and is escaped; the Content-Security-Policy forbids every network load and every script.
+The page is built from the same report dict as the terminal and report.json, plus a bounded `Timeline` (the run's
+series downsampled, every event kept) built from the loaded run by `analysis/timeline.py`; the page reads neither the
+run nor its directory. Everything that came from the run directory is user data and is escaped; the
+Content-Security-Policy forbids every network load and every script.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dlprobe.analysis.model import RunData
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
-from dlprobe.analysis.stats import tree_total
+from dlprobe.analysis.timeline import KIND_LINES, Timeline
 from dlprobe.render.html_page import _fmt, _rich_text, esc, page, scroll_box, value_html, write_page
-from dlprobe.render.plot import rank_labels
-from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, downsample, keep_indices, legend_html
-from dlprobe.rundir.files import read_json
-from dlprobe.rundir.schema import (
-    CHECK_FILE,
-    EV_BATCHES,
-    EV_EPOCH,
-    EV_LOADER_ERROR,
-    EV_SCAN_START,
-    EV_SCRIPT_ERROR,
-    EV_STOP,
-    EV_TAKEOVER,
-    EV_TRIAL_START,
-    SAMPLER_OK,
-    STDERR_FILE,
-)
-from dlprobe.units import format_bytes
-
-MiB = 1024 * 1024
-MAX_POINTS = 600  # per line: min/max per bucket keeps the peaks; ~600 points draw a 900 px wide chart faithfully
-MAX_STACK_LINES = 12  # hotspot stacks shown per process
-STDERR_TAIL_BYTES = 6000
-KIND_LINES = (("pss_anon", "solid", "anonymous"), ("pss_file", "dashed", "file"), ("pss_shmem", "dashdot", "shm"))
-
-
-# --- from the loaded run: a bounded, JSON-able timeline ---------------------------------------------------------
-
-
-def _process_name(role: str, pid: int, loader_id: int | None, worker_id: int | None, comm: str | None) -> str:
-    if role == "worker":
-        return f"loader {loader_id} worker {worker_id} (pid {pid})"
-    if role == "main":
-        return f"main (pid {pid})"
-    return f"{comm or 'other'} (pid {pid})"
-
-
-def _points(t: list[float], values: list[Any], t0: float, scale: float) -> list[list[float]]:
-    """One series as [seconds, value/scale] pairs, downsampled first so only the kept points are converted."""
-    if len(t) != len(values):  # a series cut short (or never read) pairs only the times it has values for
-        n = min(len(t), len(values))
-        t, values = t[:n], values[:n]
-    if None in values:
-        keep = [i for i, v in enumerate(values) if v is not None]
-        t, values = [t[i] for i in keep], [values[i] for i in keep]
-    return [[round(t[i] - t0, 3), round(values[i] / scale, 3)] for i in keep_indices(t, values, MAX_POINTS)]
-
-
-def _batch_times(run: RunData, t0: float) -> list[dict[str, Any]]:
-    """Each loader's wait per batch against time; batches arrive in groups, so times inside a group are spread."""
-    out = []
-    for lo in run.loaders:
-        pts: list[tuple[float, float]] = []
-        last: float | None = None
-        for ev in run.events:
-            if ev.get("loader") != lo.loader_id:
-                continue
-            if ev.get("ev") == EV_EPOCH:
-                last = float(ev.get("t", 0.0))
-            elif ev.get("ev") == EV_BATCHES:
-                waits = [w for w in ev.get("waits") or [] if isinstance(w, (int, float))]
-                end = float(ev.get("t", 0.0))
-                start = last if last is not None and last < end else end
-                for i, wait in enumerate(waits):
-                    pts.append((start + (end - start) * (i + 1) / len(waits) - t0, wait * 1000.0))
-                last = end
-        if pts:
-            out.append(
-                {"loader": lo.loader_id, "batches": len(pts), "points": [list(p) for p in downsample(pts, MAX_POINTS)]}
-            )
-    return out
-
-
-def _events(run: RunData, t0: float, labels: dict[int, str]) -> list[dict[str, Any]]:
-    """Every event that explains the curves, in time order: epochs, worker starts and ends, hangs, OOM kills."""
-    names = {p.pid: _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
-    names.update(labels)
-    killed = {int(k["pid"]) for k in (run.kernel.get("kills") or []) if isinstance(k.get("pid"), int)}
-    out: list[dict[str, Any]] = []
-    for ev in run.events:
-        kind, t = ev.get("ev"), ev.get("t")
-        if not isinstance(t, (int, float)):
-            continue
-        if kind == EV_EPOCH:
-            out.append(
-                {
-                    "t": t - float(ev.get("iter_s") or 0.0),
-                    "what": f"loader {ev.get('loader')} epoch {ev.get('epoch')} starts",
-                }
-            )
-            for w in ev.get("workers") or []:
-                out.append(
-                    {
-                        "t": t,
-                        "what": f"loader {ev.get('loader')} worker {w.get('worker_id')} started (pid {w.get('pid')})",
-                    }
-                )
-        elif kind == EV_SCRIPT_ERROR:
-            out.append({"t": t, "what": f"script raised {ev.get('type')}: {ev.get('message')}", "severity": "error"})
-        elif kind == EV_LOADER_ERROR:
-            message = str(ev.get("cause") or ev.get("message") or "").strip().splitlines()[-1:]
-            what = f"loader {ev.get('loader')} raised {ev.get('type') or '?'}" + (f": {message[0]}" if message else "")
-            out.append({"t": t, "what": what[:300], "severity": "error"})
-        elif kind == EV_STOP:
-            out.append({"t": t, "what": f"stopped by dlprobe ({ev.get('reason')})", "severity": "warning"})
-        elif kind in (EV_TAKEOVER, EV_SCAN_START):
-            out.append({"t": t, "what": f"dlprobe took over the loader ({kind})", "severity": "warning"})
-        elif kind == EV_TRIAL_START:
-            out.append({"t": t, "what": f"tune trial: num_workers={ev.get('num_workers')}"})
-    for pid, t in run.gone.items():
-        if pid in names and pid != run.meta.get("target_pid"):
-            if pid in killed:
-                out.append({"t": t, "what": f"{names[pid]} OOM-killed by the kernel", "severity": "error", "pid": pid,
-                            "name": names[pid]})  # fmt: skip
-            else:
-                out.append({"t": t, "what": f"{names[pid]} ended", "pid": pid, "name": names[pid]})
-    for hang in run.hangs:
-        if isinstance(hang.get("t"), (int, float)):
-            out.append(
-                {
-                    "t": hang["t"],
-                    "what": f"hang {hang.get('number')}: no batch for {hang.get('waited_s')} s",
-                    "severity": "error",
-                }
-            )
-    ended = run.result.get("ended_at")
-    if isinstance(ended, (int, float)):
-        code, sig = run.result.get("exit_code"), run.result.get("signal")
-        out.append({"t": ended, "what": f"the script ended: exit code {code}" + (f" ({sig})" if sig else ""),
-                    "severity": "info" if code == 0 else "error"})  # fmt: skip
-    for e in out:
-        e["t"] = round(float(e["t"]) - t0, 3)
-        e.setdefault("severity", "info")
-    return sorted(out, key=lambda e: e["t"])
-
-
-def _frame_text(frame: dict[str, Any]) -> str:
-    """One frame as `>> function (file:line)`; the marker points at the user's own code, where hangs usually are."""
-    where = str(frame.get("file") or "?") + (f":{frame['line']}" if frame.get("line") else "")
-    text = f"{frame.get('name')} ({where})"
-    if frame.get("code"):
-        text += f"  {frame['code']}"
-    return (">> " if frame.get("user") else "   ") + text
-
-
-def _hang_stacks(run: RunData) -> list[dict[str, Any]]:
-    hangs = []
-    for hang in run.hangs:
-        procs = []
-        for p in hang.get("processes") or []:
-            threads = []
-            for th in p.get("stack") or []:
-                frames = [_frame_text(f) for f in th.get("frames") or [] if isinstance(f, dict)]
-                threads.append({"name": th.get("name"), "frames": frames})
-            procs.append({"pid": p.get("pid"), "role": p.get("role"), "worker_id": p.get("worker_id"),
-                          "state": p.get("state"), "threads": threads, "error": p.get("stack_error")})  # fmt: skip
-        loop = hang.get("loop") or {}
-        hangs.append({"number": hang.get("number"), "waited_s": hang.get("waited_s"), "processes": procs,
-                      "problem": hang.get("stack_problem"), "awaited_worker": loop.get("awaited_worker")})  # fmt: skip
-    return hangs
-
-
-def _hotspots(run: RunData) -> list[dict[str, Any]]:
-    if run.stacks is None or not run.stacks.stacks:
-        return []
-    names = {p.pid: _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
-    by_pid: dict[int, list[Any]] = {}
-    for s in run.stacks.stacks:
-        by_pid.setdefault(s.pid, []).append(s)
-    out = []
-    for pid, stacks in by_pid.items():
-        total = sum(s.count for s in stacks)
-        top = sorted(stacks, key=lambda s: -s.count)[:MAX_STACK_LINES]
-        out.append({"pid": pid, "name": names.get(pid, f"pid {pid}"), "samples": total,
-                    "stacks": [{"count": s.count, "frames": s.frames[-8:]} for s in top]})  # fmt: skip
-    return sorted(out, key=lambda h: -h["samples"])
-
-
-def _sampler_problem(run: RunData) -> str | None:
-    """Why the run has no hotspots, when its stack sampler said so (stacks.json)."""
-    profile = run.stacks
-    if profile is None or profile.status in (None, SAMPLER_OK) or profile.stacks:
-        return None
-    return (
-        f"worker hotspots: the stack sampler recorded nothing ({profile.status}: {profile.error or 'no reason given'})"
-    )
-
-
-def _stderr_tail(run_dir: Path) -> str | None:
-    try:
-        with (run_dir / STDERR_FILE).open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - STDERR_TAIL_BYTES))
-            data = f.read()
-    except OSError:
-        return None
-    text = data.decode("utf-8", errors="replace")
-    if size > STDERR_TAIL_BYTES:
-        text = "..." + text.split("\n", 1)[-1]
-    return text
-
-
-def _reproduce(meta: dict[str, Any]) -> str:
-    argv = [str(a) for a in meta.get("argv") or []]
-    launch = meta.get("launch") or "script"
-    if launch == "command" and meta.get("command"):
-        return "dlprobe run -- " + shlex.join(str(c) for c in meta["command"])
-    if launch == "module":
-        return "dlprobe run -m " + shlex.join([str(meta.get("script") or "?"), *argv])
-    return "dlprobe run " + shlex.join([str(meta.get("script") or "?"), *argv])
-
-
-def timeline_from_run(run: RunData, report: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the charts and stack sections need, bounded in size whatever the length of the run. With a job's
-    report, the ranks and their workers are drawn, named by rank (the launcher is not a rank)."""
-    labels = rank_labels(report)
-    # In a job the whole run's roles are the launcher's view (torchrun is "main"); the report knows each rank's.
-    reported = ((report or {}).get("processes") or []) if labels else []
-    roles = {int(p["pid"]): str(p.get("role")) for p in reported if p.get("pid")}
-    t0 = float(run.meta.get("started_at") or (run.system.t[0] if run.system.t else 0.0))
-    order = {"main": 0, "worker": 1}
-    procs = sorted(run.processes, key=lambda p: (order.get(p.role, 2), p.loader_id or 0, p.worker_id or 0, p.pid))
-    processes = []
-    for p in procs:
-        if (p.pid not in labels) if labels else p.role not in ("main", "worker"):
-            continue
-        name = labels.get(p.pid) or _process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm)
-        entry: dict[str, Any] = {"name": name, "role": roles.get(p.pid, p.role)}
-        for metric in ("uss", "rss", *(k for k, _, _ in KIND_LINES)):
-            points = _points(p.series.t, getattr(p.series, metric), t0, MiB)
-            if points:
-                entry[metric] = points
-        processes.append(entry)
-
-    ended = run.result.get("ended_at")
-    return {
-        "t_end": round(float(ended) - t0, 3) if isinstance(ended, (int, float)) and t0 else None,
-        "reproduce": _reproduce(dict(run.meta)),
-        "cwd": run.meta.get("cwd"),
-        "probe_started": run.probe_started,
-        "processes": processes,
-        "shm": {"used": _points(run.system.t, run.system.shm_used, t0, MiB), "total": run.system.shm_total},
-        "cgroup": {
-            "usage": _points(run.system.t, run.system.cgroup_usage, t0, MiB),
-            "limit": run.system.cgroup_limit,
-            # the cgroup whose use the sampler reads: the one setting the tightest limit, else the script's own
-            "path": run.meta.get("cgroup_limit_dir") or run.meta.get("cgroup"),
-        },
-        "job_pss": _points(*tree_total(run.processes, "pss"), t0, MiB),
-        "waits": _batch_times(run, t0),
-        "events": _events(run, t0, labels),
-        "hangs": _hang_stacks(run),
-        "hotspots": _hotspots(run),
-        "hotspots_problem": _sampler_problem(run),
-        "stderr_tail": _stderr_tail(run.path),
-    }
-
+from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, legend_html
+from dlprobe.units import MiB, format_bytes
 
 # --- the page: its sections (the primitives they share with the other pages are in html_page.py) --------------
 
@@ -317,7 +60,7 @@ def _verdict_status(report: dict[str, Any]) -> tuple[str, str]:
     return cls, f"{word} \u2014 {status}"
 
 
-def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dict[str, Any] | None) -> str:
+def _verdict(report: dict[str, Any], timeline: Mapping[str, Any] | None, check: dict[str, Any] | None) -> str:
     code, sig = report.get("exit_code"), report.get("signal")
     cls, status = _verdict_status(report)
     machine = report.get("machine") or {}
@@ -361,7 +104,7 @@ def _verdict(report: dict[str, Any], timeline: dict[str, Any] | None, check: dic
     return "".join(parts)
 
 
-def _memory_rows(timeline: dict[str, Any]) -> list[tuple[str, str]]:
+def _memory_rows(timeline: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The job's own memory beside its cgroup's, from the charted series so the numbers are the charts' peaks."""
     rows = []
     job = timeline.get("job_pss") or []
@@ -431,7 +174,7 @@ def _deaths(report: dict[str, Any]) -> dict[int, str]:
     return out
 
 
-def _charts(report: dict[str, Any], timeline: dict[str, Any], notes: list[str]) -> str:
+def _charts(report: dict[str, Any], timeline: Mapping[str, Any], notes: list[str]) -> str:
     deaths = _deaths(report)
     events = []
     for e in timeline.get("events") or []:
@@ -530,7 +273,7 @@ def _figure(chart: Chart) -> str:
     return f"<figure>{chart_svg(chart)}{legend_html(chart)}</figure>"
 
 
-def _stacks(timeline: dict[str, Any]) -> str:
+def _stacks(timeline: Mapping[str, Any]) -> str:
     out = []
     for hang in timeline.get("hangs") or []:
         procs = []
@@ -655,7 +398,7 @@ def _processes(report: dict[str, Any]) -> str:
 
 def render_html(
     report: dict[str, Any],
-    timeline: dict[str, Any] | None = None,
+    timeline: Timeline | None = None,
     check: dict[str, Any] | None = None,
     problems: list[str] | None = None,
 ) -> str:
@@ -685,7 +428,7 @@ def render_html(
             body.append(build())
         except Exception as exc:  # one bad section must not cost the page: say what is missing instead
             notes.append(f"{name}: {type(exc).__name__}: {exc}")
-    tail = (timeline or {}).get("stderr_tail")
+    tail = timeline.get("stderr_tail") if timeline is not None else None
     if tail:
         body.append(f'<section id="stderr"><h2>Script output</h2><details><summary>The end of stderr.log</summary>'
                     f"<pre>{esc(tail)}</pre></details></section>")  # fmt: skip
@@ -693,38 +436,24 @@ def render_html(
     return page(f"dlprobe report: {title}", body, notes, str(report.get("dlprobe_version") or "?"), footer)
 
 
-def write_html(path: Path, report: dict[str, Any], timeline: dict[str, Any] | None = None,
+def write_html(path: Path, report: dict[str, Any], timeline: Timeline | None = None,
                check: dict[str, Any] | None = None, problems: list[str] | None = None) -> Path:  # fmt: skip
     """Write the page atomically (a reader never sees half a page)."""
     write_page(path, render_html(report, timeline, check, problems))
     return path
 
 
-def write_run_html(
-    path: Path, run: RunData | None, report: dict[str, Any], check: dict[str, Any] | None = None
-) -> None:
-    """The page of one run; a timeline that cannot be built is named on the page rather than losing the page."""
-    problems = []
-    timeline = None
-    if run is not None:
-        try:
-            timeline = timeline_from_run(run, report)
-        except Exception as exc:  # the report's own sections still make a useful page
-            problems.append(f"the timeline: {type(exc).__name__}: {exc}")
-    write_html(path, report, timeline, check, problems)
-
-
 def html_problem(
-    path: Path, run: RunData | None, report: dict[str, Any], check: dict[str, Any] | None = None
+    path: Path,
+    report: dict[str, Any],
+    timeline: Timeline | None = None,
+    check: dict[str, Any] | None = None,
+    problems: list[str] | None = None,
 ) -> list[str]:
-    """Write the page (with check.json's verdict when the run has one); what went wrong, for the terminal."""
-    if check is None and run is not None and (run.path / CHECK_FILE).exists():
-        try:
-            check = read_json(run.path / CHECK_FILE)
-        except (OSError, ValueError):
-            check = None
+    """Write the page; what went wrong, for the terminal. `problems` are named on the page (a timeline that could not
+    be built: the report's own sections still make a useful page)."""
     try:
-        write_run_html(path, run, report, check)
+        write_html(path, report, timeline, check, problems)
     except Exception as exc:  # the page is a view: report.json, already written, must not be lost for it
         return [f"could not write {path.name}: {type(exc).__name__}: {exc}"]
     return []

@@ -4,12 +4,12 @@ around the sections. Everything that comes from a run or a result is user data: 
 
 from __future__ import annotations
 
-import os
 import time
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from dlprobe.atomic import write_text_atomic
 from dlprobe.units import format_bytes
 
 MAX_ROWS = 50  # rows of one evidence table; the rest stay in report.json
@@ -159,6 +159,4 @@ def page(title: str, body: list[str], notes: list[str], version: str, footer: st
 
 def write_page(path: Path, text: str) -> None:
     """Write atomically, so a reader never sees half a page."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, text, encoding="utf-8")

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlprobe.analysis.model import RunData
-from dlprobe.analysis.speedscope import build_speedscope
-from dlprobe.analysis.trace import build_trace
+from dlprobe.atomic import write_text_atomic
 
 
 def write_trace(path: Path, trace: dict[str, Any]) -> None:
@@ -19,28 +17,26 @@ def write_trace(path: Path, trace: dict[str, Any]) -> None:
     compact = {"separators": (",", ":"), "default": str}
     lines = ",\n".join(json.dumps(e, **compact) for e in events)  # type: ignore[arg-type]
     text = json.dumps(head, **compact)[:-1] + ',"traceEvents":[\n' + lines + "\n]}\n"  # type: ignore[arg-type]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
-def trace_problem(path: Path, runs: list[RunData], report: dict[str, Any]) -> list[str]:
-    """Build and write the trace; what went wrong, for the terminal (the report is already written)."""
+def trace_problem(path: Path, build: Callable[[], dict[str, Any]]) -> list[str]:
+    """Build the trace (`analysis/trace.py:build_trace`, bound by the caller) and write it; what went wrong, for the
+    terminal (the report is already written)."""
     try:
-        write_trace(path, build_trace(runs, report))
+        write_trace(path, build())
     except Exception as exc:  # the trace is a view: never lose the report, the page or the exit code for it
         return [f"could not write {path.name}: {type(exc).__name__}: {exc}"]
     return []
 
 
-def speedscope_problem(path: Path, run: RunData) -> list[str]:
-    """The sampled stacks for speedscope.app, where the run has any; what went wrong, for the terminal."""
+def speedscope_problem(path: Path, build: Callable[[], dict[str, Any] | None]) -> list[str]:
+    """The sampled stacks for speedscope.app (`analysis/speedscope.py:build_speedscope`, bound by the caller), where
+    the run has any; what went wrong, for the terminal."""
     try:
-        profile = build_speedscope(run)
+        profile = build()
         if profile is not None:
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps(profile, separators=(",", ":")))
-            os.replace(tmp, path)
+            write_text_atomic(path, json.dumps(profile, separators=(",", ":")))
     except Exception as exc:  # a view of stacks.txt, which stays
         return [f"could not write {path.name}: {type(exc).__name__}: {exc}"]
     return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-MiB = 1024 * 1024
+from dlprobe.units import MiB
 
 
 def plot_tune(result: dict[str, Any], path: Path) -> Path:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from dlprobe.atomic import write_text_atomic
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.schema import EVENTS_FILE, META_FILE, RUN_SCHEMA_VERSION, SAMPLES_FILE, run_schema_version
 
@@ -45,9 +45,7 @@ def create_run_dir(out: str | None, script: str) -> Path:
 
 
 def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def write_json_option(json_path: str, data: Any, hint: str) -> None:

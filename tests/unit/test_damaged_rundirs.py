@@ -19,7 +19,7 @@ from rich.console import Console
 
 from dlprobe import cli
 from dlprobe.analysis.report import report_for
-from dlprobe.render.html import write_run_html
+from dlprobe.commands.outputs import run_html_problem
 from dlprobe.render.terminal import run_summary
 from tests.damage import FIXTURES, KINDS, SOURCES, damage, damaged_copy
 
@@ -31,7 +31,7 @@ def render_all(run_dir: Path) -> dict:
     run, report = report_for(run_dir)
     console = Console(width=120, color_system=None, record=True, file=io.StringIO())
     console.print(run_summary(report, str(run_dir)))
-    write_run_html(run_dir / "page.html", run, report)
+    run_html_problem(run_dir / "page.html", run, report)
     json.dumps(report, default=str)
     return report
 
@@ -107,7 +107,7 @@ def dlprobe_report_in_process(run_dir: Path) -> tuple[int, str]:
 @pytest.mark.parametrize("block", range(4))
 def test_hundreds_of_damaged_directories_through_dlprobe_report(tmp_path, monkeypatch, block):
     # The plot is drawn for real in the subprocess tests; matplotlib here would take minutes for no more coverage.
-    monkeypatch.setattr("dlprobe.render.plot.plot_memory", lambda run, path, report=None: path)
+    monkeypatch.setattr("dlprobe.render.plot.plot_memory", lambda data, path: path)
     outcomes = []
     for seed in range(block * 75, (block + 1) * 75):
         run_dir, done = damaged_copy(tmp_path, seed, damages=random.Random(seed).randint(1, 4))

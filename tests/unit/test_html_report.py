@@ -10,10 +10,14 @@ from typing import Any
 import pytest
 
 from dlprobe.analysis import analyze
+from dlprobe.analysis.downsample import downsample
 from dlprobe.analysis.model import Epoch, Finding, RunData, Series, SystemSeries
 from dlprobe.analysis.report import build_report
-from dlprobe.render.html import MAX_POINTS, render_html, timeline_from_run, write_run_html
-from dlprobe.render.svg import Chart, Line, Marker, chart_svg, downsample, flag_width, layout_flags
+from dlprobe.analysis.stderr_log import stderr_tail
+from dlprobe.analysis.timeline import MAX_POINTS, timeline_from_run
+from dlprobe.commands.outputs import run_html_problem
+from dlprobe.render.html import render_html
+from dlprobe.render.svg import Chart, Line, Marker, chart_svg, flag_width, layout_flags
 from tests.htmlpage import PLANT, parse_page
 from tests.unit.fakes import MiB, loader, run, series, worker
 
@@ -85,7 +89,7 @@ def test_a_section_that_fails_is_named_and_the_rest_of_the_page_stays(tmp_path):
     report = build_report(r, analyze(r))
     report["loaders"] = "not a list"  # a damaged report must not cost the findings or the charts
     path = tmp_path / "report.html"
-    write_run_html(path, r, report)
+    run_html_problem(path, r, report)
     check = parse_page(path.read_text())
     text = "".join(check.text)
     assert "the loaders: AttributeError" in text
@@ -97,7 +101,7 @@ def test_a_run_that_cannot_be_read_into_a_timeline_still_gets_its_findings(tmp_p
     report = build_report(r, analyze(r))
     r.processes[0].series = None  # type: ignore[assignment]
     path = tmp_path / "report.html"
-    write_run_html(path, r, report)
+    run_html_problem(path, r, report)
     text = "".join(parse_page(path.read_text()).text)
     assert "the timeline: AttributeError" in text
 
@@ -106,6 +110,7 @@ def test_non_utf8_bytes_in_stderr_are_replaced_not_fatal(tmp_path):
     r = _hostile_run()
     r.path = tmp_path
     (tmp_path / "stderr.log").write_bytes(b"Traceback\n\xff\xfe " + PLANT.encode() + b"\n")
+    r.stderr_tail = stderr_tail(tmp_path)  # as load_run reads it
     page = render_html(build_report(r, analyze(r)), timeline_from_run(r))
     text = "".join(parse_page(page).text)
     assert "\ufffd\ufffd " + PLANT in text
@@ -157,7 +162,7 @@ def test_check_verdict_and_rules_are_shown_when_given():
 def test_the_page_file_is_written_atomically(tmp_path: Path):
     r = _hostile_run()
     path = tmp_path / "report.html"
-    write_run_html(path, r, build_report(r, analyze(r)))
+    run_html_problem(path, r, build_report(r, analyze(r)))
     assert path.read_text().startswith("<!DOCTYPE html>")
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
 

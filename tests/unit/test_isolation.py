@@ -17,8 +17,8 @@ from dlprobe.analysis.job_findings import analyze_job
 from dlprobe.analysis.report import report_for
 from dlprobe.check.config import config_from_mapping
 from dlprobe.check.rules import evaluate
+from dlprobe.commands.outputs import write_outputs
 from dlprobe.errors import DlprobeError
-from dlprobe.render.run_outputs import write_outputs
 from tests.damage import FIXTURES
 from tests.unit import fakes
 from tests.unit.check_reports import MiB, make_report
@@ -79,8 +79,8 @@ def _outputs(run_dir: Path) -> tuple[dict, str]:
 
 
 def test_a_page_that_cannot_be_written_leaves_report_json_and_the_summary(tmp_path, monkeypatch):
-    monkeypatch.setattr("dlprobe.render.html.write_run_html", boom)
-    monkeypatch.setattr("dlprobe.render.plot.plot_memory", lambda run, path, report=None: path)
+    monkeypatch.setattr("dlprobe.render.html.write_html", boom)
+    monkeypatch.setattr("dlprobe.render.plot.plot_memory", lambda data, path: path)
     run_dir = _run_dir(tmp_path)
     report, text = _outputs(run_dir)
     assert not (run_dir / "report.html").exists()
@@ -93,7 +93,7 @@ def test_a_page_that_cannot_be_written_leaves_report_json_and_the_summary(tmp_pa
 
 def test_a_plot_and_a_summary_that_raise_are_named_and_the_files_still_written(tmp_path, monkeypatch):
     monkeypatch.setattr("dlprobe.render.plot.plot_memory", boom)
-    monkeypatch.setattr("dlprobe.render.run_outputs.run_summary", boom)
+    monkeypatch.setattr("dlprobe.commands.outputs.run_summary", boom)
     run_dir = _run_dir(tmp_path)
     report, text = _outputs(run_dir)
     assert [p["output"] for p in report["output_problems"]] == ["memory.png", "the terminal summary"]
@@ -130,7 +130,7 @@ def test_a_report_json_that_cannot_be_written_is_one_error_line(tmp_path, monkey
     def full(path, data):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("dlprobe.render.run_outputs.write_json", full)
+    monkeypatch.setattr("dlprobe.commands.outputs.write_json", full)
     with pytest.raises(DlprobeError, match="cannot write .*report.json: No space left on device") as caught:
         _outputs(_run_dir(tmp_path))
     assert "dlprobe report" in caught.value.hint

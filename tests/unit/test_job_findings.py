@@ -7,9 +7,10 @@ from typing import Any
 
 from dlprobe.analysis import analyze
 from dlprobe.analysis.job import is_job, split_job
-from dlprobe.analysis.job_findings import analyze_job, launcher_failures, ranks_text
+from dlprobe.analysis.job_findings import analyze_job, ranks_text
 from dlprobe.analysis.memory_findings import COW_LOADED_AT_START
 from dlprobe.analysis.report import build_job_report
+from dlprobe.analysis.stderr_log import launcher_failures, read_launcher_failures
 from dlprobe.render.terminal import run_summary
 from tests.unit import fakes
 from tests.unit.test_failure_findings import hang_record, idle_worker, stuck_worker
@@ -209,7 +210,9 @@ def test_torchruns_failure_summary_is_read():
 
 def test_a_failed_rank_with_nothing_else_to_explain_it(tmp_path):
     (tmp_path / "stderr.log").write_text(CHILD_FAILED)
-    findings = analyze_job(split_job([two_ranks(path=str(tmp_path))]))
+    run = two_ranks(path=str(tmp_path))
+    run.launcher_failures = read_launcher_failures(tmp_path)  # as load_run reads it
+    findings = analyze_job(split_job([run]))
     [failed] = [f for f in findings if f.code == "rank-failed"]
     assert failed.title == "Rank 1 (pid 20) failed first, with exit code 1 (torchrun's root cause)"
     assert [f["rank"] for f in failed.evidence["other_failures"]] == [0]  # stopped by torchrun: no finding of its own
@@ -219,7 +222,9 @@ def test_torchruns_failure_next_to_a_count_of_ranks_and_a_list_of_ranks(tmp_path
     # The OOM job of issue 21: node-oversubscribed (an error, its rank count) and a merged cow-growth (a list of
     # ranks) both present when torchrun's summary is matched against the findings' ranks.
     (tmp_path / "stderr.log").write_text(CHILD_FAILED)
-    findings = analyze_job(split_job([two_ranks(LEAKY, LEAKY, mem_total=3 * 1024 * MiB, path=str(tmp_path))]))
+    run = two_ranks(LEAKY, LEAKY, mem_total=3 * 1024 * MiB, path=str(tmp_path))
+    run.launcher_failures = read_launcher_failures(tmp_path)  # as load_run reads it
+    findings = analyze_job(split_job([run]))
     [over] = [f for f in findings if f.code == "node-oversubscribed"]
     [cow] = [f for f in findings if f.code == "cow-growth"]
     assert over.severity == "error" and over.evidence["rank_count"] == 2 and "ranks" not in over.evidence
@@ -233,6 +238,7 @@ def test_a_rank_that_raised_before_its_loader_is_named_by_its_rank_and_explains_
     (tmp_path / "stderr.log").write_text(CHILD_FAILED.replace("1 (local_rank: 1)", "2 (local_rank: 0)").replace(
         "pid: 20", "pid: 30"))  # fmt: skip
     run = two_ranks(path=str(tmp_path))
+    run.launcher_failures = read_launcher_failures(tmp_path)  # as load_run reads it
     run.events.append({"ev": "script_error", "t": 101.0, "pid": 30, "type": "RuntimeError", "message": "no data",
                        "file": "train.py", "line": 3, "rank": 2, "node_rank": 0})  # fmt: skip
     findings = analyze_job(split_job([run]))
@@ -412,7 +418,7 @@ def test_a_finding_from_the_jobs_own_files_is_said_once_without_ranks():
 
 
 def test_the_pages_timeline_of_a_job_draws_the_ranks_by_name_not_the_launcher():
-    from dlprobe.render.html import timeline_from_run
+    from dlprobe.analysis.timeline import timeline_from_run
 
     run = two_ranks(LEAKY, LEAKY)
     job = split_job([run])

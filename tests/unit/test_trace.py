@@ -122,5 +122,7 @@ def test_written_as_json_one_event_per_line(tmp_path: Path):
 
 
 def test_a_failure_costs_the_trace_only(tmp_path: Path):
-    problems = trace_problem(tmp_path / "missing-dir" / "trace.json", [single_run()], {"findings": []})
+    problems = trace_problem(
+        tmp_path / "missing-dir" / "trace.json", lambda: build_trace([single_run()], {"findings": []})
+    )
     assert len(problems) == 1 and problems[0].startswith("could not write trace.json: FileNotFoundError")

@@ -1,10 +1,14 @@
-"""Writes a run's outputs: report.json, report.html, the plot, an optional --json copy, and the terminal summary.
+"""Analyzes a run, then writes its outputs: report.json, report.html, trace.json, stacks.speedscope.json, the plot,
+an optional --json copy, and the terminal summary. The only place that hands the loaded run to the analysis views
+(`analysis/timeline.py`, `trace.py`, `speedscope.py`, `memory_plot.py`) and their results to `render/`.
 
 Each output is a view of the report: one that fails is named in the terminal and under "output_problems" in
 report.json, and never costs the others (report.json is written first, and again with the problems)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +16,26 @@ from rich.console import Console
 from rich.markup import escape
 
 from dlprobe.analysis import failure_where
+from dlprobe.analysis.model import RunData, load_run
 from dlprobe.analysis.report import job_report_for, report_for
+from dlprobe.analysis.speedscope import build_speedscope
+from dlprobe.analysis.timeline import page_timeline
+from dlprobe.analysis.trace import build_trace
 from dlprobe.errors import DlprobeError
 from dlprobe.render.html import html_problem
 from dlprobe.render.terminal import run_summary
 from dlprobe.render.trace_file import speedscope_problem, trace_problem
-from dlprobe.rundir.files import write_json, write_json_option
-from dlprobe.rundir.schema import PLOT_FILE, REPORT_FILE, REPORT_HTML_FILE, STACKS_SPEEDSCOPE_FILE, TRACE_FILE
+from dlprobe.rundir.files import read_json, write_json, write_json_option
+from dlprobe.rundir.schema import (
+    CHECK_FILE,
+    PLOT_ERROR_FILE,
+    PLOT_FILE,
+    PLOT_PARTIAL_FILE,
+    REPORT_FILE,
+    REPORT_HTML_FILE,
+    STACKS_SPEEDSCOPE_FILE,
+    TRACE_FILE,
+)
 
 
 def output_problem(output: str, exc: Exception) -> dict[str, str]:
@@ -53,6 +70,27 @@ def _write_report(run_dir: Path, report: dict[str, Any]) -> None:
         ) from None
 
 
+def read_check(run_dir: Path) -> dict[str, Any] | None:
+    """check.json's verdict, where `dlprobe check` wrote one (the page shows it); None when unreadable."""
+    if not (run_dir / CHECK_FILE).exists():
+        return None
+    try:
+        return read_json(run_dir / CHECK_FILE)
+    except (OSError, ValueError):
+        return None
+
+
+def run_html_problem(
+    path: Path, run: RunData | None, report: dict[str, Any], check: dict[str, Any] | None = None
+) -> list[str]:
+    """The page of one run (with check.json's verdict when the run has one); what went wrong, for the terminal. A
+    timeline that cannot be built is named on the page rather than losing the page."""
+    if check is None and run is not None:
+        check = read_check(run.path)
+    timeline, problems = page_timeline(run, report)
+    return html_problem(path, report, timeline, check, problems)
+
+
 def write_outputs(
     run_dir: Path, console: Console | None, json_path: str | None = None, plot_in_background: bool = False
 ) -> dict[str, Any]:
@@ -64,14 +102,15 @@ def write_outputs(
     _write_report(run_dir, report)
     problems: list[dict[str, str]] = []
     try:
-        html_failure = html_problem(run_dir / REPORT_HTML_FILE, run, report)
+        html_failure = run_html_problem(run_dir / REPORT_HTML_FILE, run, report)
     except Exception as exc:  # html_problem catches the page's own failures; this is the check.json read around it
         html_failure = [output_problem(REPORT_HTML_FILE, exc)["problem"]]
     problems += [{"output": REPORT_HTML_FILE, "problem": line} for line in html_failure]
-    problems += [{"output": TRACE_FILE, "problem": line} for line in trace_problem(run_dir / TRACE_FILE, [run], report)]
+    trace_failure = trace_problem(run_dir / TRACE_FILE, lambda: build_trace([run], report))
+    problems += [{"output": TRACE_FILE, "problem": line} for line in trace_failure]
     problems += [
         {"output": STACKS_SPEEDSCOPE_FILE, "problem": line}
-        for line in speedscope_problem(run_dir / STACKS_SPEEDSCOPE_FILE, run)
+        for line in speedscope_problem(run_dir / STACKS_SPEEDSCOPE_FILE, lambda: build_speedscope(run))
     ]
     # No DataLoader, nothing to plot: skipping it saves a second of matplotlib start-up on short scripts.
     if run.loaders and plot_in_background:
@@ -83,9 +122,10 @@ def write_outputs(
             problems.append(output_problem(f"{PLOT_FILE} (dlprobe report {run_dir} draws it)", exc))
     elif run.loaders:
         try:
+            from dlprobe.analysis.memory_plot import memory_plot
             from dlprobe.render.plot import plot_memory
 
-            plot_memory(run, run_dir / PLOT_FILE, report)
+            plot_memory(memory_plot(run, report), run_dir / PLOT_FILE)
         except Exception as exc:  # a plotting problem must not lose the report
             problems.append(output_problem(PLOT_FILE, exc))
     if console is not None:
@@ -110,7 +150,7 @@ def write_job_outputs(
     # The merged page has the verdict, findings and the job's tables; each node's timelines stay on its own page.
     problems: list[dict[str, str]] = []
     if html_path:
-        problems += [{"output": html_path, "problem": line} for line in html_problem(Path(html_path), None, report)]
+        problems += [{"output": html_path, "problem": line} for line in html_problem(Path(html_path), report)]
     if console is not None:
         _print_summary(console, report, None, problems)
         console.print(f"[dim]Job report of {len(run_dirs)} run directories: {', '.join(map(str, run_dirs))}[/]")
@@ -121,3 +161,24 @@ def write_job_outputs(
     if json_path:
         write_json_option(json_path, report, "the job report was printed above")
     return report
+
+
+def draw_run_plot(run_dir: Path) -> None:
+    """Load the run and write memory.png atomically; a failure goes to memory.png.error.txt. Run detached by
+    `render/plot.py:plot_in_background`."""
+    from dlprobe.analysis.memory_plot import memory_plot
+    from dlprobe.render.plot import plot_memory
+
+    partial = run_dir / PLOT_PARTIAL_FILE
+    try:
+        # report.json is written before this process starts; a job's report labels the ranks and the node total.
+        report = read_json(run_dir / REPORT_FILE) if (run_dir / REPORT_FILE).exists() else None
+        plot_memory(memory_plot(load_run(run_dir), report), partial)
+        os.replace(partial, run_dir / PLOT_FILE)
+    except Exception as exc:  # detached: no one reads this process's stderr, so the reason is kept in the run
+        partial.unlink(missing_ok=True)
+        (run_dir / PLOT_ERROR_FILE).write_text(f"could not draw {PLOT_FILE}: {exc}\n")
+
+
+if __name__ == "__main__":
+    draw_run_plot(Path(sys.argv[1]))

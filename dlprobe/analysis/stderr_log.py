@@ -1,0 +1,69 @@
+"""What the analysis takes from stderr.log, read once at load time (`model.load_failure_records`): its tail for the
+page, and torchrun's ChildFailedError summary for `rank-failed`. No finding reads the file itself."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from dlprobe.rundir.schema import STDERR_FILE
+
+STDERR_TAIL_BYTES = 6000
+
+
+def stderr_tail(run_dir: Path) -> str | None:
+    """The last STDERR_TAIL_BYTES of stderr.log (from a line start when cut), or None without one."""
+    try:
+        with (run_dir / STDERR_FILE).open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - STDERR_TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    if size > STDERR_TAIL_BYTES:
+        text = "..." + text.split("\n", 1)[-1]
+    return text
+
+
+def read_launcher_failures(run_dir: Path) -> list[dict[str, Any]]:
+    """torchrun's summary in stderr.log; none without the file (in-process runs have no launcher summary)."""
+    try:
+        stderr = (run_dir / STDERR_FILE).read_text(errors="replace")
+    except OSError:
+        return []
+    return launcher_failures(stderr)
+
+
+_FAILURE = re.compile(
+    r"^\s*host\s*:\s*(?P<host>\S+)\s*\n\s*rank\s*:\s*(?P<rank>-?\d+) \(local_rank: (?P<local>-?\d+)\)\s*\n"
+    r"\s*exitcode\s*:\s*(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)[ \t]*(?:\((?P<signal>\w+)\))?[ \t]*\n"
+    r"\s*error_file\s*:\s*(?P<file>.*)$",
+    re.MULTILINE,
+)
+
+
+def launcher_failures(stderr: str) -> list[dict[str, Any]]:
+    """torchrun's ChildFailedError summary: each failed rank's host, rank, local rank, exit code, pid, signal;
+    the first is the root cause."""
+    if "FAILED" not in stderr:
+        return []
+    block = stderr[stderr.rfind("Root Cause (first observed failure):") :] if "Root Cause" in stderr else ""
+    failures = []
+    for match in _FAILURE.finditer(stderr):
+        failures.append(
+            {
+                "rank": int(match["rank"]),
+                "local_rank": int(match["local"]),
+                "host": match["host"],
+                "exit_code": int(match["code"]),
+                "pid": int(match["pid"]),
+                "signal": match["signal"],
+                "error_file": match["file"].strip(),
+                "root_cause": bool(block) and match.group(0) in block,
+            }
+        )
+    return failures
