@@ -1,6 +1,6 @@
 """Dead-worker findings: `worker-killed` (with the cause: oom, bus, segfault, abort, exit, unknown, ...),
-`bad-sample` (a Python exception in a worker) and `shm-exhausted`, from PyTorch's messages, the workers'
-in-flight slots, the memory samples, the cgroup's OOM counter and the kernel log."""
+`bad-sample` (a Python exception in a worker), `too-few-shards` and `shm-exhausted`, from PyTorch's messages, the
+workers' in-flight slots, the memory samples, the cgroup's OOM counter and the kernel log."""
 
 from __future__ import annotations
 
@@ -21,6 +21,15 @@ _EXIT = re.compile(r"DataLoader worker \(pid (\d+)\) exited unexpectedly with ex
 _EXITED = re.compile(r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly")
 _TB_FILE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 _SHM_ERROR = re.compile(r"unable to allocate shared memory|unable to write to file </torch_|No space left on device")
+# torch's collate errors that name the entry of the batch at fault (torch.stack's, through default_collate):
+# sizes differ from entry 0's at entry K; entry K is not a tensor.
+_STACK_SIZES = re.compile(
+    r"stack expects each tensor to be equal size, but got (?P<first>\[[^\]]*\]) at entry 0 "
+    r"and (?P<other>\[[^\]]*\]) at entry (?P<entry>\d+)"
+)
+_STACK_TYPE = re.compile(r"expected Tensor as element (?P<entry>\d+) in argument 0, but got (?P<other>\w+)")
+# webdataset's check that a worker got at least one shard: a loader setting, not a bad sample.
+_NO_SHARDS = re.compile(r"No samples found in dataset; perhaps you have fewer shards than workers")
 
 # `worker-killed` speaks one vocabulary in `dlprobe run` (here) and `dlprobe triage` (triage/rank.py):
 #
@@ -82,6 +91,22 @@ def _error_text(error: dict[str, Any]) -> str:
 def _last_line(message: str) -> str:
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+def exception_text(message: str) -> str:
+    """The exception a traceback ends with, every line of it (a message can span lines: webdataset's does)."""
+    lines = message.strip().splitlines()
+    # Frames and their source lines are indented; the exception starts after the last of them.
+    last_frame = max((i for i, line in enumerate(lines) if line.startswith(" ")), default=-1)
+    return "\n".join(line.rstrip() for line in lines[last_frame + 1 :] if line.strip())
+
+
+def collate_entry(message: str) -> dict[str, Any] | None:
+    """The entry of the batch a collate error names ({"entry": K, "first": ..., "other": ...}), or None."""
+    match = _STACK_SIZES.search(message) or _STACK_TYPE.search(message)
+    if match is None:
+        return None
+    return {key: int(value) if key == "entry" else value for key, value in match.groupdict().items()}
 
 
 def _user_frame_from_traceback(message: str) -> str | None:
@@ -265,44 +290,117 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
     slot = _slot_for(run, lo.loader_id, error.get("epoch"), worker_id, None)
     held = _held(slot, prefer_failed=True)
     message = error.get("message") or ""
-    last = _last_line(message)
+    text = exception_text(message)
+    first_line = text.splitlines()[0] if text else exc_type
     where = _user_frame_from_traceback(message)
-    index = held.get("index")
     evidence = {
         "pid": slot.get("pid"),
         "worker_id": worker_id,
         "cause": "exception",
         "exception": exc_type,
-        "error": last,
+        "error": text,
         "raised_in": where,
         **_batch_evidence(held),
     }
     if _SHM_ERROR.search(message):
         evidence["cause"] = "shm"
         evidence.update(_shm_numbers(run, lo))
-        return _shm_exhausted(run, lo, evidence, last)
+        return _shm_exhausted(run, lo, evidence, first_line)
+    if _NO_SHARDS.search(message):
+        return _no_shards(lo, evidence, text)
+    entry = collate_entry(message) if held.get("phase") == "collate" else None
+    indices = held.get("indices") or []
+    if entry is not None and entry["entry"] < len(indices) and indices[entry["entry"]] is not None:
+        return _collate_mismatch(lo, evidence, held, entry, first_line)
+    index = held.get("index")
     what = "stream position" if held.get("kind") == "iterable" else "index"
-    title = f"Sample {what} {index} raises {last or exc_type} (loader {lo.loader_id}, worker {worker_id})"
-    if index is None and held.get("kind") == "getitems" and held.get("indices"):
-        # A batched fetch (__getitems__) where no index raised on its own: name the batch, not a guess.
-        indices = held.get("indices") or []
+    title = f"Sample {what} {index} raises {first_line} (loader {lo.loader_id}, worker {worker_id})"
+    if index is None and indices:
+        # A batched fetch (__getitems__) where no index raised on its own, or a collate error that names no
+        # entry: name the batch, not a guess.
+        many = "stream positions" if held.get("kind") == "iterable" else "indices"
+        during = "batched fetch" if held.get("kind") == "getitems" else held.get("phase")
         title = (
-            f"One of the {len(indices)} indices {indices_text(indices)} raises {last or exc_type} "
-            f"(loader {lo.loader_id}, worker {worker_id}, batched fetch)"
+            f"One of the {len(indices)} {many} {indices_text(indices)} raises {first_line} "
+            f"(loader {lo.loader_id}, worker {worker_id}, {during})"
         )
+    on = f"{what} {index} (position {held.get('pos')} of the batch " if index is not None else "the batch ("
     detail = (
-        f"Worker {worker_id} raised {exc_type} on {what} {index} (position {held.get('pos')} of the batch "
-        f"{indices_text(held.get('indices'))}, during {held.get('phase')})"
+        f"Worker {worker_id} raised {exc_type} on {on}{indices_text(indices)}, during {held.get('phase')})"
         + (f" in {where}" if where else "")
         + f"; PyTorch re-raised it in the training loop as 'Caught {exc_type} in DataLoader worker process "
         f"{worker_id}.', which does not say which sample it was."
     )
+    look = (
+        f"Look at sample {index}: reproduce with dataset[{index}]"
+        if index is not None
+        else f"Fetch the batch's samples one at a time (dataset[i] for i in {indices_text(indices)})"
+    )
     fix = (
-        f"Look at sample {index}: reproduce with dataset[{index}] in a plain Python shell and fix the data or the "
-        "code; if bad samples are expected, catch the error in __getitem__, return None, and drop Nones in a "
-        "collate_fn."
+        f"{look} in a plain Python shell and fix the data or the code; if bad samples are expected, catch the "
+        "error in __getitem__, return None, and drop Nones in a collate_fn."
     )
     return Finding("bad-sample", "error", title, detail, fix, evidence, lo.loader_id)
+
+
+def _collate_mismatch(
+    lo: LoaderRecord, evidence: dict[str, Any], held: dict[str, Any], entry: dict[str, Any], first_line: str
+) -> Finding:
+    """A collate error naming entry K of the batch, the first unlike entry 0: the sample there is the odd one
+    (entries 1..K-1 are like entry 0); for K = 1 the message cannot tell which of the two is, so both are named."""
+    k = entry["entry"]
+    indices = held.get("indices") or []
+    index, first = indices[k], indices[0]
+    what = "stream position" if held.get("kind") == "iterable" else "index"
+    worker_id = evidence["worker_id"]
+    evidence.update({"index": index, "position_in_batch": k, "collate_entry": k,
+                     "entry_0_index": first, "entry_0": entry.get("first"), "entry_k": entry.get("other")})  # fmt: skip
+    shape = "size" if entry.get("first") else "type"
+    theirs = entry.get("other")
+    mine = f" where entry 0 ({what} {first}) has {entry['first']}" if entry.get("first") else ""
+    title = (
+        f"Sample {what} {index} does not collate with the rest of its batch: {shape} {theirs}{mine} "
+        f"(loader {lo.loader_id}, worker {worker_id})"
+    )
+    which = (
+        f" Entries 1 to {k - 1} are like entry 0, so {what} {index} is the odd one."
+        if k > 1
+        else " The first entry unlike entry 0 is entry 1, so either of the two may be the odd one: compare them."
+    )
+    detail = (
+        f"The collate function failed on the batch {indices_text(indices)} with '{first_line}': entry {k} of the "
+        f"batch is {what} {index}.{which} PyTorch's message names entries, not samples."
+    )
+    if held.get("kind") == "iterable":
+        look = f"Look at the sample worker {worker_id}'s stream yields at position {index} (counting from 0)"
+    else:
+        look = f"Look at sample {index}: reproduce with dataset[{index}]" + (
+            f" and compare it with dataset[{first}]" if k == 1 else ""
+        )
+    fix = (
+        f"{look}. If samples of different {shape}s are expected, pad or crop them to one {shape} in the dataset, "
+        "or pass a collate_fn that pads (torch.nn.utils.rnn.pad_sequence) or keeps them in a list."
+    )
+    return Finding("bad-sample", "error", title, detail, fix, evidence, lo.loader_id)
+
+
+def _no_shards(lo: LoaderRecord, evidence: dict[str, Any], text: str) -> Finding:
+    workers = lo.num_workers
+    for key in ("index", "batch_indices", "position_in_batch"):  # no sample is at fault: name none
+        evidence.pop(key, None)
+    evidence.update({"cause": "no-shards", "num_workers": workers})
+    title = f"A worker of loader {lo.loader_id} got no shards: the WebDataset has fewer shards than " + (
+        f"the {workers} workers" if workers else "workers"
+    )
+    detail = (
+        "webdataset splits the shards between the DataLoader's workers; a worker left without one yields no "
+        f"sample and webdataset raises instead of ending its epoch empty:\n{text}\nNo sample is at fault."
+    )
+    fix = (
+        "Use no more workers than shards (DataLoader(..., num_workers=<number of shards>)), split the data "
+        "into more shards, or let workers without a shard end empty with WebDataset(..., empty_check=False)."
+    )
+    return Finding("too-few-shards", "error", title, detail, fix, evidence, lo.loader_id)
 
 
 def _shm_exhausted(run: RunData, lo: LoaderRecord, evidence: dict[str, Any], message: str) -> Finding:

@@ -202,6 +202,7 @@ def find_slow_start(run: RunData) -> list[Finding]:
         fixes: list[str] = []
         evidence: dict[str, Any] = {}
         slow_workers = False
+        unplaced = False  # the time before the loader was measured but the sampler could not place it
         if phases is not None:
             construct_stacks = phases.pop("_construct_stacks")
             evidence["phases"] = phases
@@ -237,6 +238,7 @@ def find_slow_start(run: RunData) -> list[Finding]:
                     where = f"; {hot['seconds']:.1f} s of it ({100 * hot['share']:.0f}%) in {hot['frame']}{into}"
                 if sampled_s < HOT_SHARE * before_s:  # the sampler saw too little of it to say where it went
                     where += f"; the start-up sampler saw only {sampled_s:.1f} s of it, so where it went is not known"
+                    unplaced = True
                 causes.append(
                     f"the script ran {before_s:.1f} s (imports excluded"
                     + (f"; {remedy_s:.1f} s in dlprobe.fixes apart, see remedy-cost" if notes else "")
@@ -277,10 +279,13 @@ def find_slow_start(run: RunData) -> list[Finding]:
         if not causes:
             continue
         total = (phases or {}).get("script_to_first_batch_s")
+        # Time that only the clock saw (a busy machine starves the sampler) points at nothing to change: a note
+        # of what was measured, not a warning, unless another cause stands beside it.
+        note_only = unplaced and len(causes) == 1
         findings.append(
             Finding(
                 code="slow-start",
-                severity="warning",
+                severity="info" if note_only else "warning",
                 title=f"Loader {loader.loader_id} is slow to start"
                 + (f" (first batch {total:.1f} s after the script started)" if total is not None else "")
                 + ": "

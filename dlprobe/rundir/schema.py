@@ -181,6 +181,7 @@ SAMPLER_OK = "ok"
 SAMPLER_OFF = "off"  # turned off on purpose (DLPROBE_STACK_RATE=0, or DLPROBE_PY_SPY set empty)
 SAMPLER_MISSING = "missing"  # no py-spy found (none installed, or DLPROBE_PY_SPY names no executable)
 SAMPLER_FAILED = "failed"  # py-spy could not start, or exited with an error and saved no stacks
+SAMPLER_ENDED = "ended"  # the script had ended before py-spy attached: nothing to sample, not a failure
 
 
 # --- record shapes -----------------------------------------------------------------------------------

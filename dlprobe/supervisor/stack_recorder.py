@@ -14,6 +14,7 @@ from dlprobe.rundir.schema import (
     EV_BATCHES,
     EV_EPOCH,
     PY_SPY_LOG_FILE,
+    SAMPLER_ENDED,
     SAMPLER_FAILED,
     SAMPLER_MISSING,
     SAMPLER_OFF,
@@ -22,7 +23,7 @@ from dlprobe.rundir.schema import (
     STACKS_META_FILE,
     StacksMeta,
 )
-from dlprobe.system.pyspy import PY_SPY_ENV, find_py_spy
+from dlprobe.system.pyspy import NO_PYTHON_PROCESSES, PY_SPY_ENV, error_line, find_py_spy
 
 RATE_ENV = "DLPROBE_STACK_RATE"
 DEFAULT_RATE = 10  # samples/s: enough to rank hotspots within the window; py-spy used ~10% of a core on 9 processes
@@ -140,8 +141,9 @@ class StackRecorder:
                     proc.kill()
                     proc.wait()
             if proc.returncode not in (0, -signal.SIGINT) and not (self.run_dir / STACKS_FILE).exists():
-                self.status = SAMPLER_FAILED
-                self.error = _log_tail(self.run_dir / PY_SPY_LOG_FILE) or f"py-spy exited with {proc.returncode}"
+                self.error = _log_error(self.run_dir / PY_SPY_LOG_FILE) or f"py-spy exited with {proc.returncode}"
+                # py-spy attaches after the loop first starves; a script that ended in between left it nothing
+                self.status = SAMPLER_ENDED if NO_PYTHON_PROCESSES.search(self.error) else SAMPLER_FAILED
         if self.started:
             # Read back by analysis/probe_findings.py: a failed sampler must be said, not leave a silent gap.
             meta: StacksMeta = {
@@ -153,9 +155,8 @@ class StackRecorder:
             write_json(self.run_dir / STACKS_META_FILE, meta)
 
 
-def _log_tail(path: Path) -> str | None:
+def _log_error(path: Path) -> str | None:
     try:
-        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+        return error_line(path.read_text(errors="replace"))
     except OSError:
         return None
-    return lines[-1][-500:] if lines else None

@@ -1,4 +1,4 @@
-"""Which py-spy binary the probe runs: the one lookup shared by the stall dumps and the hotspot sampler."""
+"""Which py-spy binary the probe runs and what its errors say, shared by the stall dumps and the hotspot sampler."""
 
 from __future__ import annotations
 
@@ -17,6 +17,22 @@ PERMISSION_ADVICE = (
     "`sysctl kernel.yama.ptrace_scope=0` (or as root), and in Docker add `--cap-add SYS_PTRACE` "
     "(Kubernetes: securityContext.capabilities.add: [SYS_PTRACE])."
 )
+
+# py-spy's words when the process it was pointed at was gone (or no longer Python) before it attached.
+NO_PYTHON_PROCESSES = re.compile(r"No python processes found in process \d+")
+# What follows py-spy's message when RUST_BACKTRACE is set: "Stack backtrace:" and numbered frames ("   7: main",
+# "             at src/main.rs:12:5"); never the message.
+_BACKTRACE_LINE = re.compile(r"^(?:Stack backtrace:|\s*\d+: |\s+at \S)")
+
+
+def error_line(stderr: str) -> str | None:
+    """py-spy's error message from its stderr: the "Error: ..." line, else the first line that is not part of a
+    Rust backtrace; None when it printed nothing."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not _BACKTRACE_LINE.match(line)]
+    for line in lines:
+        if line.startswith("Error: "):
+            return line[len("Error: ") :]
+    return lines[0][:500] if lines else None
 
 
 def find_py_spy() -> str | None:

@@ -28,7 +28,11 @@ BINARY_RATIO = 0.05
 SEPARATORS = re.compile(rb"[\n\r\x00]")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # torchrun and friends prefix every line of a rank: "[rank0]: ", "[default0]:".
-RANK_PREFIX = re.compile(r"^\[(?:rank\s*\d+|default\d+)\]:\s?", re.IGNORECASE)
+RANK_PREFIX = re.compile(r"^\[(?:rank\s*(?P<rank>\d+)|default\d+)\]:\s?", re.IGNORECASE)
+# torchrun's failure summary names the rank that failed first: "Root Cause (first observed failure):", then the
+# failure's fields, among them "  rank      : 1 (local_rank: 1)".
+ROOT_CAUSE = "Root Cause (first observed failure)"
+ROOT_CAUSE_RANK = re.compile(r"\s*rank\s*:\s*(?P<rank>\d+)(?:\s*\(local_rank:\s*(?P<local>\d+)\))?")
 FRAME = re.compile(r'\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)')
 TRACEBACK_START = "Traceback (most recent call last):"
 CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\r\x0c\x1b") + b"\x7f"
@@ -58,6 +62,7 @@ class TracebackBlock:
     exception: str | None = None
     message: str | None = None
     end_line: int | None = None
+    rank: int | None = None  # from the "[rankN]:" prefix of its first line
 
     def add_frame(self, frame: Frame) -> None:
         self.frames_total += 1
@@ -91,6 +96,8 @@ class LogScan:
     counts: dict[str, int] = field(default_factory=dict)
     tracebacks: list[TracebackBlock] = field(default_factory=list)
     script: str | None = None  # the outermost `<module>` frame of the main process's last traceback
+    root_cause_rank: int | None = None  # torchrun's "Root Cause (first observed failure)": its rank
+    root_cause_local_rank: int | None = None
 
     @property
     def binary(self) -> bool:
@@ -110,17 +117,23 @@ class LogScan:
             "truncated_lines": self.truncated_lines,
             "read_error": self.read_error,
             "script": self.script,
+            "root_cause_rank": self.root_cause_rank,
             "counts": self.counts,
             "matches": [m.to_dict() for m in self.matches],
             "tracebacks": [t.to_dict() for t in self.tracebacks[-3:]],
         }
 
 
-def _clean(raw: bytes) -> str:
+def _clean(raw: bytes) -> tuple[str, int | None]:
+    """The line without colour codes and torchrun's rank prefix, and the rank that prefix named."""
     text = raw.decode("utf-8", "replace")
     if "\x1b" in text:
         text = ANSI.sub("", text)
-    return RANK_PREFIX.sub("", text).rstrip()
+    prefix = RANK_PREFIX.match(text)
+    if prefix is None:
+        return text.rstrip(), None
+    rank = prefix.group("rank")
+    return text[prefix.end() :].rstrip(), int(rank) if rank is not None else None
 
 
 class _Scanner:
@@ -134,6 +147,7 @@ class _Scanner:
         self.recent: deque[Match] = deque(maxlen=MAX_RECENT_MATCHES)
         self.blocks: deque[TracebackBlock] = deque(maxlen=MAX_TRACEBACKS)
         self.pending_wrapper: Match | None = None  # a `Caught X in DataLoader worker` awaiting its original error
+        self.in_root_cause = False  # inside torchrun's root-cause block, before its rank line
 
     @property
     def in_traceback(self) -> bool:
@@ -145,11 +159,14 @@ class _Scanner:
             self.scan.truncated_lines += 1
         if not raw or (self.block is None and not has_keyword(raw)):
             return
-        text = _clean(raw)
+        text, rank = _clean(raw)
         if not text:
             return
-        closed = self._traceback_step(text, line)
+        self._root_cause_step(text)
+        closed = self._traceback_step(text, line, rank)
         for m in match_line(text, line):
+            if rank is not None:
+                m.fields["rank"] = rank
             if BY_ID[m.id].needs_loader_frames and not (closed is not None and closed.through_loader):
                 continue
             if len(m.text) > MAX_TEXT:
@@ -160,12 +177,23 @@ class _Scanner:
             self.first.setdefault(m.id, m)
             self.recent.append(m)
 
-    def _traceback_step(self, text: str, line: int) -> TracebackBlock | None:
+    def _root_cause_step(self, text: str) -> None:
+        if ROOT_CAUSE in text:
+            self.in_root_cause = True
+            return
+        if self.in_root_cause:
+            found = ROOT_CAUSE_RANK.fullmatch(text)
+            if found is not None:
+                self.in_root_cause = False
+                self.scan.root_cause_rank = int(found["rank"])
+                self.scan.root_cause_local_rank = int(found["local"]) if found["local"] is not None else None
+
+    def _traceback_step(self, text: str, line: int, rank: int | None = None) -> TracebackBlock | None:
         """Follow tracebacks; returns the block this line closed (the line is its exception line)."""
         stripped = text.lstrip()
         if stripped.endswith(TRACEBACK_START):
             self._close(line)
-            self.block = TracebackBlock(line, original=stripped.startswith("Original"))
+            self.block = TracebackBlock(line, original=stripped.startswith("Original"), rank=rank)
             self.noise = 0
             return None
         block = self.block

@@ -144,6 +144,8 @@ KEYWORDS: tuple[bytes, ...] = (
     b"corrupt",
     b"Assertion `",
     b"(): ",
+    b"Root Cause",  # torchrun's summary: the block that names the rank that failed first
+    b"local_rank",
 )
 
 # A Python exception line, the last line of a traceback: `pkg.Error: message` or a bare `Error`.

@@ -574,7 +574,36 @@ def diagnose(scan: LogScan, machine: MachineFacts, failed_at: float) -> list[Fin
         + _warning_candidates(scan)
     )
     candidates.sort(key=lambda c: (-c.score, c.line))
+    for candidate in candidates:
+        _name_rank(candidate, scan)
     return [c.finding for c in candidates]
+
+
+def _rank_at(scan: LogScan, line: int) -> int | None:
+    """The rank whose "[rankN]:" prefix the finding's line (or the traceback it ends) carried."""
+    for m in scan.matches:
+        if m.line == line and m.fields.get("rank") is not None:
+            return int(m.fields["rank"])
+    for block in scan.tracebacks:
+        if block.rank is not None and block.start_line <= line <= (block.end_line or block.start_line):
+            return block.rank
+    return None
+
+
+def _name_rank(candidate: Candidate, scan: LogScan) -> None:
+    """Say which rank a failure came from: its own lines' prefix, else torchrun's root cause (the first rank
+    that failed, which is the failure a log's findings explain)."""
+    finding = candidate.finding
+    rank, source = _rank_at(scan, candidate.line), "line prefix"
+    if rank is None and finding.severity == "error" and scan.root_cause_rank is not None:
+        rank, source = scan.root_cause_rank, "torchrun root cause"
+    if rank is None:
+        return
+    finding.title += f" (rank {rank})"
+    finding.evidence["rank"] = rank
+    finding.evidence["rank_from"] = source
+    if scan.root_cause_rank == rank and scan.root_cause_local_rank is not None:
+        finding.evidence["local_rank"] = scan.root_cause_local_rank
 
 
 def reproduce(scan: LogScan, findings: list[Finding]) -> dict[str, Any]:

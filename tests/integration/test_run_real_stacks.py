@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import SCRIPTS
 
 MiB = 1024 * 1024
@@ -82,3 +84,34 @@ def test_hf_streaming_dataset_settings_are_read(probe):
     assert (loader["num_workers"], loader["dataset_type"]) == (4, "datasets.iterable_dataset.IterableDataset")
     failed = [f["evidence"].get("where") for f in result.findings("probe-degraded")]
     assert not [w for w in failed if str(w).startswith(("hooks.", "dataset_inspect."))], failed
+
+
+def test_hf_row_of_another_length_is_named_by_its_index(probe):
+    # The default collate says "... but got [7] at entry 0 and [8] at entry 5"; the batch [8..15] was known, so
+    # the sample is index 13 (it was "One of the 8 indices ... raises", with a fix to look at dataset[None]).
+    pytest.importorskip("datasets")
+    result = probe("hf_odd_length_row.py", "13")
+    assert result.returncode == 1
+    [finding] = result.findings("bad-sample")
+    ev = finding["evidence"]
+    assert (ev["index"], ev["batch_indices"], ev["collate_entry"], ev["phase"]) == (
+        13,
+        list(range(8, 16)),
+        5,
+        "collate",
+    )
+    assert finding["title"].startswith("Sample index 13 does not collate") and "dataset[13]" in finding["fix"]
+    assert "None" not in finding["title"] + finding["fix"]
+
+
+def test_webdataset_with_fewer_shards_than_workers_is_a_loader_setting(probe, tmp_path):
+    # webdataset's two-line "No samples found in dataset; perhaps you have fewer shards than workers.\nTurn off
+    # using empty_check=False ..." was a bad-sample titled with its last line.
+    pytest.importorskip("webdataset")
+    result = probe("webdataset_fewer_shards.py", str(tmp_path / "shards"))
+    assert result.returncode == 1
+    assert not result.findings("bad-sample")
+    [finding] = result.findings("too-few-shards")
+    assert finding["evidence"]["error"].startswith("ValueError: No samples found in dataset; perhaps you have fewer")
+    assert finding["evidence"]["error"].endswith("Turn off using empty_check=False in the WebDataset constructor.")
+    assert "the 4 workers" in finding["title"] and "empty_check=False" in finding["fix"]

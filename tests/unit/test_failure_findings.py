@@ -185,3 +185,63 @@ def test_shm_allocation_error_in_collate_is_shm_exhausted_without_an_index():
     [finding] = find_worker_deaths(run)
     assert finding.code == "shm-exhausted" and finding.evidence["index"] is None
     assert 13 in finding.evidence["batch_indices"] and "8.0 MiB" in finding.title
+
+
+def _caught(exception: str) -> str:
+    """torch's re-raised worker error, ending in `exception` (one or more lines)."""
+    return CAUGHT.replace("ValueError: corrupt record at index 13\n", exception + "\n").replace(
+        "Caught ValueError", f"Caught {exception.split(':')[0]}"
+    )
+
+
+def _names_a_missing_index(finding) -> bool:
+    text = finding.fix + finding.title + finding.detail
+    return any(words in text for words in ("sample None", "[None]", "index None", "position None"))
+
+
+def _collate_run(message: str, kind: str = "getitems", indices: list[int] | None = None):
+    run = _dead_run(_error(_caught(message)))
+    failed = {"phase": "collate", "kind": kind, "fetch": 4, "pos": None, "index": None,
+              "indices": indices or list(range(8, 16))}  # fmt: skip
+    run.inflight = {11: slot(11, 0, "done", [16, 17], 17, failed=failed)}  # the worker went on afterwards
+    [finding] = find_worker_deaths(run)
+    return finding
+
+
+def test_a_collate_size_error_names_the_entry_unlike_entry_0_by_its_index():
+    stack = "RuntimeError: stack expects each tensor to be equal size, but got [7] at entry 0 and [8] at entry 5"
+    finding = _collate_run(stack)
+    ev = finding.evidence
+    assert finding.code == "bad-sample" and (ev["index"], ev["position_in_batch"], ev["entry_0_index"]) == (13, 5, 8)
+    assert finding.title.startswith("Sample index 13 does not collate") and "size [8]" in finding.title
+    assert "dataset[13]" in finding.fix and not _names_a_missing_index(finding)
+    # entry 1: the message cannot tell entry 0 from entry 1, so both are named
+    finding = _collate_run(stack.replace("entry 5", "entry 1"))
+    assert finding.evidence["index"] == 9 and "compare it with dataset[8]" in finding.fix
+    # a non-tensor entry (torch.stack's own message), and a stream position for an iterable dataset
+    finding = _collate_run("TypeError: expected Tensor as element 3 in argument 0, but got NoneType", "iterable")
+    assert finding.evidence["index"] == 11 and "stream position 11" in finding.title and "NoneType" in finding.title
+
+
+def test_a_collate_error_naming_no_entry_names_the_batch_never_a_missing_index():
+    finding = _collate_run("RuntimeError: each element in list of batch should be of equal size", "map")
+    assert finding.evidence["index"] is None and "One of the 8 indices [8, 9, 10" in finding.title
+    assert not _names_a_missing_index(finding) and "dataset[i] for i in [8" in finding.fix
+
+
+def test_webdataset_without_shards_for_every_worker_is_a_loader_setting_quoted_whole():
+    message = ("ValueError: No samples found in dataset; perhaps you have fewer shards than workers.\n"
+               "Turn off using empty_check=False in the WebDataset constructor.")  # fmt: skip
+    run = _dead_run(_error(_caught(message)))
+    run.inflight = {11: {**slot(11, 0, "getitem", [0, 1, 2, 3], 0), "kind": "iterable"}}
+    [finding] = find_worker_deaths(run)
+    assert finding.code == "too-few-shards" and finding.evidence["error"] == message
+    assert "index" not in finding.evidence and "empty_check=False" in finding.fix and "num_workers" in finding.fix
+    assert "fewer shards than the 2 workers" in finding.title
+
+
+def test_a_multi_line_exception_is_quoted_whole_with_its_first_line_in_the_title():
+    message = "ValueError: record 13 is corrupt\nexpected 4 fields, got 3"
+    [finding] = find_worker_deaths(_dead_run(_error(_caught(message))))
+    assert finding.evidence["error"] == message
+    assert "raises ValueError: record 13 is corrupt (loader" in finding.title

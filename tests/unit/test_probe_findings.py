@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pytest
+
 from dlprobe.analysis import analyze
 from dlprobe.analysis.probe_findings import find_probe_degraded
 from dlprobe.analysis.report import build_report, probe_cost_line
@@ -12,6 +14,7 @@ from dlprobe.analysis.stackfile import StackProfile, load_stacks
 from dlprobe.in_training import event_log, probe_errors
 from dlprobe.rundir.files import read_jsonl
 from dlprobe.supervisor.stack_recorder import StackRecorder
+from dlprobe.system.pyspy import find_py_spy
 from tests.unit import fakes
 
 
@@ -116,7 +119,58 @@ def test_the_recorder_saves_py_spys_error_in_stacks_json(tmp_path, monkeypatch):
     recorder.start()
     recorder.stop()
     profile = load_stacks(tmp_path)
-    assert profile is not None and profile.status == "failed" and profile.error == ATTACH_ERROR
+    assert profile is not None and profile.status == "failed" and profile.error == ATTACH_ERROR.removeprefix("Error: ")
+
+
+# py-spy 0.4's stderr, as `py-spy record --pid N --subprocesses` printed it with RUST_BACKTRACE=1 for a process that
+# had already ended (its message first, then the Rust backtrace whose last line the title used to quote).
+ENDED_STDERR = """Error: No python processes found in process 20334 or any of its subprocesses
+
+Stack backtrace:
+   0: anyhow::error::<impl anyhow::Error>::msg
+   1: py_spy::sampler::Sampler::new
+   2: py_spy::run_spy_command
+   3: py_spy::main
+   4: std::sys::backtrace::__rust_begin_short_backtrace
+   5: std::rt::lang_start::{{closure}}
+   6: std::rt::lang_start_internal
+   7: main
+"""
+
+
+def _recorder_with_py_spy(tmp_path, monkeypatch, stderr: str):
+    fake = tmp_path / "py-spy"  # a real subprocess printing what the real py-spy printed
+    (tmp_path / "stderr.txt").write_text(stderr)
+    fake.write_text(f'#!/bin/sh\ncat "{tmp_path / "stderr.txt"}" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("DLPROBE_PY_SPY", str(fake))
+    monkeypatch.delenv("DLPROBE_STACK_RATE", raising=False)
+    recorder = StackRecorder(os.getpid(), tmp_path)
+    recorder.start()
+    recorder.stop()
+    profile = load_stacks(tmp_path)
+    assert profile is not None
+    return profile
+
+
+def test_a_script_that_ended_before_py_spy_attached_is_not_a_sampler_failure(tmp_path, monkeypatch):
+    profile = _recorder_with_py_spy(tmp_path, monkeypatch, ENDED_STDERR)
+    assert profile.status == "ended"
+    assert profile.error == "No python processes found in process 20334 or any of its subprocesses"
+    run = fakes.run([], [], events=STARTED)
+    run.stacks = profile
+    assert find_probe_degraded(run) == []
+
+
+def test_a_py_spy_failure_is_titled_with_its_message_not_its_backtrace(tmp_path, monkeypatch):
+    stderr = ENDED_STDERR.replace("No python processes found in process 20334 or any of its subprocesses",
+                                  "Failed to find python version from target process")  # fmt: skip
+    profile = _recorder_with_py_spy(tmp_path, monkeypatch, stderr)
+    run = fakes.run([], [], events=STARTED)
+    run.stacks = profile
+    [finding] = find_probe_degraded(run)
+    assert profile.status == "failed"
+    assert finding.title == "Hotspot sampling failed: Failed to find python version from target process"
 
 
 def test_the_supervisors_cpu_budget_is_a_line_of_the_report_never_a_finding():
@@ -150,3 +204,22 @@ def test_the_supervisors_cpu_budget_is_a_line_of_the_report_never_a_finding():
         assert probe_cost_line(build_report(run, [])) == "dlprobe's own cost: 3.8% of one core (cap 3%)"
     del run.result["supervisor"]
     assert probe_cost_line(build_report(run, [])) is None
+
+
+def test_the_real_py_spy_on_a_script_that_has_ended_leaves_no_finding(tmp_path, monkeypatch):
+    from tests.conftest import dead_pid
+
+    exe = find_py_spy()
+    if exe is None:
+        pytest.skip("py-spy is not installed")
+    monkeypatch.setenv("RUST_BACKTRACE", "1")  # the backtrace whose last line the title used to quote
+    monkeypatch.delenv("DLPROBE_STACK_RATE", raising=False)
+    recorder = StackRecorder(dead_pid(), tmp_path)
+    recorder.start()
+    recorder.stop()
+    profile = load_stacks(tmp_path)
+    assert profile is not None and profile.status == "ended", profile
+    assert profile.error is not None and profile.error.startswith("No python processes found in process ")
+    run = fakes.run([], [], events=STARTED)
+    run.stacks = profile
+    assert find_probe_degraded(run) == []

@@ -110,6 +110,14 @@ def test_ptrace_refusal_is_reported_as_a_permission_problem(tmp_path):
     assert result.permission_denied and "Operation not permitted" in result.error and not result.threads
 
 
+def test_a_dump_failure_quotes_py_spys_message_not_its_backtrace(tmp_path):
+    from tests.unit.test_probe_findings import ENDED_STDERR
+
+    (tmp_path / "stderr.txt").write_text(ENDED_STDERR.replace("Error: No python processes found", "Error: Nope"))
+    result = stacks.py_spy_dump(_fake_py_spy(tmp_path, f'cat "{tmp_path / "stderr.txt"}" >&2\nexit 1\n'), os.getpid())
+    assert result.error == "Nope in process 20334 or any of its subprocesses"
+
+
 def test_native_unwinding_failure_falls_back_to_python_frames(tmp_path):
     thread = '[{"thread_name": "MainThread", "frames": []}]'
     body = f'case "$*" in *--native*) echo "native unwinding failed" >&2; exit 1;; esac\necho \'{thread}\'\n'

@@ -69,6 +69,16 @@ def test_time_the_sampler_did_not_see_is_said_to_be_unknown():
     assert "profile the start-up" in finding.fix and finding.evidence["hot_function"] is None
 
 
+def test_start_up_time_the_sampler_could_not_place_is_info_and_a_warning_once_it_could():
+    # 2.0 s before the loader: sampled 0.99 s (under half) says what was measured only; 1.0 s places it.
+    [unplaced] = find_slow_start(_slow_run(2.0, [{"seconds": 0.99, "frames": [MODULE, MAIN]}]))
+    assert unplaced.severity == "info" and "so where it went is not known" in unplaced.title
+    assert "the script ran 2.0 s" in unplaced.title and "saw only 1.0 s of it" in unplaced.title
+    [placed] = find_slow_start(_slow_run(2.0, [{"seconds": 1.0, "frames": [MODULE, MAIN]}]))
+    assert placed.severity == "warning" and "not known" not in placed.title
+    assert "Make main (train.py:30) cheaper" in placed.fix
+
+
 def test_fork_hazard_is_info_for_idle_threads_and_its_fix_says_nothing_is_needed():
     from dlprobe.analysis.startup_findings import _fork_finding
 

@@ -207,7 +207,7 @@ def test_rank_prefixes_ansi_colours_and_carriage_returns_are_stripped():
     )
     scan = scan_stream(io.BytesIO(log), "t")
     [timeout] = scan.of("S4")
-    assert timeout.fields == {"timeout": 30.0}
+    assert timeout.fields == {"timeout": 30.0, "rank": 1}  # the prefix is gone from the text, its rank kept
     assert timeout.line == 3
     assert scan.script == "/home/u/train.py"
 

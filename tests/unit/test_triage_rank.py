@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import re
+from pathlib import Path
 
 from dlprobe.system.kernlog import parse_oom_lines
 from dlprobe.triage.logscan import scan_stream
@@ -242,3 +244,33 @@ def test_pytorchs_iterable_length_warning_names_the_sharded_line_stream():
     )
     [finding] = [f for f in diagnose(scan_of(warning), machine(), NOW) if f.code == "iterable-duplicates"]
     assert "get_worker_info()" in finding.fix and "ShardedLineStream" in finding.fix
+
+
+# stderr of a real torchrun job (2 ranks, 2 workers each, in a 1.5 GiB memory cgroup) whose rank 1's worker the
+# kernel's OOM killer ended: tests/integration/test_job_report.py's scenario, as `dlprobe run` saved it.
+TORCHRUN_OOM = Path(__file__).parents[1] / "fixtures" / "logs" / "torchrun_worker_oom_rank1.log"
+TORCHRUN_KILL = (
+    "[ 5744.738520] Memory cgroup out of memory: Killed process 27735 (pt_data_worker) total-vm:2943728kB, "
+    "anon-rss:1258484kB, file-rss:21872kB, shmem-rss:0kB, UID:0 pgtables:2036kB oom_score_adj:0"
+)
+
+
+def test_a_torchrun_ranks_oom_kill_is_named_with_its_rank_from_the_lines_prefix():
+    findings = diagnose(scan_of(TORCHRUN_OOM.read_text()), machine(parse_oom_lines([TORCHRUN_KILL], BOOT)), NOW)
+    assert top(findings) == ("worker-killed", "oom", "confirmed")
+    ev = findings[0].evidence
+    assert findings[0].title == "DataLoader worker pid 27735 killed by the kernel's OOM killer (rank 1)"
+    assert (ev["rank"], ev["rank_from"], ev["local_rank"]) == (1, "line prefix", 1)
+
+
+def test_without_line_prefixes_torchruns_root_cause_names_the_rank_not_its_other_failures():
+    # The "Failures:" block before it names rank 0 (stopped with SIGTERM after rank 1 failed): not the cause.
+    text = re.sub(r"^\[rank\d\]: ", "", TORCHRUN_OOM.read_text(), flags=re.MULTILINE)
+    findings = diagnose(scan_of(text), machine(parse_oom_lines([TORCHRUN_KILL], BOOT)), NOW)
+    assert findings[0].evidence["rank"] == 1 and findings[0].evidence["rank_from"] == "torchrun root cause"
+    assert findings[0].title.endswith("(rank 1)")
+
+
+def test_a_log_of_one_process_names_no_rank():
+    findings = diagnose(scan_of(killed(6565)), machine(parse_oom_lines(DMESG, boot_time=BOOT)), NOW)
+    assert "rank" not in findings[0].evidence and "rank" not in findings[0].title

@@ -15,7 +15,7 @@ from typing import Any
 
 from dlprobe.frames import is_user_file
 from dlprobe.system.pyspy import PERMISSION_ADVICE as PERMISSION_ADVICE
-from dlprobe.system.pyspy import PERMISSION_ERROR
+from dlprobe.system.pyspy import PERMISSION_ERROR, error_line
 
 DUMP_TIMEOUT_S = 20.0
 MISSING_ADVICE = "Install py-spy (`pip install py-spy`) for stacks with native frames, taken from outside the process."
@@ -111,7 +111,7 @@ def py_spy_dump(exe: str, pid: int, native: bool = True, nonblocking: bool = Fal
                 error = "py-spy printed no JSON"
                 continue
             return DumpResult("py-spy-native" if with_native else "py-spy", parse_py_spy(data), raw=out)
-        error = (err or out).strip().splitlines()[-1] if (err or out).strip() else f"py-spy exited with {code}"
+        error = error_line(err or out) or f"py-spy exited with {code}"
         if PERMISSION_ERROR.search(err or ""):
             return DumpResult(error=error, permission_denied=True)
         if not os.path.exists(f"/proc/{pid}"):
