@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -103,6 +104,12 @@ def ensure_venv(torch: str, python: str, cache: Path) -> tuple[Path | None, str]
     return venv / "bin" / "python", ""
 
 
+def _default_sigint() -> None:
+    """A matrix started in the background (`... &`, nohup, CI) inherits SIGINT ignored, and python then raises no
+    KeyboardInterrupt: the tests of Ctrl-C need the default back."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_subset(python: Path, tests: list[str], method: str, report: Path, timeout: float) -> Row:
     """pytest in the venv (one test at a time: the matrix shares the machine), counted from its junit XML."""
     env = {**os.environ, "PYTHONPATH": str(START_METHOD_SITE), "DLPROBE_TEST_START_METHOD": method}
@@ -113,7 +120,9 @@ def run_subset(python: Path, tests: list[str], method: str, report: Path, timeou
     report.unlink(missing_ok=True)
     row = Row(torch="", python="", method=method)
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=_default_sigint
+        )
     except subprocess.TimeoutExpired:
         row.note = f"timed out after {timeout:.0f} s"
     else:
