@@ -8,6 +8,7 @@ so. Writes a markdown table (one row per combination and start method) to stdout
 
 Usage: python benchmarks/compat_matrix.py [--torch 2.15.0] [--python 3.11] [--start-method fork] [--out FILE]
        python benchmarks/compat_matrix.py --only 2.15.0/3.11          (one combination)
+       python benchmarks/compat_matrix.py --collect                   (the table of every run in the cache)
 """
 
 from __future__ import annotations
@@ -129,6 +130,15 @@ def run_subset(python: Path, tests: list[str], method: str, report: Path, timeou
         (report.with_suffix(".log")).write_text(proc.stdout + proc.stderr)
     row.seconds = time.monotonic() - start
     if report.exists():
+        count_report(row, report)
+    elif not row.note:
+        row.note = "pytest wrote no report"
+    return row
+
+
+def count_report(row: Row, report: Path) -> None:
+    """passed / failed / skipped and the failures' names from pytest's junit XML."""
+    if report.exists():
         for case in ET.parse(report).getroot().iter("testcase"):
             name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
             if case.find("failure") is not None or case.find("error") is not None:
@@ -138,9 +148,24 @@ def run_subset(python: Path, tests: list[str], method: str, report: Path, timeou
                 row.skipped += 1
             else:
                 row.passed += 1
-    elif not row.note:
-        row.note = "pytest wrote no report"
-    return row
+
+
+def collected(cache: Path) -> list[Row]:
+    """The rows of every run the cache holds (py3.11-torch2.15.0-fork.xml ...), in matrix order: one table from
+    several invocations, e.g. combinations run side by side."""
+    rows = []
+    for torch in TORCH_VERSIONS:
+        for python in PYTHON_VERSIONS:
+            for method in START_METHODS:
+                report = cache / f"py{python}-torch{torch}-{method}.xml"
+                if not report.exists():
+                    continue
+                row = Row(torch, python, method)
+                count_report(row, report)
+                suite = next(ET.parse(report).getroot().iter("testsuite"), None)
+                row.seconds = float(suite.get("time", 0)) if suite is not None else 0.0
+                rows.append(row)
+    return rows
 
 
 def table(rows: list[Row]) -> str:
@@ -167,7 +192,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="the table's file (default: CACHE/matrix.md)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per combination and start method")
     parser.add_argument("--list", action="store_true", help="print the subset and exit")
+    parser.add_argument("--collect", action="store_true", help="only the table of every run the cache holds")
     args = parser.parse_args()
+    if args.collect:
+        text = table(collected(args.cache))
+        (args.out or args.cache / "matrix.md").write_text(text)
+        print(text, end="")
+        return
     if args.list:
         print("\n".join(f"{t}  ({'fork only' if t in FORK_ONLY else 'every start method'})" for t in SUBSET))
         return
