@@ -16,4 +16,4 @@ def test_a_worker_dying_while_the_error_is_recorded_leaves_the_users_traceback_a
     assert "is killed by signal" not in result.stderr
     (finding,) = result.findings("script-error")
     assert finding["evidence"]["type"] == "BatchRejected"
-    assert finding["evidence"]["line"] == 39
+    assert finding["evidence"]["line"] == 43

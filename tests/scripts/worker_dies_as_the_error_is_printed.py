@@ -2,6 +2,7 @@
 is read: by the probe's record of it under dlprobe, by python's traceback printer without it. torch's SIGCHLD
 handler then runs in the main process, exactly as when a worker crashes while a script is already failing."""
 
+import multiprocessing
 import os
 import signal
 
@@ -32,7 +33,10 @@ class BatchRejected(Exception):
 
 
 if __name__ == "__main__":
-    loader = DataLoader(Squares(), batch_size=4, num_workers=2)
+    # torch's SIGCHLD handler only hears of workers that are this process's children: under forkserver they are the
+    # server's, so this script starts them by spawn there (fork and spawn are left as chosen).
+    context = "spawn" if multiprocessing.get_start_method() == "forkserver" else None
+    loader = DataLoader(Squares(), batch_size=4, num_workers=2, multiprocessing_context=context)
     batches = iter(loader)
     first = next(batches)
     print(f"first batch {first.flatten().tolist()}", flush=True)
