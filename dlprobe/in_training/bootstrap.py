@@ -8,7 +8,7 @@ import runpy
 import sys
 from collections.abc import Callable
 
-from dlprobe.in_training import hooks, script_errors
+from dlprobe.in_training import hooks, quiet_signals, script_errors
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.tracebacks import clean_chain, install_excepthook
 from dlprobe.rundir.schema import EV_START
@@ -41,13 +41,14 @@ def main() -> None:
         hooks.flush_all()
         raise
     except BaseException as exc:
-        hooks.flush_all()
-        # The traceback reads as if python ran the script: no bootstrap, runpy, hooks or fetch frames anywhere
-        # in the chain. Re-raising (rather than printing and exiting) keeps python's own exit status: 1, or
-        # death by SIGINT for a KeyboardInterrupt, and any sys.excepthook the script installed.
-        clean_chain(exc)
-        script_errors.record(exc)
-        install_excepthook()
+        with quiet_signals.held_back():  # a worker dying meanwhile must not raise from the probe's frames
+            hooks.flush_all()
+            # The traceback reads as if python ran the script: no bootstrap, runpy, hooks or fetch frames anywhere
+            # in the chain. Re-raising (rather than printing and exiting) keeps python's own exit status: 1, or
+            # death by SIGINT for a KeyboardInterrupt, and any sys.excepthook the script installed.
+            clean_chain(exc)
+            script_errors.record(exc)
+            install_excepthook()
         raise
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from dlprobe.in_training import identity, probe_errors
+from dlprobe.in_training import identity, probe_errors, quiet_signals
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.tracebacks import clean_chain, is_dlprobe_frame, user_frames
 from dlprobe.rundir.schema import EV_SCRIPT_ERROR
@@ -66,10 +66,11 @@ def watch_uncaught(flush: Callable[[], None]) -> None:
     def hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> Any:
         if os.getpid() == _watching_pid:
             try:
-                flush()  # the batches before the error come first in the log, as in the bootstrap
-                clean_chain(exc, is_dlprobe_frame)
-                tb = user_frames(tb, is_dlprobe_frame)
-                record(exc.with_traceback(tb))
+                with quiet_signals.held_back():  # a worker dying meanwhile (torch's SIGCHLD) must not cut the record
+                    flush()  # the batches before the error come first in the log, as in the bootstrap
+                    clean_chain(exc, is_dlprobe_frame)
+                    tb = user_frames(tb, is_dlprobe_frame)
+                    record(exc.with_traceback(tb))
             except Exception as probe_exc:
                 probe_errors.record("script_errors.hook", probe_exc, "the exception that ended it is not recorded")
         return inner(exc_type, exc, tb)

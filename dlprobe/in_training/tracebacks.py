@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Any
 
 from dlprobe.frames import PROBE_DIR, is_probe_file
+from dlprobe.in_training import quiet_signals
 
 FrameFilter = Callable[[TracebackType], bool]
 
@@ -58,8 +59,12 @@ def install_excepthook() -> None:
     inner = sys.excepthook
 
     def hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> Any:
-        clean_chain(exc)
-        return inner(exc_type, exc, user_frames(tb))
+        # python's own hook prints without running Python code, so no signal handler runs in between; this one is
+        # Python code, where torch's SIGCHLD handler raising broke the printing ("lost sys.stderr").
+        with quiet_signals.held_back():
+            clean_chain(exc)
+            tb = user_frames(tb)
+        return inner(exc_type, exc, tb)
 
     sys.excepthook = hook
 
