@@ -22,12 +22,12 @@ import hashlib
 import os
 import pickle
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from dlprobe.fixes.packed_buffer import PackedBuffer, _from_packed
 from dlprobe.fixes.records import PackedRecords, pack
-from dlprobe.fixes.records import _from_packed as records_from_packed
 from dlprobe.units import format_bytes
 
 _KEY_PROTOCOL = 4  # fixed, so a key hashes the same in every process and Python version that shares the buffer
@@ -54,7 +54,7 @@ def pack_mapping(mapping: Mapping[Any, Any]) -> np.ndarray:
     return np.concatenate([records, padding, hashes.view(np.uint8)])
 
 
-class PackedMapping(Mapping[Any, Any]):
+class PackedMapping(PackedBuffer, Mapping[Any, Any]):
     """A read-only mapping (keys to anything picklable) stored in one buffer; `len`, `[key]`, `in`, `keys()`,
     `items()` and `get` work as on the dict it was built from (iteration follows the key index, not insertion).
 
@@ -70,16 +70,9 @@ class PackedMapping(Mapping[Any, Any]):
         share: str | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        self._key = share
-        self._cache_dir = None if cache_dir is None else os.fspath(cache_dir)
-        if share is None:
-            self._attach(pack_mapping(mapping() if callable(mapping) else mapping))
-            return
-        from dlprobe.fixes.shm_cache import shm_array
-
-        build = lambda: pack_mapping(mapping() if callable(mapping) else mapping)  # noqa: E731
-        self._attach(shm_array(share, build, cache_dir=cache_dir))
-        if not callable(mapping) and len(mapping) != len(self):
+        self._build(lambda: pack_mapping(mapping() if callable(mapping) else mapping), share, cache_dir)
+        # an existing key holds what an earlier process packed: it must be the same data
+        if share and not callable(mapping) and len(mapping) != len(self):
             raise ValueError(
                 f"the cache key {share!r} holds {len(self):,} keys but {len(mapping):,} were passed "
                 f"(data from an earlier run?); use a new key, or remove it with `dlprobe cache clear {share}`"
@@ -87,7 +80,9 @@ class PackedMapping(Mapping[Any, Any]):
 
     def _attach(self, packed: np.ndarray) -> None:
         self._packed = packed
-        self._records: PackedRecords = records_from_packed(packed)  # reads only its own count, offsets and records
+        self._records: PackedRecords = cast(
+            PackedRecords, _from_packed(PackedRecords, packed)
+        )  # reads only its own count, offsets and records
         n = len(self._records)
         end = 8 + 8 * (n + 1) + int(self._records._offsets[n])  # count, offsets, records: as `pack` wrote them
         start = end + (-end % 8)
@@ -113,42 +108,6 @@ class PackedMapping(Mapping[Any, Any]):
         for i in range(len(self._records)):
             yield self._records[i][0]
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the packed buffer (records, offsets and key index)."""
-        return int(self._packed.nbytes)
-
-    @property
-    def key(self) -> str | None:
-        """The /dev/shm cache key, or None when the buffer is this process's own memory."""
-        return self._key
-
-    def __sizeof__(self) -> int:
-        # A private buffer is pickled into every spawn worker, so it counts; a shared one is only mapped.
-        return object.__sizeof__(self) + (0 if self._key else self.nbytes)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        if self._key is not None:
-            return (_attach_shared, (self._key, self._cache_dir))
-        return (_from_packed, (np.asarray(self._packed),))
-
     def __repr__(self) -> str:
         where = f", shared as {self._key!r}" if self._key else ""
         return f"PackedMapping({len(self):,} keys, {format_bytes(self.nbytes)}{where})"
-
-
-def _from_packed(packed: np.ndarray) -> PackedMapping:
-    obj = PackedMapping.__new__(PackedMapping)
-    obj._key, obj._cache_dir = None, None
-    obj._attach(packed)
-    return obj
-
-
-def _attach_shared(key: str, cache_dir: str | None) -> PackedMapping:
-    """Unpickling in a spawn worker: map the pages the parent already put in /dev/shm."""
-    from dlprobe.fixes.shm_cache import shm_array
-
-    obj = PackedMapping.__new__(PackedMapping)
-    obj._key, obj._cache_dir = key, cache_dir
-    obj._attach(shm_array(key, None, cache_dir=cache_dir))
-    return obj

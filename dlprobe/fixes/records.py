@@ -25,6 +25,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from dlprobe.fixes.packed_buffer import PackedBuffer
 from dlprobe.units import format_bytes
 
 _COUNT = 8  # bytes of the record count at the start of the packed array
@@ -54,7 +55,7 @@ def pack(records: Iterable[Any]) -> np.ndarray:
     return packed
 
 
-class PackedRecords(Sequence[Any]):
+class PackedRecords(PackedBuffer, Sequence[Any]):
     """A read-only sequence of records (anything picklable: dicts, tuples, strings) stored in one buffer.
 
     `records`: the records, or a function returning them (called only when this process packs them).
@@ -69,15 +70,9 @@ class PackedRecords(Sequence[Any]):
         share: str | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        self._key = share
-        self._cache_dir = None if cache_dir is None else os.fspath(cache_dir)
-        if share is None:
-            self._attach(pack(records() if callable(records) else records))
-            return
-        from dlprobe.fixes.shm_cache import shm_array
-
-        self._attach(shm_array(share, lambda: pack(records() if callable(records) else records), cache_dir=cache_dir))
-        if not callable(records) and hasattr(records, "__len__") and len(records) != self._n:  # type: ignore[arg-type]
+        self._build(lambda: pack(records() if callable(records) else records), share, cache_dir)
+        # an existing key holds what an earlier process packed: it must be the same data
+        if share and not callable(records) and hasattr(records, "__len__") and len(records) != self._n:  # type: ignore[arg-type]
             raise ValueError(
                 f"the cache key {share!r} holds {self._n:,} records but {len(records):,} were passed "  # type: ignore[arg-type]
                 f"(data from an earlier run?); use a new key, or remove it with `dlprobe cache clear {share}`"
@@ -110,42 +105,6 @@ class PackedRecords(Sequence[Any]):
             raise IndexError(f"record index {index} out of range for {self._n} records")
         return pickle.loads(self._payload[self._offsets[i] : self._offsets[i + 1]])
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the packed buffer (count, offsets and records)."""
-        return int(self._packed.nbytes)
-
-    @property
-    def key(self) -> str | None:
-        """The /dev/shm cache key, or None when the buffer is this process's own memory."""
-        return self._key
-
-    def __sizeof__(self) -> int:
-        # A private buffer is pickled into every spawn worker, so it counts; a shared one is only mapped.
-        return object.__sizeof__(self) + (0 if self._key else self.nbytes)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        if self._key is not None:
-            return (_attach_shared, (self._key, self._cache_dir))
-        return (_from_packed, (np.asarray(self._packed),))
-
     def __repr__(self) -> str:
         where = f", shared as {self._key!r}" if self._key else ""
         return f"PackedRecords({self._n:,} records, {format_bytes(self.nbytes)}{where})"
-
-
-def _from_packed(packed: np.ndarray) -> PackedRecords:
-    obj = PackedRecords.__new__(PackedRecords)
-    obj._key, obj._cache_dir = None, None
-    obj._attach(packed)
-    return obj
-
-
-def _attach_shared(key: str, cache_dir: str | None) -> PackedRecords:
-    """Unpickling in a spawn worker: map the pages the parent already put in /dev/shm."""
-    from dlprobe.fixes.shm_cache import shm_array
-
-    obj = PackedRecords.__new__(PackedRecords)
-    obj._key, obj._cache_dir = key, cache_dir
-    obj._attach(shm_array(key, None, cache_dir=cache_dir))
-    return obj
