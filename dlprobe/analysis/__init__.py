@@ -83,10 +83,16 @@ def failure_where(exc: BaseException) -> str:
     return f"{short}:{last.lineno} in {last.name}"
 
 
+def failure_message(exc: BaseException, limit: int = 300) -> str:
+    """The exception's first line, cut to `limit` characters: one sentence for a title, a row or a problem list."""
+    text = str(exc)
+    return text.splitlines()[0][:limit] if text else ""
+
+
 def analysis_failed(part: str, exc: Exception, missing: tuple[str, ...] | list[str], what: str) -> Finding:
     """A part of dlprobe's own analysis (an analyzer, a cross-rank check, a renderer) raised: the rest of the report
     stands, and this finding says which findings it may lack and why (a bug to report, or a damaged run directory)."""
-    message = str(exc).splitlines()[0][:300] if str(exc) else ""
+    message = failure_message(exc)
     missing_text = ", ".join(missing) if missing else "nothing else"
     evidence: dict[str, Any] = {
         "where": part,

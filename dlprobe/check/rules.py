@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dlprobe.analysis import failure_where
+from dlprobe.analysis import failure_message, failure_where
 from dlprobe.analysis.model import SEVERITIES
 from dlprobe.check.config import BASELINE_METRICS, CheckConfig
 from dlprobe.check.limits import Stop
@@ -188,7 +188,7 @@ def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseli
 
 def _rule_raised(name: str, exc: Exception) -> RuleResult:
     """A rule that raised is a failed row that says so: a check must not pass on a rule it could not evaluate."""
-    message = str(exc).splitlines()[0][:200] if str(exc) else ""
+    message = failure_message(exc, 200)
     return RuleResult(name, "-", "not evaluated", FAIL,
                       f"dlprobe's rule raised {type(exc).__name__}: {message} (at {failure_where(exc)}); "
                       "a bug in dlprobe or a damaged report: report it")  # fmt: skip

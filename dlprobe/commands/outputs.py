@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from dlprobe.analysis import failure_where
+from dlprobe.analysis import failure_message, failure_where
 from dlprobe.analysis.model import RunData, load_run
 from dlprobe.analysis.report import job_report_for, report_for
 from dlprobe.analysis.speedscope import build_speedscope
@@ -42,7 +42,7 @@ def output_problem(output: str, exc: Exception) -> dict[str, str]:
     """One output that could not be written, as report.json's "output_problems" lists it: the output, one
     sentence, and where dlprobe raised."""
     where = failure_where(exc)
-    message = str(exc).splitlines()[0][:300] if str(exc) else ""
+    message = failure_message(exc)
     return {"output": output, "problem": f"could not write {output}: {type(exc).__name__}: {message} (at {where})"}
 
 
