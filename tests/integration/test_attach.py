@@ -132,9 +132,12 @@ def test_attach_names_growing_workers_and_kind_and_leaves_the_job_alone(tmp_path
     assert "Attached from outside" in result.stderr and "at this rate the job reaches" in result.stderr
 
 
-def test_growth_is_projected_to_the_job_cgroup_limit(tmp_path: Path) -> None:
+def _attach_to_allocating_job_in_cgroup(
+    tmp_path: Path, limit: int, duration: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """workers_keep_allocating.py started as plain python in a memory cgroup of `limit` bytes, attached to for
+    `duration` once its 2 workers exist, then told to stop."""
     stop = tmp_path / "stop"
-    limit = 3 * 1024**3
     with memory_cgroup(limit) as group:
         script = SCRIPTS / "workers_keep_allocating.py"
         command = f"echo $$ > {group}/cgroup.procs && exec {sys.executable} {script} {stop}"
@@ -143,12 +146,17 @@ def test_growth_is_projected_to_the_job_cgroup_limit(tmp_path: Path) -> None:
         try:
             assert _first_line(proc) == "first batch\n"
             _wait_for("2 DataLoader workers", lambda: len(_workers(proc.pid)) == 2)
-            result, report = _attach(tmp_path, proc.pid, "--duration", "5s")
+            result, report = _attach(tmp_path, proc.pid, "--duration", duration)
         finally:
             stop.touch()
             proc.communicate(timeout=WAIT_S)
-
     print(result.stderr)
+    return result, report
+
+
+def test_growth_is_projected_to_the_job_cgroup_limit(tmp_path: Path) -> None:
+    limit = 3 * 1024**3
+    result, report = _attach_to_allocating_job_in_cgroup(tmp_path, limit, "5s")
     assert result.returncode == 0, result.stderr
     (growth,) = _findings(report, "attached-memory-growth")
     ev = growth["evidence"]
@@ -160,21 +168,7 @@ def test_growth_is_projected_to_the_job_cgroup_limit(tmp_path: Path) -> None:
 
 def test_a_worker_the_oom_killer_takes_while_watched_is_named(tmp_path: Path) -> None:
     # 2 workers each allocating ~16 MiB/s in a 700 MiB cgroup: the kernel kills one within seconds of attaching
-    stop = tmp_path / "stop"
-    with memory_cgroup(700 * 1024**2) as group:
-        script = SCRIPTS / "workers_keep_allocating.py"
-        command = f"echo $$ > {group}/cgroup.procs && exec {sys.executable} {script} {stop}"
-        proc = subprocess.Popen(["sh", "-c", command], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)  # fmt: skip
-        try:
-            assert _first_line(proc) == "first batch\n"
-            _wait_for("2 DataLoader workers", lambda: len(_workers(proc.pid)) == 2)
-            result, report = _attach(tmp_path, proc.pid, "--duration", "60s")
-        finally:
-            stop.touch()
-            proc.communicate(timeout=WAIT_S)
-
-    print(result.stderr)
+    result, report = _attach_to_allocating_job_in_cgroup(tmp_path, 700 * 1024**2, "60s")
     assert result.returncode == 0, result.stderr
     assert report["attached"]["job_ended"] is True  # the window ended with the job, long before 60 s
     (gone,) = _findings(report, "attached-workers-gone")
