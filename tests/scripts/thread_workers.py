@@ -6,6 +6,7 @@ stand-in in thread_worker_loader.py does (see there for what it fakes).
 """
 
 import inspect
+import json
 import sys
 import threading
 import time
@@ -14,18 +15,22 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 HANG = "hang" in sys.argv[1:]
+SEEN = {}  # what each worker thread says of itself: native id -> [samples, its own CPU seconds so far]
 
 
 class SquaresDataset(Dataset):
     def __len__(self):
-        return 320
+        return 640
 
     def __getitem__(self, i):
         if HANG and i == 37:
             threading.Event().wait()  # a read that never returns
+        mine = SEEN.setdefault(threading.get_native_id(), [0, 0.0])
         x = torch.arange(64, dtype=torch.float32) * i
-        for _ in range(20):  # some work in the worker thread, for its CPU time
+        for _ in range(150):  # some work in the worker thread (a second or so per epoch), for its CPU time
             x = torch.sin(x) + 1.0
+        mine[0] += 1
+        mine[1] = time.thread_time()
         return x, i % 10
 
 
@@ -44,3 +49,4 @@ if __name__ == "__main__":
             total += int(y.sum())
             time.sleep(0.005)
     print(f"total {total}")
+    print("threads " + json.dumps(SEEN))
