@@ -24,6 +24,17 @@ def _script_threads(stdout: str) -> dict[int, list[float]]:
     return {int(tid): seen for tid, seen in json.loads(line.removeprefix("threads ")).items()}
 
 
+def _trace_tracks(run_dir: Any) -> dict[str, list[str]]:
+    """trace.json's process tracks by name, each with the names of its slices."""
+    events = json.loads((run_dir / "trace.json").read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    tracks: dict[str, list[str]] = {name: [] for name in names.values()}
+    for e in events:
+        if e.get("ph") == "X":
+            tracks[names[e["pid"]]].append(e["name"])
+    return tracks
+
+
 def _events(run_dir: Any, kind: str) -> list[dict[str, Any]]:
     lines = (run_dir / "events.jsonl").read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["ev"] == kind]
@@ -67,8 +78,13 @@ def test_each_worker_thread_is_reported_with_its_batches_and_cpu(probe):
         assert slots[tid]["role"] == "thread-worker" and slots[tid]["pid"] == main_pid
         assert slots[tid]["fetches"] > 0
     assert slots[main_pid]["role"] == "main" and slots[main_pid]["loop"] is not None
-    # the per-batch rows each thread timed carry its thread id
+    # the per-batch rows each thread timed carry its thread id, and trace.json draws a track per thread from them
     assert {e.get("tid") for e in _events(result.run_dir, "worker_batches")} == set(truth)
+    tracks = _trace_tracks(result.run_dir)
+    for tid, (samples, _cpu) in truth.items():
+        (track,) = [name for name in tracks if name.endswith(f"(thread {tid})")]
+        assert track.startswith("loader 0 / worker ")
+        assert tracks[track].count("collate") == samples // 8  # one batch slice (and its collate) per batch
 
 
 def test_a_stuck_worker_thread_is_named_with_its_index_and_its_own_stack(probe):
@@ -84,6 +100,9 @@ def test_a_stuck_worker_thread_is_named_with_its_index_and_its_own_stack(probe):
     assert evidence["stuck_frame"].startswith("SquaresDataset.__getitem__ (thread_workers.py:")
     assert "threading.Event().wait()" in evidence["stuck_frame"]
     assert not result.findings("main-hang")
+    # trace.json: the stuck thread's track ends with the sample it is stuck on
+    (track,) = [name for name in _trace_tracks(result.run_dir) if name.endswith(f"(thread {evidence['tid']})")]
+    assert "getitem of index 37 at the end" in _trace_tracks(result.run_dir)[track]
 
 
 def test_process_workers_show_nothing_of_threads(probe):
