@@ -67,6 +67,9 @@ def test_each_worker_thread_is_reported_with_its_batches_and_cpu(probe):
     codes = {f["code"] for f in report["findings"]}
     assert not codes & {"cow-growth", "worker-killed", "shm-pressure", "fork-hazard", "spawn-copy", "probe-degraded"}
 
+    (loader,) = report["loaders"]
+    assert loader["worker_method"] == "thread" and loader["start_method"] == "thread" and loader["workers"] == []
+    assert sorted(t["tid"] for t in loader["worker_threads"]) == sorted(truth)
     # the threads are no processes: the only process row is the training process
     assert [p["role"] for p in report["processes"]] == ["main"]
     assert _events(result.run_dir, "start_method")[0]["start_method"] == "thread"
@@ -112,6 +115,9 @@ def test_process_workers_show_nothing_of_threads(probe):
     (loader,) = _events(result.run_dir, "loader")
     # the installed torch's own setting: absent from released torch, "multiprocessing" where it exists
     assert loader["worker_method"] == ("multiprocessing" if TORCH_HAS_THREAD_WORKERS else None)
+    (entry,) = result.report["loaders"]
+    assert entry["worker_method"] == loader["worker_method"] and entry["worker_threads"] == []
+    assert len({w["pid"] for w in entry["workers"]}) == 4  # 2 worker processes in each of 2 epochs
     for epoch in _events(result.run_dir, "epoch"):
         assert "threads" not in epoch and "worker_method" not in epoch
         assert [w["worker_id"] for w in epoch["workers"]] == [0, 1]
