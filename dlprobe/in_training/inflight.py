@@ -222,6 +222,9 @@ class _ThreadWorker(threading.local):
 
 
 _thread = _ThreadWorker()
+# Set once a worker thread starts: until then a fetch reads the process's slot as before, without the thread-local
+# lookup (it costs about 0.2 us per batch, a noticeable share of the hooks' ~11 us).
+_thread_workers_started = False
 _run_dir: str | None = None
 _dump_file: Any = None
 _patched = False
@@ -285,6 +288,8 @@ def start_worker(run_dir: str, loader_id: int, worker_id: int) -> None:
 def start_thread_worker(run_dir: str, loader_id: int, worker_id: int) -> None:
     """A worker that is a thread of this process: its own slot, file named by its native thread id. No signal of
     its own: faulthandler's handler is process-wide, and the training process's dumps every thread already."""
+    global _thread_workers_started
+    _thread_workers_started = True
     _thread.worker = True  # from here on this thread's fetches never fall back to the process's slot
     tid = threading.get_native_id()
     slot = Slot(slot_path(run_dir, tid), ROLE_THREAD_WORKER, loader_id, worker_id)
@@ -395,7 +400,7 @@ def loop_outside(loader_id: int, batches: int) -> None:
 
 
 def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
-    slot = _current_slot()
+    slot = _current_slot() if _thread_workers_started else _slot
     if slot is None:
         return _original_fetch["map"](self, possibly_batched_index)
     if self.auto_collation:
@@ -447,7 +452,7 @@ def _find_failing_index(dataset: Any, indices: Any, slot: Slot) -> None:
 
 
 def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
-    slot = _current_slot()
+    slot = _current_slot() if _thread_workers_started else _slot
     if slot is None:
         return _original_fetch["iterable"](self, possibly_batched_index)
     if self.ended:
