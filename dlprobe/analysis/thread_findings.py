@@ -6,12 +6,13 @@ from typing import Any
 
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData, ThreadRecord
 
-# What the report cannot say about thread workers, and why: each code's premise is a worker process.
+# What the report cannot say about thread workers, and why (finding codes, and the per-worker memory rows): each
+# premise is a worker process.
 NOT_APPLICABLE = {
     "cow-growth": "nothing is forked: no worker copies the parent's pages",
     "spawn-copy": "no worker process receives a pickled copy of the dataset: the threads share the one object",
     "fork-hazard": "nothing is forked, so no lock or thread is inherited half-way",
-    "worker-memory": "a thread has no USS or PSS of its own: the training process's row holds the threads' memory",
+    "worker USS/PSS": "a thread has no USS or PSS of its own: the training process's row holds the threads' memory",
     "worker-killed": "a thread cannot be killed alone: a signal or the OOM killer ends the whole training process",
     "shm-pressure": "batches reach the loop through an in-process queue, not through /dev/shm",
     "worker-hotspots": "py-spy samples the threads inside the training process: they are not told apart from the loop",

@@ -60,7 +60,7 @@ def test_each_worker_thread_is_reported_with_its_batches_and_cpu(probe):
         if row["cpu_s"] is not None:  # read from /proc/PID/task/TID: never more than the thread used itself
             assert 0 <= row["cpu_s"] <= own_cpu + 0.011
     assert any(r["cpu_s"] is not None for r in rows), finding["detail"]
-    for code in ("cow-growth", "worker-killed", "shm-pressure", "fork-hazard", "spawn-copy", "worker-memory"):
+    for code in ("cow-growth", "worker-killed", "shm-pressure", "fork-hazard", "spawn-copy", "worker USS/PSS"):
         assert code in finding["evidence"]["not_applicable"]
         assert code in finding["detail"]
     # and those findings are not reasoned on missing worker processes
