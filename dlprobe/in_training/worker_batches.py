@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any
 
@@ -17,9 +18,11 @@ _now = time.time
 class WorkerBatches:
     """One worker's rows; past WORKER_BATCH_CAP rows the stride doubles, so a long run keeps a log-bounded share."""
 
-    def __init__(self, loader_id: int, worker_id: int) -> None:
+    def __init__(self, loader_id: int, worker_id: int, tid: int | None = None) -> None:
         self.loader_id = loader_id
         self.worker_id = worker_id
+        self.tid = tid  # a thread worker's native thread id: its events carry the process's pid
+        self.thread: threading.Thread | None = None
         self.rows: list[tuple[int, float, float, float, int]] = []
         self.t0 = 0.0
         self.stride = 1
@@ -42,14 +45,17 @@ class WorkerBatches:
 
     def flush(self) -> None:
         self.last_flush = _now()
-        if not self.rows:
+        # Taken in one step: the training loop flushes a thread worker's rows at the epoch's end, maybe while the
+        # thread still adds one (a row added to the list taken is sent with it, one added after waits).
+        taken, self.rows = self.rows, []
+        if not taken:
             return
         t0 = self.t0
         rows = [
             [task, round(start - t0, 6), round(collate - start, 6), round(end - collate, 6), first]
-            for task, start, collate, end, first in self.rows
+            for task, start, collate, end, first in taken
         ]
-        self.rows = []
+        thread = {} if self.tid is None else {"tid": self.tid}
         log = get_log()
         if log is not None:
             log.emit(
@@ -59,16 +65,23 @@ class WorkerBatches:
                 t0=round(t0, 6),
                 rows=rows,
                 stride=self.stride,
+                **thread,
             )
 
 
+# The frame that calls the fetcher, and its name for the batch's number: torch up to 2.15 (`_worker_loop`, `idx`);
+# torch's main branch shares one loop between process and thread workers (`_base_worker_loop`, `task_id`).
+_LOOP_TASK_NAMES = {"_worker_loop": "idx", "_base_worker_loop": "task_id"}
+
+
 def _task() -> int:
-    """The batch's number in the iterator's order: torch's worker loop holds it as `idx` (the frame that called
-    our fetcher); -1 where a torch version names it otherwise."""
+    """The batch's number in the iterator's order: torch's worker loop holds it (the frame that called our
+    fetcher); -1 where a torch version names it otherwise."""
     try:
-        frame = sys._getframe(3)  # _task <- add <- the fetcher <- _worker_loop
-        if frame.f_code.co_name == "_worker_loop":
-            idx = frame.f_locals.get("idx")
+        frame = sys._getframe(3)  # _task <- add <- the fetcher <- the worker loop
+        name = _LOOP_TASK_NAMES.get(frame.f_code.co_name)
+        if name is not None:
+            idx = frame.f_locals.get(name)
             return idx if type(idx) is int else -1
     except Exception:  # noqa: S110 - another torch's loop frame: the batch is still recorded, as task -1
         pass
@@ -76,11 +89,15 @@ def _task() -> int:
 
 
 recorder: WorkerBatches | None = None
+# Thread workers' recorders, by loader: a thread never exits through multiprocessing's finalizers, so the training
+# loop sends what they hold at each epoch's end and at exit.
+_thread_recorders: dict[int, list[WorkerBatches]] = {}
+_thread_lock = threading.Lock()
 
 
-def start(loader_id: int, worker_id: int) -> None:
-    """Record this worker's batches, and send what is left when it exits normally (multiprocessing's finalizers
-    run there; torch's workers never run atexit)."""
+def start(loader_id: int, worker_id: int) -> WorkerBatches | None:
+    """Record this worker process's batches, and send what is left when it exits normally (multiprocessing's
+    finalizers run there; torch's workers never run atexit)."""
     global recorder
     try:
         from multiprocessing import util
@@ -90,11 +107,36 @@ def start(loader_id: int, worker_id: int) -> None:
     except Exception as exc:
         recorder = None
         probe_errors.record("worker_batches.start", exc, f"worker {worker_id}'s batches are missing from trace.json")
+    return recorder
+
+
+def start_thread(loader_id: int, worker_id: int, tid: int) -> WorkerBatches:
+    """Record a worker thread's batches; flush_threads sends what it holds when the loop asks."""
+    rec = WorkerBatches(loader_id, worker_id, tid)
+    rec.thread = threading.current_thread()
+    with _thread_lock:  # several worker threads start at once
+        _thread_recorders.setdefault(loader_id, []).append(rec)
+    return rec
+
+
+def flush_threads(loader_id: int | None = None) -> None:
+    """Send the rows the worker threads of a loader (of every loader: None) still hold."""
+    with _thread_lock:
+        chosen = [r for lid, recs in _thread_recorders.items() if loader_id in (None, lid) for r in recs]
+    for rec in chosen:
+        _flush_one(rec)
+    with _thread_lock:  # threads that have ended send nothing more: a loader's new workers each epoch add none up
+        for lid, recs in _thread_recorders.items():
+            _thread_recorders[lid] = [r for r in recs if r not in chosen or (r.thread and r.thread.is_alive())]
 
 
 def flush() -> None:
     if recorder is not None:
-        try:
-            recorder.flush()
-        except Exception as exc:  # never break the worker's exit for the trace
-            probe_errors.record("worker_batches.flush", exc, "a worker's last batches are missing from trace.json")
+        _flush_one(recorder)
+
+
+def _flush_one(rec: WorkerBatches) -> None:
+    try:
+        rec.flush()
+    except Exception as exc:  # never break the worker's exit (or the loop) for the trace
+        probe_errors.record("worker_batches.flush", exc, "a worker's last batches are missing from trace.json")

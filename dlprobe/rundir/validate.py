@@ -27,6 +27,7 @@ SAMPLE_REQUIRED: dict[str, tuple[str, ...]] = {
     schema.SAMPLE_PROC: ("pid",),
     schema.SAMPLE_READING: ("t",),
     schema.SAMPLE_GONE: ("pid", "t"),
+    schema.SAMPLE_THREAD: ("pid", "tid"),
 }
 
 

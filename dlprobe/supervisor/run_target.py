@@ -191,6 +191,8 @@ class Progress:
                 for w in ev.get("workers") or []:
                     self.workers[int(w["pid"])] = (writer, ev["loader"], w["worker_id"])
                     sampler.add_pid(int(w["pid"]), worker=True)
+                for th in ev.get("threads") or []:  # workers that are threads of the writer
+                    sampler.add_thread(writer, int(th["tid"]))
             elif kind == EV_BATCHES:
                 key = (writer, ev["loader"])
                 self.batches[key] = ev.get("total", 0)

@@ -10,7 +10,14 @@ from typing import IO, Any
 
 import psutil
 
-from dlprobe.rundir.schema import SAMPLE_CPU, SAMPLE_GONE, SAMPLE_PROC, SAMPLE_READING, SAMPLE_RUN_DELAY
+from dlprobe.rundir.schema import (
+    SAMPLE_CPU,
+    SAMPLE_GONE,
+    SAMPLE_PROC,
+    SAMPLE_READING,
+    SAMPLE_RUN_DELAY,
+    SAMPLE_THREAD,
+)
 from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.system import cgroup, procmem
 from dlprobe.system.proctree import alive, descendant_pids
@@ -93,6 +100,7 @@ class Sampler:
         self.next_discover = 0.0
         self.workers: set[int] = set()
         self.created: dict[int, float | None] = {}  # psutil's create_time: tells a process from a reused pid
+        self.threads: dict[int, int] = {}  # worker threads (worker_method="thread"): tid -> the pid they run in
 
     def _write(self, record: dict[str, Any]) -> None:
         self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -112,6 +120,24 @@ class Sampler:
             ppid = started = None
         self.created[pid] = started
         self._write({"k": SAMPLE_PROC, "pid": pid, "ppid": ppid, "comm": procmem.read_comm(pid), "start": started})
+
+    def add_thread(self, pid: int, tid: int) -> None:
+        """A DataLoader worker that is a thread of `pid`: its CPU time is read each tick (it has no memory of its
+        own to read, and no exit of its own to record: it ends when its iterator does)."""
+        if tid in self.threads:
+            return
+        self.threads[tid] = pid
+        self._write({"k": SAMPLE_THREAD, "pid": pid, "tid": tid, "comm": procmem.read_comm(pid, tid)})
+
+    def _thread_readings(self) -> dict[str, dict[str, float | None]]:
+        readings: dict[str, dict[str, float | None]] = {}
+        for tid, pid in list(self.threads.items()):
+            cpu = procmem.read_thread_cpu(pid, tid)
+            if cpu is None:
+                del self.threads[tid]  # ended with its iterator: nothing more to read
+                continue
+            readings[str(tid)] = {SAMPLE_CPU: round(cpu[0], 2), SAMPLE_RUN_DELAY: cpu[1] and round(cpu[1], 3)}
+        return readings
 
     def live_workers(self) -> list[psutil.Process]:
         """The DataLoader workers of the job still running (never a later process that reused one's pid)."""
@@ -177,6 +203,8 @@ class Sampler:
             readings[str(pid)] = {**(values if values is not None else {"rss": rss}), **cpu[pid]}
             self.last[pid] = {**self.last.get(pid, {}), **readings[str(pid)]}
         row: dict[str, Any] = {"k": SAMPLE_READING, "t": round(now, 3), "p": readings}
+        if self.threads:
+            row["th"] = self._thread_readings()
         shm = procmem.shm_usage()
         if shm:
             row["shm"] = shm

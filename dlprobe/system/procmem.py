@@ -92,9 +92,32 @@ def read_smaps_rollup(pid: int) -> dict[str, int] | None:
     return parse_smaps_rollup(text)
 
 
-def read_comm(pid: int) -> str | None:
+def read_thread_cpu(pid: int, tid: int) -> tuple[float, float | None] | None:
+    """(CPU seconds: utime+stime, seconds waited for a core) of one thread, from /proc/PID/task/TID/stat and
+    schedstat: a DataLoader worker that is a thread has no process of its own to read. None once it has ended."""
+    task = f"/proc/{pid}/task/{tid}"
     try:
-        with open(f"/proc/{pid}/comm") as f:
+        with open(f"{task}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2 :].split()
+        if fields[0] in (b"Z", b"X"):
+            return None
+        cpu_s = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    except (OSError, IndexError, ValueError):
+        return None
+    try:
+        with open(f"{task}/schedstat", "rb") as f:
+            delay: float | None = int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        delay = None
+    return cpu_s, delay
+
+
+def read_comm(pid: int, tid: int | None = None) -> str | None:
+    """The process's name (a thread's, with `tid`: torch names its worker threads)."""
+    path = f"/proc/{pid}/comm" if tid is None else f"/proc/{pid}/task/{tid}/comm"
+    try:
+        with open(path) as f:
             return f.read().strip()
     except OSError:
         return None
