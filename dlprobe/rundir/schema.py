@@ -294,6 +294,13 @@ class ThreadWorker(TypedDict):
     tid: int
 
 
+class StartMethodEvent(Event, total=False):
+    """EV_START_METHOD: the start method the loader's workers were made with, once its first iterator started them."""
+
+    loader: int
+    start_method: str
+
+
 class EpochEvent(Event, total=False):
     loader: int
     epoch: int
