@@ -1,7 +1,8 @@
-"""Per-batch timing inside a DataLoader worker (start, fetch and collate time), sent in chunks, bounded per worker."""
+"""Per-batch timing inside a DataLoader worker (start, fetch and collate time, on a CPU and queued), sent in chunks."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
@@ -12,6 +13,20 @@ from dlprobe.rundir.schema import EV_WORKER_BATCHES, WORKER_BATCH_CAP
 
 FLUSH_INTERVAL_S = 0.5  # one write per worker per half second at most, like the loop's chunks
 _now = time.time
+# The fetching thread's own CPU time: exact to the call (the kernel adds the running slice), unlike schedstat's
+# first field, which lags by up to a scheduler tick, a large part of a few-millisecond batch.
+_thread_cpu = time.thread_time
+QUEUED_UNKNOWN = -1.0  # a row's queued seconds where the kernel's schedstat could not be read
+Row = tuple[int, float, float, float, int, float, float, float]
+
+
+def _open_run_delay() -> int | None:
+    """This thread's schedstat (its second field: ns spent runnable but waiting for a core), kept open: re-reading
+    it at offset 0 costs about 1.5 us. None where the kernel has no schedstat (CONFIG_SCHED_INFO off)."""
+    try:
+        return os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+    except OSError:
+        return None
 
 
 class WorkerBatches:
@@ -20,20 +35,47 @@ class WorkerBatches:
     def __init__(self, loader_id: int, worker_id: int) -> None:
         self.loader_id = loader_id
         self.worker_id = worker_id
-        self.rows: list[tuple[int, float, float, float, int]] = []
+        self.rows: list[Row] = []
         self.t0 = 0.0
         self.stride = 1
         self.kept = 0  # rows kept at the current stride
         self.last_flush = _now()
+        # A fetch's clocks (CPU at its start and at the collate, run-queue wait at its start): the wall time alone
+        # cannot tell a worker computing from one blocked on a read or one waiting for a core.
+        self.run_delay_fd = _open_run_delay()
+        self.cpu_start = self.cpu_collate = self.queued_start = 0.0
+
+    def _queued(self) -> float:
+        fd = self.run_delay_fd
+        if fd is None:
+            return 0.0
+        try:
+            return int(os.pread(fd, 64, 0).split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            self.run_delay_fd = None  # read once wrong, never again: the rows say unknown from here on
+            return 0.0
+
+    def begin(self) -> None:
+        """Called as a fetch starts (before the dataset is asked for anything)."""
+        self.cpu_start = _thread_cpu()
+        self.queued_start = self._queued()
+
+    def collating(self) -> None:
+        """Called as the samples are handed to the collate function."""
+        self.cpu_collate = _thread_cpu()
 
     def add(self, slot: Any, fetches: int, start: float, collate: float, end: float, first: int) -> None:
+        cpu_end = _thread_cpu()
+        queued = self._queued() - self.queued_start if self.run_delay_fd is not None else QUEUED_UNKNOWN
         task = _task()
         slot.keep_recent(task, start, collate, end, first)  # every batch: what a kill or a hang leaves unsent
         if fetches % self.stride:
             return
         if not self.rows:
             self.t0 = start
-        self.rows.append((task, start, collate, end, first))  # rounded in flush(), off the per-batch path
+        # rounded in flush(), off the per-batch path
+        self.rows.append((task, start, collate, end, first, self.cpu_collate - self.cpu_start,
+                          cpu_end - self.cpu_collate, queued))  # fmt: skip
         self.kept += 1
         if self.kept >= WORKER_BATCH_CAP:
             self.stride, self.kept = self.stride * 2, 0
@@ -46,9 +88,10 @@ class WorkerBatches:
             return
         t0 = self.t0
         rows = [
-            [task, round(start - t0, 6), round(collate - start, 6), round(end - collate, 6), first]
-            for task, start, collate, end, first in self.rows
-        ]
+            [task, round(start - t0, 6), round(collate - start, 6), round(end - collate, 6), first,
+             round(fetch_cpu, 6), round(collate_cpu, 6), round(queued, 6)]
+            for task, start, collate, end, first, fetch_cpu, collate_cpu, queued in self.rows
+        ]  # fmt: skip
         self.rows = []
         log = get_log()
         if log is not None:

@@ -97,6 +97,6 @@ def test_budget_recovers_once_the_window_has_passed():
 def test_hotspot_window_lasts_until_enough_samples_of_the_workers():
     from dlprobe.supervisor.stack_recorder import ENOUGH_SAMPLES, MIN_WINDOW_S, WINDOW_S, window_for
 
-    assert window_for(10, 2) == ENOUGH_SAMPLES / 20  # 10 s: two workers at 10 Hz
-    assert window_for(10, 0) == window_for(10, 1) == WINDOW_S  # the main process alone: the longest window
-    assert window_for(10, 64) == MIN_WINDOW_S  # many workers give enough at once; a short window still
+    assert window_for(20) == ENOUGH_SAMPLES / 20  # 10 s: one process at a time at 20 Hz
+    assert window_for(5) == WINDOW_S  # a low rate: the longest window
+    assert window_for(200) == MIN_WINDOW_S  # a high rate gives enough at once; a short window still
