@@ -73,6 +73,8 @@ class StackRecorder:
         self.wait_s = 0.0
         self.wait_by_pid: dict[int, float] = {}
         self.workers: dict[int, None] = {}  # worker pids in the order seen (an ordered set): the ones to take in turn
+        self.workers_seen = False
+        self.failed: set[int] = set()  # processes whose burst left no stacks: not tried again
         self.mains: dict[int, None] = {}  # training processes that timed batches: sampled where no worker is known
         self.window_s = WINDOW_S
         self.burst_pid: int | None = None
@@ -89,6 +91,7 @@ class StackRecorder:
                 for worker in ev.get("workers") or []:
                     if isinstance(worker, dict) and isinstance(worker.get("pid"), int):
                         self.workers[worker["pid"]] = None
+                        self.workers_seen = True
             if ev.get("ev") == EV_BATCHES:
                 waits = ev.get("waits") or []
                 pid = int(ev.get("pid") or 0)
@@ -108,7 +111,7 @@ class StackRecorder:
         elif self.started_at is not None:
             if now - self.started_at > self.window_s:
                 self.finish()
-            elif self.proc is not None and self._reaped(self.proc):
+            elif self.proc is None or self._reaped(self.proc):
                 self._collect()
                 self._next_burst()
 
@@ -141,12 +144,17 @@ class StackRecorder:
         self._next_burst()
 
     def _targets(self) -> list[int]:
-        # The workers (of every loader and rank) when any are known; else the training processes, which fetch
-        # themselves with num_workers=0; else the target itself.
-        return list(self.workers) or list(self.mains) or [self.pid]
+        # The workers (of every loader and rank) when any were seen: none alive between two epochs of non-persistent
+        # workers means waiting for the next ones, not sampling the main process, which does not load. Else the
+        # training processes, which fetch themselves with num_workers=0; else the target itself.
+        if self.workers or self.workers_seen:
+            return list(self.workers)
+        return list(self.mains) or ([self.pid] if self.pid not in self.failed else [])
 
     def _next_burst(self) -> None:
         targets = self._targets()
+        if not targets:
+            return  # observe() tries again on its next tick
         pid = targets[self.bursts % len(targets)]
         self.bursts += 1
         self.burst_pid = pid
@@ -212,7 +220,8 @@ class StackRecorder:
             lines = []
         if lines:
             with (self.run_dir / STACKS_FILE).open("a") as out:
-                out.writelines(f'process {pid}:"burst";{line}\n' for line in lines if line.strip())
+                # a thread with no Python frame (py-spy writes its count alone) says nothing of where time goes
+                out.writelines(f'process {pid}:"burst";{line}\n' for line in lines if line.rpartition(" ")[0].strip())
             self.sampled.append(pid)
         elif proc.returncode not in (0, -signal.SIGINT):
             error = _log_error(self.run_dir / PY_SPY_LOG_FILE) or f"py-spy exited with {proc.returncode}"
@@ -222,6 +231,7 @@ class StackRecorder:
             # Most often the worker had ended (non-persistent workers at an epoch's end): not worth another burst.
             self.workers.pop(pid, None)
             self.mains.pop(pid, None)
+            self.failed.add(pid)
 
     def stop(self, wait_s: float = 5.0) -> None:
         """After the target exits: end the running burst and say how sampling went."""
