@@ -47,9 +47,9 @@ def _loading_samples(run: RunData, loader: LoaderRecord) -> list[StackCount]:
     if run.stacks is None:
         return []
     # Only samples inside fetch(): a worker waiting for its next index, or the loop's own work, is not loading.
-    workers = {p.pid for p in run.workers(loader.loader_id)}
+    workers: set[int | None] = {p.pid for p in run.workers(loader.loader_id)}
     pids = workers if loader.num_workers else {run.meta.get("target_pid")}
-    return [s for s in run.stacks.stacks if s.pid in pids and any(_FETCH.match(f) for f in s.frames)]
+    return in_fetch(run.stacks.stacks, pids)
 
 
 def _innermost_not_ours(frames: list[str], whole: list[str]) -> str:
@@ -72,6 +72,41 @@ def fetch_path(frames: list[str]) -> list[str]:
     return frames[start:] if start is not None else []
 
 
+def rank(samples: list[StackCount]) -> tuple[Counter[str], Counter[str], Counter[str]]:
+    """Samples of the fetch path by category, by function, and by function and line (which call of it runs or
+    waits); benchmarks/hotspot_quality.py ranks a full-rate py-spy profile with the same function."""
+    categories: Counter[str] = Counter()
+    functions: Counter[str] = Counter()
+    lines: Counter[str] = Counter()
+    for s in samples:
+        frames = fetch_path(s.frames)
+        categories[_category(frames)] += s.count
+        # The innermost frame that is not torch/multiprocessing plumbing: the user's (or a library's) code.
+        own = next((f for f in reversed(frames) if not _LIBRARY.search(f)), _innermost_not_ours(frames, s.frames))
+        functions[_LINE.sub(")", own)] += s.count  # one row per function, whichever of its lines was running
+        lines[own] += s.count
+    return categories, functions, lines
+
+
+def in_fetch(stacks: list[StackCount], pids: set[int | None] | None = None) -> list[StackCount]:
+    """The samples (of these processes; None: of any) inside fetch(): a worker waiting for its next index is not
+    loading."""
+    return [s for s in stacks if (pids is None or s.pid in pids) and any(_FETCH.match(f) for f in s.frames)]
+
+
+def in_probe(sample: StackCount) -> bool:
+    """A sample caught inside the probe's own recording (a clock read, a slot write), not in the loading code.
+
+    Its clock reads are system calls, where the kernel switches out a worker whose slice is up, so on a busy machine
+    (and with --idle, which samples runnable threads too) they collect the time a worker sat queued for a core
+    around them: a quarter of the samples of a CPU-bound loader on 2 loaded cores. That time is no function's to
+    speed up (the clocks report it as queued); the fetch stand-in itself (_map_fetch) still counts, as a dataset
+    whose __getitem__ is C code (a list, a tensor) runs there.
+    """
+    inner = sample.frames[-1] if sample.frames else ""
+    return bool(_OURS.search(inner)) and not _FETCH.match(inner)
+
+
 def _waits(timing: FetchTiming | None, cpu: LoaderCpu | None) -> bool:
     """Whether the workers' loading time is spent blocked (a read, a sleep, a lock), not computing or queued for a
     core: from their own clocks inside fetch and collate where they were read, else from /proc over their life."""
@@ -86,20 +121,12 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
         timing = loop_timing(loader)
         if timing is None or timing.wait_share < INPUT_BOUND_SHARE:
             continue  # the loop is not waiting for data, so making loading faster would not speed it up
-        samples = _loading_samples(run, loader)
+        loading = _loading_samples(run, loader)
+        samples = [s for s in loading if not in_probe(s)]
         total = sum(s.count for s in samples)
         if total < MIN_SAMPLES:
             continue
-        categories: Counter[str] = Counter()
-        functions: Counter[str] = Counter()
-        lines: Counter[str] = Counter()  # the same with the line: which call of the top function waits
-        for s in samples:
-            frames = fetch_path(s.frames)
-            categories[_category(frames)] += s.count
-            # The innermost frame that is not torch/multiprocessing plumbing: the user's (or a library's) code.
-            own = next((f for f in reversed(frames) if not _LIBRARY.search(f)), _innermost_not_ours(frames, s.frames))
-            functions[_LINE.sub(")", own)] += s.count  # one row per function, whichever of its lines was running
-            lines[own] += s.count
+        categories, functions, lines = rank(samples)
         shares: list[dict[str, Any]] = [
             {"category": c, "share": round(n / total, 3), "samples": n} for c, n in categories.most_common()
         ]
@@ -131,7 +158,8 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
             f"{total:,} py-spy samples of the {where} at {rate} Hz while the loop waited for data "
             f"{100 * timing.wait_share:.0f}% of the time, so this is the work to make cheaper."
         )
-        evidence: dict[str, Any] = {"samples": total, "categories": shares, "top_functions": top}
+        evidence: dict[str, Any] = {"samples": total, "categories": shares, "top_functions": top,
+                                    "probe_samples": sum(s.count for s in loading) - total}  # fmt: skip
         cpu = loader_cpu(run, loader, idle_worker_ids(loader))
         if cpu is not None:
             evidence.update(cpu.evidence())
