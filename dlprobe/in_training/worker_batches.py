@@ -40,10 +40,14 @@ class WorkerBatches:
         self.stride = 1
         self.kept = 0  # rows kept at the current stride
         self.last_flush = _now()
-        # A fetch's clocks (CPU at its start and at the collate, run-queue wait at its start): the wall time alone
+        # A fetch's clocks (thread CPU time at its start and at the collate): the wall time alone
         # cannot tell a worker computing from one blocked on a read or one waiting for a core.
         self.run_delay_fd = _open_run_delay()
-        self.cpu_start = self.cpu_collate = self.queued_start = 0.0
+        self.cpu_start = self.cpu_collate = 0.0
+        # One schedstat read per batch, at its end (each read costs ~3 us on a loaded machine, a thread CPU clock
+        # ~0.6 us): a batch's queued time runs from the previous batch's end, so it includes the wait for a core
+        # after waking for the next index, which is queued time too.
+        self.queued_last = self._queued()
 
     def _queued(self) -> float:
         fd = self.run_delay_fd
@@ -58,7 +62,6 @@ class WorkerBatches:
     def begin(self) -> None:
         """Called as a fetch starts (before the dataset is asked for anything)."""
         self.cpu_start = _thread_cpu()
-        self.queued_start = self._queued()
 
     def collating(self) -> None:
         """Called as the samples are handed to the collate function."""
@@ -66,7 +69,10 @@ class WorkerBatches:
 
     def add(self, slot: Any, fetches: int, start: float, collate: float, end: float, first: int) -> None:
         cpu_end = _thread_cpu()
-        queued = self._queued() - self.queued_start if self.run_delay_fd is not None else QUEUED_UNKNOWN
+        queued = QUEUED_UNKNOWN
+        if self.run_delay_fd is not None:
+            now = self._queued()
+            queued, self.queued_last = now - self.queued_last, now
         task = _task()
         slot.keep_recent(task, start, collate, end, first)  # every batch: what a kill or a hang leaves unsent
         if fetches % self.stride:

@@ -35,21 +35,16 @@ DEFAULT_RATE = 20
 START_WAIT_SHARE = 0.3
 START_AFTER_S = 1.0  # of batches seen, so the first batches' start-up does not decide
 WINDOW_S = 20.0  # the longest window
-# The window lasts only as long as it adds information: ENOUGH_SAMPLES of the workers rank the top functions
-# within a few percent (the share of a function seen in 200 samples is off by 3.5% at most, one sigma). The
-# workers' own clocks (worker_batches rows) already split their time into fetch and collate, CPU and waiting, so the
-# stacks only have to name the functions.
+# The window lasts only as long as it adds information: it ends once ENOUGH_SAMPLES of the workers inside their
+# fetch path (the samples the finding ranks) are in, which rank the top functions within a few percent (the share
+# of a function seen in 200 samples is off by 3.5% at most, one sigma): about 12 s at 20 Hz on a starved loader. The
+# workers' own clocks (worker_batches rows) already split their time into fetch and collate, CPU and waiting, so
+# the stacks only have to name the functions.
 ENOUGH_SAMPLES = 200
-MIN_WINDOW_S = 3.0
 # One worker at a time, in turn, for BURST_S each (py-spy's --duration takes whole seconds): the workers of a loader
 # run the same code, so taking them in turn ranks the same functions as sampling all of them at once, at the cost of
 # one. A burst is long enough that py-spy's ~10 ms attach stays a small part of its cost.
 BURST_S = 2
-
-
-def window_for(rate: int) -> float:
-    """Seconds of sampling (one process at a time) that give ENOUGH_SAMPLES."""
-    return min(WINDOW_S, max(MIN_WINDOW_S, ENOUGH_SAMPLES / max(rate, 1)))
 
 
 class StackRecorder:
@@ -81,6 +76,7 @@ class StackRecorder:
         self.bursts = 0
         self.sampled: list[int] = []  # pids whose burst left stacks
         self.cpu_s = 0.0  # py-spy's own CPU time over every burst
+        self.fetch_samples = 0  # samples inside a worker's fetch path so far: what the finding ranks
         self.failures: list[tuple[str, bool]] = []  # each burst that left no stacks: py-spy's error, process gone
 
     def observe(self, events: list[dict[str, Any]], now: float) -> None:
@@ -113,10 +109,15 @@ class StackRecorder:
                 self.finish()
             elif self.proc is None or self._reaped(self.proc):
                 self._collect()
-                self._next_burst()
+                if self.fetch_samples >= ENOUGH_SAMPLES:
+                    self.finish()
+                else:
+                    self._next_burst()
 
     def finish(self) -> None:
         """End the sampling window early: py-spy writes what it has on SIGINT."""
+        if self.started_at is not None:
+            self.window_s = min(WINDOW_S, time.time() - self.started_at)  # the window it took, in stacks.json
         self.started_at = None
         self._end_burst()
 
@@ -138,7 +139,6 @@ class StackRecorder:
             self.error = f"py-spy not found{where} (pip install py-spy, or point {PY_SPY_ENV} at it)"
             return
         self.exe = exe
-        self.window_s = window_for(self.rate)
         self.started_at = time.time() if now is None else now
         (self.run_dir / STACKS_FILE).write_bytes(b"")  # the bursts append to it
         self._next_burst()
@@ -218,6 +218,7 @@ class StackRecorder:
             burst.unlink()
         except OSError:
             lines = []
+        self.fetch_samples += _fetch_samples(lines)
         if lines:
             with (self.run_dir / STACKS_FILE).open("a") as out:
                 # a thread with no Python frame (py-spy writes its count alone) says nothing of where time goes
@@ -239,8 +240,7 @@ class StackRecorder:
             # py-spy exits by itself once its process has gone (or at the burst's end); a py-spy stopped first
             # would hide why it failed.
             self._reaped(self.proc, wait_s)
-        self._end_burst(wait_s)
-        self.started_at = None
+        self.finish()
         if self.started and self.status == SAMPLER_OK and not self.sampled and self.failures:
             # Only a sampler that never saved a stack failed: a later burst on a worker that had ended (an epoch's
             # end, non-persistent workers) is not a gap in the profile.
@@ -258,8 +258,18 @@ class StackRecorder:
                 "burst_s": BURST_S,
                 "sampled_pids": self.sampled,
                 "cpu_s": round(self.cpu_s, 3),
+                "fetch_samples": self.fetch_samples,
             }
             write_json(self.run_dir / STACKS_META_FILE, meta)
+
+
+def _fetch_samples(lines: list[str]) -> int:
+    """Samples of a burst that the hotspot finding ranks: inside fetch(), not in the probe's own recording."""
+    from dlprobe.analysis.hotspot_findings import in_fetch, in_probe  # only once a burst ends: not at start-up
+    from dlprobe.analysis.stackfile import parse_stacks
+
+    stacks = parse_stacks("".join(f"process 0:;{line}\n" for line in lines))
+    return sum(s.count for s in in_fetch(stacks) if not in_probe(s))
 
 
 def _log_error(path: Path) -> str | None:

@@ -69,9 +69,9 @@ def test_a_row_splits_the_fetch_and_the_collate_into_cpu_time_and_queued_time(mo
     rec, log = recorder(monkeypatch, cap=100)
     clock = iter([1.0, 1.25, 1.375])  # thread CPU at the fetch's start, at the collate, at the end
     monkeypatch.setattr(worker_batches, "_thread_cpu", lambda: next(clock))
-    queued = iter([5.0, 5.125])  # run-queue seconds at the fetch's start and at its end
+    queued = iter([5.125])  # run-queue seconds at the batch's end; 5.0 at the previous one's
     monkeypatch.setattr(WorkerBatches, "_queued", lambda self: next(queued))
-    rec.run_delay_fd = 99
+    rec.run_delay_fd, rec.queued_last = 99, 5.0
     rec.begin()
     rec.collating()
     rec.add(FakeSlot(), 1, 10.0, 10.5, 10.75, 7)
