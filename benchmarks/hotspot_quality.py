@@ -1,21 +1,25 @@
 """worker-hotspots against a full-rate py-spy profile of the same loader: same top function, shares within a few points.
 
 For each loader (CPU-bound numpy work, I/O-bound sleeps and file reads, PIL decode, a heavy collate, a mixed one) the
-script runs twice: under `dlprobe run` (its sampler: one worker at a time, 2 s bursts at 20 Hz, --nonblocking) and
-plain under `py-spy record --subprocesses --idle --rate 100` (pausing each process for each sample, the whole tree).
+script runs once under `dlprobe run` (its sampler: one worker at a time, 2 s bursts at 20 Hz, --nonblocking), with
+`py-spy record --subprocesses --idle --rate 100` (pausing each process for each sample, the whole tree) attached to
+the same training process and workers for the whole run: the same load for both, which on a shared machine moves
+shares more than the way of sampling does (run one after the other, a mixed loader's top share differed by 20 points).
 Both profiles are ranked by the same code (`hotspot_findings.rank`, the fetch path of the workers only), and the
 table shows each one's top function and share, the largest difference of any function's share, and the split the
 workers' own clocks measured (blocked share of their batch time). Writes benchmarks/out/hotspot_quality.json.
-Usage: python benchmarks/hotspot_quality.py [--loaders cpu,io,pil,collate,mixed] [--seconds 14]
+Usage: python benchmarks/hotspot_quality.py [--loaders cpu,io,pil,collate,mixed] [--seconds 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -124,12 +128,36 @@ def shares(counter: Counter[str]) -> dict[str, float]:
     return {k: n / total for k, n in counter.most_common()}
 
 
-def probed(kind: str, tmp: Path, seconds: float, workers: int) -> dict:
-    run_dir = tmp / f"probed-{kind}"
-    report = tmp / f"probed-{kind}.json"
+def children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    return out
+
+
+def run_both(kind: str, tmp: Path, seconds: float, workers: int, py_spy: str) -> tuple[dict, dict]:
+    """One run of the loader under `dlprobe run`, with the full-rate reference attached to the same training process
+    and its workers at the same time: both profiles see the same load, which on a shared machine moves shares more
+    than either way of sampling does."""
+    run_dir, report, ref_out = tmp / f"probed-{kind}", tmp / f"probed-{kind}.json", tmp / f"reference-{kind}.txt"
     cmd = [PYTHON, "-m", "dlprobe", "run", "--quiet", "--out", str(run_dir), "--json", str(report),
            str(tmp / "loader.py"), kind, str(workers), str(seconds), str(tmp)]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+    probe = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not children(probe.pid) and time.time() < deadline:  # the training process (the bootstrap)
+        time.sleep(0.05)
+    target = children(probe.pid)[0]
+    ref = subprocess.Popen([py_spy, "record", "--pid", str(target), "--subprocesses", "--idle", "--rate",
+                            str(REFERENCE_RATE), "--format", "raw", "--output", str(ref_out)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    if probe.wait(timeout=600) != 0:
+        raise SystemExit(f"dlprobe run failed on {kind}")
+    ref.wait(timeout=60)  # py-spy writes its file once the processes it sampled are gone
+    return mine_of(run_dir, report), reference_of(ref_out)
+
+
+def mine_of(run_dir: Path, report: Path) -> dict:
     data = json.loads(report.read_text())
     [finding] = [f for f in data["findings"] if f["code"] == "worker-hotspots"] or [None]
     meta = json.loads((run_dir / "stacks.json").read_text())
@@ -147,15 +175,10 @@ def probed(kind: str, tmp: Path, seconds: float, workers: int) -> dict:
     }
 
 
-def reference(kind: str, tmp: Path, seconds: float, workers: int, py_spy: str) -> dict:
-    out = tmp / f"reference-{kind}.txt"
-    script = [PYTHON, str(tmp / "loader.py"), kind, str(workers), str(seconds), str(tmp)]
-    cmd = [py_spy, "record", "--subprocesses", "--idle", "--rate", str(REFERENCE_RATE), "--format", "raw",
-           "--output", str(out), "--", *script]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+def reference_of(out: Path) -> dict:
     stacks = parse_stacks(out.read_text(errors="replace"))
-    # Only the workers' fetch path (the main process never fetches with workers), after their first seconds are
-    # left out of neither: py-spy's raw format is a total over the run, as dlprobe's bursts are over its window.
+    # Only the workers' fetch path (the main process never fetches with workers); py-spy's raw format is a total
+    # over the whole run, dlprobe's over its window.
     _, functions, _ = rank(in_fetch(stacks))
     total = sum(functions.values())
     return {"functions": {f: round(n / total, 3) for f, n in functions.most_common(6)}, "samples": total}
@@ -177,7 +200,7 @@ def compare(mine: dict, ref: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--loaders", default=",".join(LOADERS))
-    parser.add_argument("--seconds", type=float, default=14.0, help="each run's loop (the sampler's window is 10 s)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="each run's loop (the sampler needs 10-20 s)")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     py_spy = find_py_spy()
@@ -190,8 +213,7 @@ def main() -> None:
         (tmp / "loader.py").write_text(LOADER_SCRIPT)
         make_data(tmp)
         for kind in args.loaders.split(","):
-            mine = probed(kind, tmp, args.seconds, args.workers)
-            ref = reference(kind, tmp, args.seconds, args.workers, py_spy)
+            mine, ref = run_both(kind, tmp, args.seconds, args.workers, py_spy)
             results[kind] = {"dlprobe": mine, "reference": ref, **compare(mine, ref)}
             print(json.dumps({kind: results[kind]}), flush=True)
     print(

@@ -26,9 +26,9 @@ from dlprobe.rundir.schema import (
 from dlprobe.system.pyspy import NO_PYTHON_PROCESSES, PY_SPY_ENV, error_line, find_py_spy
 
 RATE_ENV = "DLPROBE_STACK_RATE"
-# samples/s of the one process sampled at a time. Measured on 2 busy cores (py-spy 0.4, --nonblocking): py-spy costs
-# about 0.6 ms of CPU per sample of a worker plus ~10 ms to attach, i.e. 1.3% of a core at 20 Hz whatever the
-# number of workers; `--subprocesses` over the whole tree at 10 Hz cost 3.6% (2 workers) and 8.3% (8 workers).
+# samples/s of the one process sampled at a time. benchmarks/hotspot_cost.py (py-spy 0.4, --nonblocking, 2 busy
+# cores): 1.4-1.5% of a core at 20 Hz whatever the number of workers, against 3.3% (2 workers) and 6.8% (8 workers)
+# for `--subprocesses` over the whole tree at 10 Hz, which read every process on every tick.
 DEFAULT_RATE = 20
 # Sampling costs the target CPU, so it runs only where it can pay off: once the loop is seen waiting for data
 # (hotspots are reported only then), and for a bounded window.
@@ -37,7 +37,7 @@ START_AFTER_S = 1.0  # of batches seen, so the first batches' start-up does not 
 WINDOW_S = 20.0  # the longest window
 # The window lasts only as long as it adds information: it ends once ENOUGH_SAMPLES of the workers inside their
 # fetch path (the samples the finding ranks) are in, which rank the top functions within a few percent (the share
-# of a function seen in 200 samples is off by 3.5% at most, one sigma): about 12 s at 20 Hz on a starved loader. The
+# of a function seen in 200 samples is off by 3.5% at most, one sigma): 10 s at 20 Hz at best. The
 # workers' own clocks (worker_batches rows) already split their time into fetch and collate, CPU and waiting, so
 # the stacks only have to name the functions.
 ENOUGH_SAMPLES = 200
