@@ -25,7 +25,7 @@ from pathlib import Path
 
 from _common import PYTHON, machine
 
-from dlprobe.analysis.hotspot_findings import in_fetch, rank
+from dlprobe.analysis.hotspot_findings import in_fetch, in_probe, rank
 from dlprobe.analysis.stackfile import parse_stacks
 from dlprobe.system.pyspy import find_py_spy
 
@@ -145,15 +145,22 @@ def run_both(kind: str, tmp: Path, seconds: float, workers: int, py_spy: str) ->
            str(tmp / "loader.py"), kind, str(workers), str(seconds), str(tmp)]  # fmt: skip
     probe = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while not children(probe.pid) and time.time() < deadline:  # the training process (the bootstrap)
+    target = None
+    while target is None and time.time() < deadline:  # the training process, once it runs the bootstrap (not before
+        for pid in children(probe.pid):  # its exec, where py-spy finds no Python)
+            with contextlib.suppress(OSError):
+                if b"dlprobe.in_training.bootstrap" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    target = pid
         time.sleep(0.05)
-    target = children(probe.pid)[0]
+    time.sleep(0.5)  # the interpreter past its own start-up, so py-spy finds its Python version
     ref = subprocess.Popen([py_spy, "record", "--pid", str(target), "--subprocesses", "--idle", "--rate",
                             str(REFERENCE_RATE), "--format", "raw", "--output", str(ref_out)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     if probe.wait(timeout=600) != 0:
         raise SystemExit(f"dlprobe run failed on {kind}")
     ref.wait(timeout=60)  # py-spy writes its file once the processes it sampled are gone
+    if not ref_out.exists():
+        raise SystemExit(f"the reference py-spy saved nothing for {kind} (exit code {ref.returncode})")
     return mine_of(run_dir, report), reference_of(ref_out)
 
 
@@ -177,9 +184,10 @@ def mine_of(run_dir: Path, report: Path) -> dict:
 
 def reference_of(out: Path) -> dict:
     stacks = parse_stacks(out.read_text(errors="replace"))
-    # Only the workers' fetch path (the main process never fetches with workers); py-spy's raw format is a total
-    # over the whole run, dlprobe's over its window.
-    _, functions, _ = rank(in_fetch(stacks))
+    # Only the workers' fetch path (the main process never fetches with workers), less the samples inside the probe's
+    # own clock reads, as the finding leaves them out (this reference samples the same probed workers); py-spy's raw
+    # format is a total over the whole run, dlprobe's over its window.
+    _, functions, _ = rank([s for s in in_fetch(stacks) if not in_probe(s)])
     total = sum(functions.values())
     return {"functions": {f: round(n / total, 3) for f, n in functions.most_common(6)}, "samples": total}
 
