@@ -172,7 +172,7 @@ def _worker_slices(
     rows = []
     for ev in events:
         t0 = float(ev.get("t0") or 0.0)
-        for task, offset, fetch_s, collate_s, first in ev.get("rows") or []:
+        for task, offset, fetch_s, collate_s, first, *_ in ev.get("rows") or []:
             rows.append((t0 + offset, float(fetch_s), float(collate_s), int(task), first))
     sent: dict[int, list[float]] = {}  # task -> starts sent (the events round them to a microsecond)
     for row in rows:

@@ -403,6 +403,9 @@ def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
     slot = _current_slot() if _thread_workers_started else _slot
     if slot is None:
         return _original_fetch["map"](self, possibly_batched_index)
+    recorder = slot.recorder  # None outside a worker: the loop's own fetches are its waits
+    if recorder is not None:
+        recorder.begin()
     if self.auto_collation:
         if hasattr(self.dataset, "__getitems__") and self.dataset.__getitems__:
             slot.begin(KIND_GETITEMS, possibly_batched_index)
@@ -422,9 +425,11 @@ def _map_fetch(self: Any, possibly_batched_index: Any) -> Any:
     else:
         slot.begin(KIND_UNBATCHED, (possibly_batched_index,))
         data = self.dataset[possibly_batched_index]
-    recorder = slot.recorder  # None outside a worker: the loop's own fetches are its waits
     slot.set_phase(COLLATE)
-    collate = _now() if recorder is not None else 0.0
+    collate = 0.0
+    if recorder is not None:
+        collate = _now()
+        recorder.collating()
     batch = self.collate_fn(data)
     slot.set_phase(DONE)
     if recorder is not None:
@@ -457,6 +462,9 @@ def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
         return _original_fetch["iterable"](self, possibly_batched_index)
     if self.ended:
         raise StopIteration
+    recorder = slot.recorder  # None outside a worker: the loop's own fetches are its waits
+    if recorder is not None:
+        recorder.begin()
     start = getattr(self, "_dlprobe_pos", 0)  # position in this worker's stream
     if self.auto_collation:
         slot.begin(KIND_ITERABLE, possibly_batched_index, start)
@@ -483,9 +491,11 @@ def _iterable_fetch(self: Any, possibly_batched_index: Any) -> Any:
             slot.set_phase(ENDED)
             raise
         self._dlprobe_pos = start + 1
-    recorder = slot.recorder  # None outside a worker: the loop's own fetches are its waits
     slot.set_phase(COLLATE)
-    collate = _now() if recorder is not None else 0.0
+    collate = 0.0
+    if recorder is not None:
+        collate = _now()
+        recorder.collating()
     batch = self.collate_fn(data)
     slot.set_phase(DONE)
     if recorder is not None:

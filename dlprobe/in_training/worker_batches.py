@@ -1,7 +1,8 @@
-"""Per-batch timing inside a DataLoader worker (start, fetch and collate time), sent in chunks, bounded per worker."""
+"""Per-batch timing inside a DataLoader worker (start, fetch and collate time, on a CPU and queued), sent in chunks."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -13,6 +14,20 @@ from dlprobe.rundir.schema import EV_WORKER_BATCHES, WORKER_BATCH_CAP
 
 FLUSH_INTERVAL_S = 0.5  # one write per worker per half second at most, like the loop's chunks
 _now = time.time
+# The fetching thread's own CPU time: exact to the call (the kernel adds the running slice), unlike schedstat's
+# first field, which lags by up to a scheduler tick, a large part of a few-millisecond batch.
+_thread_cpu = time.thread_time
+QUEUED_UNKNOWN = -1.0  # a row's queued seconds where the kernel's schedstat could not be read
+Row = tuple[int, float, float, float, int, float, float, float]
+
+
+def _open_run_delay() -> int | None:
+    """This thread's schedstat (its second field: ns spent runnable but waiting for a core), kept open: re-reading
+    it at offset 0 costs about 1.5 us. None where the kernel has no schedstat (CONFIG_SCHED_INFO off)."""
+    try:
+        return os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+    except OSError:
+        return None
 
 
 class WorkerBatches:
@@ -23,20 +38,60 @@ class WorkerBatches:
         self.worker_id = worker_id
         self.tid = tid  # a thread worker's native thread id: its events carry the process's pid
         self.thread: threading.Thread | None = None
-        self.rows: list[tuple[int, float, float, float, int]] = []
+        self.rows: list[Row] = []
         self.t0 = 0.0
         self.stride = 1
         self.kept = 0  # rows kept at the current stride
         self.last_flush = _now()
+        # A fetch's clocks (thread CPU time at its start and at the collate): the wall time alone
+        # cannot tell a worker computing from one blocked on a read or one waiting for a core.
+        self.run_delay_fd = _open_run_delay()
+        self.cpu_start = self.cpu_collate = 0.0
+        # One schedstat read per batch, at its end (each read costs ~3 us on a loaded machine, a thread CPU clock
+        # ~0.6 us): a batch's queued time runs from the previous batch's end, so it includes the wait for a core
+        # after waking for the next index, which is queued time too.
+        self.queued_last = self._queued()
+
+    def _queued(self) -> float:
+        fd = self.run_delay_fd
+        if fd is None:
+            return 0.0
+        try:
+            return int(os.pread(fd, 64, 0).split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            self.run_delay_fd = None  # read once wrong, never again: the rows say unknown from here on
+            return 0.0
+
+    def close(self) -> None:
+        """Close the schedstat file: a worker process closes it as it exits, a worker thread's recorder when the
+        thread has ended (a new iterator's threads would otherwise hold one more file each epoch)."""
+        fd, self.run_delay_fd = self.run_delay_fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def begin(self) -> None:
+        """Called as a fetch starts (before the dataset is asked for anything)."""
+        self.cpu_start = _thread_cpu()
+
+    def collating(self) -> None:
+        """Called as the samples are handed to the collate function."""
+        self.cpu_collate = _thread_cpu()
 
     def add(self, slot: Any, fetches: int, start: float, collate: float, end: float, first: int) -> None:
+        cpu_end = _thread_cpu()
+        queued = QUEUED_UNKNOWN
+        if self.run_delay_fd is not None:
+            now = self._queued()
+            queued, self.queued_last = now - self.queued_last, now
         task = _task()
         slot.keep_recent(task, start, collate, end, first)  # every batch: what a kill or a hang leaves unsent
         if fetches % self.stride:
             return
         if not self.rows:
             self.t0 = start
-        self.rows.append((task, start, collate, end, first))  # rounded in flush(), off the per-batch path
+        # rounded in flush(), off the per-batch path
+        self.rows.append((task, start, collate, end, first, self.cpu_collate - self.cpu_start,
+                          cpu_end - self.cpu_collate, queued))  # fmt: skip
         self.kept += 1
         if self.kept >= WORKER_BATCH_CAP:
             self.stride, self.kept = self.stride * 2, 0
@@ -52,9 +107,10 @@ class WorkerBatches:
             return
         t0 = self.t0
         rows = [
-            [task, round(start - t0, 6), round(collate - start, 6), round(end - collate, 6), first]
-            for task, start, collate, end, first in taken
-        ]
+            [task, round(start - t0, 6), round(collate - start, 6), round(end - collate, 6), first,
+             round(fetch_cpu, 6), round(collate_cpu, 6), round(queued, 6)]
+            for task, start, collate, end, first, fetch_cpu, collate_cpu, queued in taken
+        ]  # fmt: skip
         thread = {} if self.tid is None else {"tid": self.tid}
         log = get_log()
         if log is not None:
@@ -127,7 +183,10 @@ def flush_threads(loader_id: int | None = None) -> None:
         _flush_one(rec)
     with _thread_lock:  # threads that have ended send nothing more: a loader's new workers each epoch add none up
         for lid, recs in _thread_recorders.items():
-            _thread_recorders[lid] = [r for r in recs if r not in chosen or (r.thread and r.thread.is_alive())]
+            ended = [r for r in recs if r in chosen and not (r.thread and r.thread.is_alive())]
+            for rec in ended:
+                rec.close()
+            _thread_recorders[lid] = [r for r in recs if r not in ended]
 
 
 def flush() -> None:

@@ -319,8 +319,11 @@ class BatchesEvent(Event, total=False):
 
 
 class WorkerBatchesEvent(Event, total=False):
-    """EV_WORKER_BATCHES: rows [task, start - t0, fetch_s, collate_s, first index] (task: the batch's number in
-    the iterator's order, -1 when unknown; first index: the sampler's first index or the stream position)."""
+    """EV_WORKER_BATCHES: rows [task, start - t0, fetch_s, collate_s, first index, fetch_cpu_s, collate_cpu_s,
+    queued_s] (task: the batch's number in the iterator's order, -1 when unknown; first index: the sampler's first
+    index or the stream position; *_cpu_s: the fetching thread's CPU time in the fetch and in the collate; queued_s:
+    its time runnable but waiting for a core since the previous batch's end, -1 when unknown). Runs written before
+    these three have the first five only."""
 
     loader: int
     worker: int
@@ -481,6 +484,10 @@ class StacksMeta(TypedDict, total=False):
     window_s: float
     status: str  # SAMPLER_*
     error: str | None
+    burst_s: int  # seconds of each burst on one process; absent in runs that sampled the whole tree at once
+    sampled_pids: list[int]  # the process of each burst that left stacks, in order
+    cpu_s: float  # py-spy's own CPU time (user + system) over all bursts: what the sampling cost the machine
+    fetch_samples: int  # samples inside the workers' fetch path: the window ends at stack_recorder.ENOUGH_SAMPLES
 
 
 class Machine(TypedDict, total=False):

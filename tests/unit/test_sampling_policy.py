@@ -94,9 +94,39 @@ def test_budget_recovers_once_the_window_has_passed():
     assert budget.allowance() > 0
 
 
-def test_hotspot_window_lasts_until_enough_samples_of_the_workers():
-    from dlprobe.supervisor.stack_recorder import ENOUGH_SAMPLES, MIN_WINDOW_S, WINDOW_S, window_for
+def test_hotspot_sampler_takes_the_workers_in_turn_until_enough_samples_of_their_fetch(tmp_path, monkeypatch):
+    import time
 
-    assert window_for(10, 2) == ENOUGH_SAMPLES / 20  # 10 s: two workers at 10 Hz
-    assert window_for(10, 0) == window_for(10, 1) == WINDOW_S  # the main process alone: the longest window
-    assert window_for(10, 64) == MIN_WINDOW_S  # many workers give enough at once; a short window still
+    from dlprobe.supervisor.stack_recorder import ENOUGH_SAMPLES, StackRecorder
+
+    # A real subprocess standing in for py-spy: it writes 120 samples inside a worker's fetch, 50 inside the probe's
+    # own clock read (not counted) and 30 of a worker waiting for its next index (not counted), to --output.
+    stacks = tmp_path / "stacks.raw"
+    stacks.write_text(
+        "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:380);"
+        "MyDataset.__getitem__ (train.py:20) 120\n"
+        "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:386);"
+        "WorkerBatches.collating (dlprobe/in_training/worker_batches.py:65) 50\n"
+        "_worker_loop (torch/utils/data/_utils/worker.py:319);get (multiprocessing/queues.py:113) 30\n"
+    )
+    fake = tmp_path / "py-spy"
+    fake.write_text(f'#!/bin/sh\nwhile [ "$1" != "--output" ]; do shift; done\ncp "{stacks}" "$2"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("DLPROBE_PY_SPY", str(fake))
+    monkeypatch.delenv("DLPROBE_STACK_RATE", raising=False)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    recorder = StackRecorder(1, run_dir)
+    epoch = {"ev": "epoch", "pid": 7, "t": 100.0, "workers": [{"worker_id": 0, "pid": 11}, {"worker_id": 1, "pid": 12}]}
+    starving = {"ev": "batches", "pid": 7, "t": 102.0, "waits": [0.5, 0.9, 0.9], "total": 3}
+    recorder.observe([epoch, starving], 102.0)
+    assert recorder.started and recorder.burst_pid == 11
+    deadline = time.monotonic() + 30
+    while recorder.started_at is not None and time.monotonic() < deadline:  # the bursts end by themselves
+        recorder.observe([], 103.0)
+        time.sleep(0.01)
+    recorder.stop()
+    # two bursts, one per worker in turn: 240 samples in the fetch path are enough (the probe's frames are not)
+    assert recorder.sampled == [11, 12] and recorder.fetch_samples == 240 >= ENOUGH_SAMPLES
+    lines = (run_dir / "stacks.txt").read_text().splitlines()
+    assert [line.split(":", 1)[0] for line in lines] == ["process 11"] * 3 + ["process 12"] * 3
