@@ -89,16 +89,21 @@ def _usage_message(exc: Any) -> str:
     return message[:1].lower() + message[1:]
 
 
+def _print_error(message: str, hint: str) -> None:
+    # rich's console is imported only when there is an error to print: `dlprobe run` starts the script first.
+    from dlprobe.console import print_error
+
+    print_error(message, hint)
+
+
 def main() -> None:
     """Console entry point: typer for parsing, then one place that turns every error a user can fix, dlprobe's own
     and click's usage errors alike, into an `error:` line, a `hint:` line and an exit code."""
-    from dlprobe.console import print_error
-
     try:
         # With standalone_mode off, click returns a command's exit code instead of raising it.
         code = app(standalone_mode=False)
     except DlprobeError as exc:
-        print_error(exc.message, exc.hint)
+        _print_error(exc.message, exc.hint)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -112,6 +117,6 @@ def main() -> None:
         usage = hasattr(exc, "ctx")  # a UsageError; a bare ClickException (a file click could not open) has none
         message = _usage_message(exc)
         if message:  # empty for `dlprobe` alone: its help is printed already (no_args_is_help), as the message
-            print_error(message, _usage_hint(exc) if usage else "")
+            _print_error(message, _usage_hint(exc) if usage else "")
         sys.exit(USAGE_EXIT_CODE if usage else exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)

@@ -29,9 +29,6 @@ def run(
     DataLoader is probed (each rank of a job). dlprobe's own output goes to stderr; the target's stdout, stderr
     and exit code come through unchanged.
     """
-    from dlprobe.commands.outputs import write_outputs
-    from dlprobe.console import err_console, print_error
-    from dlprobe.errors import DlprobeError
     from dlprobe.supervisor.run_target import RunOptions, run_script
 
     options = RunOptions(
@@ -42,8 +39,14 @@ def run(
         hang_timeout=hang_timeout,
         on_hang=on_hang,
         launch=launch_kind(ctx, module),
+        preload=("dlprobe.commands.outputs",),
     )
     outcome = run_script(options)
+    # Imported once the script has started (run_script preloads them meanwhile), never on the way to starting it.
+    from dlprobe.commands.outputs import write_outputs
+    from dlprobe.console import err_console, print_error
+    from dlprobe.errors import DlprobeError
+
     try:
         write_outputs(outcome.run_dir, None if quiet else err_console(), json_path, plot_in_background=True)
     except DlprobeError as exc:  # the script ran: its exit code is still the one to return, not dlprobe's 2
