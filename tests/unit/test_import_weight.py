@@ -51,12 +51,16 @@ def _modules_after(code: str, *args: str, env: dict[str, str] | None = None) -> 
     return set(proc.stdout.split())
 
 
-def test_dlprobe_run_reaches_the_target_start_without_the_watch_or_the_report() -> None:
+def test_dlprobe_run_reaches_the_target_start_without_typer_the_watch_or_the_report() -> None:
     # What `dlprobe run` imports before it starts the script is start-up time every run pays: the watch (psutil,
     # rich, the samplers) and the report are imported while the script runs (run_target.run_script, run_watch).
-    loaded = _modules_after("import sys, dlprobe.cli, dlprobe.supervisor.run_target; print(*sys.modules, sep='\\n')")
+    loaded = _modules_after(
+        "import sys, dlprobe.cli, dlprobe.commands.run_fast, dlprobe.supervisor.run_target; "
+        "print(*sys.modules, sep='\\n')"
+    )
     assert "dlprobe.supervisor.run_target" in loaded
-    early = {"psutil", "rich", "rich.console", "dlprobe.supervisor.run_watch", "dlprobe.analysis", "dlprobe.console"}
+    # nor typer: plain `dlprobe run` lines are parsed by commands/run_fast.py
+    early = {"psutil", "rich", "typer", "dlprobe.supervisor.run_watch", "dlprobe.analysis", "dlprobe.console"}
     assert early & loaded == set()
 
 
