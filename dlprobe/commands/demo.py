@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
 from dlprobe.units import format_bytes
+
+if TYPE_CHECKING:  # rich's console is imported by the commands that print, not by every command line
+    from rich.console import Console
 
 DEMO_SCRIPT = Path(__file__).parent.parent / "demo" / "cow_train.py"
 

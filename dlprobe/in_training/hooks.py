@@ -6,16 +6,14 @@ import atexit
 import functools
 import gc
 import importlib
-import importlib.abc
 import importlib.machinery
-import inspect
 import os
 import sys
 import threading
 import time
 import weakref
 from types import ModuleType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from dlprobe.in_training import (
     identity,
@@ -49,6 +47,9 @@ from dlprobe.rundir.schema import (
     TAKEOVER_LOADER_ENV,
 )
 from dlprobe.system.procmem import read_smaps_rollup
+
+if TYPE_CHECKING:
+    import importlib.abc
 
 DATALOADER_MODULE = "torch.utils.data.dataloader"
 # Commands that need the script's DataLoader but not its training (scan, tune) set these: when loader N is first
@@ -88,6 +89,8 @@ class LoaderProbe:
         if not getattr(original, "_dlprobe_wrapper", False):
             if not new_iterator:
                 return  # an iterator made before the probe saw it: no counts rather than half of them
+            import inspect  # here, once per loader: at the top it would cost every probed script's start-up
+
             try:
                 params = list(inspect.signature(original).parameters)
             except (TypeError, ValueError):
@@ -550,12 +553,14 @@ def patched_spec(fullname: str, path: Any, target: Any, asking: object) -> impor
             continue
         spec = finder.find_spec(fullname, path, target)
         if spec is not None and spec.loader is not None:
-            spec.loader = _PatchingLoader(spec.loader)
+            spec.loader = cast("importlib.abc.Loader", _PatchingLoader(spec.loader))
             return spec
     return None
 
 
-class _PatchingLoader(importlib.abc.Loader):
+# The loader and the finder follow importlib's protocols without its abstract base classes: importing importlib.abc
+# pulls in importlib.resources (tempfile, shutil, the compression modules), a tenth of the bootstrap's start-up.
+class _PatchingLoader:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
@@ -568,7 +573,7 @@ class _PatchingLoader(importlib.abc.Loader):
         patch_dataloader(module)
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
+class _PatchOnImport:
     """Patches torch's dataloader module the moment the script imports it, so torch loads lazily."""
 
     _dlprobe_finder = True  # the injected sitecustomize's finder says the same: one of them is enough

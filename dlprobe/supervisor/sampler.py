@@ -20,6 +20,7 @@ from dlprobe.rundir.schema import (
 )
 from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.system import cgroup, procmem
+from dlprobe.system.proc_files import ProcFiles
 from dlprobe.system.proctree import alive, descendant_pids
 
 TICK_S = 0.25  # cheap readings (/proc/PID/stat, /dev/shm, meminfo, cgroup) this often
@@ -30,6 +31,11 @@ TICK_S = 0.25  # cheap readings (/proc/PID/stat, /dev/shm, meminfo, cgroup) this
 # into a worker's private ones) still show.
 ROUND_S = 0.5
 MAX_STALE_S = 5.0
+# With many processes that bound alone costs more than the whole budget (64 torch-sized processes, ~2 ms of CPU per
+# read, every 5 s: 2.6% of a core), so it stretches with the number watched and the measured cost of a read, to
+# keep the still processes' reads within STALE_SHARE of one core; never past MAX_STALE_CAP_S.
+STALE_SHARE = 0.01
+MAX_STALE_CAP_S = 30.0
 MOVE_BYTES = 1 << 20
 # A process whose RSS grew by this much (or by a tenth, if that is more) since its last full read is read whatever
 # the budget says: a growing worker is the one the OOM killer takes, and one that exits at the end of an epoch
@@ -39,6 +45,12 @@ FIRST_READ_COST_S = 0.004  # CPU seconds per smaps_rollup of a ~200 MB process, 
 # Walking the process table to find descendants costs more than everything else; workers are announced by
 # the hooks' events at once, so the walk only catches the rest (forkserver, resource tracker) now and then.
 DISCOVER_EVERY_S = 2.0
+
+
+def stale_bound(processes: int, cost_s: float) -> float:
+    """Seconds a still process may go without a smaps_rollup: MAX_STALE_S, longer when reading every process that
+    often would take more than STALE_SHARE of a core, at most MAX_STALE_CAP_S."""
+    return min(MAX_STALE_CAP_S, max(MAX_STALE_S, processes * cost_s / STALE_SHARE))
 
 
 @dataclass(frozen=True)
@@ -56,18 +68,19 @@ def choose_full_reads(
     last_full: dict[int, FullRead],
     allowance_s: float,
     cost_s: float,
+    stale_s: float = MAX_STALE_S,
 ) -> tuple[list[int], int]:
     """Which processes get a smaps_rollup this round, and how many that moved were left out for the CPU budget.
 
     `cheap` is (rss, page faults) per live pid now. New, stale and growing processes are always read (the budget
-    never buys blindness past MAX_STALE_S, nor past GROWTH_BYTES of growth); other moving ones are read while
-    `allowance_s` lasts, the most moved first; still ones wait for MAX_STALE_S.
+    never buys blindness past `stale_s` (stale_bound), nor past GROWTH_BYTES of growth); other moving ones are read
+    while `allowance_s` lasts, the most moved first; still ones wait for `stale_s`.
     """
     due: list[int] = []
     moving: list[tuple[int, int]] = []
     for pid, (rss, faults) in cheap.items():
         last = last_full.get(pid)
-        if last is None or now - last.t >= MAX_STALE_S or rss - last.rss >= max(GROWTH_BYTES, last.rss // 10):
+        if last is None or now - last.t >= stale_s or rss - last.rss >= max(GROWTH_BYTES, last.rss // 10):
             due.append(pid)
             continue
         moved = max(abs(rss - last.rss), (faults - last.faults) * procmem.PAGE_SIZE)
@@ -83,7 +96,12 @@ class Sampler:
     """Discovers the target's descendants and writes one row of readings per tick to samples.jsonl."""
 
     def __init__(
-        self, root_pid: int, out: IO[str], cgroup_dir: tuple[Path, Path, int] | None, budget: CpuBudget | None = None
+        self,
+        root_pid: int,
+        out: IO[str],
+        cgroup_dir: tuple[Path, Path, int] | None,
+        budget: CpuBudget | None = None,
+        keep_open: bool = True,
     ) -> None:
         self.root_pid = root_pid
         self.out = out
@@ -101,6 +119,13 @@ class Sampler:
         self.workers: set[int] = set()
         self.created: dict[int, float | None] = {}  # psutil's create_time: tells a process from a reused pid
         self.threads: dict[int, int] = {}  # worker threads (worker_method="thread"): tid -> the pid they run in
+        # keep_open=False inside a training process (dlprobe.watch): its forked workers would inherit the descriptors
+        self.files = ProcFiles(keep_open)
+        self.stale_s = MAX_STALE_S
+
+    def close(self) -> None:
+        """Close the /proc descriptors kept open between ticks."""
+        self.files.close()
 
     def _write(self, record: dict[str, Any]) -> None:
         self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -170,21 +195,23 @@ class Sampler:
         cheap: dict[int, tuple[int, int]] = {}
         cpu: dict[int, dict[str, float]] = {}
         for pid in sorted(self.known - self.gone):
-            stat = procmem.read_stat(pid)
+            stat = self.files.stat(pid)
             if stat is None:
                 self.gone.add(pid)
+                self.files.forget(pid)
                 self._write({"k": SAMPLE_GONE, "pid": pid, "t": round(now, 3)})
                 continue
             cheap[pid] = stat[:2]
             # Whether a worker computes or waits (for a read, or for a core): the analysis divides by wall time.
             cpu[pid] = {SAMPLE_CPU: round(stat[2], 2)}
-            delay = procmem.read_run_delay(pid)
+            delay = self.files.run_delay(pid)
             if delay is not None:
                 cpu[pid][SAMPLE_RUN_DELAY] = round(delay, 3)
         chosen: set[int] = set()
         if now >= self.next_full:
             allowance = self.budget.allowance() if self.budget is not None else float("inf")
-            picked, skipped = choose_full_reads(now, cheap, self.last_full, allowance, self.read_cost_s)
+            self.stale_s = stale_bound(len(cheap), self.read_cost_s)
+            picked, skipped = choose_full_reads(now, cheap, self.last_full, allowance, self.read_cost_s, self.stale_s)
             chosen = set(picked)
             if self.budget is not None:
                 self.budget.note_skipped(skipped)

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from dlprobe.supervisor.budget import WINDOW_S, CpuBudget
-from dlprobe.supervisor.sampler import GROWTH_BYTES, MAX_STALE_S, MOVE_BYTES, FullRead, choose_full_reads
+from dlprobe.supervisor.sampler import (
+    GROWTH_BYTES,
+    MAX_STALE_CAP_S,
+    MAX_STALE_S,
+    MOVE_BYTES,
+    STALE_SHARE,
+    FullRead,
+    choose_full_reads,
+    stale_bound,
+)
 from dlprobe.system.procmem import PAGE_SIZE
 
 MB = 1 << 20
@@ -16,6 +25,24 @@ def test_new_processes_are_read_at_once_and_still_ones_wait_for_the_bound():
     assert choose_full_reads(11.0, cheap, last, UNLIMITED, 0.004) == ([2], 0)
     assert choose_full_reads(10.0 + MAX_STALE_S - 0.01, cheap, last, UNLIMITED, 0.004) == ([2], 0)
     assert choose_full_reads(10.0 + MAX_STALE_S, cheap, last, UNLIMITED, 0.004) == ([1, 2], 0)
+
+
+def test_the_stale_bound_stretches_only_where_reading_every_process_that_often_would_break_the_budget():
+    # A few processes keep the 5 s bound; 64 torch-sized ones (~2 ms a read) would cost 2.6% of a core at 5 s, so
+    # their bound is what keeps those reads to STALE_SHARE of a core; a huge read cost stops at the cap.
+    assert stale_bound(8, 0.002) == MAX_STALE_S
+    assert stale_bound(64, 0.002) == 64 * 0.002 / STALE_SHARE
+    assert 64 * 0.002 / stale_bound(64, 0.002) <= STALE_SHARE + 1e-12
+    assert stale_bound(64, 0.5) == MAX_STALE_CAP_S
+
+
+def test_a_stretched_bound_is_the_one_still_processes_wait_for_and_still_always_honoured():
+    cheap = {pid: (100 * MB, 0) for pid in range(1, 65)}
+    last = {pid: FullRead(t=10.0, rss=100 * MB, faults=0) for pid in cheap}
+    stale = stale_bound(len(cheap), 0.002)
+    assert choose_full_reads(10.0 + MAX_STALE_S, cheap, last, UNLIMITED, 0.002, stale) == ([], 0)
+    # past the stretched bound every one is read, with no allowance left at all
+    assert choose_full_reads(10.0 + stale, cheap, last, 0.0, 0.002, stale) == (sorted(cheap), 0)
 
 
 def test_copy_on_write_moves_faults_not_rss_and_is_read():

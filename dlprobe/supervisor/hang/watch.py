@@ -26,8 +26,6 @@ from dlprobe.rundir.schema import (
 from dlprobe.supervisor.hang import procstate, stacks
 from dlprobe.system.pyspy import find_py_spy
 
-DEFAULT_HANG_TIMEOUT_S = 60.0
-ON_HANG_CHOICES = ("wait", "stop")
 CPU_WINDOW_S = 0.5  # two readings this far apart tell a blocked process from a busy one
 PARALLEL_DUMPS = 4
 
