@@ -9,9 +9,9 @@ from dlprobe.analysis.memory_findings import load_done_at
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
+from dlprobe.tune.plan import DUPLICATE_SHARE
 
 MEMORY_SHARE = 0.9  # a configuration fits when its projected memory stays under this share of what is available
-DUPLICATE_SHARE = 0.2
 MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to extend to an epoch
 
 
@@ -147,7 +147,8 @@ def collect_trials(
     lost = None
     for ev in run.events:  # in the order the trials ran
         kind = ev.get("ev")
-        base = {k: ev.get(k) for k in ("key", "num_workers", "prefetch_factor", "pin_memory", "stage")}
+        base = {k: ev.get(k) for k in ("key", "num_workers", "prefetch_factor", "pin_memory", "stage",
+                                       "predicted_samples_per_s", "search_reason")}  # fmt: skip
         if kind == EV_TRIAL_SKIPPED:
             rows.append(base | {"status": "skipped", "error": ev.get("reason")})
         if kind != EV_TRIAL_START:
@@ -207,7 +208,8 @@ def _finished_row(
 ) -> dict[str, Any]:
     row = base | {k: end.get(k) for k in ("status", "error", "batches", "samples", "first_batch_s", "samples_per_s",
                                           "measured_batches", "passes", "loader_id", "worker_busy_share",
-                                          "worker_cpu_share", "workers_that_fit_memory")}  # fmt: skip
+                                          "worker_cpu_share", "worker_runq_share", "main_cpu_share", "settled",
+                                          "workers_that_fit_memory")}  # fmt: skip
     row["duration_s"] = round(end["t"] - start["t"], 3)
     steady_from = start["t"] + (end.get("first_batch_s") or 0.0)
     row.update(_worker_memory(run, end.get("loader_id"), steady_from, end["t"]))
