@@ -182,7 +182,9 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
             counts.append(_samples_in(batch, loader.batch_size or 1))
             del batch
             if stamps[-1] - start > time_cap:
-                result["status"] = "ok" if len(stamps) >= 3 else "too-slow"
+                # A rate needs batches past those in flight at the start (they arrive together, with the workers'
+                # start-up in them): a trial cut off before that has no steady rate to give.
+                result["status"] = "ok" if len(stamps) >= max(3, nw * (pf or 2) + 3) else "too-slow"
                 break
             if _settled(stamps, nw, pf):
                 result["settled"] = True

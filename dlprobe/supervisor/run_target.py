@@ -73,6 +73,7 @@ class RunOptions:
     hang_timeout: float = DEFAULT_HANG_TIMEOUT_S
     on_hang: str = "wait"
     launch: str = LAUNCH_SCRIPT  # LAUNCH_SCRIPT | LAUNCH_MODULE | LAUNCH_COMMAND
+    stack_rate: int | None = None  # py-spy's samples/s; None: $DLPROBE_STACK_RATE or the default; 0: off
 
 
 @dataclass
@@ -278,7 +279,7 @@ def run_script(options: RunOptions) -> RunOutcome:
     guard = RunGuard(
         run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text), problems=problems
     )
-    stacks = StackRecorder(child.pid, run_dir)
+    stacks = StackRecorder(child.pid, run_dir, options.stack_rate)
     known: set[int] = set()
     orphans: list[int] = []
     budget = CpuBudget()

@@ -47,14 +47,14 @@ def window_for(rate: int, workers: int) -> float:
 class StackRecorder:
     """One `py-spy record --subprocesses --nonblocking` for the whole tree while the loop starves; never pauses it."""
 
-    def __init__(self, pid: int, run_dir: Path) -> None:
+    def __init__(self, pid: int, run_dir: Path, rate: int | None = None) -> None:
         self.pid = pid
         self.run_dir = run_dir
         self.proc: subprocess.Popen[bytes] | None = None
         self.error: str | None = None
         self.status = SAMPLER_OK
         try:
-            self.rate = int(os.environ.get(RATE_ENV, DEFAULT_RATE))
+            self.rate = int(os.environ.get(RATE_ENV, DEFAULT_RATE)) if rate is None else rate
         except ValueError:
             self.rate = DEFAULT_RATE
         self.started = False

@@ -109,9 +109,17 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         limit = _TimeLimit(max(1.0, remaining) + GRACE_S)
         attempt_dir = str(root / f"attempt-{attempt}")
         outcome = run_script(
+            # No py-spy: tune reports no hotspots, and sampling 32 workers would slow the very trials it times.
             RunOptions(
-                options.script, options.args, attempt_dir, live=False, env=env, on_tick=limit, launch=options.launch
-            )
+                options.script,
+                options.args,
+                attempt_dir,
+                live=False,
+                env=env,
+                on_tick=limit,
+                launch=options.launch,
+                stack_rate=0,
+            )  # fmt: skip
         )
         run = load_run(outcome.run_dir)
         first_run = first_run or run

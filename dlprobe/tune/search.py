@@ -15,6 +15,7 @@ FIRST_COUNTS = (0, 1)  # the main process alone, then one worker: its rate and i
 # A worker that got a core less than this share of the time it wanted one was queued behind other work: the cores
 # left to the loader are fewer than the usable ones (above it, a tick of queueing is not a busy machine).
 QUEUED_BELOW = 0.97
+UNFINISHED = ("too-slow", "hung", "crashed")  # a count that gave no rate: the search stays at half of it or below
 
 
 def _ok(trial: dict[str, Any]) -> bool:
@@ -79,8 +80,12 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
     cpu_share, runq_share = _num(one.get("worker_cpu_share")), _num(one.get("worker_runq_share"))
     main_share = _num(one.get("main_cpu_share"))
     cores_left = float(cores)
-    if cpu_share and runq_share is not None and cpu_share / (cpu_share + runq_share) < QUEUED_BELOW:
-        # The worker got a core this share of the time it wanted one: the rest went to other work.
+    busy = _num(one.get("worker_busy_share"))
+    cpu_bound = busy is not None and busy >= CPU_BOUND_SHARE
+    if cpu_bound and cpu_share and runq_share is not None and cpu_share / (cpu_share + runq_share) < QUEUED_BELOW:
+        # A worker that wanted a core all the time got one this share of it: the rest went to other work. (A worker
+        # that mostly sleeps waits for a core each time it wakes, which says how busy the machine is, not how much
+        # of it more such workers can get.)
         cores_left = cores * cpu_share / (cpu_share + runq_share)
     model = Model(
         worker_s=1 / rate,
@@ -114,14 +119,23 @@ class Step:
 
 
 def worker_limit(trials: list[dict[str, Any]], cap: int) -> tuple[int, str, str]:
-    """The most workers worth trying, what sets it (cap, oom, memory) and why in words: the cap, the workers the
-    memory left holds (read at each trial's end), one fewer than a count the OOM killer ended."""
+    """The most workers worth trying, what sets it (cap, unfinished, oom, memory, duplicates) and why in words: the
+    cap, half a count that did not finish, one fewer than a count the OOM killer ended, the workers the memory left
+    holds (read at each trial's end), one where workers repeat an IterableDataset's stream."""
     limit, kind, why = cap, "cap", f"the cap of {cap} workers (--max-workers, or dlprobe's limit of workers to try)"
     repeated = [int(t["num_workers"]) for t in trials if t.get("status") == "duplicates"]
     if repeated and limit > 1:
         # An IterableDataset that does not split its stream by worker: every worker yields it whole, at any count.
         limit, kind = 1, "duplicates"
         why = f"num_workers={min(repeated)} yielded repeated samples (an IterableDataset not split by worker)"
+    workers = [t for t in trials if t.get("stage") == "workers" and t.get("num_workers", 0) > 1]
+    failed = {int(t["num_workers"]): t["status"] for t in workers if t.get("status") in UNFINISHED}
+    if failed and min(failed) // 2 < limit:
+        # Too many workers to start and time within a trial's share of the budget (or they crashed or hung): half as
+        # many, not one fewer, so a machine too busy to start them costs a trial or two, not a cascade.
+        n = min(failed)
+        limit, kind = max(1, n // 2), "unfinished"
+        why = f"num_workers={n} did not complete ({failed[n]})"
     killed = [int(t["num_workers"]) for t in trials if t.get("status") == "oom"]
     if killed and min(killed) - 1 < limit:
         limit, kind = min(killed) - 1, "oom"

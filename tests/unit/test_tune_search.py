@@ -131,6 +131,11 @@ def test_a_busy_machine_leaves_fewer_cores_and_more_workers_taking_more_raises_t
                                            "worker_runq_share": 0.5, "worker_busy_share": 1.0}  # fmt: skip
     model = fit([one], cores=2)
     assert model is not None and model.cores_left == 1.0 and model.rate(4) == pytest.approx(1000)
+    # A worker asleep most of the time waits for a core each time it wakes on a busy machine: that is latency,
+    # not the share of the cores more such workers would get.
+    sleeper = one | {"worker_cpu_share": 0.05, "worker_runq_share": 0.15, "worker_busy_share": 0.2}
+    model = fit([sleeper], cores=2)
+    assert model is not None and model.cores_left == 2.0
     four = trial(4, 2, False, "workers") | {"status": "ok", "samples_per_s": 1600.0}  # 4 workers got 1.6 cores
     model = fit([one, four], cores=2)
     assert model is not None and model.cores_left == pytest.approx(1.6) and model.measured_cap is None
@@ -150,3 +155,11 @@ def test_workers_the_model_bounds_below_the_main_process_alone_are_not_tried():
 
     trials, reason = _search(cheap)
     assert _counts(trials) == [0, 1] and "below the 100,000 samples/s of the main process alone" in reason
+
+
+def test_a_count_that_does_not_finish_halves_the_counts_tried():
+    measure = _loader(cpu_ms=0.02, sleep_ms=2.0, main_ms=0.01)
+    trials = [trial(n, 2, False, "workers") | {"status": "ok"} | measure(n) for n in (0, 1)]
+    trials.append(trial(31, 2, False, "workers") | {"status": "too-slow"})  # 31 workers took too long to start
+    step = next_step(trials, 2, 32, 0.05)
+    assert step.num_workers == 15 and step.limit_reason == "unfinished"
