@@ -15,6 +15,7 @@ FIRST_COUNTS = (0, 1)  # the main process alone, then one worker: its rate and i
 # A worker that got a core less than this share of the time it wanted one was queued behind other work: the cores
 # left to the loader are fewer than the usable ones (above it, a tick of queueing is not a busy machine).
 QUEUED_BELOW = 0.97
+REPEAT_BELOW = 0.25  # a trial this far under its prediction, and slower than fewer workers, is measured again
 UNFINISHED = ("too-slow", "hung", "crashed")  # a count that gave no rate: the search stays at half of it or below
 
 
@@ -116,6 +117,7 @@ class Step:
     predicted: float | None = None
     model: Model | None = None
     limit_reason: str | None = None  # what bounds the counts tried: cap, oom or memory
+    repeat: bool = False  # measure this count again (its first trial fell far below the model and a smaller count)
 
 
 def worker_limit(trials: list[dict[str, Any]], cap: int) -> tuple[int, str, str]:
@@ -157,6 +159,12 @@ def next_step(trials: list[dict[str, Any]], cores: int, cap: int, tolerance: flo
     model = fit(trials, cores)
     if model is None:
         return Step(None, "stopped: num_workers=1 did not complete, so there is no curve to follow")
+    suspect = _suspect(trials)
+    if suspect is not None:
+        rate, predicted = suspect["samples_per_s"], suspect["predicted_samples_per_s"]
+        why = (f"re-measured: slower than fewer workers and far below the model ({rate:,.0f} against "
+               f"{predicted:,.0f} samples/s): other work's load comes and goes")  # fmt: skip
+        return Step(int(suspect["num_workers"]), why, suspect["predicted_samples_per_s"], model, repeat=True)
     limit, kind, limit_why = worker_limit(trials, cap)
     if limit < 2:
         return Step(None, f"stopped at num_workers=1: {limit_why}", model=model, limit_reason=kind)
@@ -202,6 +210,23 @@ def next_step(trials: list[dict[str, Any]], cores: int, cap: int, tolerance: flo
     outcome = "did not pay" if status in ("ok", "duplicates") else f"did not complete ({status})"
     stop = f"stopped at num_workers={best_n}: {state}, and num_workers={up} {outcome}"
     return Step(None, stop, model=model, limit_reason=kind)
+
+
+def _suspect(trials: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A trial to measure once more: slower than a smaller count and more than REPEAT_BELOW under what the model
+    predicted for it. Other work on the machine only ever slows a trial, so its best of two is the loader's rate."""
+    ok = [t for t in trials if _ok(t) and t["num_workers"] > 0]
+    for t in ok:
+        predicted = _num(t.get("predicted_samples_per_s"))
+        smaller = [u["samples_per_s"] for u in ok if u["num_workers"] < t["num_workers"]]
+        if (
+            predicted
+            and not t.get("repeats")
+            and smaller
+            and t["samples_per_s"] < min(max(smaller), (1 - REPEAT_BELOW) * predicted)
+        ):
+            return t
+    return None
 
 
 def _predicted(trial: dict[str, Any], model: Model) -> float:

@@ -163,3 +163,22 @@ def test_a_count_that_does_not_finish_halves_the_counts_tried():
     trials.append(trial(31, 2, False, "workers") | {"status": "too-slow"})  # 31 workers took too long to start
     step = next_step(trials, 2, 32, 0.05)
     assert step.num_workers == 15 and step.limit_reason == "unfinished"
+
+
+def test_a_count_far_below_the_model_and_slower_than_fewer_workers_is_measured_once_more():
+    measure = _loader(cpu_ms=1.0, sleep_ms=0.0, main_ms=0.05)
+    trials = [trial(n, 2, False, "workers") | {"status": "ok"} | measure(n) for n in (0, 1)]
+    burst = measure(2) | {"samples_per_s": 500.0, "predicted_samples_per_s": 1900.0}  # other work took the cores
+    trials.append(trial(2, 2, False, "workers") | {"status": "ok"} | burst)
+    step = next_step(trials, 2, 32, 0.05)
+    assert step.num_workers == 2 and step.repeat and step.reason.startswith("re-measured")
+    trials[-1]["repeats"] = 1  # measured again (and still slow): believed, never a third time
+    assert not next_step(trials, 2, 32, 0.05).repeat
+
+
+def test_a_count_measured_twice_is_one_row_with_the_faster_rate_and_both_kept():
+    from dlprobe.tune.results import _best_of_repeats
+
+    first, again = trial(2, 2, False, "workers"), trial(2, 2, False, "workers")
+    rows = _best_of_repeats([first | {"samples_per_s": 500.0}, again | {"samples_per_s": 1700.0}])
+    assert rows == [again | {"samples_per_s": 1700.0, "repeated_rates": [500.0, 1700.0], "repeats": 1}]
