@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from dlprobe.analysis.head_of_line import HOL_SHARE, HeadOfLine, head_of_line
 from dlprobe.analysis.loop_timing import LoopTiming, events_of, loop_timing, recorded_usable_cores
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
@@ -26,6 +27,7 @@ INPUT_BOUND_MIN_SPAN_S = 0.5
 HEADROOM = 1.25  # workers to ask for beyond the bare estimate, so a slow batch does not stall the loop
 BURSTY_P95 = 4.0  # p95 wait this many times the median: deeper prefetching smooths it
 MEMORY_SHARE = 0.9  # workers may use this much of the memory left for them
+HEAD_OF_LINE = "head-of-line-bound"
 QUEUED_SHARE = 0.3  # workers queued for a core this share of their time: the cores are full, say so
 PLAN_LIMITS = ("memory", "cores", "loop", "cap")  # what can bound the advised num_workers; ties go to the first
 NO_ACCELERATOR_WARNING = (
@@ -75,7 +77,8 @@ def plan_workers(nw: int, timing: LoopTiming, cpu: LoaderCpu, cores: int, fit_me
 def predicted_rate(workers: int, per_item_s: float, busy: float, cores: float, step_s: float = 0.0) -> float:
     """The model's throughput (items per second, an item being what `per_item_s` is per: a batch, a sample) with
     `workers` workers: linear in the workers while they wait, capped by the cores over each worker's busy share
-    and by the loop's own step; `dlprobe tune` predicts its curve with the same function."""
+    and by the loop's own step. (`dlprobe tune`'s search, tune/search.py, adds the main process's CPU and the
+    cores other work leaves, which its trials measure.)"""
     bounds = [workers / per_item_s if per_item_s > 0 else math.inf]
     if busy > 0 and per_item_s > 0:
         bounds.append(cores / (busy * per_item_s))
@@ -173,6 +176,25 @@ def _hand_over_fix(loader: LoaderRecord, nw: int, timing: LoopTiming, cpu: Loade
     )
 
 
+def _head_of_line_fix(hol: HeadOfLine) -> str:
+    """The loop waits on one batch in order while later ones are built: say whose, how slow, and the two ways out."""
+    holders = hol.holders()
+    worker, held = holders[0]
+    evidence = hol.evidence()
+    slow = [b["first_index"] for b in hol.slowest]
+    return (
+        f"More workers will not help: the loop takes batches in the sampler's order, and for "
+        f"{100 * hol.share:.0f}% of its wait a later batch was already built while it waited for an earlier one "
+        f"(worker {worker}'s batches held the queue {100 * held:.0f}% of that time). The slowest batches took "
+        f"{1000 * evidence['batch_build_max_s']:.0f} ms to build against a median of "
+        f"{1000 * evidence['batch_build_median_s']:.1f} ms (first indices {', '.join(map(str, slow))}), and every "
+        "worker stops once its prefetched batches wait behind them. in_order=False (torch >= 2.6) hands batches "
+        "over as they are ready (the order of batches within an epoch then varies between runs); or spread the "
+        "expensive samples over the batches (a sampler that interleaves them) or make them cheaper (cache or "
+        "pre-shrink the large items)."
+    )
+
+
 def find_input_bound(run: RunData) -> list[Finding]:
     findings = []
     cores = recorded_usable_cores(run)
@@ -189,7 +211,13 @@ def find_input_bound(run: RunData) -> list[Finding]:
         load_s = timing.mean_wait_s if nw == 0 else nw * (timing.mean_wait_s + timing.step_s)
         cpu = loader_cpu(run, loader, idle_worker_ids(loader))
         evidence: dict[str, Any] = {}
-        if nw > 0 and cpu is not None:
+        hol = head_of_line(run, loader) if nw >= 2 else None
+        blocked = hol is not None and hol.share >= HOL_SHARE
+        if hol is not None and blocked:
+            # More workers would only wait behind the same slow batch: the order is the bound, not their number.
+            suggested, worker_fix = nw, _head_of_line_fix(hol)
+            evidence = {**(cpu.evidence() if cpu is not None else {}), **hol.evidence(), "bound": HEAD_OF_LINE}
+        elif nw > 0 and cpu is not None:
             suggested, worker_fix, evidence = _measured_advice(
                 loader, nw, timing, cpu, cores, _workers_fit_memory(run, loader)[0]
             )
@@ -212,6 +240,12 @@ def find_input_bound(run: RunData) -> list[Finding]:
         if suggested > 0 and (bursty or (idle_workers and isinstance(prefetch, int) and prefetch < 4)):
             changes.append("prefetch_factor=4")
         bound = f" ({cpu.bound}: workers {cpu.describe()})" if nw > 0 and cpu is not None else ""
+        if hol is not None and blocked:
+            worker, held = hol.holders()[0]
+            bound = (
+                f" ({HEAD_OF_LINE}: for {100 * hol.share:.0f}% of its wait a later batch was already built; worker "
+                f"{worker}'s batches held the queue {100 * held:.0f}% of that time)"
+            )
         title = (
             f"Loader {loader.loader_id} is input-bound{bound}: the loop waited for data {100 * timing.wait_share:.0f}%"
             f" of the time ({1000 * timing.mean_wait_s:.1f} ms per batch, {1000 * timing.step_s:.1f} ms of its own "
@@ -235,7 +269,9 @@ def find_input_bound(run: RunData) -> list[Finding]:
                 " The workers' CPU time was not measured, so whether they compute or wait (CPU- or I/O-bound) is "
                 "not known."
             )
-        if worker_fix and (suggested > nw or (idle_workers and changes)):
+        if blocked:
+            fix = f"DataLoader(..., {', '.join(['in_order=False', *changes])}). {worker_fix}"
+        elif worker_fix and (suggested > nw or (idle_workers and changes)):
             fix = f"DataLoader(..., {', '.join(changes)}). {worker_fix}"
         elif worker_fix:
             fix = worker_fix + (f" Also set {', '.join(changes)}." if changes else "")

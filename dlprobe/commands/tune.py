@@ -23,12 +23,14 @@ def tune(
     script_args: list[str] | None = SCRIPT_ARGS,
     module: bool = typer.Option(False, "-m", help=MODULE_HELP),
     budget: str = typer.Option("120s", "--budget", help="Time for the whole sweep, e.g. 60s or 5m."),
-    batches: int = typer.Option(40, "--batches", help="Batches timed per trial."),
+    batches: int = typer.Option(
+        40, "--batches", help="Most batches timed per trial (one ends sooner once its rate is steady)."
+    ),
     loader: int = typer.Option(0, "--loader", help="Which DataLoader to tune, by the order the script iterates them."),
     max_workers: int | None = typer.Option(
         None,
         "--max-workers",
-        help="Highest num_workers to try (default: 2x cores, then doubling while more workers still pay, up to 32).",
+        help="Highest num_workers to try (default 32; the search tries fewer where its model says more cannot pay).",
     ),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Within this share of the best counts as as fast."),
     out: str | None = out_option("Directory for the trials (default ./dlprobe-runs/...)."),

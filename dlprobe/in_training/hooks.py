@@ -527,6 +527,13 @@ def probe_id(loader: Any) -> int | None:
     return probe.loader_id if probe is not None else None
 
 
+def repeated_samples(loader: Any) -> tuple[int, int] | None:
+    """(repeated samples, samples) the probe counted in the loader's current epoch, or None where it counts none."""
+    probe = _probes.get(loader)
+    dupes = probe.dupes if probe is not None else None
+    return (dupes.duplicates, dupes.samples) if dupes is not None else None
+
+
 def reset() -> None:
     """Forget every loader seen so far, so an in-process probe session (dlprobe.api) starts at loader 0."""
     flush_all()

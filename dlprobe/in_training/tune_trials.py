@@ -22,14 +22,24 @@ from dlprobe.rundir.schema import (
     EXIT_NO_BATCHES,
     TAKEOVER_ENV,
     TUNE_CONFIG_ENV,
+    WORKER_CAP,
 )
 from dlprobe.system import cgroup, kernlog, procmem
-from dlprobe.tune.plan import first_stage, later_stages, next_worker_count, trial
+from dlprobe.tune.plan import DUPLICATE_SHARE, later_stages, trial
+from dlprobe.tune.search import next_step
 
 MEMORY_SHARE = 0.9  # workers may use this much of the memory left for them (tune/results.py fits trials the same way)
-IN_FLIGHT_ROUNDS = 3  # a trial times at least this many times the batches in flight
+IN_FLIGHT_ROUNDS = 3  # a trial times at most this many times the batches in flight (or --batches, if more)
+# A trial ends once its steady rate is known to this relative standard error (2%: well inside the search's 8% noise
+# between two trials of one count), after at least MIN_ROUNDS rounds of one batch per worker.
+SETTLED_SE = 0.02
+MIN_ROUNDS = 5
+# ...and at least this long: the load of other work on a shared machine comes and goes over tenths of a second, and
+# a shorter trial reads a passing burst of it as the loader's rate.
+MIN_STEADY_S = 0.5
 MIN_TRIAL_S = 1.5  # a trial gets at least this long (worker start-up included)
 EXIT_TRIAL_HUNG = 4
+SEARCH_TRIALS_LEFT = 4  # a search trial's share of the budget left: the trials still to come are not known yet
 HANG_GRACE_S = 10.0  # beyond its time cap, a num_workers=0 trial is declared hung
 
 
@@ -147,7 +157,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     passes = 0
     result: dict[str, Any] = {"status": "ok", "error": None}
     iterator = None
-    busy_from: tuple[float, dict[int, tuple[float, float]]] | None = None
+    busy_from: tuple[float, dict[int, tuple[float, float | None]], float] | None = None
     # Workers are bounded by the DataLoader's own timeout; the main process needs a watchdog of its own.
     watchdog = _Watchdog(spec, give_up) if nw == 0 else None
     oom_before = _oom_count()
@@ -168,11 +178,16 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
                 continue
             stamps.append(time.perf_counter())
             if nw and busy_from is None:  # the workers' CPU from their first batch on (start-up left out)
-                busy_from = (time.perf_counter(), _busy_seconds(iterator))
+                busy_from = (time.perf_counter(), _busy_seconds(iterator), time.process_time())
             counts.append(_samples_in(batch, loader.batch_size or 1))
             del batch
             if stamps[-1] - start > time_cap:
-                result["status"] = "ok" if len(stamps) >= 3 else "too-slow"
+                # A rate needs batches past those in flight at the start (they arrive together, with the workers'
+                # start-up in them): a trial cut off before that has no steady rate to give.
+                result["status"] = "ok" if len(stamps) >= max(3, nw * (pf or 2) + 3) else "too-slow"
+                break
+            if _settled(stamps, nw, pf):
+                result["settled"] = True
                 break
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}".strip()
@@ -189,11 +204,40 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
             watchdog.cancel()
         if busy_from is not None and result["status"] == "ok":
             result.update(_workers_now(iterator, *busy_from))
+        repeated = hooks.repeated_samples(trial_loader)
+        if result["status"] == "ok" and repeated and repeated[0] >= DUPLICATE_SHARE * max(1, repeated[1]):
+            # Said here too, not only when the supervisor reads the trials: the search must not follow its rate.
+            result["status"] = "duplicates"
         del iterator
         _shutdown(trial_loader)
     result.update(_throughput(start, stamps, counts, nw, pf))
     result["passes"] = passes
     return result
+
+
+def _settled(stamps: list[float], nw: int, pf: int | None) -> bool:
+    """Whether the steady rate is known to within SETTLED_SE: the time per round of batches (one per worker) over
+    the rounds since the pipeline filled, its standard error against its mean, after at least MIN_ROUNDS rounds.
+
+    Rounds, not single batches: with n workers batches arrive in clumps, so single gaps are not independent."""
+    warm = _warm(len(stamps), nw, pf)
+    size = max(2, nw)
+    rounds = (len(stamps) - 1 - warm) // size
+    if rounds < MIN_ROUNDS or (len(stamps) - 1 - warm) % size:
+        return False
+    if stamps[-1] - stamps[warm] < MIN_STEADY_S:
+        return False
+    spans = [stamps[warm + (k + 1) * size] - stamps[warm + k * size] for k in range(rounds)]
+    mean = sum(spans) / rounds
+    if mean <= 0:
+        return False
+    sd = (sum((x - mean) ** 2 for x in spans) / (rounds - 1)) ** 0.5
+    return sd / mean / rounds**0.5 <= SETTLED_SE
+
+
+def _warm(made: int, nw: int, pf: int | None) -> int:
+    """Batches prefetched while the first was made arrive at once: the steady rate is timed after them."""
+    return min(max(1, nw * (pf or 2)), made // 2)
 
 
 def _oom_count() -> int | None:
@@ -211,30 +255,44 @@ def _oom_killed(before: int | None, kmsg: int | None, boot_start: float, pids: s
     return counted or named
 
 
-def _busy_seconds(iterator: Any) -> dict[int, tuple[float, float]]:
-    """Each worker's seconds on a CPU and queued for one so far (/proc/PID/stat, schedstat), by pid."""
-    out = {}
+def _busy_seconds(iterator: Any) -> dict[int, tuple[float, float | None]]:
+    """Each worker's seconds on a CPU and queued for one so far, by pid: schedstat's nanoseconds where the kernel
+    keeps them (a trial of a second or two is a few 10 ms ticks of /proc/PID/stat), else stat's ticks."""
+    out: dict[int, tuple[float, float | None]] = {}
     for worker in getattr(iterator, "_workers", None) or []:
+        sched = procmem.read_schedstat(worker.pid)
+        if sched is not None:
+            out[worker.pid] = sched
+            continue
         stat = procmem.read_stat(worker.pid)
         if stat is not None:
-            out[worker.pid] = (stat[2], procmem.read_run_delay(worker.pid) or 0.0)
+            out[worker.pid] = (stat[2], None)
     return out
 
 
-def _workers_now(iterator: Any, since: float, busy_then: dict[int, tuple[float, float]]) -> dict[str, Any]:
-    """The trial's workers at its end: the share of their time they wanted a CPU (and were on one), and how many of
-    them the memory left would hold (their private memory now against MemAvailable or the cgroup's room, whichever is
-    tighter)."""
+def _workers_now(
+    iterator: Any, since: float, busy_then: dict[int, tuple[float, float | None]], main_cpu_then: float
+) -> dict[str, Any]:
+    """The trial's workers at its end: the share of their time they wanted a CPU (and were on one), the main
+    process's CPU share over the same window (receiving batches competes with the workers for the cores), and how
+    many workers the memory left would hold (their private memory now against MemAvailable or the cgroup's room,
+    whichever is tighter)."""
     wall = time.perf_counter() - since
+    main_cpu = time.process_time() - main_cpu_then
     busy_now = _busy_seconds(iterator)
     common = [pid for pid in busy_then if pid in busy_now]
-    out: dict[str, Any] = {"worker_busy_share": None, "worker_cpu_share": None, "workers_that_fit_memory": None}
-    if common and wall > 0.2:  # CPU time ticks in 10 ms steps: a shorter window says little
+    out: dict[str, Any] = {"worker_busy_share": None, "worker_cpu_share": None, "worker_runq_share": None,
+                           "main_cpu_share": None, "workers_that_fit_memory": None}  # fmt: skip
+    precise = all(busy_then[pid][1] is not None and busy_now[pid][1] is not None for pid in common)
+    # stat's CPU time ticks in 10 ms steps: a shorter window says little; schedstat counts nanoseconds
+    if common and wall > (0.05 if precise else 0.2):
         cpu = sum(busy_now[pid][0] - busy_then[pid][0] for pid in common) / (len(common) * wall)
-        runq = sum(busy_now[pid][1] - busy_then[pid][1] for pid in common) / (len(common) * wall)
+        runq = sum((busy_now[pid][1] or 0.0) - (busy_then[pid][1] or 0.0) for pid in common) / (len(common) * wall)
         out["worker_busy_share"] = round(min(1.0, cpu + runq), 3)
         # Queued for a core is also other jobs' load on a shared machine: the model's cores cap reads the CPU alone.
         out["worker_cpu_share"] = round(min(1.0, cpu), 3)
+        out["worker_runq_share"] = round(min(1.0, runq), 3) if precise else None
+        out["main_cpu_share"] = round(main_cpu / wall, 3)
     uss = [m["uss"] for m in (procmem.read_smaps_rollup(pid) for pid in common) if m]
     room = procmem.system_memory()["available"] or None
     state = cgroup.memory_state(cgroup.memory_dir())
@@ -286,8 +344,7 @@ def _throughput(start: float, stamps: list[float], counts: list[int], nw: int, p
     if not stamps:
         return out | {"first_batch_s": None, "samples_per_s": None}
     out["first_batch_s"] = round(stamps[0] - start, 4)
-    # Batches prefetched while the first was made arrive at once; skip them so the rate is the steady one.
-    warm = min(max(1, nw * (pf or 2)), len(stamps) // 2)
+    warm = _warm(len(stamps), nw, pf)
     if len(stamps) - warm < 2:
         warm = 0
     span = stamps[-1] - stamps[warm] if len(stamps) > warm + 1 else 0.0
@@ -312,53 +369,62 @@ def run_trials(loader: Any) -> int:
     deadline = float(config.get("deadline", time.time() + 120))
     batches = int(config.get("batches", 40))
     done: dict[str, dict[str, Any]] = {r["key"]: r for r in config.get("done", [])}
-    plan = first_stage(config.get("workers", [0, 1, 2]))
-    cap = int(config.get("cap", max(t["num_workers"] for t in plan)))
-    staged = extended = False
-    i = 0
-    while i < len(plan) or not staged:
-        if i >= len(plan) and not extended:
-            # Twice the cores is where CPU-bound loading stops gaining; loading that waits keeps gaining past it.
-            more, why = next_worker_count(list(done.values()), cap)
-            if more is not None:
-                spec = trial(more, 2, False, "workers")
-                if spec["key"] not in done:
-                    plan.append(spec)
-                    continue
-                why = f"stopped: num_workers={more} was tried and did not complete ({done[spec['key']].get('status')})"
-            extended = True
-            _emit(EV_TUNE_WORKERS_STOP, reason=why, top=max(t["num_workers"] for t in plan))
+    cores, cap = int(config.get("cores", 1)), int(config.get("cap", WORKER_CAP))
+    tolerance = float(config.get("tolerance", 0.05))
+    # The worker counts: where the model of the curve, re-fitted after every trial, says to measure next.
+    memory_bound = False
+    while True:
+        step = next_step(list(done.values()), cores, cap, tolerance)
+        memory_bound = step.limit_reason == "memory"
+        spec = None if step.num_workers is None else trial(step.num_workers, 2, False, "workers")
+        if spec is not None and step.repeat and spec["key"] in done:
+            first = done.pop(spec["key"])
+            _run_one(loader, spec | {k: first.get(k) for k in ("predicted_samples_per_s", "search_reason")}, done,
+                     batches, deadline, SEARCH_TRIALS_LEFT)  # fmt: skip
+            again = done.get(spec["key"]) or {}
+            # Other work only slows a trial: the faster of the two is the loader's (both rates kept).
+            keep = again if (again.get("samples_per_s") or 0) > (first.get("samples_per_s") or 0) else first
+            done[spec["key"]] = keep | {"repeats": 1, "repeated_rates": [first.get("samples_per_s"),
+                                                                        again.get("samples_per_s")]}  # fmt: skip
             continue
-        if i >= len(plan):
-            staged = True
-            ok = [
-                r
-                for r in done.values()
-                if r.get("status") == "ok" and r.get("samples_per_s") and r.get("stage") == "workers"
-            ]
-            if ok:
-                best = max(ok, key=lambda r: r["samples_per_s"])
-                plan += [t for t in later_stages(best, accelerator) if t["key"] not in {p["key"] for p in plan}]
-            continue
-        spec = plan[i]
-        i += 1
-        if spec["key"] in done:
-            continue  # measured (or lost with its process) in an earlier attempt
-        killed = [r["num_workers"] for r in done.values() if r.get("status") == "oom"]
-        if killed and spec["num_workers"] >= min(killed):
-            reason = f"num_workers={min(killed)} was killed by the kernel's OOM killer"
-            _emit(EV_TRIAL_SKIPPED, **spec, reason=reason)
-            done[spec["key"]] = spec | {"status": "skipped"}
-            continue
-        remaining = deadline - time.time()
-        left = max(1, len(plan) - i + 1 + (0 if staged else 2))
-        if remaining < MIN_TRIAL_S:
-            _emit(EV_TRIAL_SKIPPED, **spec, reason="budget spent")
-            done[spec["key"]] = spec
-            continue
-        _emit(EV_TRIAL_START, **spec)
-        result = measure(loader, spec, batches, max(MIN_TRIAL_S, remaining / left), deadline)
-        record = spec | result
-        done[spec["key"]] = record
-        _emit(EV_TRIAL_END, **record)
+        if spec is None or spec["key"] in done:  # a count tried in an earlier attempt and lost with its process
+            why = step.reason if spec is None else f"stopped: num_workers={step.num_workers} was tried and did not " \
+                f"complete ({done[spec['key']].get('status')})"  # fmt: skip
+            tried = [r["num_workers"] for r in done.values() if r.get("stage") == "workers"]
+            _emit(EV_TUNE_WORKERS_STOP, reason=why, top=max(tried, default=0))
+            break
+        spec["predicted_samples_per_s"] = None if step.predicted is None else round(step.predicted, 1)
+        spec["search_reason"] = step.reason
+        if not _run_one(loader, spec, done, batches, deadline, SEARCH_TRIALS_LEFT):
+            _emit(EV_TUNE_WORKERS_STOP, reason="stopped: the budget is spent", top=step.num_workers)
+            break
+    ok = [r for r in done.values() if r.get("status") == "ok" and r.get("samples_per_s") and r["stage"] == "workers"]
+    if ok:
+        best = max(ok, key=lambda r: r["samples_per_s"])
+        later = [t for t in later_stages(best, accelerator, memory_bound) if t["key"] not in done]
+        for left, spec in zip(range(len(later), 0, -1), later, strict=True):
+            _run_one(loader, spec, done, batches, deadline, left)
     return 0
+
+
+def _run_one(
+    loader: Any, spec: dict[str, Any], done: dict[str, dict[str, Any]], batches: int, deadline: float, left: int
+) -> bool:
+    """Measure one trial into `done` (skipped past an OOM-killed count or with the budget spent: False then)."""
+    killed = [r["num_workers"] for r in done.values() if r.get("status") == "oom"]
+    if killed and spec["num_workers"] >= min(killed):
+        reason = f"num_workers={min(killed)} was killed by the kernel's OOM killer"
+        _emit(EV_TRIAL_SKIPPED, **spec, reason=reason)
+        done[spec["key"]] = spec | {"status": "skipped"}
+        return True
+    remaining = deadline - time.time()
+    if remaining < MIN_TRIAL_S:
+        _emit(EV_TRIAL_SKIPPED, **spec, reason="budget spent")
+        done[spec["key"]] = spec | {"status": "skipped"}
+        return False
+    _emit(EV_TRIAL_START, **spec)
+    result = measure(loader, spec, batches, max(MIN_TRIAL_S, remaining / left), deadline)
+    record = spec | result
+    done[spec["key"]] = record
+    _emit(EV_TRIAL_END, **record)
+    return True

@@ -22,28 +22,36 @@ def _predicted(trial: dict[str, Any]) -> str:
         return "-"
     if trial.get("prediction_fitted"):
         return f"{predicted:,.0f} fit"
-    return f"{predicted:,.0f} {100 * trial['prediction_error']:+.0f}%"
+    error = trial.get("prediction_error")
+    return f"{predicted:,.0f}" if error is None else f"{predicted:,.0f} {100 * error:+.0f}%"  # no rate, no error
 
 
 def prediction_line(result: dict[str, Any]) -> str | None:
     model = result.get("prediction")
     if not model:
         return None
-    cpu = model.get("cpu_ms_per_sample")
+    cpu, main = model.get("cpu_ms_per_sample"), model.get("main_cpu_ms_per_sample")
+    left = model.get("cores_left")
     cores = (
-        f", {cpu:.2f} ms of CPU per sample, so {model['usable_cores']} core(s) hold ~{model['cores_limit_workers']:g}"
+        f", {cpu:.2f} ms of a worker's CPU"
+        + (f" and {main:.2f} ms of the main process's" if main else "")
+        + f" per sample, so {left:g} of {model['usable_cores']} core(s)"
+        + (" (the rest busy with other work)" if left is not None and left < model["usable_cores"] else "")
+        + f" hold ~{model['cores_limit_workers']:g} workers"
         if cpu
         else ", CPU time not read (no cores cap)"
     )
+    cap = model.get("measured_cap_samples_per_s")
+    flat = f"; flat at {cap:,.0f} samples/s where trials fell below it" if cap else ""
     error = model.get("median_error")
     checked = (
-        f"median error {100 * error:.0f}% over {model['checked_trials']} trial(s) it was not fitted on"
+        f"median error {100 * error:.0f}% over {model['checked_trials']} trial(s), each predicted before it ran"
         if error is not None
         else "no other trial to check it on"
     )
     return (
         f"predicted: fitted on num_workers={', '.join(map(str, model['fitted_on']))}: one worker "
-        f"{model['worker_samples_per_s']:,.0f} samples/s{cores}; {checked}"
+        f"{model['worker_samples_per_s']:,.0f} samples/s{cores}{flat}; {checked}"
     )
 
 

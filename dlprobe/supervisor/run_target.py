@@ -53,6 +53,7 @@ class RunOptions:
     # Modules the caller needs once the target has exited (the report's), imported while the target starts up:
     # on a short script the two overlap instead of adding up.
     preload: tuple[str, ...] = ()
+    stack_rate: int | None = None  # py-spy's samples/s; None: $DLPROBE_STACK_RATE or the default; 0: off
 
 
 @dataclass

@@ -176,7 +176,7 @@ def watch(
     guard = RunGuard(
         run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text), problems=problems
     )
-    stacks = StackRecorder(child.pid, run_dir)
+    stacks = StackRecorder(child.pid, run_dir, options.stack_rate)
     known: set[int] = set()
     orphans: list[int] = []
     budget = CpuBudget()

@@ -51,7 +51,7 @@ class StackRecorder:
     """`py-spy record --nonblocking --idle` on one worker at a time, in turn, while the loop starves; never pauses
     a process, and samples one process at a time whatever the number of workers."""
 
-    def __init__(self, pid: int, run_dir: Path) -> None:
+    def __init__(self, pid: int, run_dir: Path, rate: int | None = None) -> None:
         self.pid = pid
         self.run_dir = run_dir
         self.proc: subprocess.Popen[bytes] | None = None
@@ -59,7 +59,7 @@ class StackRecorder:
         self.error: str | None = None
         self.status = SAMPLER_OK
         try:
-            self.rate = int(os.environ.get(RATE_ENV, DEFAULT_RATE))
+            self.rate = int(os.environ.get(RATE_ENV, DEFAULT_RATE)) if rate is None else rate
         except ValueError:
             self.rate = DEFAULT_RATE
         self.started = False

@@ -28,7 +28,7 @@ from dlprobe.rundir.schema import (
 from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
 from dlprobe.system.cpus import cpu_facts
 from dlprobe.system.proctree import kill_tree
-from dlprobe.tune.plan import worker_counts
+from dlprobe.tune.plan import SEARCH_FIELDS
 from dlprobe.tune.predict import annotate
 from dlprobe.tune.results import batches_per_epoch, collect_trials, memory_available, recommend
 
@@ -88,9 +88,8 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
     _validate(options)
     root = _tune_dir(options)
     cpus = cpu_facts()
-    counts = worker_counts(cpus["usable_cores"], options.max_workers)
-    # Past the first sweep the trials go on doubling while more workers still pay, up to --max-workers if given.
-    cap = options.max_workers if options.max_workers is not None else max(WORKER_CAP, max(counts))
+    # The search goes past twice the cores while more workers still pay, up to --max-workers if given.
+    cap = options.max_workers if options.max_workers is not None else WORKER_CAP
     workers_stop: dict[str, Any] | None = None
     started = time.time()
     deadline = started + options.budget_s
@@ -103,19 +102,24 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         remaining = deadline - time.time()
         if attempt > 1 and remaining < MIN_ATTEMPT_S:
             break
-        config = {"deadline": deadline - SHUTDOWN_S, "batches": options.batches, "workers": counts, "cap": cap,
-                  "done": [{"key": t["key"], "stage": t.get("stage"), "samples_per_s": t.get("samples_per_s"),
-                            "num_workers": t["num_workers"], "prefetch_factor": t.get("prefetch_factor"),
-                            "pin_memory": t.get("pin_memory"), "status": t.get("status"),
-                            "worker_busy_share": t.get("worker_busy_share"),
-                            "workers_that_fit_memory": t.get("workers_that_fit_memory")} for t in trials]}  # fmt: skip
+        config = {"deadline": deadline - SHUTDOWN_S, "batches": options.batches, "cores": cpus["usable_cores"],
+                  "cap": cap, "tolerance": options.tolerance,
+                  "done": [{k: t.get(k) for k in SEARCH_FIELDS} for t in trials]}  # fmt: skip
         env = {TAKEOVER_ENV: RUNNER, TAKEOVER_LOADER_ENV: str(options.loader), TUNE_CONFIG_ENV: json.dumps(config)}
         limit = _TimeLimit(max(1.0, remaining) + GRACE_S)
         attempt_dir = str(root / f"attempt-{attempt}")
         outcome = run_script(
+            # No py-spy: tune reports no hotspots, and sampling 32 workers would slow the very trials it times.
             RunOptions(
-                options.script, options.args, attempt_dir, live=False, env=env, on_tick=limit, launch=options.launch
-            )
+                options.script,
+                options.args,
+                attempt_dir,
+                live=False,
+                env=env,
+                on_tick=limit,
+                launch=options.launch,
+                stack_rate=0,
+            )  # fmt: skip
         )
         run = load_run(outcome.run_dir)
         first_run = first_run or run

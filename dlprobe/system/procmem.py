@@ -64,6 +64,17 @@ def parse_run_delay(data: bytes) -> float | None:
         return None
 
 
+def read_schedstat(pid: int) -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds waiting on a run queue) from /proc/PID/schedstat, in nanoseconds: a short trial's
+    CPU time to the microsecond, where /proc/PID/stat counts 10 ms ticks. None where the kernel has no schedstats."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as f:
+            fields = f.read().split()
+        return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 # smaps_rollup fields kept by kind of page, under the names samples use. Anonymous is heap and copy-on-write
 # copies; Private_Dirty rising while Anonymous stays flat is copy-on-write. Pss_Anon/File/Shmem exist since Linux
 # 5.3 and are recorded only where the kernel has them.

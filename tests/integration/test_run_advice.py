@@ -295,3 +295,25 @@ def test_packing_records_with_the_remedy_is_its_one_time_cost_never_a_slow_start
     for note in result.findings("remedy-cost"):  # said when the packing itself took a second or more
         assert note["severity"] == "info" and note["evidence"]["remedy"] == "PackedRecords"
         assert "share='records-v1'" in note["fix"]
+
+
+def test_one_slow_batch_holding_the_in_order_queue_is_head_of_line_not_too_few_workers(probe):
+    # one batch in 12 takes ~300 ms, always worker 0's (12 is a multiple of 4): the other three wait for indices
+    result = probe("head_of_line_loader.py", "skewed", "4", "120")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("input-bound")
+    evidence = finding["evidence"]
+    assert evidence["bound"] == "head-of-line-bound" and evidence["head_of_line_share"] >= 0.5, evidence
+    assert evidence["held_by_worker"]["0"] >= 0.8 and evidence["suggested_num_workers"] == 4
+    assert all(b["worker"] == 0 and b["first_index"] % 96 == 0 for b in evidence["slowest_batches"])
+    assert finding["fix"].startswith("DataLoader(..., in_order=False") and "will not help" in finding["fix"]
+    assert "worker 0's batches held the queue" in finding["title"]
+
+
+def test_even_batches_on_too_few_workers_are_not_head_of_line(probe):
+    # the same total wait spread over every batch: the workers never idle, more of them would help
+    result = probe("head_of_line_loader.py", "even", "4", "120")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("input-bound")
+    assert finding["evidence"]["bound"] != "head-of-line-bound", finding["evidence"]
+    assert "in_order=False" not in finding["fix"] and "head-of-line" not in finding["title"]

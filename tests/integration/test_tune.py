@@ -40,7 +40,9 @@ def test_tune_on_cpu_heavy_dataset_recommends_workers_and_records_every_trial(tm
     assert all(t["status"] == "ok" and t["samples_per_s"] > 0 for t in trials.values())
     best = max(trials.values(), key=lambda t: t["samples_per_s"])
     assert best["num_workers"] > 0
-    assert {f"w{best['num_workers']}-p1-nopin", f"w{best['num_workers']}-p4-nopin"} <= set(trials)  # prefetch stage
+    # the prefetch stage: a deeper queue where the workers wait, none where they compute (the cores are full)
+    waiting = 1 - trials[f"w{best['num_workers']}-p2-nopin"]["worker_busy_share"] >= 0.5
+    assert (f"w{best['num_workers']}-p4-nopin" in trials) == waiting
     assert all(t["worker_uss_peak_bytes"] > 0 for t in trials.values() if t["num_workers"] > 0)
     assert result["recommended"]["num_workers"] > 0
     assert "recommended: DataLoader(..., num_workers=" in proc.stderr and "why:" in proc.stderr
@@ -62,7 +64,7 @@ def test_a_crashing_trial_is_recorded_and_the_sweep_goes_on(tmp_path):
     error = trials["w2-p2-nopin"]["error"]
     assert "exited unexpectedly" in error or "is killed by signal: Segmentation fault" in error
     assert trials["w0-p0-nopin"]["status"] == "ok" and trials["w1-p2-nopin"]["status"] == "ok"
-    assert "w1-p4-nopin" in trials or "w1-p1-nopin" in trials or result["recommended"]["num_workers"] == 0
+    assert "num_workers=2 did not complete (crashed)" in result["workers_stop"]["reason"]
     assert result["recommended"]["num_workers"] in (0, 1)
     leftovers = [
         p for p in psutil.process_iter(["cmdline"]) if "worker_one_crashes.py" in " ".join(p.info["cmdline"] or [])
@@ -76,8 +78,12 @@ def test_one_core_and_an_unsharded_iterable_dataset_are_explained(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert result["cpu"]["usable_cores"] == 1
     trials = _by_key(result)
-    assert set(trials) >= {"w0-p0-nopin", "w1-p2-nopin", "w2-p2-nopin"}  # 0 .. 2 x cores
-    assert trials["w2-p2-nopin"]["status"] == "duplicates"  # both workers yield the whole stream
+    assert {"w0-p0-nopin", "w1-p2-nopin"} <= set(trials)
+    # One core holds one CPU-bound worker: the search may stop at 1; a count above it is repeated samples, and stops it
+    more = [t for t in trials.values() if t["num_workers"] >= 2]
+    assert all(t["status"] != "ok" for t in more), list(trials)  # every worker yields the whole stream...
+    if any(t["status"] == "duplicates" for t in more):  # ...(or, on a loaded machine, too slow to say so)
+        assert "yielded repeated samples" in result["workers_stop"]["reason"]
     assert result["recommended"]["num_workers"] in (0, 1)
     notes = " ".join(result["notes"])
     assert "IterableDataset" in notes and "1 usable core" in notes
@@ -127,19 +133,22 @@ def test_tune_goes_past_twice_the_cores_while_sleeping_workers_still_gain_and_sa
         assert "cap of 32" in stop["reason"]
 
 
-def test_tune_on_a_cpu_bound_loader_stops_at_twice_the_cores_and_says_why(tmp_path):
+def test_tune_on_a_cpu_bound_loader_stops_at_the_cores_and_says_why(tmp_path):
     proc, result, _ = _tune(tmp_path, "cpu_bound_loader.py", "--budget", "60s", "--batches", "24",
                             script_args=("2", "40"), cores=_two_cores())  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     cores = result["cpu"]["usable_cores"]
-    assert max(t["num_workers"] for t in result["trials"]) <= 2 * cores
-    assert result["workers_stop"]["reason"].startswith(f"stopped at num_workers={2 * cores}")
-    assert "CPU-bound" in result["workers_stop"]["reason"]
+    tried = [t["num_workers"] for t in result["trials"]]
+    assert max(tried) <= cores + 1 and len(set(tried)) <= 4, tried  # 0, 1, the cores (and one more): not 0..4, 8
+    reason = result["workers_stop"]["reason"]
+    assert reason.startswith("stopped at num_workers=") and ("CPU-bound" in reason or "did not pay" in reason)
+    assert all(t["stage"] != "prefetch" or t["prefetch_factor"] == 1 for t in result["trials"])  # no deeper queue
 
 
-def test_trials_the_oom_killer_ends_are_oom_and_nothing_past_the_memory_limit_is_recommended(tmp_path):
+def test_the_memory_limit_bounds_the_workers_tried_and_nothing_past_it_is_recommended(tmp_path):
     """Each worker fills a 200 MiB table at start in a 700 MiB memory cgroup: the script and one or two workers
-    fit, three do not. The killed trial is named oom with the memory at death, larger counts are not tried, and the
+    fit, three do not. The search reads from its trials how many workers the memory left holds and tries no more (a
+    trial the OOM killer still ends is named oom, with the memory at death, and no larger count is tried); the
     recommendation is projected to fit (a one-time load is the workers' base, not growth over the epoch)."""
     out, json_path = tmp_path / "tune", tmp_path / "result.json"
     with memory_cgroup(700 * 2**20) as group:
@@ -150,18 +159,23 @@ def test_trials_the_oom_killer_ends_are_oom_and_nothing_past_the_memory_limit_is
         proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=180, cwd=tmp_path,
                               env={**os.environ, "COLUMNS": "120"})  # fmt: skip
     result = json.loads(json_path.read_text())
-    killed = [t for t in result["trials"] if t["status"] == "oom"]
-    assert killed, proc.stderr
-    smallest = min(t["num_workers"] for t in killed)
-    assert "killed by the kernel's OOM killer" in killed[0]["error"] and "exited unexpectedly" not in proc.stderr
-    assert killed[0].get("memory_at_death_bytes") or killed[0].get("killed_rss_bytes")
     ran = [t for t in result["trials"] if t["status"] not in ("skipped",) and t["stage"] == "workers"]
-    assert max(t["num_workers"] for t in ran) == smallest  # no larger count tried after the kill
-    assert "killed by the kernel's OOM killer" in result["workers_stop"]["reason"]
+    killed = [t for t in result["trials"] if t["status"] == "oom"]
+    fits = [t["workers_that_fit_memory"] for t in ran if isinstance(t.get("workers_that_fit_memory"), int)]
+    assert fits and max(t["num_workers"] for t in ran if t["status"] != "oom") <= 2, proc.stderr  # never 3
+    reason = result["workers_stop"]["reason"]  # where 2 workers were the fastest, the memory is what stopped them
+    if max((t for t in ran if t["samples_per_s"]), key=lambda t: t["samples_per_s"])["num_workers"] == 2:
+        assert "fit the memory left" in reason or "killed by the kernel's OOM killer" in reason, reason
+    if killed:  # the first trials' readings can still be short of a kill: then it is named, and bounds the rest
+        smallest = min(t["num_workers"] for t in killed)
+        assert "killed by the kernel's OOM killer" in killed[0]["error"] and "exited unexpectedly" not in proc.stderr
+        assert killed[0].get("memory_at_death_bytes") or killed[0].get("killed_rss_bytes")
+        assert max(t["num_workers"] for t in ran) == smallest
     chosen = result["recommended"]
     assert proc.returncode == 0 and chosen is not None, proc.stderr
-    assert 0 < chosen["num_workers"] < smallest
+    assert 0 < chosen["num_workers"] <= 2
     budget = result["memory"]["budget_bytes"]
     assert chosen["projected_epoch_bytes"] <= budget  # the projection fits the tightest limit left...
     assert chosen["projected_epoch_bytes"] < chosen["num_workers"] * 300 * 2**20  # the table once, not per batch
-    assert "oom" in proc.stderr
+    if "fit the memory left" in reason:  # memory-bound: the smaller prefetch is measured
+        assert f"w{chosen['num_workers']}-p1-nopin" in {t["key"] for t in result["trials"]}

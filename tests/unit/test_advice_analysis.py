@@ -18,17 +18,8 @@ from dlprobe.analysis.throughput_findings import (
 )
 from dlprobe.in_training.sample_hashes import DuplicateCounter
 from dlprobe.system.cpus import cgroup_cpu_quota
-from dlprobe.tune.plan import worker_counts
 from dlprobe.tune.results import project_epoch_bytes, recommend
 from tests.unit.fakes import MiB, loader, run
-
-
-def test_worker_counts_go_to_twice_the_usable_cores():
-    assert worker_counts(2) == [0, 1, 2, 3, 4]
-    assert worker_counts(1) == [0, 1, 2]
-    many = worker_counts(16)
-    assert many[:9] == list(range(9)) and many[-1] == 32 and {15, 16} <= set(many)
-    assert worker_counts(8, max_workers=3) == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,256 @@
+"""Which num_workers to measure next: a model of the throughput curve, re-fitted after every trial, measured where
+it matters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
+
+# Two trials of the same count on a loaded machine differ by about this share: within it a measured rate agrees with
+# the model, and a rate this much below the model's is a bound the model missed.
+NOISE = 0.08
+FIRST_COUNTS = (0, 1)  # the main process alone, then one worker: its rate and its CPU per sample
+# A worker that got a core less than this share of the time it wanted one was queued behind other work: the cores
+# left to the loader are fewer than the usable ones (above it, a tick of queueing is not a busy machine).
+QUEUED_BELOW = 0.97
+REPEAT_BELOW = 0.25  # a trial this far under its prediction, and slower than fewer workers, is measured again
+UNFINISHED = ("too-slow", "hung", "crashed")  # a count that gave no rate: the search stays at half of it or below
+
+
+def _ok(trial: dict[str, Any]) -> bool:
+    return trial.get("status") == "ok" and bool(trial.get("samples_per_s")) and trial.get("stage") == "workers"
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass
+class Model:
+    """Throughput(n) = min(n / one worker's time per sample, the cores left over the CPU per sample of a worker and
+    of the main process, one core over the main process's CPU per sample, a bound the trials measured)."""
+
+    worker_s: float  # one worker's wall time per sample (the 1-worker trial, queueing included)
+    worker_cpu_s: float | None  # a worker's CPU seconds per sample; None: not read (the cores bound nothing)
+    main_cpu_s: float | None  # the main process's CPU seconds per sample while workers load (receiving batches)
+    cores: int  # usable cores
+    cores_left: float  # of them, what other work on the machine left to the loader (queueing at 1 worker)
+    measured_cap: float | None = None  # the best rate where measured trials fell below the model: a missed bound
+
+    def bounds(self, n: int) -> dict[str, float]:
+        out = {"workers": n / self.worker_s}
+        cpu = (self.worker_cpu_s or 0.0) + (self.main_cpu_s or 0.0)
+        if cpu > 0:
+            # A CPU-bound loader saturates at the cores it has, never beyond: more workers only queue for them.
+            out["cores"] = self.cores_left / cpu
+        if self.main_cpu_s:
+            out["main"] = 1 / self.main_cpu_s  # the main process receives every batch on one thread
+        if self.measured_cap is not None:
+            out["measured"] = self.measured_cap
+        return out
+
+    def rate(self, n: int) -> float:
+        return min(self.bounds(n).values())
+
+    def limit(self, n: int) -> str:
+        bounds = self.bounds(n)
+        return min(bounds, key=lambda k: bounds[k])
+
+    def summary(self) -> dict[str, Any]:
+        cpu = (self.worker_cpu_s or 0.0) + (self.main_cpu_s or 0.0)
+        return {
+            "worker_samples_per_s": round(1 / self.worker_s, 2),
+            "cpu_ms_per_sample": round(1000 * self.worker_cpu_s, 4) if self.worker_cpu_s is not None else None,
+            "main_cpu_ms_per_sample": round(1000 * self.main_cpu_s, 4) if self.main_cpu_s is not None else None,
+            "usable_cores": self.cores,
+            "cores_left": round(self.cores_left, 2),
+            "cores_limit_workers": round(self.cores_left * self.worker_s / cpu, 1) if cpu > 0 else None,
+            "measured_cap_samples_per_s": None if self.measured_cap is None else round(self.measured_cap, 1),
+        }
+
+
+def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
+    """The model from the 1-worker trial, its bound lowered to what larger trials measured below it; None without
+    a completed 1-worker trial."""
+    one = next((t for t in trials if _ok(t) and t.get("num_workers") == 1), None)
+    if one is None:
+        return None
+    rate = float(one["samples_per_s"])
+    cpu_share, runq_share = _num(one.get("worker_cpu_share")), _num(one.get("worker_runq_share"))
+    main_share = _num(one.get("main_cpu_share"))
+    cores_left = float(cores)
+    busy = _num(one.get("worker_busy_share"))
+    cpu_bound = busy is not None and busy >= CPU_BOUND_SHARE
+    if cpu_bound and cpu_share and runq_share is not None and cpu_share / (cpu_share + runq_share) < QUEUED_BELOW:
+        # A worker that wanted a core all the time got one this share of it: the rest went to other work. (A worker
+        # that mostly sleeps waits for a core each time it wakes, which says how busy the machine is, not how much
+        # of it more such workers can get.)
+        cores_left = cores * cpu_share / (cpu_share + runq_share)
+    model = Model(
+        worker_s=1 / rate,
+        worker_cpu_s=cpu_share / rate if cpu_share is not None else None,
+        main_cpu_s=main_share / rate if main_share is not None else None,
+        cores=cores,
+        cores_left=min(float(cores), cores_left),
+    )
+    measured = [(int(t["num_workers"]), float(t["samples_per_s"])) for t in trials if _ok(t) and t["num_workers"] > 0]
+    cpu = (model.worker_cpu_s or 0.0) + (model.main_cpu_s or 0.0)
+    above = [r * cpu for n, r in measured if r > (1 + NOISE) * model.rate(n) and model.limit(n) == "cores"]
+    if above:
+        # More workers took more of the cores from the other work than one worker's queueing said: what they used is
+        # what the cores left hold (never more than the usable cores).
+        model.cores_left = min(float(cores), max(above))
+    below = [r for n, r in measured if n > 1 and r < (1 - NOISE) * model.rate(n)]
+    if below:
+        model.measured_cap = max(r for _, r in measured)  # flat from there: the best any trial reached
+    return model
+
+
+@dataclass
+class Step:
+    """The next trial (num_workers, or None to stop), why, and the model's rate for it before it runs."""
+
+    num_workers: int | None
+    reason: str
+    predicted: float | None = None
+    model: Model | None = None
+    limit_reason: str | None = None  # what bounds the counts tried: cap, oom or memory
+    repeat: bool = False  # measure this count again (its first trial fell far below the model and a smaller count)
+
+
+def worker_limit(trials: list[dict[str, Any]], cap: int) -> tuple[int, str, str]:
+    """The most workers worth trying, what sets it (cap, unfinished, oom, memory, duplicates) and why in words: the
+    cap, half a count that did not finish, one fewer than a count the OOM killer ended, the workers the memory left
+    holds (read at each trial's end), one where workers repeat an IterableDataset's stream."""
+    limit, kind, why = cap, "cap", f"the cap of {cap} workers (--max-workers, or dlprobe's limit of workers to try)"
+    repeated = [int(t["num_workers"]) for t in trials if t.get("status") == "duplicates"]
+    if repeated and limit > 1:
+        # An IterableDataset that does not split its stream by worker: every worker yields it whole, at any count.
+        limit, kind = 1, "duplicates"
+        why = f"num_workers={min(repeated)} yielded repeated samples (an IterableDataset not split by worker)"
+    workers = [t for t in trials if t.get("stage") == "workers" and t.get("num_workers", 0) > 1]
+    failed = {int(t["num_workers"]): t["status"] for t in workers if t.get("status") in UNFINISHED}
+    if failed and min(failed) // 2 < limit:
+        # Too many workers to start and time within a trial's share of the budget (or they crashed or hung): half as
+        # many, not one fewer, so a machine too busy to start them costs a trial or two, not a cascade.
+        n = min(failed)
+        limit, kind = max(1, n // 2), "unfinished"
+        why = f"num_workers={n} did not complete ({failed[n]})"
+    killed = [int(t["num_workers"]) for t in trials if t.get("status") == "oom"]
+    if killed and min(killed) - 1 < limit:
+        limit, kind = min(killed) - 1, "oom"
+        why = f"num_workers={min(killed)} was killed by the kernel's OOM killer, so more would be too"
+    fits = [int(t["workers_that_fit_memory"]) for t in trials if isinstance(t.get("workers_that_fit_memory"), int)]
+    if fits and min(fits) < limit:
+        limit, kind, why = max(1, min(fits)), "memory", f"only {min(fits)} workers fit the memory left"
+    return limit, kind, why
+
+
+def next_step(trials: list[dict[str, Any]], cores: int, cap: int, tolerance: float) -> Step:
+    """The next worker count to measure: 0 and 1 first; then the model's knee (the fewest workers it predicts
+    within `tolerance` of its bound); then, with the best measured within NOISE of the bound, the next count past
+    the best (double it while the workers wait, one more while they compute) until a step up stops paying."""
+    tried = {int(t["num_workers"]) for t in trials if t.get("stage") == "workers" and t.get("status") != "skipped"}
+    for n in FIRST_COUNTS:
+        if n not in tried and n <= cap:
+            return Step(n, "the main process alone" if n == 0 else "one worker: its rate and CPU per sample")
+    model = fit(trials, cores)
+    if model is None:
+        return Step(None, "stopped: num_workers=1 did not complete, so there is no curve to follow")
+    suspect = _suspect(trials)
+    if suspect is not None:
+        rate, predicted = suspect["samples_per_s"], suspect["predicted_samples_per_s"]
+        why = (f"re-measured: slower than fewer workers and far below the model ({rate:,.0f} against "
+               f"{predicted:,.0f} samples/s): other work's load comes and goes")  # fmt: skip
+        return Step(int(suspect["num_workers"]), why, suspect["predicted_samples_per_s"], model, repeat=True)
+    limit, kind, limit_why = worker_limit(trials, cap)
+    if limit < 2:
+        return Step(None, f"stopped at num_workers=1: {limit_why}", model=model, limit_reason=kind)
+    bound = model.rate(limit)
+    alone = next((float(t["samples_per_s"]) for t in trials if _ok(t) and t["num_workers"] == 0), None)
+    if alone is not None and bound < (1 - tolerance) * alone:
+        # Handing batches over from workers costs more than building them in the main process, at any count.
+        stop = (f"stopped at num_workers=1: the model's bound up to num_workers={limit}, {bound:,.0f} samples/s, is "
+                f"below the {alone:,.0f} samples/s of the main process alone")  # fmt: skip
+        return Step(None, stop, model=model, limit_reason=kind)
+    knee = next((n for n in range(1, limit + 1) if model.rate(n) >= (1 - tolerance) * bound), limit)
+    if knee not in tried:
+        return Step(knee, _knee_words(model, knee, bound, limit), model.rate(knee), model, kind)
+    ok = {int(t["num_workers"]): t for t in trials if _ok(t) and t["num_workers"] > 0}
+    best_n = max(ok, key=lambda n: ok[n]["samples_per_s"])
+    best = float(ok[best_n]["samples_per_s"])
+    if best < (1 - NOISE) * (1 - tolerance) * bound and limit not in tried:
+        # Nothing measured reaches the model's bound and no trial showed a bound it missed: measure the bound itself.
+        below = f"the best measured ({best:,.0f} samples/s) is below the model's bound"
+        return Step(limit, below, model.rate(limit), model, kind)
+    busy = _busy(ok[best_n], trials)
+    waiting = busy is not None and 1 - busy >= IO_BOUND_WAIT
+    up = min(limit, 2 * best_n if waiting else best_n + 1)
+    state = f"{_asleep(busy)}; best measured {best:,.0f} samples/s at num_workers={best_n}"
+    # At the usable cores, not the cores other work left: that share moves with the machine's load.
+    if busy is not None and busy >= CPU_BOUND_SHARE and best_n >= model.cores:
+        return Step(None, f"stopped at num_workers={best_n}: {state}: CPU-bound at the cores, more workers would "
+                    "only queue for them", model=model, limit_reason=kind)  # fmt: skip
+    # Past the best only where it may pay: the model predicts a gain beyond the noise, or the best beat the model
+    # (its bound is too low here, so the count above may beat it too).
+    worth = model.rate(up) >= (1 + NOISE) * model.rate(best_n) or best > (1 + NOISE) * _predicted(ok[best_n], model)
+    if up > best_n and up not in tried and worth:
+        step = "doubling while the workers wait" if waiting else "one more while the workers compute"
+        return Step(up, f"past the best ({step}): {state}", model.rate(up), model, kind)
+    if best_n >= limit or (up >= limit and up not in tried):
+        bounded = "" if best_n >= limit else f"; the model predicts under {100 * NOISE:.0f}% more up to the limit"
+        stop = f"stopped at num_workers={best_n}: {state}{bounded}; {limit_why}"
+        return Step(None, stop, model=model, limit_reason=kind)
+    if up not in tried:
+        stop = f"stopped at num_workers={best_n}: {state}; the model predicts under {100 * NOISE:.0f}% more past it"
+        return Step(None, stop, model=model, limit_reason=kind)
+    status = next((t.get("status") for t in trials if t.get("stage") == "workers" and t["num_workers"] == up), "ok")
+    outcome = "did not pay" if status in ("ok", "duplicates") else f"did not complete ({status})"
+    stop = f"stopped at num_workers={best_n}: {state}, and num_workers={up} {outcome}"
+    return Step(None, stop, model=model, limit_reason=kind)
+
+
+def _suspect(trials: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A trial to measure once more: slower than a smaller count and more than REPEAT_BELOW under what the model
+    predicted for it. Other work on the machine only ever slows a trial, so its best of two is the loader's rate."""
+    ok = [t for t in trials if _ok(t) and t["num_workers"] > 0]
+    for t in ok:
+        predicted = _num(t.get("predicted_samples_per_s"))
+        smaller = [u["samples_per_s"] for u in ok if u["num_workers"] < t["num_workers"]]
+        if (
+            predicted
+            and not t.get("repeats")
+            and smaller
+            and t["samples_per_s"] < min(max(smaller), (1 - REPEAT_BELOW) * predicted)
+        ):
+            return t
+    return None
+
+
+def _predicted(trial: dict[str, Any], model: Model) -> float:
+    """What the search predicted for a trial before it ran, else the model's rate for its count now."""
+    value = _num(trial.get("predicted_samples_per_s"))
+    return value if value is not None else model.rate(int(trial["num_workers"]))
+
+
+def _busy(trial: dict[str, Any], trials: list[dict[str, Any]]) -> float | None:
+    """The trial's workers' busy share, or where its window was too short to read, the last count that was read."""
+    busy = _num(trial.get("worker_busy_share"))
+    if busy is not None:
+        return busy
+    read = [_num(t.get("worker_busy_share")) for t in sorted(trials, key=lambda t: t.get("num_workers") or 0)]
+    known = [b for b in read if b is not None]
+    return known[-1] if known else None
+
+
+def _asleep(busy: float | None) -> str:
+    return "workers' CPU not measured" if busy is None else f"workers asleep {100 * (1 - busy):.0f}% of their time"
+
+
+def _knee_words(model: Model, knee: int, bound: float, limit: int) -> str:
+    return (
+        f"the model's knee: {knee} worker(s) predicted {model.rate(knee):,.0f} samples/s of a bound of {bound:,.0f} "
+        f"(set by {model.limit(limit)}) up to num_workers={limit}"
+    )

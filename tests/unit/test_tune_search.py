@@ -1,0 +1,184 @@
+"""tune's model-guided search on fake loaders: which worker counts it measures, where it stops, what it picks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from dlprobe.tune.plan import later_stages, trial
+from dlprobe.tune.predict import annotate
+from dlprobe.tune.results import recommend
+from dlprobe.tune.search import fit, next_step
+
+Measure = Callable[[int], dict[str, Any]]
+
+
+def _search(measure: Measure, cores: int = 2, cap: int = 32) -> tuple[list[dict[str, Any]], str]:
+    """Runs the search to its end on `measure` (num_workers -> the trial's readings), as tune_trials does."""
+    trials: list[dict[str, Any]] = []
+    for _ in range(20):
+        step = next_step(trials, cores, cap, tolerance=0.05)
+        if step.num_workers is None:
+            return trials, step.reason
+        trials.append(trial(step.num_workers, 2, False, "workers") | {"status": "ok"} | measure(step.num_workers)
+                      | {"predicted_samples_per_s": step.predicted})  # fmt: skip
+    raise AssertionError(f"the search did not stop: {[t['num_workers'] for t in trials]}")
+
+
+def _loader(cpu_ms: float, sleep_ms: float, main_ms: float, cores: int = 2, fit: int | None = None) -> Measure:
+    """A loader whose samples take `cpu_ms` of a worker's CPU and `sleep_ms` asleep, and `main_ms` of the main
+    process's CPU to receive, on `cores` free cores: throughput is linear in the workers until their CPU fills them."""
+
+    def measure(n: int) -> dict[str, Any]:
+        if n == 0:
+            return {"samples_per_s": 1000 / (cpu_ms + sleep_ms + main_ms)}
+        rate = min(n * 1000 / (cpu_ms + sleep_ms), cores * 1000 / (cpu_ms + main_ms))
+        cpu, asleep = rate * cpu_ms / 1000 / n, rate * sleep_ms / 1000 / n
+        runq = max(0.0, 1 - cpu - asleep)  # a worker's wall time neither on a CPU nor asleep: queued for one
+        return {"samples_per_s": rate, "worker_cpu_share": round(cpu, 4), "worker_runq_share": round(runq, 4),
+                "worker_busy_share": round(cpu + runq, 4), "main_cpu_share": round(rate * main_ms / 1000, 4),
+                "workers_that_fit_memory": fit}  # fmt: skip
+
+    return measure
+
+
+def _counts(trials: list[dict[str, Any]]) -> list[int]:
+    return [t["num_workers"] for t in trials]
+
+
+def test_a_cpu_bound_loader_is_measured_at_the_cores_and_stops_there():
+    trials, reason = _search(_loader(cpu_ms=1.0, sleep_ms=0.0, main_ms=0.05))
+    assert _counts(trials) == [0, 1, 2]  # not 3, 4, 8: the cores are full at 2
+    assert reason.startswith("stopped at num_workers=2") and "CPU-bound" in reason
+    chosen, _ = recommend(trials, None, 0.05)
+    assert chosen is not None and chosen["num_workers"] == 2
+    model = annotate(trials, cores=2)
+    assert model is not None and model["median_error"] == pytest.approx(0.0, abs=0.01)  # 2 predicted before it ran
+
+
+def test_the_main_process_cpu_takes_its_share_of_the_cores():
+    # 1 ms of worker CPU and 1 ms of the main process's per sample: two cores hold 1000 samples/s, which one worker
+    # already gives; dlprobe run's model without the main process would predict 2000 at two workers.
+    model = fit(_search(_loader(cpu_ms=1.0, sleep_ms=0.0, main_ms=1.0))[0], cores=2)
+    assert model is not None and model.rate(2) == pytest.approx(1000, rel=0.01) and model.limit(8) == "cores"
+
+
+def test_an_io_bound_loader_goes_to_the_cap_in_few_trials():
+    trials, reason = _search(_loader(cpu_ms=0.02, sleep_ms=2.0, main_ms=0.01))
+    counts = _counts(trials)
+    assert counts == [0, 1, 31], counts  # the knee: 31 is within 5% of the cap's 16,000/s; a sweep tries 7 to 12
+    assert "cap of 32" in reason and "under 8% more up to the limit" in reason
+    chosen, _ = recommend(trials, None, 0.05)
+    assert chosen is not None and chosen["num_workers"] == 31
+
+
+def test_a_best_that_beats_the_model_is_followed_past_it():
+    # Other work held a core while one worker was timed (it waited for a core half the time it wanted one), so
+    # the first model caps the line at one core; more workers take more of the machine and beat it, up to 1.85 cores.
+    def busy_machine(n: int) -> dict[str, Any]:
+        rate = {0: 300.0, 1: 500.0, 2: 1300.0, 3: 1600.0, 4: 1800.0}.get(n, 1850.0)
+        return {"samples_per_s": rate, "worker_cpu_share": 0.5, "worker_runq_share": 0.5 if n == 1 else 0.1,
+                "worker_busy_share": 1.0 if n == 1 else 0.6, "main_cpu_share": 0.0}  # fmt: skip
+
+    trials, _ = _search(busy_machine)
+    assert _counts(trials) == [0, 1, 2, 3, 4, 5], _counts(trials)  # one more while each step beat the model
+
+
+def test_a_curve_that_flattens_below_the_model_is_refitted_and_the_knee_measured_again():
+    def flattening(n: int) -> dict[str, Any]:  # I/O-bound, but flat at 6000 samples/s from 12 workers on
+        return {"samples_per_s": 1000.0 if n == 0 else min(500.0 * n, 6000.0), "worker_cpu_share": 0.01,
+                "worker_runq_share": 0.0, "worker_busy_share": 0.01, "main_cpu_share": 0.01}  # fmt: skip
+
+    trials, _ = _search(flattening)
+    counts = _counts(trials)
+    assert counts[:2] == [0, 1] and counts[2] >= 30  # the first knee: the line, nearly to the cap
+    assert 12 in counts and len(counts) <= 6, counts  # re-fitted flat at 6000: its knee is 12 (0.95 x 6000 / 500)
+    chosen, _ = recommend(trials, None, 0.05)
+    assert chosen is not None and chosen["num_workers"] == 12
+    model = fit(trials, cores=2)
+    assert model is not None and model.measured_cap == 6000.0
+
+
+def test_memory_bounds_the_counts_tried_and_asks_for_a_smaller_prefetch():
+    trials, reason = _search(_loader(cpu_ms=0.02, sleep_ms=2.0, main_ms=0.01, fit=3))
+    assert max(_counts(trials)) == 3 and "only 3 workers fit the memory left" in reason
+    step = next_step(trials, 2, 32, 0.05)
+    assert step.limit_reason == "memory"
+    best = max(trials, key=lambda t: t["samples_per_s"])
+    assert [t["key"] for t in later_stages(best, False, memory_bound=True)] == ["w3-p4-nopin", "w3-p1-nopin"]
+
+
+def test_an_oom_killed_count_bounds_the_search_below_it():
+    measure = _loader(cpu_ms=0.02, sleep_ms=2.0, main_ms=0.01)
+    trials = [trial(n, 2, False, "workers") | {"status": "ok"} | measure(n) for n in (0, 1)]
+    trials.append(trial(32, 2, False, "workers") | {"status": "oom"})
+    step = next_step(trials, 2, 32, 0.05)
+    assert step.num_workers is not None and step.num_workers <= 31 and step.limit_reason == "oom"
+
+
+def test_cpu_bound_workers_get_no_deeper_prefetch_and_waiting_ones_do():
+    busy = trial(2, 2, False, "workers") | {"worker_busy_share": 0.95}
+    asleep = trial(16, 2, False, "workers") | {"worker_busy_share": 0.1}
+    assert later_stages(busy, False, memory_bound=False) == []
+    assert [t["key"] for t in later_stages(asleep, True, memory_bound=False)] == ["w16-p4-nopin", "w16-p2-pin"]
+
+
+def test_a_busy_machine_leaves_fewer_cores_and_more_workers_taking_more_raises_them_again():
+    # One CPU-bound worker got a core only half the time it wanted one: other work holds one of the two cores.
+    one = trial(1, 2, False, "workers") | {"status": "ok", "samples_per_s": 500.0, "worker_cpu_share": 0.5,
+                                           "worker_runq_share": 0.5, "worker_busy_share": 1.0}  # fmt: skip
+    model = fit([one], cores=2)
+    assert model is not None and model.cores_left == 1.0 and model.rate(4) == pytest.approx(1000)
+    # A worker asleep most of the time waits for a core each time it wakes on a busy machine: that is latency,
+    # not the share of the cores more such workers would get.
+    sleeper = one | {"worker_cpu_share": 0.05, "worker_runq_share": 0.15, "worker_busy_share": 0.2}
+    model = fit([sleeper], cores=2)
+    assert model is not None and model.cores_left == 2.0
+    four = trial(4, 2, False, "workers") | {"status": "ok", "samples_per_s": 1600.0}  # 4 workers got 1.6 cores
+    model = fit([one, four], cores=2)
+    assert model is not None and model.cores_left == pytest.approx(1.6) and model.measured_cap is None
+
+
+def test_no_search_past_a_failed_one_worker_trial():
+    trials = [trial(0, 2, False, "workers") | {"status": "ok", "samples_per_s": 100.0},
+              trial(1, 2, False, "workers") | {"status": "crashed"}]  # fmt: skip
+    step = next_step(trials, 2, 32, 0.05)
+    assert step.num_workers is None and "num_workers=1 did not complete" in step.reason
+
+
+def test_workers_the_model_bounds_below_the_main_process_alone_are_not_tried():
+    def cheap(n: int) -> dict[str, Any]:  # samples cost nothing; handing each batch over costs the main process
+        return {"samples_per_s": 100_000.0 if n == 0 else 1500.0 * n, "worker_cpu_share": 0.1,
+                "worker_runq_share": 0.0, "worker_busy_share": 0.1, "main_cpu_share": 0.5}  # fmt: skip
+
+    trials, reason = _search(cheap)
+    assert _counts(trials) == [0, 1] and "below the 100,000 samples/s of the main process alone" in reason
+
+
+def test_a_count_that_does_not_finish_halves_the_counts_tried():
+    measure = _loader(cpu_ms=0.02, sleep_ms=2.0, main_ms=0.01)
+    trials = [trial(n, 2, False, "workers") | {"status": "ok"} | measure(n) for n in (0, 1)]
+    trials.append(trial(31, 2, False, "workers") | {"status": "too-slow"})  # 31 workers took too long to start
+    step = next_step(trials, 2, 32, 0.05)
+    assert step.num_workers == 15 and step.limit_reason == "unfinished"
+
+
+def test_a_count_far_below_the_model_and_slower_than_fewer_workers_is_measured_once_more():
+    measure = _loader(cpu_ms=1.0, sleep_ms=0.0, main_ms=0.05)
+    trials = [trial(n, 2, False, "workers") | {"status": "ok"} | measure(n) for n in (0, 1)]
+    burst = measure(2) | {"samples_per_s": 500.0, "predicted_samples_per_s": 1900.0}  # other work took the cores
+    trials.append(trial(2, 2, False, "workers") | {"status": "ok"} | burst)
+    step = next_step(trials, 2, 32, 0.05)
+    assert step.num_workers == 2 and step.repeat and step.reason.startswith("re-measured")
+    trials[-1]["repeats"] = 1  # measured again (and still slow): believed, never a third time
+    assert not next_step(trials, 2, 32, 0.05).repeat
+
+
+def test_a_count_measured_twice_is_one_row_with_the_faster_rate_and_both_kept():
+    from dlprobe.tune.results import _best_of_repeats
+
+    first, again = trial(2, 2, False, "workers"), trial(2, 2, False, "workers")
+    rows = _best_of_repeats([first | {"samples_per_s": 500.0}, again | {"samples_per_s": 1700.0}])
+    assert rows == [again | {"samples_per_s": 1700.0, "repeated_rates": [500.0, 1700.0], "repeats": 1}]
