@@ -1,6 +1,6 @@
 """Dead-worker findings: `worker-killed` (with the cause: oom, bus, segfault, abort, exit, unknown, ...),
 `bad-sample` (a Python exception in a worker), `too-few-shards` and `shm-exhausted`, from PyTorch's messages, the
-workers' in-flight slots, the memory samples, the cgroup's OOM counter and the kernel log."""
+workers' in-flight slots and fatal-signal records, the memory samples, the cgroup's OOM counter and the kernel log."""
 
 from __future__ import annotations
 
@@ -46,6 +46,10 @@ _NO_SHARDS = re.compile(r"No samples found in dataset; perhaps you have fewer sh
 # |          | signal: another signal sent from outside (SIGTERM, ...)                                        |
 # |          | exit: the worker ended itself with an exit code                                                |
 # |          | unknown: the worker died and nothing says how                                                  |
+# | seen_by  | run only: where the death is known from, "torch" (its error named the worker), "fault-record"  |
+# |          |   (the worker's own faulthandler record), "kernel-log" (an OOM kill); a death torch's error did |
+# |          |   not name is still reported from the other two                                                |
+# | crash_frame | run only: the user's innermost frame in the worker's fatal-signal record, or None           |
 WORKER_KILLED_CAUSES = (
     "oom", "external-kill", "bus", "segfault", "abort", "fpe", "sigill", "signal", "exit", "unknown",
 )  # fmt: skip
