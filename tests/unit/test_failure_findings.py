@@ -312,3 +312,22 @@ def test_exited_unexpectedly_gets_its_signal_from_the_fault_record_and_one_findi
     [finding] = find_worker_deaths(run)
     assert finding.evidence["seen_by"] == ["torch", "fault-record"]
     assert "did not say how" not in finding.detail
+
+
+def starting_worker(pid: int, wid: int) -> dict[str, Any]:
+    """A spawn worker still importing torch: no in-flight record yet, and no `_worker_loop` frame."""
+    frames = [native("inflate", "/usr/lib/libz.so"), py("_find_and_load", user=False, file="<frozen importlib>")]
+    return {"pid": pid, "role": "worker", "loader_id": 0, "worker_id": wid, "state": "R", "inflight": None,
+            "stack": [{"name": "MainThread", "frames": frames}]}  # fmt: skip
+
+
+def test_workers_that_have_not_started_are_named_starting_not_a_lost_batch():
+    run = fakes.run([fakes.loader()], [])
+    run.hangs = [hang_record([main_proc(), starting_worker(11, 0), starting_worker(12, 1)])]
+    [finding] = find_hangs(run)
+    assert finding.code == "main-hang" and finding.evidence["cause"] == "workers-starting"
+    assert "none of the 2 workers has started" in finding.detail and "lost" not in finding.detail
+    assert "--hang-timeout" in finding.fix
+    # One worker in its loop (idle) is enough to say the workers started: then the batch is lost.
+    run.hangs = [hang_record([main_proc(), starting_worker(11, 0), idle_worker()])]
+    assert find_hangs(run)[0].evidence["cause"] == "queue-wait"
