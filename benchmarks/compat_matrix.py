@@ -32,14 +32,15 @@ PYTHON_VERSIONS = ["3.10", "3.11", "3.12", "3.13"]
 START_METHODS = ["fork", "spawn", "forkserver"]
 
 # What the probe must get right on every torch and Python: its frames never in the user's output, a leaky loader's
-# copy-on-write growth, a hang, a killed worker (and its death during the probe's own bookkeeping), a bad sample,
-# scan, tune, a torchrun job, check.
+# copy-on-write growth, a hang, a killed worker (also when the script's error does not name it, and its death during
+# the probe's own bookkeeping), a bad sample, scan, tune, a torchrun job, check.
 _FAILURES = "tests/integration/test_run_failures.py::"
 _MEMORY = "tests/integration/test_run_memory.py::"
 PER_METHOD = [
     "tests/integration/test_run_probe_truth.py",
     _FAILURES + "test_blocked_sample_is_a_worker_hang_with_the_users_frame",
     _FAILURES + "test_segfault_on_a_sample_is_a_killed_worker_with_the_index",
+    _FAILURES + "test_a_crash_the_scripts_error_does_not_name_is_a_killed_worker_from_its_own_record",
     _FAILURES + "test_exception_on_a_sample_is_a_bad_sample_with_the_index",
     "tests/integration/test_worker_death_during_recording.py",
     "tests/integration/test_scan.py::test_planted_bad_samples_are_found_exactly_and_the_exclude_file_lets_training_finish",

@@ -190,6 +190,7 @@ def names_not_in_schema(run_dir: Path) -> list[str]:
         schema.HANGS_DIR: {schema.hang_record_name(0)},
         schema.STACKS_DIR: {schema.hang_stack_name(0, 0), schema.FAULTHANDLER_FILE},
         schema.INFLIGHT_DIR: {schema.inflight_slot_name(0)},
+        schema.FAULTS_DIR: {schema.fault_record_name(0)},
     }
     unnamed = []
     for entry in sorted(run_dir.iterdir()):

@@ -1,6 +1,6 @@
 """Dead-worker findings: `worker-killed` (with the cause: oom, bus, segfault, abort, exit, unknown, ...),
 `bad-sample` (a Python exception in a worker), `too-few-shards` and `shm-exhausted`, from PyTorch's messages, the
-workers' in-flight slots, the memory samples, the cgroup's OOM counter and the kernel log."""
+workers' in-flight slots and fatal-signal records, the memory samples, the cgroup's OOM counter and the kernel log."""
 
 from __future__ import annotations
 
@@ -46,6 +46,10 @@ _NO_SHARDS = re.compile(r"No samples found in dataset; perhaps you have fewer sh
 # |          | signal: another signal sent from outside (SIGTERM, ...)                                        |
 # |          | exit: the worker ended itself with an exit code                                                |
 # |          | unknown: the worker died and nothing says how                                                  |
+# | seen_by  | run only: where the death is known from, "torch" (its error named the worker), "fault-record"  |
+# |          |   (the worker's own faulthandler record), "kernel-log" (an OOM kill); a death torch's error did |
+# |          |   not name is still reported from the other two                                                |
+# | crash_frame | run only: the user's innermost frame in the worker's fatal-signal record, or None           |
 WORKER_KILLED_CAUSES = (
     "oom", "external-kill", "bus", "segfault", "abort", "fpe", "sigill", "signal", "exit", "unknown",
 )  # fmt: skip
@@ -213,7 +217,47 @@ def _batch_evidence(held: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _kernel_kill(run: RunData, pid: int) -> dict[str, Any] | None:
+    return next((k for k in (run.kernel.get("kills") or []) if k.get("pid") == pid), None)
+
+
+def _seen_by(run: RunData, pid: int, torch_named: bool) -> list[str]:
+    """Where this death is known from: torch's error, the worker's own fatal-signal record, the kernel's OOM log."""
+    return (
+        (["torch"] if torch_named else [])
+        + (["fault-record"] if pid in run.faults else [])
+        + (["kernel-log"] if _kernel_kill(run, pid) else [])
+    )
+
+
+def _own_how(run: RunData, pid: int) -> str | None:
+    """The signal a worker died of by the probe's own evidence, in torch's words: its fatal-signal record, else the
+    kernel's OOM kill (SIGKILL); None when neither has it."""
+    fault = run.faults.get(pid)
+    if fault is not None:
+        return fault.signal
+    return "Killed" if _kernel_kill(run, pid) else None
+
+
+def _crash_frame(run: RunData, pid: int) -> str | None:
+    """The innermost frame of the user's code in the worker's fatal-signal record."""
+    fault = run.faults.get(pid)
+    for frame in fault.frames if fault else []:
+        func, _, where = frame.partition(" (")
+        path, _, line = where.rstrip(")").rpartition(":")
+        if is_user_file(path):
+            return f"{func} ({path.rsplit('/', 1)[-1]}:{line})"
+    return None
+
+
 def _killed(run: RunData, lo: LoaderRecord, error: dict[str, Any], pid: int, how: str, code: int | None) -> Finding:
+    torch_named = how != ""  # "": no error of torch's names this worker; "unknown": one did, but not how it died
+    torch_said_how = code is not None or how not in ("unknown", "")
+    if not torch_said_how:
+        # torch saw only that the worker was gone ("exited unexpectedly": always under forkserver, whose workers
+        # are not the training process's children) or raised something else first: the worker's own record or the
+        # kernel's says how it died.
+        how = _own_how(run, pid) or "unknown"
     slot = _slot_for(run, lo.loader_id, error.get("epoch"), None, pid)
     held = _held(slot, prefer_failed=False)
     worker_id = slot.get("worker_id")
@@ -243,7 +287,18 @@ def _killed(run: RunData, lo: LoaderRecord, error: dict[str, Any], pid: int, how
         **_memory(run, pid),
         **oom,
         "message": _last_line(error.get("cause") or error.get("message") or ""),
+        "seen_by": _seen_by(run, pid, torch_named),
+        "crash_frame": _crash_frame(run, pid),
     }
+    if not torch_said_how and how != "unknown":
+        detail += (
+            " The error the script saw did not say how the worker died"
+            + (f" ({evidence['message']})" if evidence["message"] else "")
+            + "; "
+            + ("its own fatal-signal record did." if pid in run.faults else "the kernel's log did.")
+        )
+    if evidence["crash_frame"]:
+        detail += f" It crashed in {evidence['crash_frame']}."
     if cause == "bus":
         evidence.update(_shm_numbers(run, lo))
     return Finding("worker-killed", "error", title, detail, fix, evidence, lo.loader_id)
@@ -471,6 +526,26 @@ def _errors(run: RunData) -> list[tuple[LoaderRecord, dict[str, Any]]]:
     return errors
 
 
+def _loader_of_pid(run: RunData, pid: int) -> LoaderRecord | None:
+    slot = run.inflight.get(pid) or {}
+    proc = next((p for p in run.processes if p.pid == pid), None)
+    loader_id = slot.get("loader_id") if slot.get("loader_id") is not None else (proc.loader_id if proc else None)
+    return run.loader(loader_id) if loader_id is not None else None
+
+
+def _deaths_torch_did_not_name(run: RunData, named: set[int]) -> list[Finding]:
+    """Workers that died of a signal by the probe's own evidence (their fatal-signal record, the kernel's OOM kill)
+    that no error of torch's named: torch raised something else first (torch 2.15's ConnectionResetError, a
+    wrapper's own error), or nothing reached the script at all."""
+    kills = {k.get("pid") for k in (run.kernel.get("kills") or [])}
+    found = []
+    for pid in sorted(set(run.faults) | {p for p in kills if isinstance(p, int)}):
+        lo = None if pid in named else _loader_of_pid(run, pid)
+        if lo is not None:
+            found.append(_killed(run, lo, dict(run.script_error or {}), pid, "", None))
+    return found
+
+
 def find_worker_deaths(run: RunData) -> list[Finding]:
     findings: list[Finding] = []
     seen: set[tuple[str, Any, Any]] = set()
@@ -481,4 +556,5 @@ def find_worker_deaths(run: RunData) -> list[Finding]:
             if key not in seen:  # the same death can be re-raised by later next() calls
                 seen.add(key)
                 findings.append(finding)
-    return findings
+    named = {pid for f in findings if f.code == "worker-killed" for pid in f.evidence.get("pids") or ()}
+    return findings + _deaths_torch_did_not_name(run, named)

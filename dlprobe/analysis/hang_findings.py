@@ -146,6 +146,29 @@ def _worker_hang(run: RunData, record: HangRecord, stuck: list[dict[str, Any]]) 
     return Finding("worker-hang", "error", title, detail, cause.fix, evidence, loader_id)
 
 
+def _still_starting(workers: list[dict[str, Any]]) -> bool:
+    """No worker has reached torch's worker loop yet: none has an in-flight record (it is made as the loop calls
+    worker_init_fn) and each one's stack, where there is one, has no `_worker_loop` frame. A spawn or forkserver
+    worker on a busy machine can take longer than --hang-timeout to import torch and unpickle the dataset."""
+    return bool(workers) and all(
+        not p.get("inflight")
+        and p.get("stack")
+        and not any(f.get("name") == "_worker_loop" for t in p["stack"] for f in t.get("frames") or [])
+        for p in workers
+    )
+
+
+STARTING = Cause(
+    "workers-starting",
+    "waiting for its first batch while no worker has started yet: each worker is still starting up (under spawn or "
+    "forkserver a worker is a new Python that imports torch and the script's modules and unpickles the dataset "
+    "before its first sample)",
+    "If start-up is this slow, give --hang-timeout more than it takes; keep the dataset cheap to pickle (large data "
+    "in files or shared memory, file handles opened in worker_init_fn) and use DataLoader(..., "
+    "persistent_workers=True) so workers start once, not every epoch.",
+)
+
+
 def _main_hang(run: RunData, record: HangRecord) -> Finding | None:
     main = next((p for p in record.get("processes") or [] if p.get("role") == "main"), None)
     if main is None:
@@ -154,7 +177,13 @@ def _main_hang(run: RunData, record: HangRecord) -> Finding | None:
     loader_id = loop.get("loader_id")
     slot = main.get("inflight") or {}
     fetching = slot.get("phase") in BUSY_PHASES
-    cause = classify(main, None, None) if fetching else main_wait_cause(main)
+    workers = [p for p in record.get("processes") or [] if p.get("role") == "worker"]
+    if fetching:
+        cause = classify(main, None, None)
+    elif _still_starting(workers):
+        cause = STARTING  # not a batch lost: the wait ran out before any worker began (a start-up this slow)
+    else:
+        cause = main_wait_cause(main)
     thread, where = _where(main)
     state = loop.get("state")
     doing = (
@@ -164,9 +193,10 @@ def _main_hang(run: RunData, record: HangRecord) -> Finding | None:
     if fetching:
         title += f", in {slot.get('phase')} of index {slot.get('index')}"
     title += f": {cause.cause}"
-    workers = [p for p in record.get("processes") or [] if p.get("role") == "worker"]
     idle = [p for p in workers if (p.get("inflight") or {}).get("phase") not in BUSY_PHASES]
-    if workers:
+    if cause is STARTING:
+        context = f"No batch for {record.get('waited_s', 0):.0f}s while none of the {len(workers)} workers has started."
+    elif workers:
         context = f"No batch for {record.get('waited_s', 0):.0f}s while {len(idle)} of {len(workers)} workers are idle."
     else:
         context = f"No batch for {record.get('waited_s', 0):.0f}s; the loader has no workers, so the training "

@@ -174,6 +174,7 @@ def _view(run: RunData, pid: int, identity: ProcessEvent, node: int, others: set
         hangs=hangs,
         gone={p: t for p, t in run.gone.items() if p in pids},
         kernel=run.kernel,
+        faults={p: record for p, record in run.faults.items() if p in pids},
         stacks=run.stacks,
         attach=run.attach,
         read_problems=run.read_problems,  # one finding per node: equal on every rank, so merged into one

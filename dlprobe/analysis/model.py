@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from dlprobe.analysis.fault_records import FaultRecord, read_fault_records
 from dlprobe.analysis.stackfile import StackProfile, load_stacks
 from dlprobe.analysis.stderr_log import read_launcher_failures, stderr_tail
 from dlprobe.rundir import inflight_format
@@ -212,6 +213,8 @@ class RunData:
     hangs: list[HangRecord] = field(default_factory=list)
     gone: dict[int, float] = field(default_factory=dict)
     kernel: dict[str, Any] = field(default_factory=dict)
+    # Workers' own records of the fatal signal that ended them (faults/PID.txt), by pid.
+    faults: dict[int, FaultRecord] = field(default_factory=dict)
     stacks: StackProfile | None = None  # py-spy samples of the main process and workers (stacks.txt)
     attach: AttachRecord | None = None  # `dlprobe attach`: the outside view (attach.json)
     # What load_run could not use, one {"file", "problem"} per file (a damaged or cut-short run directory).
@@ -415,6 +418,7 @@ def load_failure_records(run: RunData, problems: ReadProblems | None = None) -> 
         if record:
             run.hangs.append(cast(HangRecord, record))
     run.kernel = read_checked_json(run.path / KERNEL_FILE, field_checker(KernelFile), problems, required=False)
+    run.faults = read_fault_records(run.path, problems)
     run.attach = cast(
         AttachRecord | None,
         read_checked_json(run.path / ATTACH_FILE, field_checker(AttachRecord), problems, required=False),

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dlprobe.in_training import probe_errors, tracebacks, worker_batches
+from dlprobe.in_training import fatal_signals, probe_errors, tracebacks, worker_batches
 from dlprobe.rundir.inflight_format import (
     COLLATE,
     CREATING_ITERATOR,
@@ -280,6 +280,15 @@ def start_worker(run_dir: str, loader_id: int, worker_id: int) -> None:
             "inflight.faulthandler",
             exc,
             f"no faulthandler stack dump of worker {worker_id} (loader {loader_id}) when py-spy is refused",
+        )
+    try:
+        fatal_signals.record_in_worker(run_dir)
+    except Exception as exc:
+        probe_errors.record(
+            "inflight.fatal_signals",
+            exc,
+            f"no fatal-signal record of worker {worker_id} (loader {loader_id}): if it crashes, only torch's message "
+            "can say how",
         )
     patch_fetchers()
     _slot.recorder = worker_batches.start(loader_id, worker_id)

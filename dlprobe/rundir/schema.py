@@ -59,6 +59,15 @@ def hang_stack_name(number: int, pid: int) -> str:
 
 
 INFLIGHT_SLOT_SUFFIX = ".bin"
+# Each DataLoader worker's fatal-signal record (faulthandler's text, written by the worker's own signal handler as it
+# dies of SIGSEGV, SIGBUS, SIGFPE, SIGABRT or SIGILL): how a worker died, whatever error torch raised for it.
+FAULTS_DIR = "faults"
+FAULT_RECORD_SUFFIX = ".txt"
+
+
+def fault_record_name(pid: int) -> str:
+    """faults/PID.txt: one worker's fatal-signal record; empty (or removed at its clean exit) if it did not crash."""
+    return f"{pid}{FAULT_RECORD_SUFFIX}"
 
 
 def inflight_slot_name(pid: int) -> str:
@@ -88,6 +97,7 @@ RUN_DIR_NAMES = (
     PY_SPY_LOG_FILE,
     HANGS_DIR,
     INFLIGHT_DIR,
+    FAULTS_DIR,
     STACKS_DIR,
     FAULTHANDLER_FILE,
     TUNE_RESULT_FILE,

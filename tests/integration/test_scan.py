@@ -96,6 +96,16 @@ def test_range_and_sample_check_only_the_chosen_indices(tmp_path):
     assert all(PLANTED[index] == kind for index, kind in _kinds(result).items())
 
 
+def test_forkserver_workers_scan_and_a_crash_is_named(tmp_path):
+    # A forkserver worker's parent is the fork server, not the scan: the workers once took that for "the scan is
+    # gone" and exited at start (issue 24), as they would under Python 3.14's default start method.
+    proc, result = _scan(tmp_path, "--start-method", "forkserver", "--range", "20:30", str(SCRIPTS / "scan_planted.py"))
+    assert proc.returncode == 1, proc.stderr
+    assert [scan["start_method"] for scan in result["loaders"]] == ["forkserver"] and result["scanned"] == 10
+    assert _kinds(result) == {23: "exception", 29: "crash"}
+    assert "worker killed by SIGSEGV" in proc.stdout
+
+
 def test_iterable_dataset_is_scanned_in_order_and_reports_positions(tmp_path):
     proc, result = _scan(tmp_path, str(SCRIPTS / "scan_stream.py"))
     assert proc.returncode == 1, proc.stderr

@@ -6,6 +6,7 @@ from typing import Any
 
 from dlprobe.analysis import analyze
 from dlprobe.analysis.death_findings import WORKER_KILLED_CAUSES, find_worker_deaths
+from dlprobe.analysis.fault_records import parse_fault
 from dlprobe.analysis.hang_findings import find_hangs
 from dlprobe.analysis.model import SystemSeries
 from tests.unit import fakes
@@ -245,3 +246,88 @@ def test_a_multi_line_exception_is_quoted_whole_with_its_first_line_in_the_title
     [finding] = find_worker_deaths(_dead_run(_error(_caught(message))))
     assert finding.evidence["error"] == message
     assert "raises ValueError: record 13 is corrupt (loader" in finding.title
+
+
+FAULT_TEXT = """Fatal Python error: Segmentation fault
+
+Current thread 0x00007f3a (most recent call first):
+  File "/usr/lib/python3.12/ctypes/__init__.py", line 519 in string_at
+  File "/home/u/train.py", line 59 in misbehave
+  File "/home/u/train.py", line 47 in __getitem__
+  File "/venv/lib/python3.12/site-packages/torch/utils/data/_utils/worker.py", line 374 in _worker_loop
+
+Extension modules: numpy._core._multiarray_umath, torch._C (total: 2)
+"""
+RESET = "ConnectionResetError: [Errno 104] Connection reset by peer"
+
+
+def _died_without_torchs_word(faults: bool = True, kernel: dict | None = None):
+    """Worker 11 died on index 13; the script's error (torch 2.15's, raised first) names no worker."""
+    run = _dead_run(_error(KILLED), kernel=kernel)
+    run.loaders[0].errors = []
+    run.events.append({"ev": "script_error", "type": "ConnectionResetError", "message": RESET})
+    if faults:
+        run.faults = {11: parse_fault(11, FAULT_TEXT)}
+    return run
+
+
+def test_a_workers_fault_record_is_parsed_with_its_signal_and_frames():
+    record = parse_fault(11, FAULT_TEXT)
+    assert record is not None and record.signal == "Segmentation fault"
+    assert record.frames[1] == "misbehave (/home/u/train.py:59)" and len(record.frames) == 4
+    older = FAULT_TEXT.replace("Current thread 0x00007f3a", "Stack")  # all_threads=False, Python <= 3.11
+    assert parse_fault(11, older).frames == record.frames
+    assert parse_fault(12, "") is None and parse_fault(12, "garbage\n") is None
+
+
+def test_a_death_torchs_error_does_not_name_comes_from_the_workers_fault_record():
+    [finding] = find_worker_deaths(_died_without_torchs_word())
+    ev = finding.evidence
+    assert (finding.code, ev["cause"], ev["signal"], ev["pids"]) == ("worker-killed", "segfault", "SIGSEGV", [11])
+    assert (ev["worker_id"], ev["index"], ev["seen_by"]) == (0, 13, ["fault-record"])
+    assert ev["crash_frame"] == "misbehave (train.py:59)" and ev["message"] == RESET
+    assert "did not say how the worker died" in finding.detail and "fatal-signal record" in finding.detail
+    assert find_worker_deaths(_died_without_torchs_word(faults=False)) == []  # no evidence: no finding
+
+
+def test_a_death_torchs_error_does_not_name_comes_from_the_kernels_oom_kill():
+    kernel = {"kills": [{"pid": 11, "line": "Memory cgroup out of memory: Killed process 11 (pt_data_worker)"}]}
+    [finding] = find_worker_deaths(_died_without_torchs_word(faults=False, kernel=kernel))
+    ev = finding.evidence
+    assert (ev["cause"], ev["signal"], ev["index"], ev["seen_by"]) == ("oom", "SIGKILL", 13, ["kernel-log"])
+    other = {"kills": [{"pid": 99, "line": "Killed process 99 (python)"}]}  # not a worker of ours
+    assert find_worker_deaths(_died_without_torchs_word(faults=False, kernel=other)) == []
+
+
+def test_exited_unexpectedly_gets_its_signal_from_the_fault_record_and_one_finding_per_death():
+    # Under forkserver torch only ever says "exited unexpectedly": the worker is not the training process's child.
+    run = _dead_run(_error(KILLED))
+    assert find_worker_deaths(run)[0].evidence["cause"] == "unknown"
+    run.faults = {11: parse_fault(11, FAULT_TEXT)}
+    [finding] = find_worker_deaths(run)
+    assert (finding.evidence["cause"], finding.evidence["seen_by"]) == ("segfault", ["torch", "fault-record"])
+    text = "RuntimeError: DataLoader worker (pid 11) is killed by signal: Segmentation fault. "
+    run = _dead_run(_error(KILLED, text))
+    run.faults = {11: parse_fault(11, FAULT_TEXT)}
+    [finding] = find_worker_deaths(run)
+    assert finding.evidence["seen_by"] == ["torch", "fault-record"]
+    assert "did not say how" not in finding.detail
+
+
+def starting_worker(pid: int, wid: int) -> dict[str, Any]:
+    """A spawn worker still importing torch: no in-flight record yet, and no `_worker_loop` frame."""
+    frames = [native("inflate", "/usr/lib/libz.so"), py("_find_and_load", user=False, file="<frozen importlib>")]
+    return {"pid": pid, "role": "worker", "loader_id": 0, "worker_id": wid, "state": "R", "inflight": None,
+            "stack": [{"name": "MainThread", "frames": frames}]}  # fmt: skip
+
+
+def test_workers_that_have_not_started_are_named_starting_not_a_lost_batch():
+    run = fakes.run([fakes.loader()], [])
+    run.hangs = [hang_record([main_proc(), starting_worker(11, 0), starting_worker(12, 1)])]
+    [finding] = find_hangs(run)
+    assert finding.code == "main-hang" and finding.evidence["cause"] == "workers-starting"
+    assert "none of the 2 workers has started" in finding.detail and "lost" not in finding.detail
+    assert "--hang-timeout" in finding.fix
+    # One worker in its loop (idle) is enough to say the workers started: then the batch is lost.
+    run.hangs = [hang_record([main_proc(), starting_worker(11, 0), idle_worker()])]
+    assert find_hangs(run)[0].evidence["cause"] == "queue-wait"

@@ -59,14 +59,29 @@ class Prepared:
         self.shapes = shapes
 
 
+def parent_gone(parent_pid: int) -> bool:
+    """The scan that started this worker has ended. Under fork and spawn the scan is the worker's parent; under
+    forkserver the parent is the fork server (which ends with the scan), so the scan's own pid is asked instead."""
+    if os.getppid() == parent_pid:
+        return False
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # a process of another user now has that pid: the scan is gone
+        return True
+    return False
+
+
 def _die_with_parent(parent_pid: int) -> None:
     """A worker stuck in a read must not outlive a scan that was killed."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
+        # The parent's death, that is the scan's (fork, spawn) or the fork server's, which ends with the scan.
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except Exception:  # noqa: S110 - no prctl (not Linux, no libc): the ppid check below still ends an orphan
+    except Exception:  # noqa: S110 - no prctl (not Linux, no libc): the check below still ends an orphan
         pass
-    if os.getppid() != parent_pid:
+    if parent_gone(parent_pid):  # it died before prctl took effect
         os._exit(0)
 
 
