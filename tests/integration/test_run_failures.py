@@ -173,7 +173,10 @@ def test_real_oom_kill_in_a_memory_cgroup_is_named_oom(tmp_path):
             f"{FAULTY} oom"
         )
         proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert proc.returncode == 1, proc.stderr
+    # The kernel kills the worker (its oom_score_adj is raised); now and then, 17 ms later and before the worker's
+    # memory is freed, it kills the training process too, as it would under plain python: exit 137 then, and the
+    # worker's death is still named from the kernel's record (seen on torch 2.15, about 1 run in 10).
+    assert proc.returncode in (1, 137), proc.stderr
     report = _report(run_dir)
     ev = _finding(report, "worker-killed")["evidence"]
     assert ev["cause"] == "oom" and ev["signal"] == "SIGKILL"
