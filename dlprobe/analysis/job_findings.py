@@ -249,7 +249,12 @@ def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
                     ),
                     fix="Read that rank's traceback; decorate the entry point with "
                     "torch.distributed.elastic.multiprocessing.errors.record to get it in the summary.",
-                    evidence={**failure, "other_failures": [f for f in failures if f is not failure]},
+                    # "rank" is a rank label in every finding; torchrun's own record (its rank a number) is "launcher"
+                    evidence={
+                        "rank": label,
+                        "launcher": failure,
+                        "other_failures": [f for f in failures if f is not failure],
+                    },  # fmt: skip
                 )
             )
     return findings

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from dlprobe.units import format_bytes
+
+if TYPE_CHECKING:
+    from dlprobe.analysis.report_schema import Report
 
 DEMO_SCRIPT = Path(__file__).parent.parent / "demo" / "cow_train.py"
 
@@ -22,7 +26,7 @@ def demo(
     raise typer.Exit(run_demo(Path(out) if out else None, err_console()))
 
 
-def _worst_growth(report: dict) -> int:
+def _worst_growth(report: Report) -> int:
     growth = [
         (p["uss"]["peak"] or 0) - (p["uss"]["start"] or 0)
         for p in report["processes"]
