@@ -320,12 +320,12 @@ class RemedyCostEvidence(InJob, total=False):
 class ForkHazardEvidence(InJob, total=False):
     epoch: int | None
     os_threads: int | None
-    os_thread_names: list[str] | None
-    python_threads: list[str] | None
+    os_thread_names: dict[str, int] | None  # the process's threads counted by name
+    python_threads: list[dict[str, Any]] | None  # name, daemon, state, frame of each Python thread
     torch_threads: int | None
     openmp: Any  # the OpenMP runtime as the probe saw it (None where not loaded)
     cuda_initialized: bool | None
-    native_threads_since_import: Any
+    native_threads_since_import: int | None
 
 
 class WorkerHotspotsEvidence(InJob, _WorkerCpu, total=False):
