@@ -354,7 +354,7 @@ class AttachedStuckEvidence(InJob, _Kernel, total=False):
     window_s: float | None
     cpu_s: dict[str, float | None]
     frames: dict[str, Any] | None
-    stack_problem: str | None
+    stack_problem: dict[str, Any] | None  # why py-spy gave no stacks: kind, error, advice
     pid: int | None
     cause: str
     stuck_frame: str | None
