@@ -84,6 +84,8 @@ def scenario(workers: int, rounds: int, tmp: Path) -> dict[str, float]:
         probed, probed_s = run([PYTHON, "-m", "dlprobe", "run", "--quiet", "--out", str(run_dir), *args])
         plot_s = wait_for_plot(run_dir)
         sup = json.loads((run_dir / "result.json").read_text())["supervisor"]
+        stacks = run_dir / "stacks.json"  # py-spy's own CPU over its bursts (absent: the loop never starved)
+        spy_cpu_s = json.loads(stacks.read_text()).get("cpu_s", float("nan")) if stacks.exists() else 0.0
         rows.append({
             "throughput_ratio": parse_metric(probed.stdout, "throughput") / parse_metric(plain.stdout, "throughput"),
             "p99_ratio": parse_metric(probed.stdout, "p99_wait_ms") / parse_metric(plain.stdout, "p99_wait_ms"),
@@ -96,6 +98,7 @@ def scenario(workers: int, rounds: int, tmp: Path) -> dict[str, float]:
             "cpu_share": sup["cpu_share"],
             "rss_mb": sup["max_rss_bytes"] / 1e6,
             "over_budget_s": sup.get("over_budget_s", 0.0),
+            "spy_cpu_s": spy_cpu_s,
         })  # fmt: skip
     summary = {key: median([r[key] for r in rows]) for key in rows[0]}
     summary["rss_mb"] = max(r["rss_mb"] for r in rows)
@@ -107,14 +110,14 @@ def scenario(workers: int, rounds: int, tmp: Path) -> dict[str, float]:
 def print_table(results: dict[int, dict[str, float]], rounds: int) -> None:
     print(f"\nmedians of {rounds} alternating rounds (plain, probed); ratios are probed/plain within a round")
     header = ("workers", "thr ratio (min-max)", "p99 plain", "p99 probed", "p99 ratio", "wall plain",
-              "wall ratio", "plot after", "sup CPU", "sup RSS")  # fmt: skip
+              "wall ratio", "plot after", "sup CPU", "sup RSS", "py-spy CPU")  # fmt: skip
     print(" | ".join(header))
     for workers, s in results.items():
         print(
             f"{workers:7d} | {s['throughput_ratio']:.3f} ({s['throughput_ratio_min']:.2f}-"
             f"{s['throughput_ratio_max']:.2f}) | {s['plain_p99_ms']:7.1f} ms | {s['probed_p99_ms']:8.1f} ms | "
             f"{s['p99_ratio']:9.2f} | {s['plain_wall_s']:8.2f} s | {s['wall_ratio']:10.3f} | {s['plot_s']:8.2f} s | "
-            f"{100 * s['cpu_share']:5.2f} % | {s['rss_mb']:5.1f} MB"
+            f"{100 * s['cpu_share']:5.2f} % | {s['rss_mb']:5.1f} MB | {s['spy_cpu_s']:.2f} s"
         )
     print("targets: thr ratio >= 0.98 (2, 8 workers); p99 ratio <= 1.10; wall ratio <= 1.05; sup CPU <= 3% (8 "
           "workers); sup RSS <= 60 MB")  # fmt: skip

@@ -9,13 +9,17 @@ over the run's wall time, the target's start-up included); peak RSS is superviso
 
 Targets (issue 15): growing at most linearly with the processes watched; <= 3% of one core with 8 workers (9
 processes); peak RSS <= 60 MB. Writes benchmarks/out/supervisor_scaling.json and .png.
+`--baseline DIR` runs another checkout of dlprobe (e.g. `git archive main | tar -x -C DIR`) at each point right
+before this one, so before and after meet the same load.
 Usage: python benchmarks/supervisor_scaling.py [--counts 1,2,4,8,16,32,64] [--seconds 15] [--rounds 1]
+       [--baseline DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -54,10 +58,22 @@ print("done")
 """
 
 
-def measure(count: int, mode: str, seconds: float, tmp: Path, index: int) -> dict[str, float]:
-    run_dir = tmp / f"{mode}-{count}-{index}"
+def measure(count: int, mode: str, seconds: float, tmp: Path, index: int, tree: Path | None = None) -> dict[str, float]:
+    run_dir = tmp / f"{mode}-{count}-{index}{'-baseline' if tree else ''}"
     script = tmp / "tree.py"
-    run([PYTHON, "-m", "dlprobe", "run", "--quiet", "--out", str(run_dir), str(script), str(count), mode, str(seconds)])
+    command = [PYTHON, "-m", "dlprobe", "run", "--quiet", "--out", str(run_dir), str(script), str(count), mode]
+    if tree is None:
+        run([*command, str(seconds)])
+    else:  # the other checkout, run from its own directory with itself first on the path
+        own = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = str(tree)
+        try:
+            run([*command, str(seconds)], cwd=tree)
+        finally:
+            if own is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = own
     result = json.loads((run_dir / "result.json").read_text())
     sup = result["supervisor"]
     wall = result["ended_at"] - json.loads((run_dir / "meta.json").read_text())["started_at"]
@@ -86,8 +102,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--modes", default="idle,moving")
     parser.add_argument("--tag", default="", help="suffix for the output files (e.g. to keep a baseline's)")
+    parser.add_argument("--baseline", type=Path, help="another dlprobe checkout, run at each point before this one")
     args = parser.parse_args()
-    print(f"machine: {machine()}")
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
+    baseline = args.baseline.resolve() if args.baseline else None
     counts = [int(c) for c in args.counts.split(",")]
     results: dict[str, dict[int, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -96,16 +114,27 @@ def main() -> None:
         for mode in args.modes.split(","):
             results[mode] = {}
             for count in counts:
-                rows = [measure(count, mode, args.seconds, tmp, i) for i in range(args.rounds)]
+                rows, before = [], []
+                for i in range(args.rounds):
+                    if baseline is not None:
+                        before.append(measure(count, mode, args.seconds, tmp, i, baseline))
+                    rows.append(measure(count, mode, args.seconds, tmp, i))
                 results[mode][count] = {key: median([r[key] for r in rows]) for key in rows[0]}
                 results[mode][count]["rss_mb"] = max(r["rss_mb"] for r in rows)
+                results[mode][count]["load"] = os.getloadavg()[0]
+                if before:
+                    results[mode][count]["baseline_cpu_share"] = median([r["cpu_share"] for r in before])
+                    results[mode][count]["baseline_full_reads_per_s"] = median([r["full_reads_per_s"] for r in before])
                 print(f"  {mode} {count}: {results[mode][count]}", flush=True)
     print(f"\n{args.rounds} round(s) of {args.seconds:g} s per point; CPU share of one core over the run")
-    print("mode   | processes | watched | sup CPU | full reads/s | over budget | sup RSS")
+    print("mode   | processes | watched | sup CPU | full reads/s | over budget | sup RSS | load | before: CPU, reads/s")
     for mode, by_count in results.items():
         for count, r in by_count.items():
+            before = (f"{100 * r['baseline_cpu_share']:5.2f} %, {r['baseline_full_reads_per_s']:5.1f}"
+                      if "baseline_cpu_share" in r else "")  # fmt: skip
             print(f"{mode:6} | {count:9d} | {r['watched']:7.0f} | {100 * r['cpu_share']:5.2f} % | "
-                  f"{r['full_reads_per_s']:12.1f} | {r['over_budget_s']:9.1f} s | {r['rss_mb']:5.1f} MB")  # fmt: skip
+                  f"{r['full_reads_per_s']:12.1f} | {r['over_budget_s']:9.1f} s | {r['rss_mb']:5.1f} MB | "
+                  f"{r['load']:4.1f} | {before}")  # fmt: skip
     print("targets: <= 3% of one core at 9 processes (8 workers); linear or better in processes; RSS <= 60 MB")
     OUT.mkdir(exist_ok=True)
     saved = {"machine": machine(), "results": results}
@@ -124,6 +153,9 @@ def plot(results: dict[str, dict[int, dict[str, float]]], path: Path) -> None:
     for mode, by_count in results.items():
         counts = list(by_count)
         ax_cpu.plot(counts, [100 * by_count[c]["cpu_share"] for c in counts], marker="o", label=mode)
+        if all("baseline_cpu_share" in by_count[c] for c in counts):
+            before = [100 * by_count[c]["baseline_cpu_share"] for c in counts]
+            ax_cpu.plot(counts, before, marker="x", linestyle="--", label=f"{mode}, baseline")
         ax_rss.plot(counts, [by_count[c]["rss_mb"] for c in counts], marker="o", label=mode)
     ax_cpu.axhline(3, color="tab:red", linestyle=":", label="budget 3%")
     ax_rss.axhline(60, color="tab:red", linestyle=":", label="target 60 MB")

@@ -61,7 +61,8 @@ class Watch:
         import torch.utils.data.dataloader as dataloader_module
 
         from dlprobe.in_training import hooks
-        from dlprobe.supervisor.run_target import Progress, machine_facts
+        from dlprobe.supervisor.run_target import machine_facts
+        from dlprobe.supervisor.run_watch import Progress
 
         run_dir = self.out or Path(tempfile.mkdtemp(prefix=f"dlprobe-{self.name}-"))
         try:
@@ -90,7 +91,7 @@ class Watch:
             "in_process": True,
         }
         write_json(run_dir / META_FILE, meta)
-        sampler = Sampler(os.getpid(), self._samples, None)
+        sampler = Sampler(os.getpid(), self._samples, None, keep_open=False)  # the user's own process
         progress, tail = Progress(), JsonlTail(run_dir / EVENTS_FILE)
 
         def sample() -> None:

@@ -1,57 +1,23 @@
-"""The command line: assembles one typer command per module of `dlprobe.commands`; one place turns errors into
-exit codes."""
+"""The command line's entry point: plain `dlprobe run` lines parsed without typer (commands/run_fast.py), the rest by
+typer (commands/app.py); the one place that turns errors into exit codes."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
-import typer
-
-from dlprobe import __version__
-from dlprobe.commands import attach, cache, check, demo, report, run, scan, triage, tune
-from dlprobe.commands.options import SCRIPT_COMMAND, DlprobeCommand, LaunchCommand, flowed
+from dlprobe.commands import run_fast
 from dlprobe.errors import USAGE_EXIT_CODE, DlprobeError
 
-app = typer.Typer(
-    name="dlprobe",
-    help="Find out why a PyTorch DataLoader is slow, hangs, eats memory or gets killed.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
+def __getattr__(name: str) -> Any:
+    """`dlprobe.cli.app`, the typer app (dlprobe/commands/app.py), imported on first use: `dlprobe run` with plain
+    arguments starts its script without it."""
+    if name == "app":
+        from dlprobe.commands.app import app
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"dlprobe {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
-) -> None:
-    """Find out why a PyTorch DataLoader is slow, hangs, eats memory or gets killed."""
-
-
-def _command(function: Callable[..., Any], launch: bool = False) -> None:
-    """Register a command; one that runs a target takes everything after it as the target's own."""
-    settings: dict[str, Any] = {"cls": LaunchCommand, "context_settings": SCRIPT_COMMAND} if launch else {}
-    app.command(help=flowed(function.__doc__), **{"cls": DlprobeCommand, **settings})(function)
-
-
-# In the order a user meets them.
-_command(run.run, launch=True)
-_command(report.report)
-_command(tune.tune, launch=True)
-_command(demo.demo)
-_command(check.check, launch=True)
-_command(triage.triage)
-_command(scan.scan, launch=True)
-_command(attach.attach)
-app.add_typer(cache.app)
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _usage_hint(exc: Any) -> str:
@@ -70,6 +36,10 @@ def _usage_hint(exc: Any) -> str:
 
 def _command_words() -> list[str]:
     """`dlprobe` and the (sub)command names that start this command line: dlprobe cache clear."""
+    import typer
+
+    from dlprobe.commands.app import app
+
     words = ["dlprobe"]
     command: Any = typer.main.get_command(app)
     for word in sys.argv[1:]:
@@ -89,16 +59,30 @@ def _usage_message(exc: Any) -> str:
     return message[:1].lower() + message[1:]
 
 
+def _print_error(message: str, hint: str) -> None:
+    # rich's console is imported only when there is an error to print: `dlprobe run` starts the script first.
+    from dlprobe.console import print_error
+
+    print_error(message, hint)
+
+
 def main() -> None:
     """Console entry point: typer for parsing, then one place that turns every error a user can fix, dlprobe's own
     and click's usage errors alike, into an `error:` line, a `hint:` line and an exit code."""
-    from dlprobe.console import print_error
+    # `dlprobe run` with plain arguments is parsed without typer, so the script starts before typer is imported;
+    # run_fast hands everything else (help, usage errors, other commands) to typer here.
+    fast = run_fast.main(sys.argv[1:])
+    if fast is not None:
+        sys.exit(fast)
+    import typer
+
+    from dlprobe.commands.app import app
 
     try:
         # With standalone_mode off, click returns a command's exit code instead of raising it.
         code = app(standalone_mode=False)
     except DlprobeError as exc:
-        print_error(exc.message, exc.hint)
+        _print_error(exc.message, exc.hint)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -112,6 +96,6 @@ def main() -> None:
         usage = hasattr(exc, "ctx")  # a UsageError; a bare ClickException (a file click could not open) has none
         message = _usage_message(exc)
         if message:  # empty for `dlprobe` alone: its help is printed already (no_args_is_help), as the message
-            print_error(message, _usage_hint(exc) if usage else "")
+            _print_error(message, _usage_hint(exc) if usage else "")
         sys.exit(USAGE_EXIT_CODE if usage else exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)

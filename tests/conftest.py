@@ -136,6 +136,27 @@ def dead_pid() -> int:
     return proc.pid
 
 
+_TORCH_SHM = re.compile(r"^torch_(\d+)_")
+
+
+@contextlib.contextmanager
+def orphan_torch_shm_removed() -> Iterator[None]:
+    """Remove the /dev/shm segments that torch processes which ended during the block left behind.
+
+    torch unlinks a batch's segment once the receiver has it; a process SIGKILLed in between leaves the file, in
+    plain python as under the probe (Lightning's observer SIGKILLs rank 0 after a rank fails). The name carries
+    the creating pid, so only segments of processes that are gone and were not there before are removed."""
+    before = set(os.listdir("/dev/shm"))
+    try:
+        yield
+    finally:
+        for name in set(os.listdir("/dev/shm")) - before:
+            match = _TORCH_SHM.match(name)
+            if match and not os.path.exists(f"/proc/{match[1]}"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join("/dev/shm", name))
+
+
 def can_mount_small_shm() -> bool:
     """Whether this machine lets a test mount its own small /dev/shm (root or user namespaces, and unshare)."""
     if shutil.which("unshare") is None:

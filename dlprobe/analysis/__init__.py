@@ -17,6 +17,7 @@ from dlprobe.analysis import (
     run_findings,
     shm_findings,
     startup_findings,
+    thread_findings,
     throughput_findings,
 )
 from dlprobe.analysis.model import SEVERITIES, Finding, RunData
@@ -39,6 +40,7 @@ ANALYZERS: list[Analyzer] = [
     startup_findings.find_slow_start,
     startup_findings.find_fork_hazard,
     hotspot_findings.find_worker_hotspots,
+    thread_findings.find_thread_workers,
     probe_findings.find_probe_degraded,
     # `dlprobe attach` only (they return nothing for other runs): the outside view of a job already running
     attach_findings.find_attached_stuck,
@@ -64,6 +66,7 @@ ANALYZER_CODES: dict[str, tuple[str, ...]] = {
     "find_slow_start": ("slow-start", "remedy-cost"),
     "find_fork_hazard": ("fork-hazard",),
     "find_worker_hotspots": ("worker-hotspots",),
+    "find_thread_workers": ("thread-workers",),
     "find_probe_degraded": ("probe-degraded",),
     "find_attached_stuck": ("attached-worker-stuck", "attached-loop-stuck"),
     "find_attached_growth": ("attached-memory-growth",),

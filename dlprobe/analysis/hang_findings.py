@@ -87,8 +87,10 @@ def _where(proc: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 def _evidence(record: HangRecord, proc: dict[str, Any], cause: Cause, thread: dict[str, Any] | None) -> dict[str, Any]:
     slot = proc.get("inflight") or {}
     frame = innermost_user_frame(thread)
+    thread_ids = {"tid": proc["tid"], "process_pid": proc.get("process_pid")} if proc.get("tid") else {}
     return {
         "pid": proc.get("pid"),
+        **thread_ids,  # a worker thread (worker_method="thread"): "pid" is its thread id, in this process
         "worker_id": proc.get("worker_id"),
         "cause": cause.cause,
         "index": slot.get("index"),
@@ -118,8 +120,9 @@ def _worker_hang(run: RunData, record: HangRecord, stuck: list[dict[str, Any]]) 
     slot = proc.get("inflight") or {}
     index = slot.get("index")
     what = "stream position" if slot.get("kind") == "iterable" else "index"
+    who = f"thread {proc['tid']} of pid {proc.get('process_pid')}" if proc.get("tid") else f"pid {proc.get('pid')}"
     title = (
-        f"Loader {loader_id} worker {proc.get('worker_id')} (pid {proc.get('pid')}) hangs on {what} {index}"
+        f"Loader {loader_id} worker {proc.get('worker_id')} ({who}) hangs on {what} {index}"
         + (f" in {where.split('  `')[0]}" if where else "")
         + f": {cause.cause}"
     )

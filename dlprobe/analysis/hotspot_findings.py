@@ -1,4 +1,4 @@
-"""Where data-loading time goes, from py-spy samples of the workers (or of the main process with no workers)."""
+"""Where data-loading time goes: the workers' own clocks split it, py-spy samples name the functions inside."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import re
 from collections import Counter
 from typing import Any
 
+from dlprobe.analysis.fetch_timing import FetchTiming, fetch_timing
 from dlprobe.analysis.loop_timing import loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stackfile import StackCount
 from dlprobe.analysis.throughput_findings import INPUT_BOUND_SHARE
-from dlprobe.analysis.worker_cpu import HAND_OVER, IO_BOUND, idle_worker_ids, loader_cpu
+from dlprobe.analysis.worker_cpu import HAND_OVER, IO_BOUND, LoaderCpu, idle_worker_ids, loader_cpu
+from dlprobe.rundir.schema import IO_BOUND_WAIT
 
 MIN_SAMPLES = 10
 TOP_FUNCTIONS = 6
@@ -45,9 +47,9 @@ def _loading_samples(run: RunData, loader: LoaderRecord) -> list[StackCount]:
     if run.stacks is None:
         return []
     # Only samples inside fetch(): a worker waiting for its next index, or the loop's own work, is not loading.
-    workers = {p.pid for p in run.workers(loader.loader_id)}
+    workers: set[int | None] = {p.pid for p in run.workers(loader.loader_id)}
     pids = workers if loader.num_workers else {run.meta.get("target_pid")}
-    return [s for s in run.stacks.stacks if s.pid in pids and any(_FETCH.match(f) for f in s.frames)]
+    return in_fetch(run.stacks.stacks, pids)
 
 
 def _innermost_not_ours(frames: list[str], whole: list[str]) -> str:
@@ -70,30 +72,69 @@ def fetch_path(frames: list[str]) -> list[str]:
     return frames[start:] if start is not None else []
 
 
+def rank(samples: list[StackCount]) -> tuple[Counter[str], Counter[str], Counter[str]]:
+    """Samples of the fetch path by category, by function, and by function and line (which call of it runs or
+    waits); benchmarks/hotspot_quality.py ranks a full-rate py-spy profile with the same function."""
+    categories: Counter[str] = Counter()
+    functions: Counter[str] = Counter()
+    lines: Counter[str] = Counter()
+    for s in samples:
+        frames = fetch_path(s.frames)
+        categories[_category(frames)] += s.count
+        # The innermost frame that is not torch/multiprocessing plumbing: the user's (or a library's) code.
+        own = next((f for f in reversed(frames) if not _LIBRARY.search(f)), _innermost_not_ours(frames, s.frames))
+        functions[_LINE.sub(")", own)] += s.count  # one row per function, whichever of its lines was running
+        lines[own] += s.count
+    return categories, functions, lines
+
+
+def in_fetch(stacks: list[StackCount], pids: set[int | None] | None = None) -> list[StackCount]:
+    """The samples (of these processes; None: of any) inside fetch(): a worker waiting for its next index is not
+    loading."""
+    return [s for s in stacks if (pids is None or s.pid in pids) and any(_FETCH.match(f) for f in s.frames)]
+
+
+def in_probe(sample: StackCount) -> bool:
+    """A sample caught inside the probe's own recording (a clock read, a slot write), not in the loading code.
+
+    Its clock reads are system calls, where the kernel switches out a worker whose slice is up, so on a busy machine
+    (and with --idle, which samples runnable threads too) they collect the time a worker sat queued for a core
+    around them: a quarter of the samples of a CPU-bound loader on 2 loaded cores. That time is no function's to
+    speed up (the clocks report it as queued); the fetch stand-in itself (_map_fetch) still counts, as a dataset
+    whose __getitem__ is C code (a list, a tensor) runs there.
+    """
+    inner = sample.frames[-1] if sample.frames else ""
+    return bool(_OURS.search(inner)) and not _FETCH.match(inner)
+
+
+def _waits(timing: FetchTiming | None, cpu: LoaderCpu | None) -> bool:
+    """Whether the workers' loading time is spent blocked (a read, a sleep, a lock), not computing or queued for a
+    core: from their own clocks inside fetch and collate where they were read, else from /proc over their life."""
+    if timing is not None:
+        return timing.blocked_share >= IO_BOUND_WAIT
+    return cpu is not None and cpu.bound == IO_BOUND
+
+
 def find_worker_hotspots(run: RunData) -> list[Finding]:
     findings = []
     for loader in run.loaders:
         timing = loop_timing(loader)
         if timing is None or timing.wait_share < INPUT_BOUND_SHARE:
             continue  # the loop is not waiting for data, so making loading faster would not speed it up
-        samples = _loading_samples(run, loader)
+        loading = _loading_samples(run, loader)
+        samples = [s for s in loading if not in_probe(s)]
         total = sum(s.count for s in samples)
         if total < MIN_SAMPLES:
             continue
-        categories: Counter[str] = Counter()
-        functions: Counter[str] = Counter()
-        for s in samples:
-            frames = fetch_path(s.frames)
-            categories[_category(frames)] += s.count
-            # The innermost frame that is not torch/multiprocessing plumbing: the user's (or a library's) code.
-            own = next((f for f in reversed(frames) if not _LIBRARY.search(f)), _innermost_not_ours(frames, s.frames))
-            functions[_LINE.sub(")", own)] += s.count  # one row per function, whichever of its lines was running
+        categories, functions, lines = rank(samples)
         shares: list[dict[str, Any]] = [
             {"category": c, "share": round(n / total, 3), "samples": n} for c, n in categories.most_common()
         ]
         top: list[dict[str, Any]] = [
             {"function": f, "share": round(n / total, 3), "samples": n} for f, n in functions.most_common(TOP_FUNCTIONS)
         ]
+        top_name = str(top[0]["function"])
+        hot_line = next((f for f, _ in lines.most_common() if _LINE.sub(")", f) == top_name), top_name)
         main_cat = str(shares[0]["category"])
         fix = {
             "decode": "Decode faster (pillow-simd, torchvision.io.decode_jpeg, PIL's draft() for JPEG downscaling) or "
@@ -106,58 +147,75 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
             "Python objects, or use a simpler collate_fn.",
             "send to main process": "Send less per batch: narrower dtypes (see dtype-waste), fewer/lighter fields.",
             # The function is named here, not pointed at: the evidence it would point to is folded away on the page.
-            "dataset code": f"Speed up {top[0]['function']}: it is your dataset's own code and took "
+            "dataset code": f"Speed up {top_name}: it is your dataset's own code and took "
             f"{100 * top[0]['share']:.0f}% of the loading samples (the next functions are in the evidence).",
         }[main_cat]
         where = "workers" if loader.num_workers else "main process (num_workers=0) inside fetch()"
+        rate = run.stacks.rate if run.stacks else "?"
         spread = ", ".join(f"{s['category']} {100 * s['share']:.0f}%" for s in shares[:3])
         title = f"Loader {loader.loader_id}'s data loading time goes to {spread}"
         detail = (
-            f"{total:,} py-spy samples of the {where} at {run.stacks.rate if run.stacks else '?'} Hz while "
-            f"the loop waited for data {100 * timing.wait_share:.0f}% of the time, so this is the work to "
-            "make cheaper."
+            f"{total:,} py-spy samples of the {where} at {rate} Hz while the loop waited for data "
+            f"{100 * timing.wait_share:.0f}% of the time, so this is the work to make cheaper."
         )
-        evidence: dict[str, Any] = {"samples": total, "categories": shares, "top_functions": top}
+        evidence: dict[str, Any] = {"samples": total, "categories": shares, "top_functions": top,
+                                    "probe_samples": sum(s.count for s in loading) - total}  # fmt: skip
         cpu = loader_cpu(run, loader, idle_worker_ids(loader))
         if cpu is not None:
             evidence.update(cpu.evidence())
-        if cpu is not None and cpu.bound == IO_BOUND:
-            # py-spy samples blocked threads too (--idle), so a sleeping worker's profile puts all its time in the
-            # function that waits; the CPU time read from /proc says that time is waiting, not work to optimise.
-            title = (
-                f"Loader {loader.loader_id}'s workers mostly wait, they do not compute ({cpu.describe()}): their "
-                f"time goes to {spread}; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)"
-            )
-            detail = (
-                f"{total:,} py-spy samples of the workers at {run.stacks.rate if run.stacks else '?'} Hz, blocked ones "
-                f"included, place the time; /proc/PID/stat says the workers were on a CPU only "
-                f"{100 * cpu.cpu_share:.0f}% of it, so the time in these functions is spent waiting (a read, the "
-                "network, a lock, a sleep), not computing."
-            )
-            fix = (
-                f"Speeding up the Python code would barely help: {top[0]['function']} waits. Overlap the waits with "
-                "more workers (see input-bound for the number), read from faster or local storage, or read in larger "
-                "chunks."
-            )
-        elif cpu is not None and cpu.bound == HAND_OVER:
+        clocks = fetch_timing(run, loader) if loader.num_workers else None
+        if clocks is not None:
+            evidence["loading_time"] = clocks.evidence()
+        if cpu is not None and cpu.bound == HAND_OVER:
             # The workers build each batch quickly and then wait for the next index: their profile says where the
             # loading time goes, but the loop is not waiting for that time.
             title = (
                 f"Loader {loader.loader_id}'s workers are idle most of the time ({cpu.describe()}): of the time they "
-                f"load, {spread}; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)"
+                f"load, {spread}; top: {top_name} ({100 * top[0]['share']:.0f}%)"
             )
             detail = (
-                f"{total:,} py-spy samples of the workers at {run.stacks.rate if run.stacks else '?'} Hz place their "
-                f"loading time; their own timing says they built batches only {100 * (cpu.fetch_share or 0):.0f}% of "
-                "the time, so the loop's wait is not in this code."
+                f"{total:,} py-spy samples of the workers at {rate} Hz place their loading time; their own timing "
+                f"says they built batches only {100 * (cpu.fetch_share or 0):.0f}% of the time, so the loop's wait "
+                "is not in this code."
             )
             fix = (
-                f"Faster code in {top[0]['function']} would barely help: the loop waits for batches to be handed over, "
+                f"Faster code in {top_name} would barely help: the loop waits for batches to be handed over, "
                 "not built (see input-bound)."
             )
+        elif _waits(clocks, cpu):
+            # py-spy samples blocked threads too (--idle), so a sleeping worker's profile puts all its time in the
+            # function that waits; the clocks say that time is waiting, not work to optimise.
+            if clocks is not None:
+                title = (
+                    f"Loader {loader.loader_id}'s workers mostly wait, they do not compute: blocked "
+                    f"{100 * clocks.blocked_share:.0f}% of the time they build batches, on a CPU "
+                    f"{100 * clocks.cpu_share:.0f}%; waiting in {hot_line}"
+                )
+                detail = (
+                    f"The workers' own clocks over {clocks.batches:,} batches: {clocks.describe()}. Blocked time "
+                    f"is a read, the network, a lock or a sleep, not computing. {total:,} py-spy samples at {rate} Hz "
+                    f"(blocked ones included) place it: {top_name} {100 * top[0]['share']:.0f}%, at {hot_line} most."
+                )
+            elif cpu is not None:
+                title = (
+                    f"Loader {loader.loader_id}'s workers mostly wait, they do not compute ({cpu.describe()}): "
+                    f"their time goes to {spread}; top: {top_name} ({100 * top[0]['share']:.0f}%)"
+                )
+                detail = (
+                    f"{total:,} py-spy samples of the workers at {rate} Hz, blocked ones included, place the time; "
+                    f"/proc/PID/stat says the workers were on a CPU only {100 * cpu.cpu_share:.0f}% of it, so the "
+                    "time in these functions is spent waiting (a read, the network, a lock, a sleep), not computing."
+                )
+            fix = (
+                f"Speeding up the Python code would barely help: {hot_line} waits. Overlap the "
+                "waits with more workers (see input-bound for the number), read from faster or local storage, or "
+                "read in larger chunks."
+            )
         else:
-            title += f"; top: {top[0]['function']} ({100 * top[0]['share']:.0f}%)"
-            if cpu is not None:
+            title += f"; top: {top_name} ({100 * top[0]['share']:.0f}%)"
+            if clocks is not None:
+                detail += f" The workers' own clocks over {clocks.batches:,} batches: {clocks.describe()}."
+            elif cpu is not None:
                 detail += f" The workers are {cpu.bound}: {cpu.describe()}."
         findings.append(
             Finding(

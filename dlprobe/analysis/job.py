@@ -138,7 +138,10 @@ def _descendants(processes: list[ProcessRecord], root: int, stop: set[int]) -> s
 def _rank_hang(record: HangRecord, pids: set[int]) -> HangRecord:
     """A hang record as this rank would have it alone: its own processes only."""
     mine = dict(record)
-    mine["processes"] = [p for p in record.get("processes") or [] if p.get("pid") in pids]
+    # a worker thread's entry is keyed by its thread id: it belongs to the rank whose process it runs in
+    mine["processes"] = [
+        p for p in record.get("processes") or [] if p.get("pid") in pids or p.get("process_pid") in pids
+    ]
     return cast(HangRecord, mine)
 
 
@@ -166,7 +169,8 @@ def _view(run: RunData, pid: int, identity: ProcessEvent, node: int, others: set
         processes,
         run.system,
         events,
-        inflight={p: slot for p, slot in run.inflight.items() if p in pids},
+        # worker threads' slots are keyed by thread id and name the process they run in
+        inflight={p: slot for p, slot in run.inflight.items() if p in pids or slot.get("tid") and slot["pid"] in pids},
         hangs=hangs,
         gone={p: t for p, t in run.gone.items() if p in pids},
         kernel=run.kernel,
@@ -174,6 +178,7 @@ def _view(run: RunData, pid: int, identity: ProcessEvent, node: int, others: set
         attach=run.attach,
         read_problems=run.read_problems,  # one finding per node: equal on every rank, so merged into one
     )
+    view_run.threads = [t for t in run.threads if t.pid in pids]
     node_rank = identity.get("node_rank")
     if node_rank is None:
         node_rank = run.meta.get("node_rank")

@@ -25,3 +25,9 @@ def legend_name(role: str, pid: object, loader_id: object, worker_id: object, co
 def worker_track(loader_id: int | None, worker_id: int | None, pid: int) -> str:
     """A worker's track in trace.json and its profile in stacks.speedscope.json: "loader 0 / worker 1 (pid 123)"."""
     return f"loader {loader_id} / worker {worker_id} (pid {pid})"
+
+
+def thread_worker_track(loader_id: int | None, worker_id: int | None, tid: int) -> str:
+    """A worker that is a thread of the training process (worker_method="thread"): "loader 0 / worker 1 (thread
+    124)"."""
+    return f"loader {loader_id} / worker {worker_id} (thread {tid})"

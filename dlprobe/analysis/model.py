@@ -36,6 +36,7 @@ from dlprobe.rundir.schema import (
     SAMPLE_PROC,
     SAMPLE_READING,
     SAMPLE_RUN_DELAY,
+    SAMPLE_THREAD,
     SAMPLES_FILE,
     STACKS_FILE,
     AttachRecord,
@@ -107,6 +108,19 @@ class ProcessRecord:
 
 
 @dataclass
+class ThreadRecord:
+    """A DataLoader worker that is a thread of `pid` (worker_method="thread"): only its CPU time is its own, so its
+    series holds t, cpu and runq (memory is the process's)."""
+
+    tid: int
+    pid: int
+    loader_id: int
+    worker_id: int
+    comm: str | None = None
+    series: Series = field(default_factory=Series)
+
+
+@dataclass
 class Epoch:
     epoch: int
     t_start: float
@@ -118,6 +132,7 @@ class Epoch:
     # Batches each worker (by worker id) delivered to the loop so far this epoch; None where not recorded.
     worker_batches: list[int] | None = None
     worker_pids: list[int] = field(default_factory=list)  # the workers the epoch's event listed
+    worker_tids: dict[int, int] = field(default_factory=dict)  # thread workers it started: native id -> worker id
 
 
 @dataclass
@@ -136,6 +151,12 @@ class LoaderRecord:
     @property
     def dataset(self) -> dict[str, Any]:
         return self.config.get("dataset") or {}
+
+    @property
+    def thread_workers(self) -> bool:
+        """Whether its workers were threads of the training process (torch's worker_method="thread"): no worker
+        process, so nothing per worker process (memory, death, /dev/shm, fork) applies."""
+        return self.start_method == "thread" or any(e.worker_tids for e in self.epochs)
 
     @property
     def settings_read(self) -> bool:
@@ -198,6 +219,7 @@ class RunData:
     # From stderr.log: its tail (the page shows it) and torchrun's failure summary (`rank-failed`).
     stderr_tail: str | None = None
     launcher_failures: list[dict[str, Any]] = field(default_factory=list)
+    threads: list[ThreadRecord] = field(default_factory=list)  # workers that are threads (worker_method="thread")
 
     @property
     def probe_started(self) -> bool:
@@ -219,6 +241,9 @@ class RunData:
 
     def workers(self, loader_id: int | None = None) -> list[ProcessRecord]:
         return [p for p in self.processes if p.role == "worker" and (loader_id is None or p.loader_id == loader_id)]
+
+    def worker_threads(self, loader_id: int | None = None) -> list[ThreadRecord]:
+        return [t for t in self.threads if loader_id is None or t.loader_id == loader_id]
 
     def loader(self, loader_id: int) -> LoaderRecord | None:
         return next((lo for lo in self.loaders if lo.loader_id == loader_id), None)
@@ -259,6 +284,8 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
             lo.epochs.append(Epoch(ev["epoch"], ev["t"] - ev.get("iter_s", 0.0), ev.get("iter_s", 0.0)))
             if lo.gc_at_fork is None and ev.get("gc"):
                 lo.gc_at_fork = ev["gc"]
+            for th in ev.get("threads") or []:
+                lo.epochs[-1].worker_tids[int(th["tid"])] = int(th["worker_id"])
             for w in ev.get("workers") or []:
                 lo.epochs[-1].worker_pids.append(int(w["pid"]))
                 worker_of[int(w["pid"])] = (lo.loader_id, int(w["worker_id"]), float(ev["t"]), w.get("memory"))
@@ -311,6 +338,8 @@ def load_run(path: Path) -> RunData:
     loaders, worker_of = loaders_from_events(events)
     main_pid = meta.get("target_pid")
     processes: dict[int, ProcessRecord] = {}
+    threads: dict[int, ThreadRecord] = {}
+    thread_of = {tid: (lo.loader_id, wid) for lo in loaders for e in lo.epochs for tid, wid in e.worker_tids.items()}
     system = SystemSeries()
     gone: dict[int, float] = {}
     for line in samples:
@@ -328,12 +357,20 @@ def load_run(path: Path) -> RunData:
             if first:  # the reading the hooks took right after the worker started
                 _append(proc.series, t_start, first)
             processes[pid] = proc
+        elif kind == SAMPLE_THREAD:
+            tid = int(rec["tid"])
+            if tid in thread_of:
+                threads[tid] = ThreadRecord(tid, int(rec["pid"]), *thread_of[tid], comm=rec.get("comm"))
         elif kind == SAMPLE_READING:
             t = rec["t"]
             for pid_text, vals in (rec.get("p") or {}).items():
                 known = processes.get(int(pid_text)) if pid_text.isdigit() else None
                 if known is not None:
                     _append(known.series, t, vals)
+            for tid_text, vals in (rec.get("th") or {}).items():
+                thread = threads.get(int(tid_text)) if tid_text.isdigit() else None
+                if thread is not None:
+                    _append(thread.series, t, vals)
             system.t.append(t)
             shm = rec.get("shm") or {}
             system.shm_used.append(shm.get("used"))
@@ -356,6 +393,7 @@ def load_run(path: Path) -> RunData:
     if stacks is not None and stacks.read_problem:
         problems.add(STACKS_FILE, stacks.read_problem)
     run = RunData(path, meta, result, loaders, list(processes.values()), system, events, gone=gone, stacks=stacks)
+    run.threads = list(threads.values())
     load_failure_records(run, problems)
     run.read_problems = problems.lines()
     return run

@@ -57,6 +57,12 @@ def _loader_entry(run: RunData, lo: Any) -> LoaderEntry:
             {"worker_id": p.worker_id, "pid": p.pid}
             for p in sorted(run.workers(lo.loader_id), key=lambda p: (p.worker_id or 0, p.pid))
         ],
+        # Workers that are threads of the training process (worker_method="thread"): by native thread id.
+        "worker_method": "thread" if lo.thread_workers else cfg.get("worker_method"),
+        "worker_threads": sorted(
+            ({"worker_id": wid, "tid": tid} for e in lo.epochs for tid, wid in e.worker_tids.items()),
+            key=lambda t: (t["worker_id"], t["tid"]),
+        ),
         "errors": lo.errors,
         # Batches each worker delivered, per epoch (None: not recorded), and the workers' time while the loop ran:
         # on a CPU, queued for one, asleep (None: CPU time not read).

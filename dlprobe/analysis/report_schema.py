@@ -59,6 +59,11 @@ class WorkerTime(TypedDict):
     wall_s: float
 
 
+class ThreadRef(TypedDict):
+    worker_id: int
+    tid: int  # the worker thread's native id (/proc/PID/task/TID of the training process)
+
+
 class _LoaderEntry(WaitSummary):
     loader_id: int
     dataset_type: str | None
@@ -82,6 +87,9 @@ class _LoaderEntry(WaitSummary):
 
 
 class LoaderEntry(_LoaderEntry, total=False):
+    # "thread" where the workers were threads of the training process; else torch's setting, null where torch has none
+    worker_method: str | None
+    worker_threads: list[ThreadRef]  # the worker threads each epoch started (empty for worker processes)
     rank: str  # in a job: the rank whose loader this is ("rank 1", "node 0 rank 1")
     pid: int  # in a job: that rank's process
 

@@ -24,6 +24,8 @@ def find_shm_pressure(run: RunData) -> list[Finding]:
     start, peak = used[0], max(used)
     loaders = []
     for lo in run.loaders:
+        if lo.thread_workers:
+            continue  # thread workers hand batches over through an in-process queue: none waits in /dev/shm
         batch_bytes = (lo.batch_info or {}).get("bytes")
         estimate = in_flight_bytes(lo.num_workers, lo.config.get("prefetch_factor"), batch_bytes)
         loaders.append(

@@ -11,31 +11,39 @@ from typing import Any
 from dlprobe.rundir.schema import STDERR_FILE
 
 STDERR_TAIL_BYTES = 6000
+# torchrun prints its failure summary last, about 400 bytes a failed rank: the end of a long log holds it, and a
+# training log of gigabytes is not read whole for it.
+LAUNCHER_SUMMARY_BYTES = 1 << 20
 
 
-def stderr_tail(run_dir: Path) -> str | None:
-    """The last STDERR_TAIL_BYTES of stderr.log (from a line start when cut), or None without one."""
+def _read_tail(run_dir: Path, limit: int) -> tuple[str, bool] | None:
+    """The last `limit` bytes of stderr.log as text, and whether the file was longer; None without the file."""
     try:
         with (run_dir / STDERR_FILE).open("rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            f.seek(max(0, size - STDERR_TAIL_BYTES))
+            f.seek(max(0, size - limit))
             data = f.read()
     except OSError:
         return None
-    text = data.decode("utf-8", errors="replace")
-    if size > STDERR_TAIL_BYTES:
+    return data.decode("utf-8", errors="replace"), size > limit
+
+
+def stderr_tail(run_dir: Path) -> str | None:
+    """The last STDERR_TAIL_BYTES of stderr.log (from a line start when cut), or None without one."""
+    read = _read_tail(run_dir, STDERR_TAIL_BYTES)
+    if read is None:
+        return None
+    text, cut = read
+    if cut:
         text = "..." + text.split("\n", 1)[-1]
     return text
 
 
 def read_launcher_failures(run_dir: Path) -> list[dict[str, Any]]:
     """torchrun's summary in stderr.log; none without the file (in-process runs have no launcher summary)."""
-    try:
-        stderr = (run_dir / STDERR_FILE).read_text(errors="replace")
-    except OSError:
-        return []
-    return launcher_failures(stderr)
+    read = _read_tail(run_dir, LAUNCHER_SUMMARY_BYTES)
+    return launcher_failures(read[0]) if read is not None else []
 
 
 _FAILURE = re.compile(

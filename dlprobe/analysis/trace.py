@@ -7,7 +7,7 @@ from typing import Any
 
 from dlprobe import __version__
 from dlprobe.analysis.job import RankView, is_job, split_job
-from dlprobe.analysis.labels import worker_track
+from dlprobe.analysis.labels import thread_worker_track, worker_track
 from dlprobe.analysis.model import RunData, Series
 from dlprobe.analysis.report_schema import FindingEntry, Report
 from dlprobe.rundir.schema import (
@@ -173,7 +173,7 @@ def _worker_slices(
     rows = []
     for ev in events:
         t0 = float(ev.get("t0") or 0.0)
-        for task, offset, fetch_s, collate_s, first in ev.get("rows") or []:
+        for task, offset, fetch_s, collate_s, first, *_ in ev.get("rows") or []:
             rows.append((t0 + offset, float(fetch_s), float(collate_s), int(task), first))
     sent: dict[int, list[float]] = {}  # task -> starts sent (the events round them to a microsecond)
     for row in rows:
@@ -229,6 +229,17 @@ def _workers_of(view: RankView) -> dict[int, tuple[int, int, float]]:
     return found
 
 
+def _threads_of(view: RankView) -> dict[int, tuple[int, int, float]]:
+    """Each worker thread of the rank (worker_method="thread"), by native id: (loader id, worker id, its start)."""
+    found: dict[int, tuple[int, int, float]] = {}
+    for ev in view.run.events:
+        if ev.get("ev") == EV_EPOCH and ev.get("pid") == view.pid:
+            for th in ev.get("threads") or []:
+                if isinstance(th, dict) and isinstance(th.get("tid"), int):
+                    found.setdefault(th["tid"], (int(ev.get("loader") or 0), int(th.get("worker_id") or 0), ev["t"]))
+    return found
+
+
 def _rank(trace: _Trace, view: RankView, label: str) -> None:
     run, node = view.run, view.node
     series = {p.pid: p.series for p in run.processes}
@@ -251,10 +262,10 @@ def _rank(trace: _Trace, view: RankView, label: str) -> None:
     for hang in run.hangs:
         trace.instant(tpid, float(hang.get("t") or 0.0), f"hang {hang.get('number')}",
                       {"waited_s": hang.get("waited_s"), "on_hang": hang.get("on_hang")})  # fmt: skip
-    batches_of: dict[int, list[dict[str, Any]]] = {}
+    batches_of: dict[int, list[dict[str, Any]]] = {}  # by the worker's pid, or a worker thread's native id
     for ev in run.events:
         if ev.get("ev") == EV_WORKER_BATCHES and isinstance(ev.get("pid"), int):
-            batches_of.setdefault(ev["pid"], []).append(ev)
+            batches_of.setdefault(ev.get("tid") or ev["pid"], []).append(ev)
     for pid, (loader_id, worker_id, started) in sorted(_workers_of(view).items(), key=lambda kv: kv[1][:2] + (kv[0],)):
         prefix = "" if label == "main" else f"{label} / "
         name = prefix + worker_track(loader_id, worker_id, pid)
@@ -265,6 +276,14 @@ def _rank(trace: _Trace, view: RankView, label: str) -> None:
         trace.instant(wpid, started, "worker start", {"pid": pid})
         if pid in run.gone:
             trace.instant(wpid, run.gone[pid], "worker exit", {"pid": pid})
+    # Worker threads: a track each, with their batches and in-flight slot; no memory of their own to draw.
+    for tid, (loader_id, worker_id, started) in sorted(_threads_of(view).items(), key=lambda kv: kv[1][:2] + (kv[0],)):
+        prefix = "" if label == "main" else f"{label} / "
+        name = prefix + thread_worker_track(loader_id, worker_id, tid)
+        wpid = trace.process(node, tid, name)
+        _worker_slices(trace, wpid, name, batches_of.get(tid, []), run.inflight.get(tid))
+        _in_flight(trace, wpid, run.inflight.get(tid), end)
+        trace.instant(wpid, started, "worker start", {"tid": tid, "pid": view.pid})
 
 
 def _system(trace: _Trace, run: RunData, node: int, name: str) -> None:

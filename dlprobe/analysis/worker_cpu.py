@@ -143,7 +143,8 @@ def fetch_share(run: RunData, loader: LoaderRecord, skip_worker_ids: frozenset[i
     batches they timed themselves (`worker_batches` events: each row's start, fetch and collate seconds; a row kept
     at stride k stands for k batches); None where too few batches were timed."""
     windows = [w for w in (steady_window(e) for e in loader.epochs) if w is not None]
-    rows: dict[int, list[tuple[float, float]]] = {}  # by the writing worker's pid: ids repeat across epochs
+    # by the writing worker's pid (a worker thread's native id): ids repeat across epochs
+    rows: dict[int, list[tuple[float, float]]] = {}
     for event in run.events:
         if event.get("ev") != EV_WORKER_BATCHES or event.get("loader") != loader.loader_id:
             continue
@@ -152,7 +153,8 @@ def fetch_share(run: RunData, loader: LoaderRecord, skip_worker_ids: frozenset[i
             continue
         for row in event.get("rows") or []:
             if isinstance(row, list) and len(row) >= 4 and all(isinstance(v, (int, float)) for v in row[1:4]):
-                rows.setdefault(event.get("pid") or worker, []).append((t0 + row[1], (row[2] + row[3]) * stride))
+                writer = event.get("tid") or event.get("pid") or worker
+                rows.setdefault(writer, []).append((t0 + row[1], (row[2] + row[3]) * stride))
     busy = wall = 0.0
     timed = 0
     for batches in rows.values():

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
 from dlprobe.units import format_bytes
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich's console is imported by the commands that print, not by every command line
+    from rich.console import Console
+
     from dlprobe.analysis.report_schema import Report
 
 DEMO_SCRIPT = Path(__file__).parent.parent / "demo" / "cow_train.py"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 from dlprobe.commands.options import MODULE_HELP, SCRIPT_ARGS, json_option, launch_kind, out_option
+from dlprobe.commands.run_fast import RunArgs, execute
+from dlprobe.supervisor.hang import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
 
 
 def run(
@@ -18,9 +20,13 @@ def run(
     json_path: str | None = json_option("Also write the report as JSON to this path."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no summary; just the run directory."),
     hang_timeout: float = typer.Option(
-        60.0, "--hang-timeout", help="Seconds without a batch before stacks are dumped as a hang; 0 turns it off."
+        DEFAULT_HANG_TIMEOUT_S,
+        "--hang-timeout",
+        help="Seconds without a batch before stacks are dumped as a hang; 0 turns it off.",
     ),
-    on_hang: str = typer.Option("wait", "--on-hang", help="After a hang is recorded: wait (keep waiting) or stop."),
+    on_hang: str = typer.Option(
+        ON_HANG_CHOICES[0], "--on-hang", help="After a hang is recorded: wait (keep waiting) or stop."
+    ),
 ) -> None:
     """Run SCRIPT under the probe and report on every DataLoader it creates.
 
@@ -29,23 +35,6 @@ def run(
     DataLoader is probed (each rank of a job). dlprobe's own output goes to stderr; the target's stdout, stderr
     and exit code come through unchanged.
     """
-    from dlprobe.commands.outputs import write_outputs
-    from dlprobe.console import err_console, print_error
-    from dlprobe.errors import DlprobeError
-    from dlprobe.supervisor.run_target import RunOptions, run_script
-
-    options = RunOptions(
-        script,
-        list(script_args or []),
-        out,
-        not quiet,
-        hang_timeout=hang_timeout,
-        on_hang=on_hang,
-        launch=launch_kind(ctx, module),
-    )
-    outcome = run_script(options)
-    try:
-        write_outputs(outcome.run_dir, None if quiet else err_console(), json_path, plot_in_background=True)
-    except DlprobeError as exc:  # the script ran: its exit code is still the one to return, not dlprobe's 2
-        print_error(exc.message, exc.hint)
-    raise typer.Exit(outcome.exit_code)
+    args = RunArgs(script, list(script_args or []), module, out, json_path, quiet, hang_timeout, on_hang)
+    args.launch = launch_kind(ctx, module)
+    raise typer.Exit(execute(args))

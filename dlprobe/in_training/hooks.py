@@ -6,18 +6,24 @@ import atexit
 import functools
 import gc
 import importlib
-import importlib.abc
 import importlib.machinery
-import inspect
 import os
 import sys
 import threading
 import time
 import weakref
 from types import ModuleType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from dlprobe.in_training import identity, inflight, probe_errors, runtime_state, script_errors, startup_profile
+from dlprobe.in_training import (
+    identity,
+    inflight,
+    probe_errors,
+    runtime_state,
+    script_errors,
+    startup_profile,
+    worker_batches,
+)
 from dlprobe.in_training.batch_info import describe_batch
 from dlprobe.in_training.dataset_inspect import summarize_dataset
 from dlprobe.in_training.event_log import get_log
@@ -41,6 +47,9 @@ from dlprobe.rundir.schema import (
     TAKEOVER_LOADER_ENV,
 )
 from dlprobe.system.procmem import read_smaps_rollup
+
+if TYPE_CHECKING:
+    import importlib.abc
 
 DATALOADER_MODULE = "torch.utils.data.dataloader"
 # Commands that need the script's DataLoader but not its training (scan, tune) set these: when loader N is first
@@ -67,6 +76,7 @@ class LoaderProbe:
         # Batches each worker delivered this epoch (by worker id); None where the iterator does not say which
         # worker a batch came from. A worker with none read nothing: an IterableDataset with fewer shards than workers.
         self.worker_batches: list[int] | None = None
+        self.threads = False  # the workers are threads of this process (torch's worker_method="thread")
 
     def count_worker_batches(self, iterator: Any, new_iterator: bool) -> None:
         """Count batches per worker from here on: torch's multiprocessing iterator passes every batch it returns
@@ -79,6 +89,8 @@ class LoaderProbe:
         if not getattr(original, "_dlprobe_wrapper", False):
             if not new_iterator:
                 return  # an iterator made before the probe saw it: no counts rather than half of them
+            import inspect  # here, once per loader: at the top it would cost every probed script's start-up
+
             try:
                 params = list(inspect.signature(original).parameters)
             except (TypeError, ValueError):
@@ -103,6 +115,10 @@ class LoaderProbe:
             else None
         )
         identity.emit_if_changed()  # Lightning's rank 0 learns its rank only once the process group is up
+        self.threads = thread_workers(iterator)
+        if self.threads:
+            self._begin_thread_epoch(iterator, new_iterator, iter_s)
+            return
         workers = None
         if new_iterator and hasattr(iterator, "_workers"):
             # Read each new worker once right here: a forked worker starts copying pages at once, and the
@@ -125,6 +141,29 @@ class LoaderProbe:
                 self.worker_pids = [w.pid for w in iterator._workers]
             except Exception:
                 self.last_batch = None  # no length (an IterableDataset): the supervisor's readings must do
+
+    def _begin_thread_epoch(self, iterator: Any, new_iterator: bool, iter_s: float) -> None:
+        """Workers that are threads of this process: no pid, no memory of their own, nothing forked; each is known
+        by its native thread id (the supervisor reads its CPU time in /proc/PID/task/TID)."""
+        threads = None
+        if new_iterator:
+            threads = [{"worker_id": i, "tid": w.native_id} for i, w in enumerate(iterator._workers)]
+        _emit(
+            EV_EPOCH,
+            loader=self.loader_id,
+            epoch=self.epoch,
+            iter_s=round(iter_s, 6),
+            workers=None,
+            gc=None,
+            worker_method="thread",
+            threads=threads,
+        )
+        try:
+            self.count_worker_batches(iterator, new_iterator)
+        except Exception as exc:  # never break training for a count
+            self.worker_batches = None
+            probe_errors.record("hooks.worker_batches", exc, f"loader {self.loader_id}'s batches per worker")
+        self.last_batch, self.worker_pids = None, []  # no worker process to read at the epoch's last batch
 
     def record_batch(self, wait_s: float, batch: Any) -> None:
         self.batches += 1
@@ -155,6 +194,8 @@ class LoaderProbe:
 
     def end_epoch(self) -> None:
         if self.epoch_open:
+            if self.threads:
+                worker_batches.flush_threads(self.loader_id)
             self.flush()
             self.epoch_open = False
             _emit(EV_EPOCH_END, loader=self.loader_id, epoch=self.epoch, batches=self.batches, **self._per_worker())
@@ -235,6 +276,8 @@ def _loader_config(loader: Any, loader_id: int) -> dict[str, Any]:
         "pin_memory": bool(loader.pin_memory),
         "prefetch_factor": loader.prefetch_factor,
         "persistent_workers": bool(loader.persistent_workers),
+        # torch's main branch: "multiprocessing" or "thread"; None where the installed torch has no such setting.
+        "worker_method": getattr(loader, "worker_method", None),
         "timeout": loader.timeout,
         "drop_last": bool(loader.drop_last),
         "collate_fn": getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__),
@@ -275,10 +318,19 @@ def _probe_for(loader: Any) -> LoaderProbe:
     return probe
 
 
+def thread_workers(iterator: Any) -> bool:
+    """Whether the iterator's workers are threads of this process (torch's worker_method="thread"), known by what
+    they are rather than by a torch version's attribute."""
+    workers = getattr(iterator, "_workers", None) or []
+    return bool(workers) and all(isinstance(w, threading.Thread) for w in workers)
+
+
 def _start_method_of(loader: Any, iterator: Any) -> str | None:
     """The start method the workers really used (asked only once they exist, so nothing gets pinned)."""
     if not getattr(iterator, "_workers", None):
         return None
+    if thread_workers(iterator):
+        return "thread"  # no process started: multiprocessing's method says nothing about these workers
     ctx = loader.multiprocessing_context
     if ctx is not None:
         return str(ctx.get_start_method())
@@ -328,7 +380,8 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
     previous = getattr(self, "_iterator", None)
     inflight.loop_creating_iterator(probe.loader_id)
     user_init = inflight.wrap_worker_init(self, probe.loader_id)
-    if self.num_workers > 0 and (previous is None or not self.persistent_workers):
+    threads = getattr(self, "worker_method", None) == "thread"  # nothing is forked for thread workers
+    if self.num_workers > 0 and not threads and (previous is None or not self.persistent_workers):
         # Threads, OpenMP and CUDA state right before the fork: a thread holding a lock now leaves it
         # locked forever in every worker (hang causes and the fork-hazard finding read this).
         _emit(EV_FORK_STATE, loader=probe.loader_id, epoch=probe.epoch + 1, **runtime_state.fork_snapshot())
@@ -484,6 +537,7 @@ def reset() -> None:
 
 def flush_all() -> None:
     """Send whatever batch timings are still buffered (at exit, or before an error is reported)."""
+    worker_batches.flush_threads()  # thread workers' rows: no finalizer of theirs runs at exit
     for probe in _all_probes:
         try:
             probe.flush()
@@ -499,12 +553,14 @@ def patched_spec(fullname: str, path: Any, target: Any, asking: object) -> impor
             continue
         spec = finder.find_spec(fullname, path, target)
         if spec is not None and spec.loader is not None:
-            spec.loader = _PatchingLoader(spec.loader)
+            spec.loader = cast("importlib.abc.Loader", _PatchingLoader(spec.loader))
             return spec
     return None
 
 
-class _PatchingLoader(importlib.abc.Loader):
+# The loader and the finder follow importlib's protocols without its abstract base classes: importing importlib.abc
+# pulls in importlib.resources (tempfile, shutil, the compression modules), a tenth of the bootstrap's start-up.
+class _PatchingLoader:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
@@ -517,7 +573,7 @@ class _PatchingLoader(importlib.abc.Loader):
         patch_dataloader(module)
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
+class _PatchOnImport:
     """Patches torch's dataloader module the moment the script imports it, so torch loads lazily."""
 
     _dlprobe_finder = True  # the injected sitecustomize's finder says the same: one of them is enough

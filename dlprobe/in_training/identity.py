@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from typing import Any
 
@@ -45,7 +44,7 @@ def current() -> dict[str, Any]:
         "local_rank": _env_int("LOCAL_RANK"),
         "world_size": world_size if world_size is not None else _env_int("WORLD_SIZE"),
         "node_rank": _env_int("GROUP_RANK", "NODE_RANK"),
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,  # what socket.gethostname() says, without importing socket at start-up
         "argv": list(sys.argv),
     }
 

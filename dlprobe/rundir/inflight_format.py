@@ -23,8 +23,10 @@ MAX_INDICES = 256  # indices kept per batch; bigger batches keep the first ones 
 MAX_FAILED_INDICES = 64
 NOT_AN_INT = -(2**63)  # an index that is not an int (a custom sampler's key) is stored as this
 
-ROLE_MAIN, ROLE_WORKER = 1, 2
-ROLES = {ROLE_MAIN: "main", ROLE_WORKER: "worker"}
+# A thread worker (torch's worker_method="thread") has a role of its own: it is no process, so nothing that reads
+# a "worker" slot as a process (its pid, its death) may take it for one.
+ROLE_MAIN, ROLE_WORKER, ROLE_THREAD_WORKER = 1, 2, 3
+ROLES = {ROLE_MAIN: "main", ROLE_WORKER: "worker", ROLE_THREAD_WORKER: "thread-worker"}
 
 # Fetch phases (what the process does with the batch it holds).
 IDLE, INIT, GETITEM, COLLATE, DONE, ENDED = 0, 1, 2, 3, 4, 5
@@ -173,7 +175,8 @@ def read_slot(path: Path, retries: int = 50) -> dict[str, Any] | None:
 
 
 def read_all(run_dir: Path) -> dict[int, dict[str, Any]]:
-    """Every slot in a run directory, by pid."""
+    """Every slot in a run directory, by pid (a thread worker's by its thread id, with "tid" set; its "pid" is the
+    process it runs in)."""
     slots: dict[int, dict[str, Any]] = {}
     folder = Path(run_dir) / INFLIGHT_DIR
     try:
@@ -185,5 +188,7 @@ def read_all(run_dir: Path) -> dict[int, dict[str, Any]]:
         if name.endswith(INFLIGHT_SLOT_SUFFIX) and pid.isdigit():
             slot = read_slot(folder / name)
             if slot is not None:
+                if slot["role"] == ROLES[ROLE_THREAD_WORKER]:
+                    slot["tid"] = int(pid)
                 slots[int(pid)] = slot
     return slots

@@ -161,6 +161,7 @@ EV_PROCESS = "process"
 SAMPLE_PROC = "proc"  # a process seen for the first time
 SAMPLE_READING = "s"  # one round of readings (per process and for the system)
 SAMPLE_GONE = "gone"  # a process ended
+SAMPLE_THREAD = "thread"  # a worker thread (worker_method="thread") seen for the first time: pid, tid, comm
 # Fields of a process's reading besides its memory (rss, uss, ... in bytes): CPU seconds it has used (utime+stime,
 # /proc/PID/stat) and seconds it has waited for a core (/proc/PID/schedstat), both cumulative since it started;
 # absent where they could not be read (runs recorded before dlprobe read them too).
@@ -258,6 +259,7 @@ class LoaderEvent(Event, total=False):
     pin_memory: bool
     prefetch_factor: int | None
     persistent_workers: bool
+    worker_method: str | None  # torch's setting ("multiprocessing", "thread"); None where torch has none
     timeout: float
     drop_last: bool
     collate_fn: str
@@ -285,11 +287,27 @@ class WorkerReading(TypedDict, total=False):
     memory: dict[str, int] | None
 
 
+class ThreadWorker(TypedDict):
+    """A worker that is a thread of the event's process (torch's worker_method="thread"): its native thread id."""
+
+    worker_id: int
+    tid: int
+
+
+class StartMethodEvent(Event, total=False):
+    """EV_START_METHOD: the start method the loader's workers were made with, once its first iterator started them."""
+
+    loader: int
+    start_method: str
+
+
 class EpochEvent(Event, total=False):
     loader: int
     epoch: int
     iter_s: float
-    workers: list[WorkerStart] | None  # None with num_workers=0
+    workers: list[WorkerStart] | None  # None with num_workers=0, and with thread workers
+    worker_method: str  # "thread" where the workers are threads of the event's process; absent for processes
+    threads: list[ThreadWorker] | None  # the worker threads a new iterator started; None when it reused them
 
 
 class BatchesEvent(Event, total=False):
@@ -301,14 +319,18 @@ class BatchesEvent(Event, total=False):
 
 
 class WorkerBatchesEvent(Event, total=False):
-    """EV_WORKER_BATCHES: rows [task, start - t0, fetch_s, collate_s, first index] (task: the batch's number in
-    the iterator's order, -1 when unknown; first index: the sampler's first index or the stream position)."""
+    """EV_WORKER_BATCHES: rows [task, start - t0, fetch_s, collate_s, first index, fetch_cpu_s, collate_cpu_s,
+    queued_s] (task: the batch's number in the iterator's order, -1 when unknown; first index: the sampler's first
+    index or the stream position; *_cpu_s: the fetching thread's CPU time in the fetch and in the collate; queued_s:
+    its time runnable but waiting for a core since the previous batch's end, -1 when unknown). Runs written before
+    these three have the first five only."""
 
     loader: int
     worker: int
     t0: float
     rows: list[list[float]]
     stride: int  # 1, then 2, 4, ... once the worker has kept WORKER_BATCH_CAP rows, 2 x that, ...
+    tid: int  # a thread worker's native thread id (its events carry the training process's pid)
 
 
 class EpochEndEvent(Event, total=False):
@@ -425,6 +447,9 @@ class Sample(TypedDict, total=False):
     ppid: int | None
     comm: str | None
     p: dict[str, dict[str, int | float | None]]  # pid (as text) -> rss/uss/pss/swap, SAMPLE_CPU, SAMPLE_RUN_DELAY
+    # worker threads: tid (as text) -> SAMPLE_CPU, SAMPLE_RUN_DELAY from /proc/PID/task/TID (no memory of their own)
+    th: dict[str, dict[str, float | None]]
+    tid: int
     shm: dict[str, int]
     avail: int | None
     cg: CgroupReading
@@ -459,6 +484,10 @@ class StacksMeta(TypedDict, total=False):
     window_s: float
     status: str  # SAMPLER_*
     error: str | None
+    burst_s: int  # seconds of each burst on one process; absent in runs that sampled the whole tree at once
+    sampled_pids: list[int]  # the process of each burst that left stacks, in order
+    cpu_s: float  # py-spy's own CPU time (user + system) over all bursts: what the sampling cost the machine
+    fetch_samples: int  # samples inside the workers' fetch path: the window ends at stack_recorder.ENOUGH_SAMPLES
 
 
 class Machine(TypedDict, total=False):

@@ -27,6 +27,7 @@ SAMPLE_REQUIRED: dict[str, tuple[str, ...]] = {
     schema.SAMPLE_PROC: ("pid",),
     schema.SAMPLE_READING: ("t",),
     schema.SAMPLE_GONE: ("pid", "t"),
+    schema.SAMPLE_THREAD: ("pid", "tid"),
 }
 
 
@@ -106,9 +107,11 @@ EVENT_TYPES: dict[str, type] = {
     schema.EV_STOP: schema.StopEvent,
     schema.EV_PROCESS: schema.ProcessEvent,
     schema.EV_LOADER: schema.LoaderEvent,
+    schema.EV_START_METHOD: schema.StartMethodEvent,
     schema.EV_EPOCH: schema.EpochEvent,
     schema.EV_BATCHES: schema.BatchesEvent,
     schema.EV_EPOCH_END: schema.EpochEndEvent,
+    schema.EV_WORKER_BATCHES: schema.WorkerBatchesEvent,
     schema.EV_WORKERS_LAST: schema.WorkersLastEvent,
     schema.EV_BATCH_INFO: schema.BatchInfoEvent,
     schema.EV_LOADER_ERROR: schema.LoaderErrorEvent,

@@ -45,7 +45,7 @@ from dlprobe.rundir.schema import (
 from dlprobe.supervisor.attach_tree import ROLE_MAIN, ROLE_WORKER, Proc, Target, resolve
 from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.supervisor.hang import procstate, stacks
-from dlprobe.supervisor.run_target import _own_cost, machine_facts
+from dlprobe.supervisor.run_target import machine_facts, own_cost
 from dlprobe.supervisor.sampler import DISCOVER_EVERY_S, TICK_S, Sampler
 from dlprobe.system import cgroup, kernlog, procinfo
 from dlprobe.system.pyspy import find_py_spy
@@ -284,6 +284,7 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     # Ctrl-C ends the window (the job is in another process group and never sees it); once the report is being
     # written it aborts as usual.
     previous = signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
+    sampler: Sampler | None = None
     try:
         with (run_dir / SAMPLES_FILE).open("w") as samples:
             sampler = Sampler(target.root_pid, samples, memcg, budget)
@@ -311,6 +312,8 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     finally:
         signal.signal(signal.SIGINT, previous)
         deaths.done.set()
+        if sampler is not None:
+            sampler.close()
     interrupted = stop.is_set()
     if interrupted:
         notice("interrupted: writing the report of what was sampled (the job was not touched)")
@@ -322,7 +325,7 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     with (run_dir / EVENTS_FILE).open("w") as f:
         for ev in synthetic_events(target, window.first_seen, started):
             f.write(json.dumps(ev, separators=(",", ":")) + "\n")
-    result: Result = {"ended_at": ended, "supervisor": {**_own_cost(), **budget.summary()}}
+    result: Result = {"ended_at": ended, "supervisor": {**own_cost(), **budget.summary()}}
     write_json(run_dir / RESULT_FILE, result)
     return run_dir
 

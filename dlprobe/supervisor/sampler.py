@@ -10,9 +10,17 @@ from typing import IO, Any
 
 import psutil
 
-from dlprobe.rundir.schema import SAMPLE_CPU, SAMPLE_GONE, SAMPLE_PROC, SAMPLE_READING, SAMPLE_RUN_DELAY
+from dlprobe.rundir.schema import (
+    SAMPLE_CPU,
+    SAMPLE_GONE,
+    SAMPLE_PROC,
+    SAMPLE_READING,
+    SAMPLE_RUN_DELAY,
+    SAMPLE_THREAD,
+)
 from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.system import cgroup, procmem
+from dlprobe.system.proc_files import ProcFiles
 from dlprobe.system.proctree import alive, descendant_pids
 
 TICK_S = 0.25  # cheap readings (/proc/PID/stat, /dev/shm, meminfo, cgroup) this often
@@ -23,6 +31,11 @@ TICK_S = 0.25  # cheap readings (/proc/PID/stat, /dev/shm, meminfo, cgroup) this
 # into a worker's private ones) still show.
 ROUND_S = 0.5
 MAX_STALE_S = 5.0
+# With many processes that bound alone costs more than the whole budget (64 torch-sized processes, ~2 ms of CPU per
+# read, every 5 s: 2.6% of a core), so it stretches with the number watched and the measured cost of a read, to
+# keep the still processes' reads within STALE_SHARE of one core; never past MAX_STALE_CAP_S.
+STALE_SHARE = 0.01
+MAX_STALE_CAP_S = 30.0
 MOVE_BYTES = 1 << 20
 # A process whose RSS grew by this much (or by a tenth, if that is more) since its last full read is read whatever
 # the budget says: a growing worker is the one the OOM killer takes, and one that exits at the end of an epoch
@@ -32,6 +45,12 @@ FIRST_READ_COST_S = 0.004  # CPU seconds per smaps_rollup of a ~200 MB process, 
 # Walking the process table to find descendants costs more than everything else; workers are announced by
 # the hooks' events at once, so the walk only catches the rest (forkserver, resource tracker) now and then.
 DISCOVER_EVERY_S = 2.0
+
+
+def stale_bound(processes: int, cost_s: float) -> float:
+    """Seconds a still process may go without a smaps_rollup: MAX_STALE_S, longer when reading every process that
+    often would take more than STALE_SHARE of a core, at most MAX_STALE_CAP_S."""
+    return min(MAX_STALE_CAP_S, max(MAX_STALE_S, processes * cost_s / STALE_SHARE))
 
 
 @dataclass(frozen=True)
@@ -49,18 +68,19 @@ def choose_full_reads(
     last_full: dict[int, FullRead],
     allowance_s: float,
     cost_s: float,
+    stale_s: float = MAX_STALE_S,
 ) -> tuple[list[int], int]:
     """Which processes get a smaps_rollup this round, and how many that moved were left out for the CPU budget.
 
     `cheap` is (rss, page faults) per live pid now. New, stale and growing processes are always read (the budget
-    never buys blindness past MAX_STALE_S, nor past GROWTH_BYTES of growth); other moving ones are read while
-    `allowance_s` lasts, the most moved first; still ones wait for MAX_STALE_S.
+    never buys blindness past `stale_s` (stale_bound), nor past GROWTH_BYTES of growth); other moving ones are read
+    while `allowance_s` lasts, the most moved first; still ones wait for `stale_s`.
     """
     due: list[int] = []
     moving: list[tuple[int, int]] = []
     for pid, (rss, faults) in cheap.items():
         last = last_full.get(pid)
-        if last is None or now - last.t >= MAX_STALE_S or rss - last.rss >= max(GROWTH_BYTES, last.rss // 10):
+        if last is None or now - last.t >= stale_s or rss - last.rss >= max(GROWTH_BYTES, last.rss // 10):
             due.append(pid)
             continue
         moved = max(abs(rss - last.rss), (faults - last.faults) * procmem.PAGE_SIZE)
@@ -76,7 +96,12 @@ class Sampler:
     """Discovers the target's descendants and writes one row of readings per tick to samples.jsonl."""
 
     def __init__(
-        self, root_pid: int, out: IO[str], cgroup_dir: tuple[Path, Path, int] | None, budget: CpuBudget | None = None
+        self,
+        root_pid: int,
+        out: IO[str],
+        cgroup_dir: tuple[Path, Path, int] | None,
+        budget: CpuBudget | None = None,
+        keep_open: bool = True,
     ) -> None:
         self.root_pid = root_pid
         self.out = out
@@ -93,6 +118,14 @@ class Sampler:
         self.next_discover = 0.0
         self.workers: set[int] = set()
         self.created: dict[int, float | None] = {}  # psutil's create_time: tells a process from a reused pid
+        self.threads: dict[int, int] = {}  # worker threads (worker_method="thread"): tid -> the pid they run in
+        # keep_open=False inside a training process (dlprobe.watch): its forked workers would inherit the descriptors
+        self.files = ProcFiles(keep_open)
+        self.stale_s = MAX_STALE_S
+
+    def close(self) -> None:
+        """Close the /proc descriptors kept open between ticks."""
+        self.files.close()
 
     def _write(self, record: dict[str, Any]) -> None:
         self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -112,6 +145,24 @@ class Sampler:
             ppid = started = None
         self.created[pid] = started
         self._write({"k": SAMPLE_PROC, "pid": pid, "ppid": ppid, "comm": procmem.read_comm(pid), "start": started})
+
+    def add_thread(self, pid: int, tid: int) -> None:
+        """A DataLoader worker that is a thread of `pid`: its CPU time is read each tick (it has no memory of its
+        own to read, and no exit of its own to record: it ends when its iterator does)."""
+        if tid in self.threads:
+            return
+        self.threads[tid] = pid
+        self._write({"k": SAMPLE_THREAD, "pid": pid, "tid": tid, "comm": procmem.read_comm(pid, tid)})
+
+    def _thread_readings(self) -> dict[str, dict[str, float | None]]:
+        readings: dict[str, dict[str, float | None]] = {}
+        for tid, pid in list(self.threads.items()):
+            cpu = procmem.read_thread_cpu(pid, tid)
+            if cpu is None:
+                del self.threads[tid]  # ended with its iterator: nothing more to read
+                continue
+            readings[str(tid)] = {SAMPLE_CPU: round(cpu[0], 2), SAMPLE_RUN_DELAY: cpu[1] and round(cpu[1], 3)}
+        return readings
 
     def live_workers(self) -> list[psutil.Process]:
         """The DataLoader workers of the job still running (never a later process that reused one's pid)."""
@@ -144,21 +195,23 @@ class Sampler:
         cheap: dict[int, tuple[int, int]] = {}
         cpu: dict[int, dict[str, float]] = {}
         for pid in sorted(self.known - self.gone):
-            stat = procmem.read_stat(pid)
+            stat = self.files.stat(pid)
             if stat is None:
                 self.gone.add(pid)
+                self.files.forget(pid)
                 self._write({"k": SAMPLE_GONE, "pid": pid, "t": round(now, 3)})
                 continue
             cheap[pid] = stat[:2]
             # Whether a worker computes or waits (for a read, or for a core): the analysis divides by wall time.
             cpu[pid] = {SAMPLE_CPU: round(stat[2], 2)}
-            delay = procmem.read_run_delay(pid)
+            delay = self.files.run_delay(pid)
             if delay is not None:
                 cpu[pid][SAMPLE_RUN_DELAY] = round(delay, 3)
         chosen: set[int] = set()
         if now >= self.next_full:
             allowance = self.budget.allowance() if self.budget is not None else float("inf")
-            picked, skipped = choose_full_reads(now, cheap, self.last_full, allowance, self.read_cost_s)
+            self.stale_s = stale_bound(len(cheap), self.read_cost_s)
+            picked, skipped = choose_full_reads(now, cheap, self.last_full, allowance, self.read_cost_s, self.stale_s)
             chosen = set(picked)
             if self.budget is not None:
                 self.budget.note_skipped(skipped)
@@ -177,6 +230,8 @@ class Sampler:
             readings[str(pid)] = {**(values if values is not None else {"rss": rss}), **cpu[pid]}
             self.last[pid] = {**self.last.get(pid, {}), **readings[str(pid)]}
         row: dict[str, Any] = {"k": SAMPLE_READING, "t": round(now, 3), "p": readings}
+        if self.threads:
+            row["th"] = self._thread_readings()
         shm = procmem.shm_usage()
         if shm:
             row["shm"] = shm

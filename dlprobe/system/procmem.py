@@ -26,14 +26,21 @@ def read_stat(pid: int) -> tuple[int, int, float] | None:
     a worker on the CPU from one asleep (waiting for a read): over the same wall time, busy or waiting."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
+            return parse_stat(f.read())
+    except OSError:
+        return None
+
+
+def parse_stat(data: bytes) -> tuple[int, int, float] | None:
+    """read_stat's (rss bytes, page faults, CPU seconds) from the bytes of /proc/PID/stat; None for a zombie."""
+    try:
         # comm (field 2) may hold spaces and parentheses; every later field follows the last ')'
         fields = data[data.rindex(b")") + 2 :].split()
         if fields[0] in (b"Z", b"X"):
             return None  # exited, not yet reaped: its memory is gone (RSS reads 0), so it counts as gone
         cpu_s = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
         return int(fields[21]) * PAGE_SIZE, int(fields[7]) + int(fields[9]), cpu_s
-    except (OSError, IndexError, ValueError):
+    except (IndexError, ValueError):
         return None
 
 
@@ -44,8 +51,16 @@ def read_run_delay(pid: int) -> float | None:
     core, and that wait must not read as waiting for I/O. None where the kernel has no schedstats."""
     try:
         with open(f"/proc/{pid}/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
+            return parse_run_delay(f.read())
+    except OSError:
+        return None
+
+
+def parse_run_delay(data: bytes) -> float | None:
+    """read_run_delay's seconds from the bytes of /proc/PID/schedstat."""
+    try:
+        return int(data.split()[1]) / 1e9
+    except (IndexError, ValueError):
         return None
 
 
@@ -92,9 +107,32 @@ def read_smaps_rollup(pid: int) -> dict[str, int] | None:
     return parse_smaps_rollup(text)
 
 
-def read_comm(pid: int) -> str | None:
+def read_thread_cpu(pid: int, tid: int) -> tuple[float, float | None] | None:
+    """(CPU seconds: utime+stime, seconds waited for a core) of one thread, from /proc/PID/task/TID/stat and
+    schedstat: a DataLoader worker that is a thread has no process of its own to read. None once it has ended."""
+    task = f"/proc/{pid}/task/{tid}"
     try:
-        with open(f"/proc/{pid}/comm") as f:
+        with open(f"{task}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2 :].split()
+        if fields[0] in (b"Z", b"X"):
+            return None
+        cpu_s = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    except (OSError, IndexError, ValueError):
+        return None
+    try:
+        with open(f"{task}/schedstat", "rb") as f:
+            delay: float | None = int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        delay = None
+    return cpu_s, delay
+
+
+def read_comm(pid: int, tid: int | None = None) -> str | None:
+    """The process's name (a thread's, with `tid`: torch names its worker threads)."""
+    path = f"/proc/{pid}/comm" if tid is None else f"/proc/{pid}/task/{tid}/comm"
+    try:
+        with open(path) as f:
             return f.read().strip()
     except OSError:
         return None

@@ -9,7 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import SCRIPTS, DlprobeResult, assert_no_probe_frames, memory_cgroup, run_dlprobe
+from tests.conftest import (
+    SCRIPTS,
+    DlprobeResult,
+    assert_no_probe_frames,
+    memory_cgroup,
+    orphan_torch_shm_removed,
+    run_dlprobe,
+)
 
 MiB = 1024 * 1024
 
@@ -155,12 +162,13 @@ def test_a_lightning_rank_raising_in_training_step_is_named_with_its_error(tmp_p
 
     pytest.importorskip("lightning")
     script = str(SCRIPTS / "lightning_ddp.py")
-    plain = subprocess.run([sys.executable, script, "--raise-on-rank", "1"], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=300)  # fmt: skip
-    result = DlprobeResult(
-        run_dlprobe(["run", "--out", str(tmp_path / "run"), script, "--raise-on-rank", "1"], tmp_path, timeout=300),
-        tmp_path / "run",
-    )
+    with orphan_torch_shm_removed():
+        plain = subprocess.run([sys.executable, script, "--raise-on-rank", "1"], cwd=tmp_path, capture_output=True,
+                               text=True, timeout=300)  # fmt: skip
+        result = DlprobeResult(
+            run_dlprobe(["run", "--out", str(tmp_path / "run"), script, "--raise-on-rank", "1"], tmp_path, timeout=300),
+            tmp_path / "run",
+        )
     # Lightning's _ChildProcessObserver (rank 0) polls its re-launched ranks every 5 s and SIGKILLs rank 0 once one
     # of them failed: rank 0 exits 1 if its own error ends it first, 137 if the poll comes first. Plain python runs
     # the same race, so each run's code is one of the two, and never 0.

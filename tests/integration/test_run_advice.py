@@ -196,6 +196,23 @@ def test_io_bound_loader_on_all_cores_is_told_it_waits_and_given_more_workers_th
     assert result.findings("too-many-workers") == []
     for hotspots in result.findings("worker-hotspots"):  # only with enough py-spy samples of the workers' CPU time
         assert "mostly wait" in hotspots["title"] and "Speed up" not in hotspots["fix"]
+        # the workers' own clocks: blocked in the fetch (the sleep), and the line of the call that waits
+        split = hotspots["evidence"]["loading_time"]
+        assert split["fetch_blocked_share"] >= 0.5 and split["fetch_cpu_share"] < 0.2, split
+        assert "waiting in RemoteBlobs.__getitem__ (io_bound_loader.py:21)" in hotspots["title"]
+    _assert_one_worker_sampled_at_a_time(result)
+
+
+def _assert_one_worker_sampled_at_a_time(result) -> None:
+    """py-spy took the workers in turn, each burst on one worker's pid, never the whole tree at once."""
+    meta = json.loads((result.run_dir / "stacks.json").read_text())
+    assert meta["status"] == "ok", meta
+    events = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()]
+    workers = {w["pid"] for e in events if e["ev"] == "epoch" for w in e["workers"] or []}
+    assert meta["sampled_pids"] and set(meta["sampled_pids"]) <= workers, (meta, workers)
+    sampled = {int(line.split(":", 1)[0].removeprefix("process ")) for line in
+               (result.run_dir / "stacks.txt").read_text().splitlines()}  # fmt: skip
+    assert sampled == set(meta["sampled_pids"]) and meta["cpu_s"] > 0
 
 
 def test_cpu_bound_loader_on_all_cores_is_not_told_to_add_workers(probe):
@@ -209,6 +226,9 @@ def test_cpu_bound_loader_on_all_cores_is_not_told_to_add_workers(probe):
     assert "make each sample cheaper" in finding["fix"] and "CPU-bound" in finding["title"]
     for hotspots in result.findings("worker-hotspots"):
         assert "mostly wait" not in hotspots["title"] and "expensive_transform" in hotspots["title"]
+        # on a CPU or queued for one (the workers share the cores): computing, never read as blocked
+        split = hotspots["evidence"]["loading_time"]
+        assert split["fetch_cpu_share"] + split["fetch_queued_share"] >= 0.7 and split["fetch_blocked_share"] < 0.2
 
 
 def _worker_batches(run_dir) -> list[list[int]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -41,3 +42,40 @@ def test_in_training_modules_import_nothing_heavy() -> None:
 
 def test_supervisor_modules_import_nothing_heavy() -> None:
     assert heavy_imports("dlprobe.supervisor") == ""
+
+
+def _modules_after(code: str, *args: str, env: dict[str, str] | None = None) -> set[str]:
+    """The modules a fresh interpreter holds after running `code` (which prints them, one per line)."""
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return set(proc.stdout.split())
+
+
+def test_dlprobe_run_reaches_the_target_start_without_typer_the_watch_or_the_report() -> None:
+    # What `dlprobe run` imports before it starts the script is start-up time every run pays: the watch (psutil,
+    # rich, the samplers) and the report are imported while the script runs (run_target.run_script, run_watch).
+    loaded = _modules_after(
+        "import sys, dlprobe.cli, dlprobe.commands.run_fast, dlprobe.supervisor.run_target; "
+        "print(*sys.modules, sep='\\n')"
+    )
+    assert "dlprobe.supervisor.run_target" in loaded
+    # nor typer: plain `dlprobe run` lines are parsed by commands/run_fast.py
+    early = {"psutil", "rich", "typer", "dlprobe.supervisor.run_watch", "dlprobe.analysis", "dlprobe.console"}
+    assert early & loaded == set()
+
+
+def test_the_bootstrap_imports_only_what_starting_a_script_needs(tmp_path) -> None:
+    # The hooks are imported before the user's first line: importlib.abc (and through it tempfile, shutil and the
+    # compression modules), inspect and socket are needed only once a DataLoader exists, or never.
+    script = tmp_path / "modules.py"
+    script.write_text("import sys\nprint(*sys.modules, sep='\\n')\n")
+    env = {**os.environ, "DLPROBE_RUN_DIR": str(tmp_path)}
+    loaded = _modules_after(
+        "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_module('dlprobe.in_training.bootstrap', "
+        "run_name='__main__', alter_sys=True)",
+        "bootstrap",
+        str(script),
+        env=env,
+    )
+    assert "dlprobe.in_training.hooks" in loaded
+    assert {"importlib.abc", "inspect", "socket", "tempfile", "torch"} & loaded == set()

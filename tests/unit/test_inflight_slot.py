@@ -130,3 +130,49 @@ def test_the_ring_of_recent_batches_keeps_the_last_ones_in_order(tmp_path):
     recent = fmt.read_slot(path)["recent"]
     assert [row[0] for row in recent] == list(range(8, fmt.MAX_RECENT + 8))
     assert recent[-1] == [39, 139.0, 139.5, 139.75, 156]
+
+
+_THREAD_WORKERS = """
+import json, sys, threading
+from dlprobe.in_training import inflight
+from dlprobe.rundir import inflight_format as fmt
+
+run_dir = sys.argv[1]
+inflight.start_main(run_dir)
+tids = []
+
+def worker(worker_id):
+    inflight.InflightInit(None, run_dir, 0)(worker_id)  # as torch calls worker_init_fn in a worker thread
+    tids.append(threading.get_native_id())
+    inflight._current_slot().begin(fmt.KIND_MAP, [10 * worker_id, 10 * worker_id + 1])
+
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+inflight.loop_outside(0, 7)  # the loop's own state still goes to the process's slot
+print(json.dumps(tids))
+"""
+
+
+def test_worker_threads_write_slots_of_their_own_and_leave_the_process_slot_alone(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _THREAD_WORKERS, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    tids = json.loads(out.stdout)
+    slots = fmt.read_all(tmp_path)
+    (main_pid,) = [pid for pid, s in slots.items() if s["role"] == "main"]
+    assert main_pid not in tids and slots[main_pid]["loop"]["batches"] == 7
+    assert slots[main_pid]["fetches"] == 0  # no worker's batch landed in the training process's slot
+    for tid in tids:
+        slot = slots[tid]
+        assert slot["role"] == "thread-worker" and slot["tid"] == tid and slot["pid"] == main_pid
+        assert slot["faulthandler_signal"] is None  # the process's handler dumps every thread already
+        assert slot["indices"] == [10 * slot["worker_id"], 10 * slot["worker_id"] + 1]
+    assert os.getpid() != main_pid

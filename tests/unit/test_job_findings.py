@@ -10,7 +10,7 @@ from dlprobe.analysis.job import is_job, split_job
 from dlprobe.analysis.job_findings import analyze_job, ranks_text
 from dlprobe.analysis.memory_findings import COW_LOADED_AT_START
 from dlprobe.analysis.report import build_job_report
-from dlprobe.analysis.stderr_log import launcher_failures, read_launcher_failures
+from dlprobe.analysis.stderr_log import LAUNCHER_SUMMARY_BYTES, launcher_failures, read_launcher_failures
 from dlprobe.render.terminal import run_summary
 from tests.unit import fakes
 from tests.unit.test_failure_findings import hang_record, idle_worker, stuck_worker
@@ -206,6 +206,15 @@ def test_torchruns_failure_summary_is_read():
     assert failure == {"rank": 1, "local_rank": 1, "host": "node-a", "exit_code": 1, "pid": 20, "signal": None,
                        "error_file": "<N/A>", "root_cause": True}  # fmt: skip
     assert launcher_failures("Traceback ...\nValueError: x\n") == []
+
+
+def test_torchruns_summary_is_read_from_the_end_of_a_long_log(tmp_path):
+    # torchrun prints its summary last: a log of many MiB is read from its end only (LAUNCHER_SUMMARY_BYTES)
+    filler = ("step 1 loss 0.5\n" * 200_000)[: 3 * LAUNCHER_SUMMARY_BYTES]
+    (tmp_path / "stderr.log").write_text(filler + CHILD_FAILED)
+    assert [f["rank"] for f in read_launcher_failures(tmp_path)] == [0, 1]
+    (tmp_path / "stderr.log").write_text(CHILD_FAILED + filler)  # a summary followed by more than the bound: not read
+    assert read_launcher_failures(tmp_path) == []
 
 
 def test_a_failed_rank_with_nothing_else_to_explain_it(tmp_path):

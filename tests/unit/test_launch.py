@@ -18,7 +18,7 @@ from dlprobe.in_training import identity
 from dlprobe.in_training.injected import sitecustomize
 from dlprobe.rundir import schema
 from dlprobe.supervisor import launch
-from dlprobe.supervisor.run_target import Progress
+from dlprobe.supervisor.run_watch import Progress
 from dlprobe.supervisor.sampler import Sampler
 
 

@@ -9,6 +9,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from dlprobe.system.procmem import read_run_delay, read_stat
 
@@ -41,3 +42,41 @@ def test_cpu_time_grows_by_the_work_done_and_not_by_sleeping():
     assert slept[2] - spun[2] < 0.05
     delay = read_run_delay(os.getpid())
     assert delay is None or delay >= 0.0  # None: a kernel without schedstats
+
+
+def test_kept_descriptors_read_what_a_fresh_open_reads_and_go_with_their_process():
+    from dlprobe.system.proc_files import ProcFiles
+
+    files = ProcFiles()
+    # The child says it is ready and then blocks: a process still starting moves its RSS and faults between reads.
+    child = subprocess.Popen([sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        first = files.stat(child.pid)
+        assert first is not None and files.run_delay(child.pid) is not None
+        kept = dict(files.fds)
+        assert set(kept) == {(child.pid, "stat"), (child.pid, "schedstat")}
+        again = files.stat(child.pid)
+        fresh = read_stat(child.pid)
+        assert again is not None and fresh is not None and again[:2] == fresh[:2]
+        assert files.fds == kept  # the second read went through the same descriptors
+    finally:
+        child.communicate(b"")
+    # reaped: the descriptor opened for it reads nothing (never a later process that took its pid)
+    assert files.stat(child.pid) is None and files.run_delay(child.pid) is None
+    files.forget(child.pid)
+    for fd in kept.values():
+        with pytest.raises(OSError):
+            os.fstat(fd)
+
+
+def test_descriptors_are_not_kept_when_told_not_to_and_closed_at_the_end():
+    from dlprobe.system.proc_files import ProcFiles
+
+    transient = ProcFiles(keep_open=False)
+    assert transient.stat(os.getpid()) is not None and transient.fds == {}
+    kept = ProcFiles()
+    assert kept.stat(os.getpid()) is not None and len(kept.fds) == 1
+    kept.close()
+    assert kept.fds == {}

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from dlprobe.supervisor.budget import WINDOW_S, CpuBudget
-from dlprobe.supervisor.sampler import GROWTH_BYTES, MAX_STALE_S, MOVE_BYTES, FullRead, choose_full_reads
+from dlprobe.supervisor.sampler import (
+    GROWTH_BYTES,
+    MAX_STALE_CAP_S,
+    MAX_STALE_S,
+    MOVE_BYTES,
+    STALE_SHARE,
+    FullRead,
+    choose_full_reads,
+    stale_bound,
+)
 from dlprobe.system.procmem import PAGE_SIZE
 
 MB = 1 << 20
@@ -16,6 +25,24 @@ def test_new_processes_are_read_at_once_and_still_ones_wait_for_the_bound():
     assert choose_full_reads(11.0, cheap, last, UNLIMITED, 0.004) == ([2], 0)
     assert choose_full_reads(10.0 + MAX_STALE_S - 0.01, cheap, last, UNLIMITED, 0.004) == ([2], 0)
     assert choose_full_reads(10.0 + MAX_STALE_S, cheap, last, UNLIMITED, 0.004) == ([1, 2], 0)
+
+
+def test_the_stale_bound_stretches_only_where_reading_every_process_that_often_would_break_the_budget():
+    # A few processes keep the 5 s bound; 64 torch-sized ones (~2 ms a read) would cost 2.6% of a core at 5 s, so
+    # their bound is what keeps those reads to STALE_SHARE of a core; a huge read cost stops at the cap.
+    assert stale_bound(8, 0.002) == MAX_STALE_S
+    assert stale_bound(64, 0.002) == 64 * 0.002 / STALE_SHARE
+    assert 64 * 0.002 / stale_bound(64, 0.002) <= STALE_SHARE + 1e-12
+    assert stale_bound(64, 0.5) == MAX_STALE_CAP_S
+
+
+def test_a_stretched_bound_is_the_one_still_processes_wait_for_and_still_always_honoured():
+    cheap = {pid: (100 * MB, 0) for pid in range(1, 65)}
+    last = {pid: FullRead(t=10.0, rss=100 * MB, faults=0) for pid in cheap}
+    stale = stale_bound(len(cheap), 0.002)
+    assert choose_full_reads(10.0 + MAX_STALE_S, cheap, last, UNLIMITED, 0.002, stale) == ([], 0)
+    # past the stretched bound every one is read, with no allowance left at all
+    assert choose_full_reads(10.0 + stale, cheap, last, 0.0, 0.002, stale) == (sorted(cheap), 0)
 
 
 def test_copy_on_write_moves_faults_not_rss_and_is_read():
@@ -94,9 +121,39 @@ def test_budget_recovers_once_the_window_has_passed():
     assert budget.allowance() > 0
 
 
-def test_hotspot_window_lasts_until_enough_samples_of_the_workers():
-    from dlprobe.supervisor.stack_recorder import ENOUGH_SAMPLES, MIN_WINDOW_S, WINDOW_S, window_for
+def test_hotspot_sampler_takes_the_workers_in_turn_until_enough_samples_of_their_fetch(tmp_path, monkeypatch):
+    import time
 
-    assert window_for(10, 2) == ENOUGH_SAMPLES / 20  # 10 s: two workers at 10 Hz
-    assert window_for(10, 0) == window_for(10, 1) == WINDOW_S  # the main process alone: the longest window
-    assert window_for(10, 64) == MIN_WINDOW_S  # many workers give enough at once; a short window still
+    from dlprobe.supervisor.stack_recorder import ENOUGH_SAMPLES, StackRecorder
+
+    # A real subprocess standing in for py-spy: it writes 120 samples inside a worker's fetch, 50 inside the probe's
+    # own clock read (not counted) and 30 of a worker waiting for its next index (not counted), to --output.
+    stacks = tmp_path / "stacks.raw"
+    stacks.write_text(
+        "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:380);"
+        "MyDataset.__getitem__ (train.py:20) 120\n"
+        "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:386);"
+        "WorkerBatches.collating (dlprobe/in_training/worker_batches.py:65) 50\n"
+        "_worker_loop (torch/utils/data/_utils/worker.py:319);get (multiprocessing/queues.py:113) 30\n"
+    )
+    fake = tmp_path / "py-spy"
+    fake.write_text(f'#!/bin/sh\nwhile [ "$1" != "--output" ]; do shift; done\ncp "{stacks}" "$2"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("DLPROBE_PY_SPY", str(fake))
+    monkeypatch.delenv("DLPROBE_STACK_RATE", raising=False)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    recorder = StackRecorder(1, run_dir)
+    epoch = {"ev": "epoch", "pid": 7, "t": 100.0, "workers": [{"worker_id": 0, "pid": 11}, {"worker_id": 1, "pid": 12}]}
+    starving = {"ev": "batches", "pid": 7, "t": 102.0, "waits": [0.5, 0.9, 0.9], "total": 3}
+    recorder.observe([epoch, starving], 102.0)
+    assert recorder.started and recorder.burst_pid == 11
+    deadline = time.monotonic() + 30
+    while recorder.started_at is not None and time.monotonic() < deadline:  # the bursts end by themselves
+        recorder.observe([], 103.0)
+        time.sleep(0.01)
+    recorder.stop()
+    # two bursts, one per worker in turn: 240 samples in the fetch path are enough (the probe's frames are not)
+    assert recorder.sampled == [11, 12] and recorder.fetch_samples == 240 >= ENOUGH_SAMPLES
+    lines = (run_dir / "stacks.txt").read_text().splitlines()
+    assert [line.split(":", 1)[0] for line in lines] == ["process 11"] * 3 + ["process 12"] * 3

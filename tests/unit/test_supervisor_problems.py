@@ -14,7 +14,7 @@ from dlprobe.in_training import probe_errors, runtime_state
 from dlprobe.supervisor.hang.guard import RunGuard
 from dlprobe.supervisor.live import LiveView
 from dlprobe.supervisor.problems import Problems
-from dlprobe.supervisor.run_target import _Pump
+from dlprobe.supervisor.run_watch import _Pump
 from tests.unit import fakes
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import pytest
+
 from dlprobe.in_training import worker_batches
+from dlprobe.in_training.worker_batches import WorkerBatches
 
 
 class FakeSlot:
@@ -28,6 +32,7 @@ def recorder(monkeypatch, cap: int) -> tuple[worker_batches.WorkerBatches, FakeL
     monkeypatch.setattr(worker_batches, "get_log", lambda: log)
     monkeypatch.setattr(worker_batches, "WORKER_BATCH_CAP", cap)
     monkeypatch.setattr(worker_batches, "FLUSH_INTERVAL_S", 1e9)  # one send, at the end
+    monkeypatch.setattr(worker_batches, "_open_run_delay", lambda: None)  # no schedstat: queued unknown
     return worker_batches.WorkerBatches(loader_id=1, worker_id=3), log
 
 
@@ -40,7 +45,9 @@ def test_a_row_is_start_fetch_and_collate_relative_to_the_chunk(monkeypatch):
     [event] = log.events
     assert event["ev"] == "worker_batches" and (event["loader"], event["worker"]) == (1, 3)
     assert event["t0"] == 10.0 and event["stride"] == 1
-    assert event["rows"] == [[-1, 0.0, 0.25, 0.25, 7], [-1, 1.0, 0.5, 0.25, 9]]  # no torch worker loop: task -1
+    # no torch worker loop: task -1; no clock reads between begin() and add() here: CPU 0, queued unknown
+    assert [r[:5] for r in event["rows"]] == [[-1, 0.0, 0.25, 0.25, 7], [-1, 1.0, 0.5, 0.25, 9]]
+    assert all(r[7] == worker_batches.QUEUED_UNKNOWN for r in event["rows"])
     assert slot.recent == [(-1, 10.0, 10.25, 10.5, 7), (-1, 11.0, 11.5, 11.75, 9)]  # and into the slot's ring
 
 
@@ -56,3 +63,35 @@ def test_past_the_cap_the_stride_doubles_so_rows_grow_with_the_log_of_the_batche
     assert len(slot.recent) == 1000  # the ring in the slot takes every batch (it keeps the last 32)
     starts = [log.events[0]["t0"] + r[1] for r in rows[:12]]
     assert starts[:10] == [float(f) for f in range(1, 11)] and starts[10:] == [12.0, 14.0]
+
+
+def test_a_row_splits_the_fetch_and_the_collate_into_cpu_time_and_queued_time(monkeypatch):
+    rec, log = recorder(monkeypatch, cap=100)
+    clock = iter([1.0, 1.25, 1.375])  # thread CPU at the fetch's start, at the collate, at the end
+    monkeypatch.setattr(worker_batches, "_thread_cpu", lambda: next(clock))
+    queued = iter([5.125])  # run-queue seconds at the batch's end; 5.0 at the previous one's
+    monkeypatch.setattr(WorkerBatches, "_queued", lambda self: next(queued))
+    rec.run_delay_fd, rec.queued_last = 99, 5.0
+    rec.begin()
+    rec.collating()
+    rec.add(FakeSlot(), 1, 10.0, 10.5, 10.75, 7)
+    rec.flush()
+    [row] = log.events[0]["rows"]
+    assert row == [-1, 0.0, 0.5, 0.25, 7, 0.25, 0.125, 0.125]
+
+
+def test_the_queued_time_is_read_from_this_threads_schedstat():
+    rec = worker_batches.WorkerBatches(loader_id=0, worker_id=0)
+    if rec.run_delay_fd is None:
+        pytest.skip("this kernel has no /proc/thread-self/schedstat")
+    assert rec._queued() >= 0.0 and rec.run_delay_fd is not None
+    end = time.thread_time() + 0.02
+    while time.thread_time() < end:  # burn 20 ms of CPU: the clock read in add() must see it
+        pass
+    rec.begin()
+    end = time.thread_time() + 0.02
+    while time.thread_time() < end:
+        pass
+    rec.collating()
+    rec.add(FakeSlot(), 1, 0.0, 0.01, 0.02, 0)
+    assert rec.rows[0][5] >= 0.02 and rec.rows[0][6] < 0.02

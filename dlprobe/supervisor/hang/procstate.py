@@ -36,9 +36,14 @@ def _read(path: str) -> str | None:
         return None
 
 
-def cpu_ticks(pid: int) -> tuple[str, int] | None:
-    """(state letter, utime+stime in clock ticks) from /proc/PID/stat."""
-    text = _read(f"/proc/{pid}/stat")
+def _base(pid: int, tid: int | None) -> str:
+    # one thread of the process (a DataLoader worker that is a thread): the kernel keeps the same files per task
+    return f"/proc/{pid}" if tid is None else f"/proc/{pid}/task/{tid}"
+
+
+def cpu_ticks(pid: int, tid: int | None = None) -> tuple[str, int] | None:
+    """(state letter, utime+stime in clock ticks) from /proc/PID/stat (/proc/PID/task/TID/stat: one thread's)."""
+    text = _read(f"{_base(pid, tid)}/stat")
     if not text:
         return None
     # comm may contain spaces and parentheses: the fields start after the last ')'.
@@ -49,25 +54,28 @@ def cpu_ticks(pid: int) -> tuple[str, int] | None:
         return None
 
 
-def read_state(pid: int) -> dict[str, Any] | None:
-    """State, CPU ticks, wchan, syscall (name and blocked fd target), thread count; None if it is gone."""
-    ticks = cpu_ticks(pid)
+def read_state(pid: int, tid: int | None = None) -> dict[str, Any] | None:
+    """State, CPU ticks, wchan, syscall (name and blocked fd target), thread count; None if it is gone. With `tid`:
+    that one thread's (no thread count)."""
+    ticks = cpu_ticks(pid, tid)
     if ticks is None:
         return None
+    base = _base(pid, tid)
     state: dict[str, Any] = {"state": ticks[0], "cpu_ticks": ticks[1]}
-    wchan = _read(f"/proc/{pid}/wchan")
+    wchan = _read(f"{base}/wchan")
     state["wchan"] = wchan.strip() if wchan and wchan.strip() not in ("0", "") else None
-    try:
-        state["threads"] = len(os.listdir(f"/proc/{pid}/task"))
-    except OSError:
-        state["threads"] = None
-    state["comm"] = (_read(f"/proc/{pid}/comm") or "").strip() or None
-    state.update(_syscall(pid))
+    if tid is None:
+        try:
+            state["threads"] = len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            state["threads"] = None
+    state["comm"] = (_read(f"{base}/comm") or "").strip() or None
+    state.update(_syscall(pid, base))
     return state
 
 
-def _syscall(pid: int) -> dict[str, Any]:
-    text = _read(f"/proc/{pid}/syscall")
+def _syscall(pid: int, base: str) -> dict[str, Any]:
+    text = _read(f"{base}/syscall")
     if not text:
         return {"syscall": None}
     parts = text.split()

@@ -26,8 +26,6 @@ from dlprobe.rundir.schema import (
 from dlprobe.supervisor.hang import procstate, stacks
 from dlprobe.system.pyspy import find_py_spy
 
-DEFAULT_HANG_TIMEOUT_S = 60.0
-ON_HANG_CHOICES = ("wait", "stop")
 CPU_WINDOW_S = 0.5  # two readings this far apart tell a blocked process from a busy one
 PARALLEL_DUMPS = 4
 
@@ -126,7 +124,9 @@ def collect(
     slots = read_all(run_dir)
     main_set = {main_pid, *(mains or [])}
     pids = [main_pid, *[p for p in pids if p != main_pid]]
+    threads = _live_thread_workers(slots, main_set)
     first = {pid: procstate.read_state(pid) for pid in pids}
+    first_threads = {tid: procstate.read_state(slot["pid"], tid) for tid, slot in threads.items()}
     t0 = time.monotonic()
     time.sleep(CPU_WINDOW_S)
     elapsed = time.monotonic() - t0
@@ -145,6 +145,8 @@ def collect(
         entry["inflight"] = slots.get(pid)
         processes.append(entry)
     tool_problem = _dump_stacks(run_dir, processes, number)
+    for tid, slot in threads.items():
+        processes.append(_thread_entry(tid, slot, first_threads.get(tid), processes, hz, elapsed))
     return {
         "number": number,
         "t": now,
@@ -154,6 +156,57 @@ def collect(
         "processes": processes,
         "stack_problem": tool_problem,
     }
+
+
+def _live_thread_workers(slots: dict[int, dict[str, Any]], mains: set[int]) -> dict[int, dict[str, Any]]:
+    """The slots of worker threads (worker_method="thread") still running in a training process, by thread id;
+    the slots of an earlier epoch's threads stay on disk after they end."""
+    return {
+        tid: slot
+        for tid, slot in slots.items()
+        if slot.get("role") == "thread-worker"
+        and slot.get("pid") in mains
+        and procstate.cpu_ticks(slot["pid"], tid) is not None
+    }
+
+
+def _thread_entry(
+    tid: int,
+    slot: dict[str, Any],
+    before: dict[str, Any] | None,
+    processes: list[dict[str, Any]],
+    hz: int,
+    elapsed: float,
+) -> dict[str, Any]:
+    """A worker thread as the hang record lists a worker: role worker, its own state, CPU share and in-flight slot,
+    keyed by its thread id, with its stack taken from its process's dump (py-spy names each thread's native id)."""
+    pid = slot["pid"]
+    entry: dict[str, Any] = {
+        "pid": tid,
+        "tid": tid,
+        "process_pid": pid,
+        "worker_method": "thread",
+        "role": "worker",
+        "loader_id": slot.get("loader_id"),
+        "worker_id": slot.get("worker_id"),
+        "main_pid": pid,
+    }
+    state = procstate.read_state(pid, tid)
+    if state is None:
+        entry["gone"] = True
+    else:
+        entry.update(state)
+        if before is not None:
+            entry["cpu_share"] = round((state["cpu_ticks"] - before["cpu_ticks"]) / hz / elapsed, 3)
+    entry["inflight"] = slot
+    owner = next((e for e in processes if e["pid"] == pid), None)
+    if owner is not None and owner.get("stack"):
+        mine = [t for t in owner["stack"] if t.get("os_tid") == tid]
+        entry["stack_tool"] = owner.get("stack_tool")
+        entry["stack"] = mine
+        if not mine:
+            entry["stack_error"] = f"the dump of process {pid} has no thread {tid}"
+    return entry
 
 
 def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) -> dict[str, Any] | None:

@@ -1,0 +1,121 @@
+"""`dlprobe run` without typer: the plain command lines are parsed here so the script starts before typer is
+imported; every other command line (help, `--`, a value that needs checking, any option spelled otherwise) goes
+to typer, which alone writes help and usage errors."""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+
+from dlprobe.rundir.schema import LAUNCH_MODULE, LAUNCH_SCRIPT
+from dlprobe.supervisor.hang import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
+
+# Typer and click take ~30 ms to import, a tenth of what `dlprobe run` adds to a short script (benchmarks/startup.py).
+_FLAGS = {"--quiet": "quiet", "-q": "quiet", "-m": "module"}
+_VALUES = {"--out": "out", "-o": "out", "--json": "json_path", "--hang-timeout": "hang_timeout", "--on-hang": "on_hang"}
+
+
+@dataclass
+class RunArgs:
+    """`dlprobe run`'s arguments, parsed by typer (commands/run.py) or by `parse` here."""
+
+    script: str
+    script_args: list[str] = field(default_factory=list)
+    module: bool = False
+    out: str | None = None
+    json_path: str | None = None
+    quiet: bool = False
+    hang_timeout: float = DEFAULT_HANG_TIMEOUT_S
+    on_hang: str = ON_HANG_CHOICES[0]
+    launch: str = LAUNCH_SCRIPT
+
+
+def parse(argv: list[str]) -> RunArgs | None:
+    """`run [OPTIONS] SCRIPT [ARGS]...` as typer would parse it, or None for anything typer must see itself."""
+    if not argv or argv[0] != "run" or "--" in argv:
+        return None  # a launcher's command after --: typer records where the -- was
+    values: dict[str, object] = {}
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word in _FLAGS:
+            values[_FLAGS[word]] = True
+        elif word in _VALUES:
+            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                return None  # a missing value (typer's error line), or one that looks like an option
+            values[_VALUES[word]] = argv[i + 1]
+            i += 1
+        elif word.startswith("-") or not word:
+            return None  # --help, --opt=value, -qm, an unknown option, an empty script: typer's to answer
+        else:
+            break
+        i += 1
+    if i >= len(argv):
+        return None  # no script: typer's "missing argument SCRIPT"
+    timeout = values.pop("hang_timeout", None)
+    try:
+        hang_timeout = DEFAULT_HANG_TIMEOUT_S if timeout is None else float(str(timeout))
+    except ValueError:
+        return None  # typer's "not a valid float"
+    if math.isnan(hang_timeout):
+        return None
+    module = bool(values.pop("module", False))
+    args = RunArgs(argv[i], argv[i + 1 :], module, hang_timeout=hang_timeout, **values)  # type: ignore[arg-type]
+    args.launch = LAUNCH_MODULE if module else LAUNCH_SCRIPT
+    return args
+
+
+def execute(args: RunArgs) -> int:
+    """Run the script under the probe, write and print its report; the script's exit code."""
+    from dlprobe.supervisor.run_target import RunOptions, run_script
+
+    options = RunOptions(
+        args.script,
+        list(args.script_args),
+        args.out,
+        not args.quiet,
+        hang_timeout=args.hang_timeout,
+        on_hang=args.on_hang,
+        launch=args.launch,
+        preload=("dlprobe.commands.outputs",),
+    )
+    outcome = run_script(options)
+    # Imported once the script has started (run_script preloads them meanwhile), never on the way to starting it.
+    from dlprobe.commands.outputs import write_outputs
+    from dlprobe.console import err_console, print_error
+    from dlprobe.errors import DlprobeError
+
+    try:
+        write_outputs(outcome.run_dir, None if args.quiet else err_console(), args.json_path, plot_in_background=True)
+    except DlprobeError as exc:  # the script ran: its exit code is still the one to return, not dlprobe's 2
+        print_error(exc.message, exc.hint)
+    return outcome.exit_code
+
+
+def main(argv: list[str]) -> int | None:
+    """The exit code of a `dlprobe run` parsed here, as cli.main would give it; None when typer must parse it."""
+    args = parse(argv)
+    if args is None:
+        return None
+    from dlprobe.errors import DlprobeError
+
+    try:
+        return execute(args)
+    except DlprobeError as exc:
+        from dlprobe.console import print_error
+
+        print_error(exc.message, exc.hint)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130  # as typer answers Ctrl-C
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        # as click does for a closed pipe: exit 1 without a second error when the streams are flushed at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, sys.stderr.fileno())
+        return 1

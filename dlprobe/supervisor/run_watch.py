@@ -1,0 +1,311 @@
+"""Watches a started target until it exits: its output, its process tree's memory, hangs, stacks and the live
+view; then writes result.json."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+import psutil
+from rich.text import Text
+
+from dlprobe.rundir.files import JsonlTail, write_json
+from dlprobe.rundir.schema import (
+    EV_BATCHES,
+    EV_EPOCH,
+    EV_PROCESS,
+    EVENTS_FILE,
+    META_FILE,
+    ORPHAN_GRACE_S,
+    RESULT_FILE,
+    SAMPLES_FILE,
+    STDERR_FILE,
+    STDOUT_FILE,
+    Meta,
+    Result,
+)
+from dlprobe.supervisor.budget import CpuBudget
+from dlprobe.supervisor.hang.guard import RunGuard
+from dlprobe.supervisor.live import LiveView
+from dlprobe.supervisor.problems import Problems
+from dlprobe.supervisor.run_target import RunOptions, TickHook, machine_facts, own_cost
+from dlprobe.supervisor.sampler import TICK_S, Sampler
+from dlprobe.supervisor.stack_recorder import StackRecorder
+from dlprobe.system import cgroup, shm_files
+from dlprobe.units import format_bytes
+
+# A signal's previous handler, as signal.signal returns it.
+SignalHandler = Callable[[int, FrameType | None], Any] | int | None
+
+
+class _Pump(threading.Thread):
+    """Copies one of the script's output pipes to our own stream, byte for byte, and to a log file."""
+
+    def __init__(self, source: IO[bytes], target_fd: int, log_path: Path, view: LiveView, problems: Problems) -> None:
+        super().__init__(daemon=True)
+        self.source = source
+        self.target_fd = target_fd
+        self.log_path = log_path
+        self.view = view
+        self.problems = problems
+
+    def run(self) -> None:
+        # Unbuffered: a failing write raises here, where it is recorded, not again when the file is closed.
+        with self.log_path.open("wb", buffering=0) as log:
+            fd = self.source.fileno()
+            while True:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                self.view.forward(self.target_fd, data)
+                try:
+                    log.write(data)
+                    log.flush()
+                except OSError as exc:  # the script's output still passes through; only the copy is cut
+                    self.problems.record(
+                        f"{self.log_path.name} write", exc, f"{self.log_path.name} misses part of the script's output"
+                    )
+
+
+# A loader is known by (the pid of the process that built it, its id in that process): every rank has a loader 0.
+LoaderKey = tuple[int, int]
+
+
+class Progress:
+    """What the live view shows, folded from the events the hooks write."""
+
+    def __init__(self) -> None:
+        self.batches: dict[LoaderKey, int] = {}
+        self.wait_s: dict[LoaderKey, float] = {}
+        # worker pid -> (pid of the process that built its loader, loader id, worker id)
+        self.workers: dict[int, tuple[int, int, int]] = {}
+        self.ranks: dict[int, int | None] = {}  # pid of each process that built a DataLoader -> its rank
+
+    def feed(self, events: list[dict[str, Any]], sampler: Sampler) -> None:
+        for ev in events:
+            kind = ev.get("ev")
+            writer = int(ev.get("pid") or 0)
+            if kind == EV_PROCESS:
+                # A rank of a job (any process that builds a DataLoader): sampled from now on as a main process.
+                self.ranks[writer] = ev.get("rank")
+                sampler.add_pid(writer)
+            elif kind == EV_EPOCH:
+                for w in ev.get("workers") or []:
+                    self.workers[int(w["pid"])] = (writer, ev["loader"], w["worker_id"])
+                    sampler.add_pid(int(w["pid"]), worker=True)
+                for th in ev.get("threads") or []:  # workers that are threads of the writer
+                    sampler.add_thread(writer, int(th["tid"]))
+            elif kind == EV_BATCHES:
+                key = (writer, ev["loader"])
+                self.batches[key] = ev.get("total", 0)
+                self.wait_s[key] = self.wait_s.get(key, 0.0) + sum(ev.get("waits") or [])
+
+    def mains(self, target_pid: int) -> list[int]:
+        """The processes whose loop the hang guard watches: every process that built a DataLoader, else the target."""
+        return sorted(self.ranks) if self.ranks else [target_pid]
+
+    def _loader_name(self, key: LoaderKey) -> str:
+        pid, lid = key
+        rank = self.ranks.get(pid)
+        if rank is not None:
+            return f"rank{rank}/loader{lid}"
+        if len({p for p, _ in self.batches}) > 1:
+            return f"pid{pid}/loader{lid}"
+        return f"loader{lid}"
+
+    def status(self, elapsed: float, sampler: Sampler) -> Text:
+        text = Text()
+        text.append("dlprobe ", style="bold cyan")
+        text.append(f"{elapsed:6.1f}s ")
+        for key, n in sorted(self.batches.items(), key=lambda kv: (self.ranks.get(kv[0][0]) or 0, kv[0])):
+            text.append(f" {self._loader_name(key)}: {n} batches")
+        live_workers = [pid for pid in self.workers if pid not in sampler.gone]
+        uss = [sampler.last.get(pid, {}).get("uss") for pid in live_workers]
+        known = [u for u in uss if u is not None]
+        if live_workers:
+            text.append(f"  workers: {len(live_workers)}")
+            if known:
+                text.append(f" USS max {format_bytes(max(known))}", style="yellow")
+        shm = sampler.last_system.get("shm")
+        if shm:
+            text.append(f"  /dev/shm {format_bytes(shm['used'])}")
+        return text
+
+
+def watch(
+    child: subprocess.Popen[bytes],
+    run_dir: Path,
+    options: RunOptions,
+    meta: Meta,
+    previous: dict[signal.Signals, SignalHandler],
+) -> int:
+    """Record the started target until it exits (and its workers with it); write meta.json and result.json, restore
+    the signal handlers in `previous`, and return the target's exit code."""
+    started = meta["started_at"]
+    meta["machine"] = machine_facts()
+    memcg = cgroup.memory_dir(child.pid)
+    meta["cgroup"] = str(memcg[0]) if memcg else None
+    memory = cgroup.memory_state(memcg)
+    meta["cgroup_limit_dir"] = memory.get("limit_dir") if memory else None  # where a parent's limit binds the run
+    write_json(run_dir / META_FILE, meta)
+
+    view = LiveView(options.live)
+    assert child.stdout is not None and child.stderr is not None
+    problems = Problems()
+    pumps = [
+        _Pump(child.stdout, sys.stdout.fileno(), run_dir / STDOUT_FILE, view, problems),
+        _Pump(child.stderr, sys.stderr.fileno(), run_dir / STDERR_FILE, view, problems),
+    ]
+    for pump in pumps:
+        pump.start()
+
+    _preload(options.preload)
+    guard = RunGuard(
+        run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text), problems=problems
+    )
+    stacks = StackRecorder(child.pid, run_dir)
+    known: set[int] = set()
+    orphans: list[int] = []
+    budget = CpuBudget()
+    try:
+        known, orphans = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick, budget)
+    finally:
+        stacks.stop()
+        for pump in pumps:
+            pump.join(timeout=5)
+        view.close()
+        for sig, handler in previous.items():
+            if sig != signal.SIGINT:
+                signal.signal(sig, handler)
+    returncode = child.returncode
+    exit_code = returncode if returncode >= 0 else 128 - returncode
+    finished = guard.finish(known)
+    leftovers = shm_files.remove_leftovers(known | {child.pid}, started)
+    result: Result = {
+        "returncode": returncode,
+        "exit_code": exit_code,
+        "signal": signal.Signals(-returncode).name if returncode < 0 else None,
+        "ended_at": time.time(),
+        "supervisor": {**own_cost(), **budget.summary()},
+        **finished,
+    }
+    if leftovers:
+        result["shm_removed"] = [{"name": name, "bytes": size} for name, size in leftovers]
+    if orphans:
+        result["orphans_stopped"] = orphans
+    if problems.as_list():
+        result["problems"] = problems.as_list()
+    write_json(run_dir / RESULT_FILE, result)
+    signal.signal(signal.SIGINT, previous[signal.SIGINT])
+    return exit_code
+
+
+def _preload(modules: tuple[str, ...]) -> None:
+    """Import what the caller needs after the run now, while the target's interpreter starts on another core.
+
+    Before the CPU budget starts counting: this is the report's cost, paid earlier, not the probe's."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: S110 - the caller's own import after the run raises it again, and reports it
+            pass
+
+
+def _notice(view: LiveView, text: str) -> None:
+    if view.enabled:
+        view.forward(sys.stderr.fileno(), f"[dlprobe] {text}\n".encode())
+
+
+def _exit_waiter(child: subprocess.Popen[bytes]) -> Callable[[float], bool]:
+    """wait(timeout) -> whether the child has exited (and is reaped). Popen.wait(timeout) polls every few
+    milliseconds (about 20 wake-ups a second, a third of the idle supervisor's CPU); a pidfd sleeps until the
+    exit or the timeout."""
+
+    def polling(timeout: float) -> bool:
+        try:
+            child.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    try:
+        fd = os.pidfd_open(child.pid)
+    except (AttributeError, OSError):  # Linux < 5.3, or not Linux
+        return polling
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+
+    def sleeping(timeout: float) -> bool:
+        if child.returncode is None and not poller.poll(timeout * 1000):
+            return False
+        child.wait()
+        os.close(fd)
+        return True
+
+    return sleeping
+
+
+def _sample_until_exit(
+    child: subprocess.Popen[bytes],
+    run_dir: Path,
+    view: LiveView,
+    started: float,
+    guard: RunGuard,
+    stacks: StackRecorder,
+    on_tick: TickHook | None = None,
+    budget: CpuBudget | None = None,
+) -> tuple[set[int], list[int]]:
+    """Sample until the target exits and its workers with it; the pids seen, and the workers that had to be stopped."""
+    orphans: list[int] = []
+    cgroup_dir = cgroup.memory_dir(child.pid)
+    events = JsonlTail(run_dir / EVENTS_FILE)
+    progress = Progress()
+    exited = _exit_waiter(child)
+    with (run_dir / SAMPLES_FILE).open("w") as samples:
+        sampler = Sampler(child.pid, samples, cgroup_dir, budget)
+        try:
+            while True:
+                now = time.time()
+                new_events = events.read_new()
+                progress.feed(new_events, sampler)
+                stacks.observe(new_events, now)  # py-spy only while the loop waits for data; start-up is sampled inside
+                if on_tick is not None:
+                    on_tick(now, new_events, child)
+                sampler.tick(now)
+                guard.tick(now, sorted(sampler.known - sampler.gone), progress.workers, progress.mains(child.pid))
+                if view.enabled:
+                    view.update(progress.status(now - started, sampler))
+                # Wake for the next full round on time, so a moving worker's USS is read every ROUND_S.
+                if exited(min(TICK_S, max(0.01, sampler.next_full - time.time()))):
+                    break
+            # Workers can outlive their main process: for a moment at a normal exit, until their next status check
+            # when it was killed (torchrun stopping a rank; torch checks every 5 s), forever when one is blocked in
+            # __getitem__. Keep recording them for that long, then stop the ones left: they serve no loader any more.
+            progress.feed(events.read_new(), sampler)
+            sampler.tick(time.time())
+            deadline = time.time() + ORPHAN_GRACE_S
+            while sampler.live_workers() and time.time() < deadline:
+                time.sleep(TICK_S)
+                sampler.tick(time.time())
+            for proc in sampler.live_workers():
+                try:
+                    proc.kill()
+                    orphans.append(proc.pid)
+                except psutil.Error:  # noqa: S110 - it exited meanwhile: nothing left to stop
+                    pass
+        finally:
+            sampler.close()
+    return sampler.known, orphans
