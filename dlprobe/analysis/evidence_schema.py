@@ -125,6 +125,8 @@ class WorkerHangEvidence(InJob, _Batch, _Kernel, total=False):
     stack: list[str]
     hang_record: str
     also_stuck: list[dict[str, Any]]
+    tid: int  # a worker thread (worker_method "thread"): "pid" is then its thread id, in this process
+    process_pid: int | None
     waiting_ranks: list[WaitingRank]
 
 
@@ -332,6 +334,15 @@ class WorkerHotspotsEvidence(InJob, _WorkerCpu, total=False):
     samples: int
     categories: list[dict[str, Any]]
     top_functions: list[dict[str, Any]]
+    probe_samples: int  # samples of the probe's own code while loading, left out of the shares
+    loading_time: dict[str, Any]  # the workers' clocks per batch: fetch, collate, hand-over
+
+
+class ThreadWorkersEvidence(InJob, total=False):
+    worker_method: str  # "thread": the workers are threads of the training process
+    worker_threads: list[dict[str, Any]]  # per worker: worker_id, tids, batches, cpu_s, cpu_share, runq_share
+    threads_cpu_share: float | None
+    not_applicable: list[str]  # the findings that do not apply to thread workers
 
 
 class ProbeDegradedEvidence(InJob, total=False):
@@ -445,6 +456,7 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "uneven-ranks": UnevenRanksEvidence,
     "rank-duplicates": RankDuplicatesEvidence,
     "rank-failed": RankFailedEvidence,
+    "thread-workers": ThreadWorkersEvidence,
 }
 
 
@@ -476,6 +488,7 @@ class Evidence(  # every key of every code, each with its one type: what render/
     UnevenRanksEvidence,
     RankDuplicatesEvidence,
     RankFailedEvidence,
+    ThreadWorkersEvidence,
     total=False,
 ):
     pass
