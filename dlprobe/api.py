@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError
@@ -26,6 +26,9 @@ from dlprobe.rundir.schema import (
     Result,
 )
 from dlprobe.supervisor.sampler import TICK_S, Sampler
+
+if TYPE_CHECKING:
+    from dlprobe.analysis.report_schema import Report
 
 
 class LimitExceeded(AssertionError):
@@ -119,7 +122,8 @@ class Watch:
         failed = exc_type is not None
         result: Result = {"returncode": int(failed), "exit_code": int(failed), "signal": None, "ended_at": time.time()}
         write_json(self.run_dir / RESULT_FILE, result)
-        _, self.report = report_for(self.run_dir)
+        _, report = report_for(self.run_dir)
+        self.report = cast(dict[str, Any], report)  # the API hands users a plain dict (its shape: report.schema.json)
         write_json(self.run_dir / REPORT_FILE, self.report)
 
     def check(self, **limits: Any) -> list[Any]:
@@ -127,7 +131,9 @@ class Watch:
         from dlprobe.check.config import config_from_mapping
         from dlprobe.check.rules import evaluate
 
-        return evaluate(config_from_mapping(limits, "watch.check()"), self.report)
+        return evaluate(
+            config_from_mapping(limits, "watch.check()"), cast("Report", self.report)
+        )  # built by report_for
 
     def assert_ok(self, **limits: Any) -> None:
         """Raise LimitExceeded (an AssertionError) naming every rule the probed loaders broke."""

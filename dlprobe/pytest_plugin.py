@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
+
+if TYPE_CHECKING:
+    from dlprobe.analysis.report_schema import Report
 
 MARKER = "dlprobe"
 # Bounds and baselines belong to `dlprobe check`, which runs a whole script; a marked test runs as it is.
@@ -50,7 +53,7 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     name = item.name.replace("/", "_")[:40]
     with Watch(tempfile.mkdtemp(prefix=f"dlprobe-{name}-"), name=item.nodeid) as probe:
         result = yield
-    rows = evaluate(config, probe.report)
+    rows = evaluate(config, cast("Report", probe.report))  # the report Watch built with report_for
     item.user_properties.append(("dlprobe_run_dir", str(probe.run_dir)))
     table = "\n".join(f"{r.rule:<28} {r.threshold:<14} {r.observed:<24} {r.status.upper()}" for r in rows)
     item.add_report_section("call", "dlprobe", f"{table}\nrun: {probe.run_dir}")

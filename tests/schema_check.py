@@ -1,5 +1,6 @@
 """A small JSON Schema validator for the subset report.schema.json uses (type, properties, required, items,
-additionalProperties, anyOf, $ref to #/$defs): checks report.json files against the schema dlprobe ships."""
+additionalProperties, anyOf, allOf, if/then, const, $ref to #/$defs): checks report.json files against the schema
+dlprobe ships."""
 
 from __future__ import annotations
 
@@ -31,15 +32,21 @@ def problems(value: Any, schema: dict[str, Any] | None = None, where: str = "$")
     schema = root if schema is None else schema
     if "$ref" in schema:
         return problems(value, root["$defs"][schema["$ref"].rsplit("/", 1)[-1]], where)
+    if "const" in schema and value != schema["const"]:
+        return [f"{where}: {value!r:.60} is not {schema['const']!r}"]
+    out: list[str] = []
+    for part in schema.get("allOf", []):  # each code's evidence: if the code is this one, then its evidence fits
+        if "if" in part and problems(value, part["if"], where):
+            continue
+        out += problems(value, part.get("then", part), where)
     if "anyOf" in schema:
         if any(not problems(value, arm, where) for arm in schema["anyOf"]):
-            return []
-        return [f"{where}: fits none of {len(schema['anyOf'])} alternatives"]
+            return out
+        return [*out, f"{where}: fits none of {len(schema['anyOf'])} alternatives"]
     if "type" in schema:
         names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         if not any(_TYPES[name](value) for name in names):
-            return [f"{where}: {type(value).__name__} {value!r:.60} is not {' or '.join(names)}"]
-    out: list[str] = []
+            return [*out, f"{where}: {type(value).__name__} {value!r:.60} is not {' or '.join(names)}"]
     if isinstance(value, dict):
         out += [f"{where}: no {key!r}" for key in schema.get("required", []) if key not in value]
         properties = schema.get("properties", {})

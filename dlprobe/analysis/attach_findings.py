@@ -365,7 +365,9 @@ def find_attached_workers_gone(run: RunData) -> list[Finding]:
         ]  # fmt: skip
     }
     if oom:
-        evidence["kernel_log"] = [k.get("line") for k in run.kernel.get("kills") or []][:4]
+        evidence["kernel_log_lines"] = [k.get("line") for k in run.kernel.get("kills") or []][
+            :4
+        ]  # kernel_log: one line
     mains_gone = [p for p in procs if p.get("role") == "main" and p.get("gone")]
     if mains_gone:
         main = mains_gone[0]

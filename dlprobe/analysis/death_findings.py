@@ -31,7 +31,7 @@ _STACK_TYPE = re.compile(r"expected Tensor as element (?P<entry>\d+) in argument
 # webdataset's check that a worker got at least one shard: a loader setting, not a bad sample.
 _NO_SHARDS = re.compile(r"No samples found in dataset; perhaps you have fewer shards than workers")
 
-# `worker-killed` speaks one vocabulary in `dlprobe run` (here) and `dlprobe triage` (triage/rank.py):
+# `worker-killed` speaks one vocabulary in `dlprobe run` (here) and `dlprobe triage` (triage/deaths.py):
 #
 # | evidence | value                                                                                          |
 # | -------- | ---------------------------------------------------------------------------------------------- |

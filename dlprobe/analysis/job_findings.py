@@ -3,24 +3,17 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from dlprobe.analysis import analysis_failed, analyze
-from dlprobe.analysis.job import Job, NodeMemory, RankView, node_of
+from dlprobe.analysis.job import Job, RankView
+from dlprobe.analysis.job_hang import job_hang
+from dlprobe.analysis.job_merge import merge_rank_findings, ranks_text
 from dlprobe.analysis.loop_timing import recorded_usable_cores
-from dlprobe.analysis.memory_findings import (
-    COW_COPIED,
-    COW_HEAP_WALK_FLOOR,
-    COW_LOADED_AT_START,
-    cow_total,
-    find_cow_growth,
-    row_growth,
-)
+from dlprobe.analysis.memory_findings import cow_total, find_cow_growth
 from dlprobe.analysis.model import SEVERITIES, Finding, RunData
 from dlprobe.analysis.run_findings import find_run_problems
-from dlprobe.analysis.stack_causes import frame_text, main_thread
 from dlprobe.rundir.schema import EV_DUPES, EV_SCRIPT_ERROR, STOP_REASON_HANG
 from dlprobe.units import format_bytes
 
@@ -28,196 +21,6 @@ UNEVEN_SHARE = 0.5  # a rank with fewer than half the batches of the busiest ran
 SHARED_SAMPLES_SHARE = 0.2  # of a rank's sampled digests also read by another rank
 MIN_SHARED_SAMPLES = 4
 DISTINCT_SAMPLES_SHARE = 0.9  # a rank's own samples must be this distinct for content hashes to identify samples
-HANG_CODES = ("worker-hang", "main-hang")
-
-_COLLECTIVE = re.compile(
-    r"^(all_reduce|all_gather\w*|allgather\w*|reduce_scatter\w*|broadcast\w*|barrier|monitored_barrier|reduce|"
-    r"all_to_all\w*|gather|scatter|send|recv|_wait|wait|wait_stream|_sync_params_and_buffers|_sync_module_states)$"
-)
-_DISTRIBUTED_FILE = re.compile(r"torch/distributed/|c10d|ProcessGroup|torch/nn/parallel/distributed\.py|lightning")
-
-
-def ranks_text(labels: list[str]) -> str:
-    """ "ranks 0-3, 5" from ["rank 0", ... "rank 5"]; other labels (nodes, pids) are listed as they are."""
-    numbers = [int(m.group(1)) for m in (re.fullmatch(r"rank (\d+)", label) for label in labels) if m]
-    if len(numbers) != len(labels):
-        return ", ".join(labels)
-    numbers.sort()
-    spans: list[str] = []
-    start = prev = numbers[0]
-    for n in [*numbers[1:], None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        spans.append(str(start) if start == prev else f"{start}-{prev}")
-        if n is not None:
-            start = prev = n
-    return ("rank " if len(numbers) == 1 else "ranks ") + ", ".join(spans)
-
-
-def _max_severity(findings: list[Finding]) -> str:
-    return min((f.severity for f in findings), key=SEVERITIES.index)
-
-
-def _rank_entry(job: Job, view: RankView, finding: Finding) -> dict[str, Any]:
-    return {"rank": job.label(view), "pid": view.pid, "title": finding.title, "evidence": finding.evidence}
-
-
-def _cow_title(job: Job, group: list[tuple[RankView, Finding]], labels: str) -> str:
-    rows = [r for _, f in group for r in f.evidence.get("workers") or []]
-    grown = [r for r in rows if r.get("counted", row_growth(r) >= COW_HEAP_WALK_FLOOR)]
-    variant = group[0][1].evidence.get("variant")
-    copied = variant == COW_COPIED
-    key = "cow_bytes" if copied else "anon_growth_bytes"
-    peak = max((r.get(key, r.get("uss_growth_bytes")) or 0 for r in grown), default=0)
-    lid = group[0][1].loader_id
-    every = "every worker" if len(grown) == len(rows) else f"{len(grown)} of {len(rows)} workers"
-    what = "copied up to {} of the parent's memory" if copied else "grew by up to {} of private memory"
-    if variant == COW_LOADED_AT_START:
-        what = "loaded its own copy of the same data at start, up to {}"
-    title = f"Loader {lid} on {labels}: {every} {what.format(format_bytes(peak))} each"
-    for memory in {node_of(job, v).node: node_of(job, v) for v, _ in group}.values():
-        title += "; " + _node_total_text(job, memory)
-    return title
-
-
-def _node_total_text(job: Job, memory: NodeMemory) -> str:
-    node_name = memory.node_rank if memory.node_rank is not None else memory.node
-    where = f"node {node_name} total" if job.several_nodes else "node total"
-    text = f"{where} {format_bytes(memory.pss_peak)}"
-    return text + (f" of {format_bytes(memory.limit_bytes)}" if memory.limit_bytes else "")
-
-
-def _merged(job: Job, group: list[tuple[RankView, Finding]]) -> Finding:
-    """One finding for the same code and loader on several ranks, with each rank's own evidence kept."""
-    group.sort(key=lambda pair: pair[0].sort_key())
-    first = group[0][1]
-    same_node = len({v.node for v, _ in group}) == 1
-    if same_node and all(f.title == first.title and f.evidence == first.evidence for _, f in group[1:]):
-        # Read from the run directory's own files (the supervisor's cost, the machine), not from any rank's data:
-        # every rank of the node sees it the same, so it is one finding of the node, not one per rank.
-        return first
-    labels = ranks_text([job.label(v) for v, _ in group])
-    if first.code == "cow-growth":
-        title = _cow_title(job, group, labels)
-    else:
-        title = f"On {labels}: {first.title}" + (" (the first of them; each in evidence)" if len(group) > 1 else "")
-    detail = first.detail + f" Seen the same on {labels}."
-    evidence = {**first.evidence, "ranks": [_rank_entry(job, v, f) for v, f in group]}
-    severity = _max_severity([f for _, f in group])
-    if first.code == "cow-growth" and _node_share(job, group) > 0.5:
-        severity = "error"  # each rank's workers alone stay below the alarm; the node's sum does not
-    return Finding(first.code, severity, title, detail, first.fix, evidence, first.loader_id)
-
-
-def _node_share(job: Job, group: list[tuple[RankView, Finding]]) -> float:
-    """The largest share of a node's memory limit that the merged workers' USS peaks take together."""
-    shares = []
-    for memory in {node_of(job, v).node: node_of(job, v) for v, _ in group}.values():
-        rows = [r for v, f in group if v.node == memory.node for r in f.evidence.get("workers") or []]
-        total = sum(int(r.get("uss_peak_bytes") or 0) for r in rows)
-        if memory.limit_bytes:
-            shares.append(total / memory.limit_bytes)
-    return max(shares, default=0.0)
-
-
-def _labelled(job: Job, view: RankView, finding: Finding) -> Finding:
-    label = job.label(view)
-    finding.title = f"{label[0].upper()}{label[1:]}: {finding.title}"
-    finding.evidence = {**finding.evidence, "rank": label, "rank_pid": view.pid}
-    return finding
-
-
-def merge_rank_findings(job: Job, per_rank: list[tuple[RankView, list[Finding]]]) -> list[Finding]:
-    """Findings with the same code and loader on more than one rank become one; the rest keep their rank's label."""
-    groups: dict[tuple[str, int | None, str], list[tuple[RankView, Finding]]] = {}
-    order: list[tuple[str, int | None, str]] = []
-    for view, findings in per_rank:
-        for finding in findings:
-            # Ranks that raised different errors did not fail the same way: each error keeps its own finding.
-            what = f"{finding.evidence.get('type')}: {finding.evidence.get('message')}"
-            key = (finding.code, finding.loader_id, what if finding.code == "script-error" else "")
-            if key not in groups:
-                order.append(key)
-            groups.setdefault(key, []).append((view, finding))
-    out = []
-    for key in order:
-        group = groups[key]
-        # One rank with two findings of a code (two hangs) is not a cross-rank agreement.
-        if len(group) > 1 and len({(v.node, v.pid) for v, _ in group}) == len(group):
-            out.append(_merged(job, group))
-        else:
-            out.extend(_labelled(job, v, f) for v, f in group)
-    return out
-
-
-def _collective_frame(proc: dict[str, Any]) -> str | None:
-    """The torch.distributed call a process waits in (all_reduce, barrier, ...), from its hang stack: the Python
-    frame where there is one (the native c10d::Work::wait below it says less), and the user's line that called it."""
-    thread = main_thread(proc.get("stack") or [])
-    frames = (thread or {}).get("frames") or []
-    found = []
-    for frame in frames:
-        name = str(frame.get("name") or "").rsplit("::", 1)[-1].rsplit(".", 1)[-1]
-        if _COLLECTIVE.match(name) and _DISTRIBUTED_FILE.search(str(frame.get("file") or "") + str(frame.get("name"))):
-            found.append(frame)
-    if not found:
-        return None
-    frame = next((f for f in found if not f.get("native")), found[0])
-    caller = next((f for f in frames if f.get("user") and not f.get("native")), None)
-    return frame_text(frame) + (f", called from {frame_text(caller)}" if caller else "")
-
-
-def _waiting_ranks(job: Job, view: RankView) -> list[dict[str, Any]]:
-    """The other ranks of the same hang: where each one's training process was when the hang was recorded."""
-    waiting = []
-    records = [h for h in job.runs[view.node].hangs if h.get("main_pid") == view.pid]
-    for other in job.ranks:
-        if other is view:
-            continue
-        entry = None
-        # Pids repeat across nodes: another node's rank is looked up in its own node's records only.
-        node_records = records if other.node == view.node else job.runs[other.node].hangs
-        for record in node_records + [h for h in job.runs[other.node].hangs if h not in node_records]:
-            entry = next((p for p in record.get("processes") or [] if p.get("pid") == other.pid), None)
-            if entry is not None:
-                break
-        frame = _collective_frame(entry) if entry else None
-        waiting.append({"rank": job.label(other), "pid": other.pid, "collective": frame, "stack_seen": bool(entry)})
-    return waiting
-
-
-def _job_hang(job: Job, per_rank: list[tuple[RankView, list[Finding]]]) -> None:
-    """One rank's stuck worker stalls the others in a collective: one finding naming that rank, not N hangs."""
-    stuck = [(v, f) for v, fs in per_rank for f in fs if f.code == "worker-hang" and f.severity == "error"]
-    if not stuck:
-        return
-    view, finding = stuck[0]
-    waiting = _waiting_ranks(job, view)
-    in_collective = [w for w in waiting if w["collective"]]
-    finding.evidence["waiting_ranks"] = waiting
-    if in_collective:
-        labels = ranks_text([w["rank"] for w in in_collective])
-        verb = "waits" if len(in_collective) == 1 else "wait"
-        finding.title += f"; {labels} {verb} for it in {in_collective[0]['collective'].split(' ')[0]}"
-        finding.detail += (
-            " Every other rank waits for this one inside a collective ("
-            + "; ".join(f"{w['rank']} in {w['collective']}" for w in in_collective)
-            + "), so the whole job stands still until its process group times out."
-        )
-    # The other ranks' own hang records (a loop that stalls behind the collective) are this same hang.
-    for other, findings in per_rank:
-        if other is view:
-            continue
-        findings[:] = [f for f in findings if f.code not in HANG_CODES or not _waits_in_collective(other, f)]
-
-
-def _waits_in_collective(view: RankView, finding: Finding) -> bool:
-    for record in view.run.hangs:
-        main = next((p for p in record.get("processes") or [] if p.get("pid") == view.pid), None)
-        if main is not None and _collective_frame(main):
-            return True
-    return finding.code == "main-hang" and "collective" in finding.title
 
 
 def find_node_oversubscribed(job: Job) -> list[Finding]:
@@ -446,7 +249,12 @@ def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
                     ),
                     fix="Read that rank's traceback; decorate the entry point with "
                     "torch.distributed.elastic.multiprocessing.errors.record to get it in the summary.",
-                    evidence={**failure, "other_failures": [f for f in failures if f is not failure]},
+                    # "rank" is a rank label in every finding; torchrun's own record (its rank a number) is "launcher"
+                    evidence={
+                        "rank": label,
+                        "launcher": failure,
+                        "other_failures": [f for f in failures if f is not failure],
+                    },  # fmt: skip
                 )
             )
     return findings
@@ -536,7 +344,7 @@ def analyze_job(job: Job) -> list[Finding]:
     per_rank = [(view, analyze(view.run)) for view in job.ranks]
     failures: list[Finding] = []
     _guarded(failures, "_node_cow", ("cow-growth judged on the node's total",), lambda: _node_cow(job, per_rank))
-    _guarded(failures, "_job_hang", ("the other ranks waiting in a collective",), lambda: _job_hang(job, per_rank))
+    _guarded(failures, "job_hang", ("the other ranks waiting in a collective",), lambda: job_hang(job, per_rank))
     unmerged = [f for _, fs in per_rank for f in fs]
     findings: list[Finding] = _guarded(
         failures, "merge_rank_findings", ("findings merged across ranks",),

@@ -3,10 +3,11 @@ shown process's full series, /dev/shm, the node's total; `render/plot.py` draws 
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from dlprobe.analysis.labels import legend_name
 from dlprobe.analysis.model import RunData
+from dlprobe.analysis.report_schema import NodeEntry, Report
 from dlprobe.analysis.timeline import rank_labels
 
 Points = list[tuple[float, int]]  # (seconds since the epoch, bytes), as sampled
@@ -30,17 +31,17 @@ class MemoryPlot(TypedDict):
     shm_t: list[float]
     shm_used: list[int | None]
     shm_total: int | None
-    node: dict[str, Any] | None  # the job report's node entry of this run directory (pss_total, memory_limit)
+    node: NodeEntry | None  # the job report's node entry of this run directory (pss_total, memory_limit)
 
 
-def memory_plot(run: RunData, report: dict[str, Any] | None = None) -> MemoryPlot:
+def memory_plot(run: RunData, report: Report | None = None) -> MemoryPlot:
     """The plot's data: the ranks and their workers in a job (labelled by rank), else the main processes and
     workers."""
     order = {"main": 0, "worker": 1}
     procs = sorted(run.processes, key=lambda p: (order.get(p.role, 2), p.loader_id or 0, p.worker_id or 0))
     ranks = rank_labels(report)
     shown = [p for p in procs if p.pid in ranks] if ranks else [p for p in procs if p.role in ("main", "worker")]
-    nodes = (report or {}).get("job", {}).get("nodes", [])
+    nodes = report["job"]["nodes"] if report and "job" in report else []
     return {
         "script": str(run.meta.get("script", "")),
         "t0": run.meta.get("started_at") or (run.system.t[0] if run.system.t else 0.0),
@@ -60,5 +61,5 @@ def memory_plot(run: RunData, report: dict[str, Any] | None = None) -> MemoryPlo
         "shm_t": run.system.t,
         "shm_used": run.system.shm_used,
         "shm_total": run.system.shm_total,
-        "node": next((n for n in nodes if n.get("run_dir") == str(run.path)), None),
+        "node": next((n for n in nodes if n["run_dir"] == str(run.path)), None),
     }

@@ -61,7 +61,10 @@ def find_probe_degraded(run: RunData) -> list[Finding]:
     if sampler is not None:
         findings.append(sampler)
     # The training process's own failures (probe_error events), then the supervisor's (result.json "problems").
-    entries = [*_failures(run).values(), *({**p, "pids": ["supervisor"]} for p in run.result.get("problems") or [])]
+    entries = [
+        *_failures(run).values(),
+        *({**p, "pids": [], "process": "supervisor"} for p in run.result.get("problems") or []),
+    ]
     for entry in entries:
         times = f" ({entry['count']} times)" if entry["count"] > 1 else ""
         findings.append(

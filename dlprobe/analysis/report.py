@@ -4,24 +4,40 @@ analysis/report_schema.py (TypedDicts, and the JSON Schema shipped as report.sch
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dlprobe import __version__
 from dlprobe.analysis import analysis_failed, analyze, failure_where
 from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job
 from dlprobe.analysis.job_findings import analyze_job
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, SystemSeries, load_run
-from dlprobe.analysis.report_schema import SCHEMA_VERSION
+from dlprobe.analysis.report_schema import (
+    SCHEMA_VERSION,
+    AttachedEntry,
+    FindingEntry,
+    LoaderEntry,
+    NodeEntry,
+    ProcessEntry,
+    RankEntry,
+    ReadProblem,
+    Report,
+    WorkerTime,
+)
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, tree_total, wait_summary
 from dlprobe.analysis.worker_cpu import idle_worker_ids, loader_cpu
-from dlprobe.rundir.schema import ORPHAN_GRACE_S
+from dlprobe.rundir.schema import ORPHAN_GRACE_S, ShmRemoved, SupervisorCost
 from dlprobe.units import format_bytes
 
 
-def _loader_entry(run: RunData, lo: Any) -> dict[str, Any]:
+def finding_entry(finding: Finding) -> FindingEntry:
+    """A finding as report.json holds it; its evidence is the code's (analysis/evidence_schema.py)."""
+    return cast(FindingEntry, finding.to_dict())
+
+
+def _loader_entry(run: RunData, lo: Any) -> LoaderEntry:
     cfg = lo.config
     ds = lo.dataset
-    return {
+    entry: dict[str, Any] = {
         "loader_id": lo.loader_id,
         "dataset_type": ds.get("type"),
         "dataset_len": ds.get("len"),
@@ -54,9 +70,10 @@ def _loader_entry(run: RunData, lo: Any) -> dict[str, Any]:
         "worker_time": _worker_time(run, lo),
         **wait_summary(lo),
     }
+    return cast(LoaderEntry, entry)  # the settings are read from the loader's events as they were recorded
 
 
-def _worker_time(run: RunData, lo: Any) -> dict[str, Any] | None:
+def _worker_time(run: RunData, lo: Any) -> WorkerTime | None:
     measured = loader_cpu(run, lo, idle_worker_ids(lo))
     if measured is None:
         return None
@@ -65,7 +82,7 @@ def _worker_time(run: RunData, lo: Any) -> dict[str, Any] | None:
             "wait_share": round(measured.wait_share, 3), "wall_s": round(measured.wall_s, 2)}  # fmt: skip
 
 
-def _process_entry(proc: Any) -> dict[str, Any]:
+def _process_entry(proc: Any) -> ProcessEntry:
     entry: dict[str, Any] = {
         "pid": proc.pid,
         "role": proc.role,
@@ -76,10 +93,10 @@ def _process_entry(proc: Any) -> dict[str, Any]:
     }
     for metric in ("rss", "uss", "pss", "swap", *PAGE_KINDS):
         entry[metric] = metric_summary(proc.series, metric)
-    return entry
+    return cast(ProcessEntry, entry)  # the metrics' keys are set in the loop above
 
 
-def build_report(run: RunData, findings: list[Finding]) -> dict[str, Any]:
+def build_report(run: RunData, findings: list[Finding]) -> Report:
     meta, result, system = run.meta, run.result, run.system
     ended = result.get("ended_at")
     shm_used = [u for u in system.shm_used if u is not None]
@@ -105,17 +122,18 @@ def build_report(run: RunData, findings: list[Finding]) -> dict[str, Any]:
             "cgroup_peak": max(cg_usage) if cg_usage else None,
             "pss_total_peak": job_pss_peak(run.processes),
         },
-        "findings": [f.to_dict() for f in findings],
+        "findings": [finding_entry(f) for f in findings],
         "probe_cost": result.get("supervisor"),
         "shm_removed": result.get("shm_removed") or [],
         "orphans_stopped": result.get("orphans_stopped") or [],
-        "read_problems": run.read_problems,  # what of the run directory could not be read (also a finding)
+        # what of the run directory could not be read (also a finding)
+        "read_problems": cast(list[ReadProblem], run.read_problems),
         # `dlprobe attach`: the run is a window on a job dlprobe did not start (no exit code, no hooks)
         "attached": _attached_entry(run),
     }
 
 
-def _attached_entry(run: RunData) -> dict[str, Any] | None:
+def _attached_entry(run: RunData) -> AttachedEntry | None:
     if not run.meta.get("attached"):
         return None
     record = run.attach or {}
@@ -127,7 +145,7 @@ def _attached_entry(run: RunData) -> dict[str, Any] | None:
     }
 
 
-def cleanup_lines(report: dict[str, Any]) -> list[str]:
+def cleanup_lines(report: Report) -> list[str]:
     """What dlprobe cleaned up after the job: workers that outlived it, files its killed processes left in /dev/shm."""
     lines = []
     orphans = report.get("orphans_stopped") or []
@@ -147,7 +165,7 @@ def cleanup_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def probe_cost_line(report: dict[str, Any]) -> str | None:
+def probe_cost_line(report: Report) -> str | None:
     """One sentence on what the supervisor cost (result.json "supervisor"), or None for runs that did not record it.
 
     Not a finding: the CPU cap binds on any busy machine while workers' memory moves, and there is nothing to fix.
@@ -178,7 +196,7 @@ def _process_order(proc: Any) -> tuple[int, int, int, int]:
     return (rank, proc.loader_id or 0, proc.worker_id or 0, proc.pid)
 
 
-def report_for(path: Path) -> tuple[RunData, dict[str, Any]]:
+def report_for(path: Path) -> tuple[RunData, Report]:
     """Load a run directory, analyze it and build its report (a job report when several processes were probed).
 
     If the job's split or its report raises, the run is reported as one process, with a probe-degraded finding
@@ -198,13 +216,13 @@ def report_for(path: Path) -> tuple[RunData, dict[str, Any]]:
     return run, build_report(run, analyze(run))
 
 
-def job_report_for(paths: list[Path]) -> tuple[Job, dict[str, Any]]:
+def job_report_for(paths: list[Path]) -> tuple[Job, Report]:
     """Several run directories (one per node of a job) merged into one job report."""
     job = split_job([load_run(path) for path in paths])
     return job, build_job_report(job, analyze_job(job))
 
 
-def _rank_entry(job: Job, view: RankView) -> dict[str, Any]:
+def _rank_entry(job: Job, view: RankView) -> RankEntry:
     run = view.run
     loaders = [wait_summary(lo) for lo in run.loaders]
     waits = [lo["wait_fraction"] for lo in loaders if lo["wait_fraction"] is not None and lo["batches"]]
@@ -231,7 +249,7 @@ def _rank_entry(job: Job, view: RankView) -> dict[str, Any]:
     }
 
 
-def _node_entry(job: Job, memory: NodeMemory) -> dict[str, Any]:
+def _node_entry(job: Job, memory: NodeMemory) -> NodeEntry:
     run = job.runs[memory.node]
     return {
         "node": memory.node,
@@ -253,7 +271,7 @@ def _node_entry(job: Job, memory: NodeMemory) -> dict[str, Any]:
     }
 
 
-def build_job_report(job: Job, findings: list[Finding]) -> dict[str, Any]:
+def build_job_report(job: Job, findings: list[Finding]) -> Report:
     """The report of a job: the first run's header, loaders and processes labelled by rank, and "ranks"/"job"."""
     first = job.runs[0]
     report = build_report(first, findings)
@@ -263,7 +281,7 @@ def build_job_report(job: Job, findings: list[Finding]) -> dict[str, Any]:
         {**_loader_entry(v.run, lo), "rank": job.label(v), "pid": v.pid} for v in job.ranks for lo in v.run.loaders
     ]
     seen: set[tuple[int, int]] = set()
-    processes = []
+    processes: list[ProcessEntry] = []
     for view in job.ranks:
         for proc in sorted(view.run.processes, key=_process_order):
             seen.add((view.node, proc.pid))
@@ -274,16 +292,18 @@ def build_job_report(job: Job, findings: list[Finding]) -> dict[str, Any]:
                 processes.append({**_process_entry(proc), "role": "other", "rank": None})
     report["processes"] = processes
     report["system"]["pss_total_peak"] = max((n.pss_peak or 0 for n in job.nodes), default=None)
-    report["shm_removed"] = [dict(entry) for r in job.runs for entry in r.result.get("shm_removed") or []]
+    removed = [entry for r in job.runs for entry in r.result.get("shm_removed") or []]
+    report["shm_removed"] = [cast(ShmRemoved, dict(entry)) for entry in removed]
     report["orphans_stopped"] = [pid for r in job.runs for pid in r.result.get("orphans_stopped") or []]
     costs: list[dict[str, Any]] = [dict(r.result["supervisor"]) for r in job.runs if r.result.get("supervisor")]
     if len(costs) > 1:  # one supervisor per node: the costliest one, and every reading deferred anywhere
         costliest: dict[str, Any] = max(costs, key=lambda c: float(c.get("cpu_share") or 0.0))
-        report["probe_cost"] = {
+        merged = {
             **costliest,
             "deep_reads_skipped": sum(int(c.get("deep_reads_skipped") or 0) for c in costs),
             "over_budget_s": max(float(c.get("over_budget_s") or 0.0) for c in costs),
         }
+        report["probe_cost"] = cast(SupervisorCost, merged)  # the nodes' SupervisorCost records, merged
     report["ranks"] = [_rank_entry(job, v) for v in job.ranks]
     report["job"] = {
         "rank_count": len(job.ranks),

@@ -13,11 +13,16 @@ import typing
 from pathlib import Path
 from typing import Any, TypedDict, Union
 
+from dlprobe.analysis.evidence_schema import EVIDENCE_BY_CODE, Evidence
 from dlprobe.rundir.schema import Machine, ShmRemoved, SupervisorCost
 
 # 2: job.ranks (a count) became job.rank_count; read_problems and output_problems added; loaders' num_workers is
 # null where the loader's settings could not be read.
-SCHEMA_VERSION = 2
+# 3: one meaning per evidence key, and each code's evidence in the schema: rank-failed's "rank" is the rank's label as
+# in every other finding (torchrun's record, its rank a number, moved under "launcher"); attached-workers-gone's
+# kernel lines are "kernel_log_lines" ("kernel_log" is one line in worker-killed); a probe-degraded finding of the
+# supervisor has "pids": [] and "process": "supervisor" (pids are numbers).
+SCHEMA_VERSION = 3
 SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
 
 
@@ -45,6 +50,15 @@ class WorkerRef(TypedDict):
     pid: int
 
 
+class WorkerTime(TypedDict):
+    """The loader's workers' time while the loop ran: on a CPU, queued for one, asleep."""
+
+    cpu_share: float
+    runq_share: float | None
+    wait_share: float
+    wall_s: float
+
+
 class ThreadRef(TypedDict):
     worker_id: int
     tid: int  # the worker thread's native id (/proc/PID/task/TID of the training process)
@@ -68,6 +82,8 @@ class _LoaderEntry(WaitSummary):
     suspects: list[dict[str, Any]]  # dataset attributes holding many Python objects (copy-on-access suspects)
     workers: list[WorkerRef]
     errors: list[dict[str, Any]]  # exceptions the loader raised: type, message, cause, epoch, t
+    worker_batches: list[list[int] | None]  # per epoch, the batches each worker delivered; null: not recorded
+    worker_time: WorkerTime | None  # null: the workers' CPU time was not read
 
 
 class LoaderEntry(_LoaderEntry, total=False):
@@ -107,7 +123,7 @@ class FindingEntry(TypedDict):
     title: str
     detail: str
     fix: str
-    evidence: dict[str, Any]  # the numbers behind it; in a job, "ranks" lists each rank's own evidence
+    evidence: Evidence  # the numbers behind it, per code (EVIDENCE_BY_CODE); in a job "ranks" lists each rank's own
     loader_id: int | None
 
 
@@ -177,6 +193,15 @@ class NodeEntry(TypedDict):
     pss_total: PssTotal
 
 
+class AttachedEntry(TypedDict):
+    """`dlprobe attach`: the run is a window on a job dlprobe did not start (no exit code, no hooks)."""
+
+    pid: int | None
+    root_pid: int | None
+    job_ended: bool | None
+    interrupted: bool | None
+
+
 class JobEntry(TypedDict):
     rank_count: int
     run_dirs: list[str]
@@ -201,6 +226,7 @@ class _Report(TypedDict):
     shm_removed: list[ShmRemoved]
     orphans_stopped: list[int]
     read_problems: list[ReadProblem]
+    attached: AttachedEntry | None
 
 
 class Report(_Report, total=False):
@@ -249,15 +275,27 @@ def _schema_of(annotation: Any, defs: dict[str, Any], hints_of: Any) -> dict[str
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of report.json. Objects allow more keys than they name: a newer dlprobe may
     add some without raising schema_version, which it raises when a key changes meaning or goes away."""
+    from dlprobe.analysis import evidence_schema
     from dlprobe.rundir import schema as rundir_schema
 
-    namespace = {**vars(rundir_schema), **globals()}
+    namespace = {**vars(rundir_schema), **vars(evidence_schema), **globals()}
 
     def hints_of(record_type: type) -> dict[str, Any]:
         return typing.get_type_hints(record_type, namespace)
 
     defs: dict[str, Any] = {}
     root = _schema_of(Report, defs, hints_of)
+    # Each code's evidence: the finding's schema says which keys its code gives, with their types (`Evidence`, every
+    # code's keys at once, is what mypy reads the report through; the schema checks each finding by its own code).
+    defs.pop("Evidence")
+    defs["FindingEntry"]["properties"]["evidence"] = {"type": "object"}
+    defs["FindingEntry"]["allOf"] = [
+        {
+            "if": {"properties": {"code": {"const": code}}},
+            "then": {"properties": {"evidence": _schema_of(evidence, defs, hints_of)}},
+        }
+        for code, evidence in sorted(EVIDENCE_BY_CODE.items())
+    ]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"https://dlprobe.dev/report.schema.v{SCHEMA_VERSION}.json",

@@ -101,7 +101,8 @@ def find_thread_workers(run: RunData) -> list[Finding]:
                 'processing" (the default) gives each worker an interpreter of its own.',
                 evidence={
                     "worker_method": "thread",
-                    "threads": rows,
+                    # "threads" is a thread count wherever else it appears (a stuck process's /proc reading)
+                    "worker_threads": rows,
                     "threads_cpu_share": _total_share(rows),
                     "not_applicable": list(NOT_APPLICABLE),
                 },

@@ -10,6 +10,7 @@ from typing import Any, TypedDict
 from dlprobe.analysis.downsample import downsample, keep_indices
 from dlprobe.analysis.labels import legend_name, process_name
 from dlprobe.analysis.model import RunData
+from dlprobe.analysis.report_schema import Report
 from dlprobe.analysis.stats import tree_total
 from dlprobe.rundir.schema import (
     EV_BATCHES,
@@ -60,15 +61,15 @@ class Timeline(TypedDict):
     stderr_tail: str | None
 
 
-def rank_labels(report: dict[str, Any] | None) -> dict[int, str]:
+def rank_labels(report: Report | None) -> dict[int, str]:
     """In a job: each rank's and worker's pid -> "rank 1 L0 worker 0 (pid)", from the report's processes."""
-    if not report or len(report.get("ranks") or []) < 2:
+    if not report or len(report.get("ranks", [])) < 2:
         return {}
     labels = {}
-    for proc in report.get("processes") or []:
-        if proc.get("rank") and proc.get("role") in ("main", "worker"):
-            name = legend_name(proc["role"], proc["pid"], proc.get("loader_id"), proc.get("worker_id"))
-            labels[int(proc["pid"])] = f"{proc['rank']} {name}"
+    for proc in report["processes"]:
+        if proc.get("rank") and proc["role"] in ("main", "worker"):
+            name = legend_name(proc["role"], proc["pid"], proc["loader_id"], proc["worker_id"])
+            labels[proc["pid"]] = f"{proc.get('rank')} {name}"
     return labels
 
 
@@ -233,13 +234,13 @@ def _reproduce(meta: dict[str, Any]) -> str:
     return "dlprobe run " + shlex.join([str(meta.get("script") or "?"), *argv])
 
 
-def timeline_from_run(run: RunData, report: dict[str, Any] | None = None) -> Timeline:
+def timeline_from_run(run: RunData, report: Report | None = None) -> Timeline:
     """What the charts and stack sections need, bounded in size whatever the length of the run. With a job's
     report, the ranks and their workers are drawn, named by rank (the launcher is not a rank)."""
     labels = rank_labels(report)
     # In a job the whole run's roles are the launcher's view (torchrun is "main"); the report knows each rank's.
-    reported = ((report or {}).get("processes") or []) if labels else []
-    roles = {int(p["pid"]): str(p.get("role")) for p in reported if p.get("pid")}
+    reported = report["processes"] if report and labels else []
+    roles = {p["pid"]: p["role"] for p in reported}
     t0 = float(run.meta.get("started_at") or (run.system.t[0] if run.system.t else 0.0))
     order = {"main": 0, "worker": 1}
     procs = sorted(run.processes, key=lambda p: (order.get(p.role, 2), p.loader_id or 0, p.worker_id or 0, p.pid))
@@ -279,7 +280,7 @@ def timeline_from_run(run: RunData, report: dict[str, Any] | None = None) -> Tim
     }
 
 
-def page_timeline(run: RunData | None, report: dict[str, Any] | None = None) -> tuple[Timeline | None, list[str]]:
+def page_timeline(run: RunData | None, report: Report | None = None) -> tuple[Timeline | None, list[str]]:
     """The timeline for the page, or None and why: a timeline that cannot be built is named on the page rather than
     losing the page (the report's own sections still make a useful one)."""
     if run is None:

@@ -9,6 +9,7 @@ from dlprobe import __version__
 from dlprobe.analysis.job import RankView, is_job, split_job
 from dlprobe.analysis.labels import thread_worker_track, worker_track
 from dlprobe.analysis.model import RunData, Series
+from dlprobe.analysis.report_schema import FindingEntry, Report
 from dlprobe.rundir.schema import (
     EV_BATCHES,
     EV_EPOCH,
@@ -298,13 +299,13 @@ def _system(trace: _Trace, run: RunData, node: int, name: str) -> None:
                              "args": {"available": _mib(available)}})  # fmt: skip
 
 
-def _finding_time(finding: dict[str, Any], runs: list[RunData], end: float) -> tuple[float, int | None]:
+def _finding_time(finding: FindingEntry, runs: list[RunData], end: float) -> tuple[float, int | None]:
     """When a finding happened and the process it is about: a hang at its record, a dead worker when it was gone,
     anything else at the end of the run (findings carry no time of their own)."""
-    evidence = finding.get("evidence") or {}
-    pids = evidence.get("pids") or ([evidence["pid"]] if isinstance(evidence.get("pid"), int) else [])
-    pid = pids[0] if pids and isinstance(pids[0], int) else None
-    if str(finding.get("code", "")).endswith("hang"):
+    evidence = finding["evidence"]
+    pids = evidence.get("pids")
+    pid = pids[0] if pids else evidence.get("pid")
+    if finding["code"].endswith("hang"):
         hangs = [float(h["t"]) for r in runs for h in r.hangs if h.get("t")]
         if hangs:
             return min(hangs), pid
@@ -320,7 +321,7 @@ def _end_of(runs: list[RunData]) -> float:
     return max(ends, default=0.0)
 
 
-def build_trace(runs: list[RunData], report: dict[str, Any]) -> dict[str, Any]:
+def build_trace(runs: list[RunData], report: Report) -> dict[str, Any]:
     """The trace of one run, or of a job's run directories (one per node): a process per rank and per worker,
     the loop's waits and the workers' batches as slices, memory as counters, events and findings as instants."""
     starts = [float(r.meta["started_at"]) for r in runs if r.meta.get("started_at")]

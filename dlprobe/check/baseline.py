@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import cast
 
-from dlprobe.analysis.report_schema import SCHEMA_VERSION
+from dlprobe.analysis.report_schema import SCHEMA_VERSION, Report
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import write_json
 
-# Version 1 reports differ only where baselines do not read (job.ranks, now job.rank_count; the problem lists).
-READABLE_VERSIONS = (1, SCHEMA_VERSION)
+# Versions 1 and 2 differ only where baselines do not read (1: job.ranks, now job.rank_count, the problem lists;
+# 2: the evidence of a few finding codes).
+READABLE_VERSIONS = (1, 2, SCHEMA_VERSION)
 
 
-def load_baseline(path: str) -> dict[str, Any]:
+def load_baseline(path: str) -> Report:
     """The baseline report, or a usage error naming the file and what is wrong with it."""
     file = Path(path)
     try:
@@ -46,10 +47,10 @@ def load_baseline(path: str) -> dict[str, Any]:
             f"expected {SCHEMA_VERSION} (this dlprobe's report format)",
             hint="write a new baseline with this version: add --update-baseline to a run of a good commit",
         )
-    return data
+    return cast(Report, data)  # a report.json of a readable version: what check/metrics.py reads is in every one
 
 
-def save_baseline(path: str, report: dict[str, Any]) -> None:
+def save_baseline(path: str, report: Report) -> None:
     file = Path(path)
     try:
         if file.parent != Path():

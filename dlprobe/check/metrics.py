@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from dlprobe.analysis.report_schema import Report
 from dlprobe.units import format_bytes
 
 # metric -> how its values are shown
@@ -18,33 +17,34 @@ METRIC_KINDS = {
 }
 
 
-def _max(values: list[Any]) -> float | None:
+def _max(values: list[int | None] | list[float | None] | list[int]) -> float | None:
     known = [v for v in values if v is not None]
     return max(known) if known else None
 
 
-def report_metrics(report: dict[str, Any]) -> dict[str, float | None]:
+def report_metrics(report: Report) -> dict[str, float | None]:
     """Each metric over the whole run (worst loader, worst worker); None where nothing was measured."""
-    workers = [p for p in report.get("processes", []) if p.get("role") == "worker"]
+    workers = [p for p in report["processes"] if p["role"] == "worker"]
     growth = [
-        p["uss"]["peak"] - p["uss"]["start"]
+        peak - start
         for p in workers
-        if p["uss"].get("peak") is not None and p["uss"].get("start") is not None
+        if (peak := p["uss"]["peak"]) is not None and (start := p["uss"]["start"]) is not None
     ]
-    system = report.get("system") or {}
-    total_pss = system.get("pss_total_peak")
-    if total_pss is None:  # reports written before the job total was recorded: the sum of peaks bounds it
-        peaks = [p["pss"]["peak"] for p in report.get("processes", []) if p["pss"].get("peak") is not None]
+    system = report["system"]
+    # .get: a baseline written before the job total was recorded lacks it; the sum of peaks bounds it
+    total_pss: float | None = system.get("pss_total_peak")
+    if total_pss is None:
+        peaks = [peak for p in report["processes"] if (peak := p["pss"]["peak"]) is not None]
         total_pss = sum(peaks) if peaks else None
-    loaders = report.get("loaders", [])
+    loaders = report["loaders"]
     return {
         "worker_uss_growth": _max(growth),
-        "worker_uss_peak": _max([p["uss"].get("peak") for p in workers]),
+        "worker_uss_peak": _max([p["uss"]["peak"] for p in workers]),
         "total_pss": total_pss,
-        "shm_peak": system.get("shm_peak"),
-        "wait_fraction": _max([lo.get("wait_fraction") for lo in loaders]),
-        "first_batch_wait": _max([lo.get("first_batch_s") for lo in loaders]),
-        "longest_wait": _max([lo.get("max_wait_s") for lo in loaders]),
+        "shm_peak": system["shm_peak"],
+        "wait_fraction": _max([lo["wait_fraction"] for lo in loaders]),
+        "first_batch_wait": _max([lo["first_batch_s"] for lo in loaders]),
+        "longest_wait": _max([lo["max_wait_s"] for lo in loaders]),
     }
 
 

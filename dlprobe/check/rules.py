@@ -8,6 +8,7 @@ from typing import Any
 
 from dlprobe.analysis import failure_message, failure_where
 from dlprobe.analysis.model import SEVERITIES
+from dlprobe.analysis.report_schema import FindingEntry, Report
 from dlprobe.check.config import BASELINE_METRICS, CheckConfig
 from dlprobe.check.limits import Stop
 from dlprobe.check.metrics import METRIC_KINDS, format_metric, report_metrics
@@ -50,22 +51,22 @@ class RuleResult:
         return asdict(self)
 
 
-def script_failed(report: dict[str, Any], stop: Stop | None) -> bool:
+def script_failed(report: Report, stop: Stop | None) -> bool:
     """The script ended badly on its own (dlprobe stopping it on purpose is not a failure of the script)."""
     if stop is not None:
         return False
-    return report.get("exit_code") not in (0, None) or report.get("signal") is not None
+    return report["exit_code"] not in (0, None) or report["signal"] is not None
 
 
-def _script_rule(report: dict[str, Any], stop: Stop | None) -> RuleResult:
-    code, sig = report.get("exit_code"), report.get("signal")
-    batches = sum(lo.get("batches") or 0 for lo in report.get("loaders", []))
+def _script_rule(report: Report, stop: Stop | None) -> RuleResult:
+    code, sig = report["exit_code"], report["signal"]
+    batches = sum(lo["batches"] for lo in report["loaders"])
     observed = f"exit {code}" + (f" ({sig})" if sig else "")
     if stop is not None:
         observed = f"stopped {STOP_WORDS.get(stop.reason, stop.reason)} ({batches:,} batches), {observed}"
         return RuleResult("script_exit", "exit 0", observed, PASS, "dlprobe ended the run at its limit")
     if script_failed(report, stop):
-        errors = [f for f in report.get("findings", []) if f.get("code") == "script-error"]
+        errors = [f for f in report["findings"] if f["code"] == "script-error"]
         why = errors[0]["title"] if errors else f"the script exited with {observed}"
         return RuleResult("script_exit", "exit 0", observed, FAIL, why)
     return RuleResult("script_exit", "exit 0", f"{observed} ({batches:,} batches)", PASS)
@@ -119,21 +120,21 @@ def _hang_rule(config: CheckConfig, metrics: dict[str, float | None], stop: Stop
     return RuleResult("hang_timeout", f"< {raw}", f"longest wait {shown}", PASS, "", source)
 
 
-def _finding_rules(config: CheckConfig, findings: list[dict[str, Any]]) -> list[RuleResult]:
+def _finding_rules(config: CheckConfig, findings: list[FindingEntry]) -> list[RuleResult]:
     rows = []
     source = config.sources.get("fail_on", "default")
     for code in config.fail_on:
-        found = [f for f in findings if f.get("code") == code]
+        found = [f for f in findings if f["code"] == code]
         if found:
             first = found[0]
             more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
-            rows.append(RuleResult(f"fail_on {code}", "absent", f"present ({first.get('severity')})", FAIL,
-                                   f"{first.get('title')}{more}", source))  # fmt: skip
+            rows.append(RuleResult(f"fail_on {code}", "absent", f"present ({first['severity']})", FAIL,
+                                   f"{first['title']}{more}", source))  # fmt: skip
         else:
             rows.append(RuleResult(f"fail_on {code}", "absent", "absent", PASS, "", source))
     if config.fail_on_severity is not None:
         worst = SEVERITIES.index(config.fail_on_severity)
-        found = [f for f in findings if f.get("severity") in SEVERITIES[: worst + 1]]
+        found = [f for f in findings if f["severity"] in SEVERITIES[: worst + 1]]
         name = f"fail_on_severity {config.fail_on_severity}"
         threshold = f"no {config.fail_on_severity}" + (" or worse" if worst else "")
         source = config.sources.get("fail_on_severity", "")
@@ -160,7 +161,7 @@ def allowed_value(config: CheckConfig, metric: str, base: float) -> tuple[float,
     return base + slack, f"{format_metric(metric, base)} + {how}"
 
 
-def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseline: dict[str, Any],
+def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseline: Report,
                    baseline_path: str) -> list[RuleResult]:  # fmt: skip
     """One rule per metric: fail when the run is worse than the baseline by more than the margin."""
     base_metrics = report_metrics(baseline)
@@ -201,8 +202,8 @@ def _rows(name: str, make: Callable[[], list[RuleResult]]) -> list[RuleResult]:
         return [_rule_raised(name, exc)]
 
 
-def evaluate(config: CheckConfig, report: dict[str, Any], stop: Stop | None = None,
-             baseline: dict[str, Any] | None = None, baseline_path: str = "") -> list[RuleResult]:  # fmt: skip
+def evaluate(config: CheckConfig, report: Report, stop: Stop | None = None,
+             baseline: Report | None = None, baseline_path: str = "") -> list[RuleResult]:  # fmt: skip
     """Every rule of the config, in a fixed order: the script, thresholds, hang, findings, baseline."""
     metrics: dict[str, float | None] = {}
     rows: list[RuleResult] = []
@@ -219,7 +220,7 @@ def evaluate(config: CheckConfig, report: dict[str, Any], stop: Stop | None = No
                                 _raw(config, key))])  # fmt: skip
     if config.hang_timeout is not None:
         rows += _rows("hang_timeout", lambda: [_hang_rule(config, metrics, stop)])
-    rows += _rows("fail_on", lambda: _finding_rules(config, report.get("findings", [])))
+    rows += _rows("fail_on", lambda: _finding_rules(config, report["findings"]))
     if baseline is not None:
         rows += _rows("baseline", lambda: baseline_rules(config, metrics, baseline, baseline_path))
     return rows

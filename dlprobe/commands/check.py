@@ -28,6 +28,7 @@ from dlprobe.rundir.schema import (
 if TYPE_CHECKING:  # the rules pull in the analysis: imported when a check runs, not for every command's start
     from rich.console import Console
 
+    from dlprobe.analysis.report_schema import Report
     from dlprobe.check.config import CheckConfig
     from dlprobe.check.limits import Stop
     from dlprobe.check.rules import RuleResult
@@ -114,11 +115,11 @@ class CheckOutcome:
     exit_code: int
     run_dir: Path
     rules: list[RuleResult]
-    report: dict[str, Any]
+    report: Report
     stop: Stop | None
 
 
-def exit_code_for(rows: list[RuleResult], report: dict[str, Any], stop: Stop | None) -> int:
+def exit_code_for(rows: list[RuleResult], report: Report, stop: Stop | None) -> int:
     """3 when the script itself failed (its exit code is still in the report), else 1 if any rule failed."""
     from dlprobe.check.rules import failed, script_failed
 
@@ -163,7 +164,7 @@ def _hang_stop(run_dir: Path) -> Stop | None:
     return stop
 
 
-def _baseline_for(config: CheckConfig, update: bool) -> dict[str, Any] | None:
+def _baseline_for(config: CheckConfig, update: bool) -> Report | None:
     from dlprobe.check.baseline import load_baseline
 
     if update and not config.baseline:

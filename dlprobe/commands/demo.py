@@ -13,6 +13,8 @@ from dlprobe.units import format_bytes
 if TYPE_CHECKING:  # rich's console is imported by the commands that print, not by every command line
     from rich.console import Console
 
+    from dlprobe.analysis.report_schema import Report
+
 DEMO_SCRIPT = Path(__file__).parent.parent / "demo" / "cow_train.py"
 
 
@@ -25,7 +27,7 @@ def demo(
     raise typer.Exit(run_demo(Path(out) if out else None, err_console()))
 
 
-def _worst_growth(report: dict) -> int:
+def _worst_growth(report: Report) -> int:
     growth = [
         (p["uss"]["peak"] or 0) - (p["uss"]["start"] or 0)
         for p in report["processes"]

@@ -18,6 +18,7 @@ from rich.markup import escape
 from dlprobe.analysis import failure_message, failure_where
 from dlprobe.analysis.model import RunData, load_run
 from dlprobe.analysis.report import job_report_for, report_for
+from dlprobe.analysis.report_schema import OutputProblem, Report
 from dlprobe.analysis.speedscope import build_speedscope
 from dlprobe.analysis.timeline import page_timeline
 from dlprobe.analysis.trace import build_trace
@@ -38,7 +39,7 @@ from dlprobe.rundir.schema import (
 )
 
 
-def output_problem(output: str, exc: Exception) -> dict[str, str]:
+def output_problem(output: str, exc: Exception) -> OutputProblem:
     """One output that could not be written, as report.json's "output_problems" lists it: the output, one
     sentence, and where dlprobe raised."""
     where = failure_where(exc)
@@ -46,9 +47,7 @@ def output_problem(output: str, exc: Exception) -> dict[str, str]:
     return {"output": output, "problem": f"could not write {output}: {type(exc).__name__}: {message} (at {where})"}
 
 
-def _print_summary(
-    console: Console, report: dict[str, Any], run_dir: str | None, problems: list[dict[str, str]]
-) -> None:
+def _print_summary(console: Console, report: Report, run_dir: str | None, problems: list[OutputProblem]) -> None:
     try:
         console.print(run_summary(report, run_dir))
     except Exception as exc:  # the summary is a view: the files are written, the exit code stays the script's
@@ -60,7 +59,7 @@ def _print_summary(
         )
 
 
-def _write_report(run_dir: Path, report: dict[str, Any]) -> None:
+def _write_report(run_dir: Path, report: Report) -> None:
     try:
         write_json(run_dir / REPORT_FILE, report)
     except OSError as exc:  # a full or read-only disk: the user's to fix, and `dlprobe report` writes it again
@@ -80,9 +79,7 @@ def read_check(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def run_html_problem(
-    path: Path, run: RunData | None, report: dict[str, Any], check: dict[str, Any] | None = None
-) -> list[str]:
+def run_html_problem(path: Path, run: RunData | None, report: Report, check: dict[str, Any] | None = None) -> list[str]:
     """The page of one run (with check.json's verdict when the run has one); what went wrong, for the terminal. A
     timeline that cannot be built is named on the page rather than losing the page."""
     if check is None and run is not None:
@@ -93,14 +90,14 @@ def run_html_problem(
 
 def write_outputs(
     run_dir: Path, console: Console | None, json_path: str | None = None, plot_in_background: bool = False
-) -> dict[str, Any]:
+) -> Report:
     """Analyze the run and write everything; a failing page, plot, summary or --json path is reported, not fatal.
 
     With `plot_in_background` (`dlprobe run`) memory.png is drawn by a detached process and appears a second or
     two after this returns; `dlprobe report` draws it here."""
     run, report = report_for(run_dir)
     _write_report(run_dir, report)
-    problems: list[dict[str, str]] = []
+    problems: list[OutputProblem] = []
     try:
         html_failure = run_html_problem(run_dir / REPORT_HTML_FILE, run, report)
     except Exception as exc:  # html_problem catches the page's own failures; this is the check.json read around it
@@ -143,12 +140,12 @@ def write_outputs(
 
 def write_job_outputs(
     run_dirs: list[Path], console: Console | None, json_path: str | None = None, html_path: str | None = None
-) -> dict[str, Any]:
+) -> Report:
     """The run directories of a several-node job as one report: printed, and written to --json and --html when
     given (each node's own report.json and report.html stay that node's)."""
     _, report = job_report_for(run_dirs)
     # The merged page has the verdict, findings and the job's tables; each node's timelines stay on its own page.
-    problems: list[dict[str, str]] = []
+    problems: list[OutputProblem] = []
     if html_path:
         problems += [{"output": html_path, "problem": line} for line in html_problem(Path(html_path), report)]
     if console is not None:

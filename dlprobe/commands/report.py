@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from dlprobe.commands.options import json_option
+
+if TYPE_CHECKING:
+    from dlprobe.analysis.report_schema import Report
 
 
 def report(
@@ -57,7 +60,7 @@ def report(
             ) from None
 
 
-def _write_trace(paths: list[Path], report: dict[str, Any], trace_path: str | None) -> None:
+def _write_trace(paths: list[Path], report: Report, trace_path: str | None) -> None:
     """--trace: the runs' trace at the path asked for (after the report, which it never costs)."""
     if not trace_path:
         return

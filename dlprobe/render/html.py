@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
+from dlprobe.analysis.report_schema import FindingEntry, Report
 from dlprobe.analysis.timeline import KIND_LINES, Timeline
 from dlprobe.render.html_page import _fmt, _rich_text, esc, page, scroll_box, value_html, write_page
 from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, legend_html
@@ -26,14 +27,14 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
-def _verdict_status(report: dict[str, Any]) -> tuple[str, str]:
+def _verdict_status(report: Report) -> tuple[str, str]:
     """The verdict's colour class and sentence: the most severe finding first, then the exit code. A run that
     exits 0 with a warning is not healthy, and a bar coloured by the exit code alone would say it is."""
-    code, sig = report.get("exit_code"), report.get("signal")
-    findings = [f for f in report.get("findings") or [] if isinstance(f, dict)]
+    code, sig = report["exit_code"], report["signal"]
+    findings = report["findings"]
     by_sev: dict[str, list[str]] = {}
     for f in findings:
-        by_sev.setdefault(str(f.get("severity")), []).append(str(f.get("code") or "?"))
+        by_sev.setdefault(f["severity"], []).append(f["code"])
     errors, warnings = by_sev.get("error", []), by_sev.get("warning", [])
     if code is None:
         ran = "no exit status recorded (still running, or the supervisor was killed)"
@@ -60,14 +61,14 @@ def _verdict_status(report: dict[str, Any]) -> tuple[str, str]:
     return cls, f"{word} \u2014 {status}"
 
 
-def _verdict(report: dict[str, Any], timeline: Mapping[str, Any] | None, check: dict[str, Any] | None) -> str:
-    code, sig = report.get("exit_code"), report.get("signal")
+def _verdict(report: Report, timeline: Mapping[str, Any] | None, check: dict[str, Any] | None) -> str:
+    code, sig = report["exit_code"], report["signal"]
     cls, status = _verdict_status(report)
-    machine = report.get("machine") or {}
+    machine = report["machine"]
     rows = [
         ("exit code", "not recorded" if code is None else code),
         ("signal", sig or "none"),
-        ("duration", "not measured" if report.get("duration_s") is None else f"{report['duration_s']:.1f} s"),
+        ("duration", "not measured" if (duration := report["duration_s"]) is None else f"{duration:.1f} s"),
         (
             "machine",
             ", ".join(
@@ -83,7 +84,7 @@ def _verdict(report: dict[str, Any], timeline: Mapping[str, Any] | None, check: 
             )
             or "not recorded",
         ),  # fmt: skip
-        ("run directory", report.get("run_dir") or "not recorded"),
+        ("run directory", report["run_dir"] or "not recorded"),
         ("probe", probe_cost_line(report) or "not measured"),
     ]
     rows.extend(_memory_rows(timeline or {}))
@@ -131,23 +132,19 @@ def _check_rules(check: dict[str, Any]) -> str:
     return f'<section id="check"><h2>Check rules</h2>{scroll_box(table)}</section>'
 
 
-def findings_section(report: dict[str, Any]) -> str:
-    findings = report.get("findings") or []
+def findings_section(findings: list[FindingEntry]) -> str:
     if not findings:
         return '<section id="findings"><h2>Findings</h2><p>No finding: nothing in this run looked wrong.</p></section>'
     cards = []
     for f in findings:
-        sev = str(f.get("severity") or "info")
-        code = str(f.get("code") or "?")
-        loader = f.get("loader_id")
-        evidence = f.get("evidence") or {}
+        sev, code, loader, evidence = f["severity"], f["code"], f["loader_id"], f["evidence"]
         cards.append(
             f'<article class="card {esc(sev)}" id="finding-{esc(code)}" data-code="{esc(code)}">'
             f'<h3><span class="sev">{esc(sev.upper())}</span> <code>{esc(code)}</code>'
             f"{f' <span class=loader>loader {esc(loader)}</span>' if loader is not None else ''}</h3>"
-            f'<p class="title">{_rich_text(f.get("title") or "")}</p>'
-            f"<p>{_rich_text(f.get('detail') or '')}</p>"
-            f'<div class="fix"><strong>Fix:</strong> {_rich_text(f.get("fix") or "")}</div>'
+            f'<p class="title">{_rich_text(f["title"])}</p>'
+            f"<p>{_rich_text(f['detail'])}</p>"
+            f'<div class="fix"><strong>Fix:</strong> {_rich_text(f["fix"])}</div>'
             + (
                 f"<details{' open' if sev == 'error' else ''}><summary>Evidence</summary>"
                 f"{scroll_box(value_html('evidence', evidence))}</details>"
@@ -163,18 +160,19 @@ def _line(label: str, points: list[list[float]], color: str, dash: str = "solid"
     return Line(label, [(float(x), float(y)) for x, y in points], color, dash)
 
 
-def _deaths(report: dict[str, Any]) -> dict[int, str]:
+def _deaths(report: Report) -> dict[int, str]:
     """Why each dead worker died, as its finding says (the timeline only knows when its pid vanished)."""
     out = {}
-    for f in report.get("findings") or []:
-        ev = f.get("evidence") or {}
-        if f.get("code") == "worker-killed" and isinstance(ev, dict):
-            how = f"killed: {ev.get('cause')}" + (f" ({ev['signal']})" if ev.get("signal") else "")
-            out.update({pid: how for pid in ev.get("pids") or [] if isinstance(pid, int)})
+    for f in report["findings"]:
+        ev = f["evidence"]
+        if f["code"] == "worker-killed":
+            signal = ev.get("signal")
+            how = f"killed: {ev.get('cause')}" + (f" ({signal})" if signal else "")
+            out.update({pid: how for pid in ev.get("pids") or []})
     return out
 
 
-def _charts(report: dict[str, Any], timeline: Mapping[str, Any], notes: list[str]) -> str:
+def _charts(report: Report, timeline: Mapping[str, Any], notes: list[str]) -> str:
     deaths = _deaths(report)
     events = []
     for e in timeline.get("events") or []:
@@ -316,21 +314,21 @@ def _stacks(timeline: Mapping[str, Any]) -> str:
     return f'<section id="stacks"><h2>Stacks</h2>{"".join(out)}</section>'
 
 
-def _job(report: dict[str, Any]) -> str:
+def _job(report: Report) -> str:
     """A multi-rank job's sections ("job", "ranks" in report.json), as tables until they get their own view."""
-    job = report.get("job")
-    if isinstance(job, dict) and isinstance(job.get("nodes"), list):
+    job: dict[str, Any] | None = None
+    if "job" in report:
         # A node's total over time is a series, drawn on its run's page as the job's own memory: as numbers in a
         # table cell it made the row a screen tall.
-        nodes = [{k: v for k, v in n.items() if k != "pss_total"} if isinstance(n, dict) else n for n in job["nodes"]]
-        job = {**job, "nodes": nodes}
+        nodes = [{k: v for k, v in n.items() if k != "pss_total"} for n in report["job"]["nodes"]]
+        job = {**report["job"], "nodes": nodes}
     parts = [f"<h3>{esc(key)}</h3>{scroll_box(value_html(key, value))}"
              for key, value in (("job", job), ("ranks", report.get("ranks"))) if value]  # fmt: skip
     return f'<section id="job"><h2>Job and ranks</h2>{"".join(parts)}</section>' if parts else ""
 
 
-def _loaders(report: dict[str, Any]) -> str:
-    loaders = report.get("loaders") or []
+def _loaders(report: Report) -> str:
+    loaders = report["loaders"]
     if not loaders:
         return (
             '<section id="loaders"><h2>DataLoaders</h2>'
@@ -340,11 +338,12 @@ def _loaders(report: dict[str, Any]) -> str:
         "loader_id", "dataset_type", "dataset_len", "batch_size", "num_workers", "start_method", "pin_memory",
         "prefetch_factor", "persistent_workers", "epochs", "batches", "wait_fraction", "first_batch_s",
     )  # fmt: skip
-    if any(isinstance(lo, dict) and lo.get("rank") for lo in loaders):  # a job: each rank has its own "loader 0"
+    if any(lo.get("rank") for lo in loaders):  # a job: each rank has its own "loader 0"
         cols = ("rank", *cols)
     head = "".join(f"<th scope=col>{_breakable(c)}</th>" for c in cols)
+    rows: list[Mapping[str, object]] = list(loaders)  # read by column name: every column is a key of LoaderEntry
     body = "".join("<tr>" + "".join(f"<td>{_loader_cell(c, lo.get(c))}</td>" for c in cols) + "</tr>"
-                   for lo in loaders)  # fmt: skip
+                   for lo in rows)  # fmt: skip
     table = f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
     return f'<section id="loaders"><h2>DataLoaders</h2>{scroll_box(table)}</section>'
 
@@ -368,8 +367,8 @@ def _breakable(text: str, after: str = "_.") -> str:
     return re.sub(f"([{re.escape(after)}])", r"\1<wbr>", esc(text))
 
 
-def _processes(report: dict[str, Any]) -> str:
-    procs = report.get("processes") or []
+def _processes(report: Report) -> str:
+    procs = report["processes"]
     if not procs:
         return ""
     head = "".join(
@@ -378,33 +377,33 @@ def _processes(report: dict[str, Any]) -> str:
     )
     rows = []
     for p in procs:
-        role = p.get("role")
+        role = p["role"]
         name = (
-            f"loader {p.get('loader_id')} worker {p.get('worker_id')}"
+            f"loader {p['loader_id']} worker {p['worker_id']}"
             if role == "worker"
             else role
             if role == "main"
-            else f"other: {p.get('comm') or '?'}"
+            else f"other: {p['comm'] or '?'}"
         )
-        if p.get("rank"):  # a job: each rank has its own main process and "loader 0 worker 0"
-            name = f"{p['rank']} {name}"
-        uss, rss, pss = p.get("uss") or {}, p.get("rss") or {}, p.get("pss") or {}
-        peaks = (rss.get("peak"), uss.get("start"), uss.get("peak"), uss.get("end"), pss.get("peak"))
-        cells = (name, p.get("pid"), *("not measured" if v is None else format_bytes(v) for v in peaks))
+        if rank := p.get("rank"):  # a job: each rank has its own main process and "loader 0 worker 0"
+            name = f"{rank} {name}"
+        uss, rss, pss = p["uss"], p["rss"], p["pss"]
+        peaks = (rss["peak"], uss["start"], uss["peak"], uss["end"], pss["peak"])
+        cells = (name, p["pid"], *("not measured" if v is None else format_bytes(v) for v in peaks))
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     table = f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     return f'<section id="processes"><h2>Memory per process</h2>{scroll_box(table)}</section>'
 
 
 def render_html(
-    report: dict[str, Any],
+    report: Report,
     timeline: Timeline | None = None,
     check: dict[str, Any] | None = None,
     problems: list[str] | None = None,
 ) -> str:
     """The whole page; a section that cannot be drawn becomes a line saying so, never a broken page."""
     notes = list(problems or [])
-    title = " ".join([str(report.get("script") or "?"), *(str(a) for a in report.get("argv") or [])])
+    title = " ".join([report["script"] or "?", *report["argv"]])
     if timeline is None:
         notes.append("the timeline: the run's samples and events were not available")
     elif timeline.get("hotspots_problem"):
@@ -415,7 +414,7 @@ def render_html(
     sections: list[tuple[str, Callable[[], str]]] = [
         ("the verdict", lambda: _verdict(report, timeline, check)),
         ("the check rules", lambda: _check_rules(check) if check is not None else ""),
-        ("the findings", lambda: findings_section(report)),
+        ("the findings", lambda: findings_section(report["findings"])),
         ("the timeline", lambda: _charts(report, timeline, notes) if timeline is not None else ""),
         ("the stacks", lambda: _stacks(timeline) if timeline is not None else ""),
         ("the job", lambda: _job(report)),
@@ -432,11 +431,11 @@ def render_html(
     if tail:
         body.append(f'<section id="stderr"><h2>Script output</h2><details><summary>The end of stderr.log</summary>'
                     f"<pre>{esc(tail)}</pre></details></section>")  # fmt: skip
-    footer = f"from {esc(report.get('run_dir') or '?')}. Every number here is also in report.json."
-    return page(f"dlprobe report: {title}", body, notes, str(report.get("dlprobe_version") or "?"), footer)
+    footer = f"from {esc(report['run_dir'])}. Every number here is also in report.json."
+    return page(f"dlprobe report: {title}", body, notes, report["dlprobe_version"], footer)
 
 
-def write_html(path: Path, report: dict[str, Any], timeline: Timeline | None = None,
+def write_html(path: Path, report: Report, timeline: Timeline | None = None,
                check: dict[str, Any] | None = None, problems: list[str] | None = None) -> Path:  # fmt: skip
     """Write the page atomically (a reader never sees half a page)."""
     write_page(path, render_html(report, timeline, check, problems))
@@ -445,7 +444,7 @@ def write_html(path: Path, report: dict[str, Any], timeline: Timeline | None = N
 
 def html_problem(
     path: Path,
-    report: dict[str, Any],
+    report: Report,
     timeline: Timeline | None = None,
     check: dict[str, Any] | None = None,
     problems: list[str] | None = None,

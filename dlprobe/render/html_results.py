@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from dlprobe import __version__
+from dlprobe.analysis.report_schema import FindingEntry
 from dlprobe.render.html import findings_section
 from dlprobe.render.html_page import esc, page, scroll_box, value_html
 from dlprobe.render.svg import PALETTE, Chart, Line, chart_svg, legend_html
@@ -129,7 +130,8 @@ def render_triage_html(result: dict[str, Any]) -> str:
     body = _guarded(
         [
             ("the verdict", lambda: _verdict(headline, None if found else True, rows)),
-            ("the findings", lambda: findings_section(result)),
+            # triage's findings have a report finding's fields (their evidence is triage's own, shown key by key)
+            ("the findings", lambda: findings_section(cast(list[FindingEntry], result.get("findings") or []))),
             ("the machine", lambda: _section("machine", "This machine", result.get("machine"))),
             ("the log", lambda: _section("log", "What the log shows", log)),
         ],

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.analysis.memory_plot import MemoryPlot, PlotProcess
+from dlprobe.analysis.report_schema import NodeEntry
 from dlprobe.units import MiB
 
 KIND_STYLES = (("pss_anon", "-", "anon"), ("pss_file", "--", "file"), ("pss_shmem", "-.", "shm"))
@@ -24,18 +25,16 @@ def _plot_kinds(ax: object, proc: PlotProcess, t0: float, color: str) -> None:
             )
 
 
-def _plot_node_total(ax: Any, node: dict[str, Any] | None, t0: float) -> None:
+def _plot_node_total(ax: Any, node: NodeEntry | None, t0: float) -> None:
     """A job's node total (every process of the tree: what the OOM killer sees), and its limit when near it."""
-    if node is None or not (node.get("pss_total") or {}).get("t"):
+    if node is None or not node["pss_total"]["t"]:
         return
     series = node["pss_total"]
     totals = [v / MiB for v in series["bytes"]]
     ax.plot([t - t0 for t in series["t"]], totals, color="black", linewidth=2, label="node total PSS")
-    limit = node.get("memory_limit")
+    limit = node["memory_limit"]
     if limit and max(totals) > 0.25 * limit / MiB:
-        ax.axhline(
-            limit / MiB, color="tab:red", linestyle="--", label=f"memory limit ({node.get('memory_limit_kind')})"
-        )
+        ax.axhline(limit / MiB, color="tab:red", linestyle="--", label=f"memory limit ({node['memory_limit_kind']})")
 
 
 def plot_memory(data: MemoryPlot, path: Path) -> Path:

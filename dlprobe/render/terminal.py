@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from dlprobe.analysis.evidence_schema import WorkerRow
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
+from dlprobe.analysis.report_schema import FindingEntry, ProcessEntry, Report
 from dlprobe.units import NOT_MEASURED, format_bytes
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
@@ -26,73 +29,74 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def header(report: dict[str, Any]) -> Text:
+def header(report: Report) -> Text:
     text = Text()
     text.append("dlprobe", style="bold cyan")
-    argv = " ".join([report.get("script") or "?", *report.get("argv", [])])
+    argv = " ".join([report["script"] or "?", *report["argv"]])
     text.append(f" {argv}")
-    code = report.get("exit_code")
+    code = report["exit_code"]
     status = "still running?" if code is None else f"exit code {code}"
-    if report.get("attached"):  # `dlprobe attach`: a window on a job that goes on
-        attached = report["attached"]
-        status = f"attached to pid {attached.get('pid')} " + (
-            "(the job ended while watched)" if attached.get("job_ended") else "(the job goes on)"
+    attached = report["attached"]
+    if attached:  # `dlprobe attach`: a window on a job that goes on
+        status = f"attached to pid {attached['pid']} " + (
+            "(the job ended while watched)" if attached["job_ended"] else "(the job goes on)"
         )
-    if report.get("signal"):
+    if report["signal"]:
         status += f" ({report['signal']})"
-    duration = report.get("duration_s")
+    duration = report["duration_s"]
     text.append(f"  {status}" + (f", {duration:.1f}s" if duration is not None else ""))
     return text
 
 
-def loaders_table(report: dict[str, Any]) -> Table:
+def loaders_table(report: Report) -> Table:
     table = Table(title="DataLoaders", title_justify="left")
     for col in ("loader", "dataset", "len", "batch", "workers", "start", "options", "batches", "wait", "1st batch"):
         table.add_column(col, justify="left" if col in ("dataset", "start", "options") else "right")
     for lo in report["loaders"]:
-        dataset = (lo.get("dataset_type") or "?").rsplit(".", 1)[-1]
-        first = lo.get("first_batch_s")
-        options = [f"prefetch={lo.get('prefetch_factor')}"] if lo.get("num_workers") else []
-        options += [name for name in ("pin_memory", "persistent_workers") if lo.get(name)]
+        dataset = (lo["dataset_type"] or "?").rsplit(".", 1)[-1]
+        first = lo["first_batch_s"]
+        options = [f"prefetch={lo['prefetch_factor']}"] if lo["num_workers"] else []
+        options += [name for name, on in (("pin_memory", lo["pin_memory"]), ("persistent_workers",
+                    lo["persistent_workers"])) if on]  # fmt: skip
         table.add_row(
             str(lo["loader_id"]),
             dataset,
-            "-" if lo.get("dataset_len") is None else f"{lo['dataset_len']:,}",
-            str(lo.get("batch_size")),
-            "?" if lo.get("num_workers") is None else str(lo["num_workers"]),  # "?": settings not read
-            lo.get("start_method") or "-",
+            "-" if lo["dataset_len"] is None else f"{lo['dataset_len']:,}",
+            str(lo["batch_size"]),
+            "?" if lo["num_workers"] is None else str(lo["num_workers"]),  # "?": settings not read
+            lo["start_method"] or "-",
             " ".join(options) or "-",
-            f"{lo.get('batches', 0):,}",
-            _pct(lo.get("wait_fraction")),
+            f"{lo['batches']:,}",
+            _pct(lo["wait_fraction"]),
             "-" if first is None else f"{first:.2f}s",
         )
     return table
 
 
-def ranks_table(report: dict[str, Any]) -> Table:
+def ranks_table(report: Report) -> Table:
     """One row per rank of a job: its loaders, workers, waiting share and memory."""
     table = Table(title="Ranks", title_justify="left")
-    several_hosts = len({r.get("host") for r in report["ranks"]}) > 1
+    several_hosts = len({r["host"] for r in report["ranks"]}) > 1
     for col in ("rank", *(("host",) if several_hosts else ()), "pid", "loaders", "workers", "batches", "wait",
                 "USS peak", "workers USS", "PSS peak"):  # fmt: skip
         table.add_column(col, justify="left" if col in ("rank", "host") else "right", no_wrap=True)
     for rank in report["ranks"]:
         table.add_row(
             rank["label"],
-            *((rank.get("host") or "?",) if several_hosts else ()),
+            *((rank["host"] or "?",) if several_hosts else ()),
             str(rank["pid"]),
             str(rank["loaders"]),
             str(rank["workers"]),
             f"{rank['batches']:,}",
-            _pct(rank.get("wait_fraction")),
-            format_bytes(rank.get("uss_peak")),
-            format_bytes(rank.get("workers_uss_peak")),
-            format_bytes(rank.get("pss_peak")),
+            _pct(rank["wait_fraction"]),
+            format_bytes(rank["uss_peak"]),
+            format_bytes(rank["workers_uss_peak"]),
+            format_bytes(rank["pss_peak"]),
         )
     return table
 
 
-def node_lines(report: dict[str, Any]) -> Text:
+def node_lines(report: Report) -> Text:
     """Each node's total memory (every process of the tree: what the OOM killer sees) against its limit."""
     text = Text()
     nodes = report["job"]["nodes"]
@@ -102,28 +106,28 @@ def node_lines(report: dict[str, Any]) -> Text:
             if len(nodes) == 1
             else f"Node {node['node_rank'] if node['node_rank'] is not None else node['node']}"
         )
-        line = f"{name} total PSS peak {format_bytes(node.get('pss_peak'))}"
-        if node.get("memory_limit"):
-            line += f" of {format_bytes(node['memory_limit'])} ({node.get('memory_limit_kind')})"
-        line += f", {node.get('worker_processes', 0)} worker processes"
-        if node.get("pss_projected_epoch_end") is not None:
-            line += f"; projected at the end of the epoch {format_bytes(node['pss_projected_epoch_end'])}"
-        if node.get("workers_per_rank_fit") is not None:
-            line += f"; workers per rank that fit: {node['workers_per_rank_fit']}"
+        line = f"{name} total PSS peak {format_bytes(node['pss_peak'])}"
+        if node["memory_limit"]:
+            line += f" of {format_bytes(node['memory_limit'])} ({node['memory_limit_kind']})"
+        line += f", {node['worker_processes']} worker processes"
+        if (projected := node["pss_projected_epoch_end"]) is not None:
+            line += f"; projected at the end of the epoch {format_bytes(projected)}"
+        if (fit := node["workers_per_rank_fit"]) is not None:
+            line += f"; workers per rank that fit: {fit}"
         text.append(line + "\n")
     text.rstrip()
     return text
 
 
-def process_name(proc: dict[str, Any]) -> str:
+def process_name(proc: ProcessEntry) -> str:
     if proc["role"] == "worker":
         return f"loader {proc['loader_id']} worker {proc['worker_id']}"
     if proc["role"] == "main":
         return "main"
-    return f"other: {proc.get('comm') or '?'}"
+    return f"other: {proc['comm'] or '?'}"
 
 
-def processes_table(report: dict[str, Any]) -> Table:
+def processes_table(report: Report) -> Table:
     table = Table(title="Memory per process (USS: private to it; PSS: its fair share; RSS counts shared pages)",
                   title_justify="left")  # fmt: skip
     for col in ("process", "pid", "RSS peak", "USS start", "USS peak", "USS end", "PSS peak"):
@@ -142,7 +146,7 @@ def processes_table(report: dict[str, Any]) -> Table:
     return table
 
 
-def _evidence_lines(evidence: dict[str, Any]) -> list[str]:
+def _evidence_lines(evidence: Mapping[str, Any]) -> list[str]:  # every key alike: read as key: value lines
     lines = []
     for key, value in evidence.items():
         if isinstance(value, list) and value and all(_is_number(i) for i in value):
@@ -164,7 +168,7 @@ def _gain(n: int | None) -> str:
     return NOT_MEASURED if n is None else f"+{format_bytes(n)}"
 
 
-def _worker_growth_line(row: dict[str, Any]) -> str:
+def _worker_growth_line(row: WorkerRow) -> str:
     start, peak, grew = row.get("uss_start_bytes"), row.get("uss_peak_bytes"), row.get("uss_growth_bytes")
     if start is not None and peak is not None:
         uss = f"USS {format_bytes(start)} -> {format_bytes(peak)} ({_gain(grew)})"
@@ -178,7 +182,7 @@ def _worker_growth_line(row: dict[str, Any]) -> str:
     )
     if "cow_bytes" in row:  # runs that recorded memory by kind of page
         line += (
-            f"; copied {_gain(row['cow_bytes'])}, new anonymous {_gain(row.get('anon_growth_bytes'))}, "
+            f"; copied {_gain(row.get('cow_bytes'))}, new anonymous {_gain(row.get('anon_growth_bytes'))}, "
             f"file {_gain(row.get('pss_file_growth_bytes'))}, shm {_gain(row.get('pss_shmem_growth_bytes'))}"
         )
     return line
@@ -188,7 +192,7 @@ def _compact(value: Any, key: str = "") -> str:
     if key == "ranks" and isinstance(value, dict) and "title" in value:  # a merged finding: one line per rank
         return f"{value.get('rank')} (pid {value.get('pid')}): {value['title']}"
     if isinstance(value, dict) and "uss_growth_bytes" in value and "worker_id" in value:
-        return _worker_growth_line(value)
+        return _worker_growth_line(cast(WorkerRow, value))  # a worker's memory row: it has both keys
     if isinstance(value, dict):
         return ", ".join(f"{k}={_compact(v, k)}" for k, v in value.items() if v is not None)
     if isinstance(value, int) and not isinstance(value, bool) and key.endswith("bytes"):
@@ -220,12 +224,12 @@ class KeepUnits:
             yield line
 
 
-def finding_panel(finding: dict[str, Any]) -> Panel:
+def finding_panel(finding: FindingEntry) -> Panel:
     style = SEVERITY_STYLE.get(finding["severity"], "bold")
     body = Text()
     body.append(finding["title"] + "\n", style="bold")
     body.append(finding["detail"] + "\n")
-    for line in _evidence_lines(finding.get("evidence") or {}):
+    for line in _evidence_lines(finding["evidence"]):
         body.append(f"  {line}\n", style="dim")
     body.append("fix: ", style="bold green")
     body.append(finding["fix"])
@@ -233,12 +237,12 @@ def finding_panel(finding: dict[str, Any]) -> Panel:
     return Panel(KeepUnits(body), title=title, title_align="left", border_style=style.split()[-1])
 
 
-def run_summary(report: dict[str, Any], run_dir: str | None = None) -> Group:
+def run_summary(report: Report, run_dir: str | None = None) -> Group:
     parts: list[RenderableType] = [header(report)]
     if len(report.get("ranks") or []) > 1:
         parts.append(ranks_table(report))
         parts.append(node_lines(report))
-    elif report["loaders"] and not report.get("attached"):  # attach knows no loader's settings: nothing to show
+    elif report["loaders"] and not report["attached"]:  # attach knows no loader's settings: nothing to show
         parts.append(loaders_table(report))
     if report["processes"] and len(report.get("ranks") or []) <= 1:
         parts.append(processes_table(report))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from dlprobe.analysis.report_schema import FindingEntry
 from dlprobe.render.terminal import finding_panel
 from dlprobe.units import format_bytes
 
@@ -79,7 +80,8 @@ def _machine(result: dict[str, Any]) -> Text:
 
 
 def _ranked_panel(rank: int, finding: dict[str, Any]) -> RenderableType:
-    panel = finding_panel(finding)
+    # triage's findings have a report finding's fields; their evidence is triage's own, shown as key: value lines
+    panel = finding_panel(cast(FindingEntry, finding))
     confidence = (finding.get("evidence") or {}).get("confidence")
     title = Text(f"#{rank} ", style="bold")
     if isinstance(panel.title, Text):

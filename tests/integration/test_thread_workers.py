@@ -49,7 +49,7 @@ def test_each_worker_thread_is_reported_with_its_batches_and_cpu(probe):
 
     (finding,) = result.findings("thread-workers")
     assert finding["severity"] == "info" and finding["loader_id"] == 0
-    rows = finding["evidence"]["threads"]
+    rows = finding["evidence"]["worker_threads"]
     assert [r["worker_id"] for r in rows] == [0, 1]
     # every thread the workers ran in, one per worker and epoch (non-persistent workers: new threads each epoch)
     assert sorted(t for r in rows for t in r["tids"]) == sorted(truth)

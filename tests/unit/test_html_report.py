@@ -218,7 +218,11 @@ def test_a_run_without_stacks_says_why_and_a_loader_error_names_its_cause():
 
 def _report(exit_code: int | None, *severities: str, signal: str | None = None) -> dict[str, Any]:
     findings = [Finding(f"code-{i}", sev, "t", "d", "f", {}).to_dict() for i, sev in enumerate(severities)]
-    return {"script": "train.py", "argv": [], "exit_code": exit_code, "signal": signal, "findings": findings}
+    system = dict.fromkeys(("shm_total", "shm_peak", "available_min", "cgroup_limit", "cgroup_peak", "pss_total_peak"))
+    return {"schema_version": 3, "dlprobe_version": "0", "run_dir": "run", "script": "train.py", "argv": [],
+            "exit_code": exit_code, "signal": signal, "duration_s": None, "machine": {}, "loaders": [],
+            "processes": [], "system": system, "findings": findings, "probe_cost": None, "shm_removed": [],
+            "orphans_stopped": [], "read_problems": [], "attached": None}  # fmt: skip
 
 
 @pytest.mark.parametrize(

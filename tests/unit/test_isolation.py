@@ -60,7 +60,7 @@ def test_a_cross_rank_check_that_raises_keeps_the_merged_findings(monkeypatch):
 
 
 def test_merging_that_raises_keeps_each_ranks_findings(monkeypatch):
-    monkeypatch.setattr("dlprobe.analysis.job_findings._merged", boom)
+    monkeypatch.setattr("dlprobe.analysis.job_merge.merged", boom)
     findings = analyze_job(split_job([two_ranks(LEAKY, LEAKY)]))
     assert len([f for f in findings if f.code == "cow-growth"]) == 2
     assert [f.evidence["where"] for f in findings if f.code == "probe-degraded"] == ["merge_rank_findings"]

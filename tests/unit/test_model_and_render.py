@@ -90,7 +90,8 @@ def test_a_worker_line_without_a_reading_says_not_measured_never_a_placeholder()
 
 def test_a_number_and_its_unit_stay_on_one_line_of_a_box():
     title = "Workers grew by " + "+99.3 MiB, " * 12 + "then stayed for 12 s and 3 min"
-    finding = {"severity": "warning", "code": "cow-growth", "title": title, "detail": "d", "fix": "f"}
+    finding = {"severity": "warning", "code": "cow-growth", "title": title, "detail": "d", "fix": "f", "evidence": {},
+               "loader_id": None}  # fmt: skip
     for width in range(30, 90):
         lines = _text(finding_panel(finding), width).splitlines()
         # no line of the box ends on a bare number, nor starts its text with a unit

@@ -38,3 +38,27 @@ def test_a_report_of_the_wrong_shape_is_caught(tmp_path):
         "$.processes[0].uss.peak: float 1.5 is not integer or null",
         "$.system: no 'shm_peak'",
     ]
+
+
+def test_each_codes_evidence_is_checked_by_its_code(tmp_path):
+    shutil.copytree(FIXTURES / "leaky_list", tmp_path / "run")
+    _, report = report_for(tmp_path / "run")
+    finding = {"code": "worker-killed", "severity": "error", "title": "t", "detail": "d", "fix": "f", "loader_id": 0}
+    report["findings"] = [
+        {**finding, "evidence": {"pids": ["supervisor"], "cause": "oom"}},
+        {**finding, "code": "rank-failed", "evidence": {"rank": 1}},  # a rank is a label in every finding
+        {**finding, "code": "uneven-ranks", "evidence": {"pids": ["not read for this code"]}},
+    ]
+    assert problems(json.loads(json.dumps(report))) == [
+        "$.findings[0].evidence.pids[0]: str 'supervisor' is not integer",
+        "$.findings[1].evidence.rank: int 1 is not string",
+    ]
+
+
+def test_every_code_a_report_can_hold_has_its_evidence_type():
+    from dlprobe.analysis import ANALYZER_CODES
+    from dlprobe.analysis.evidence_schema import EVIDENCE_BY_CODE
+
+    job_codes = {"node-oversubscribed", "uneven-ranks", "rank-duplicates", "rank-failed"}
+    codes = {code for codes in ANALYZER_CODES.values() for code in codes} | job_codes
+    assert sorted(codes) == sorted(EVIDENCE_BY_CODE)

@@ -24,7 +24,7 @@ def test_each_thread_gets_its_batches_and_cpu():
     r.threads = threads
     (finding,) = find_thread_workers(r)
     assert finding.code == "thread-workers" and finding.severity == "info" and finding.loader_id == 0
-    rows = finding.evidence["threads"]
+    rows = finding.evidence["worker_threads"]
     assert [(row["worker_id"], row["tids"], row["batches"]) for row in rows] == [(0, [501], 30), (1, [502], 30)]
     assert [row["cpu_s"] for row in rows] == [5.0, 2.5]
     assert [row["cpu_share"] for row in rows] == [0.5, 0.25]
@@ -39,7 +39,7 @@ def test_each_thread_gets_its_batches_and_cpu():
 def test_cpu_not_read_is_said_and_no_number_is_made_up():
     r = run([_thread_loader({501: 0, 502: 1}, batches=None)], [parent(100 * MiB)])
     (finding,) = find_thread_workers(r)
-    rows = finding.evidence["threads"]
+    rows = finding.evidence["worker_threads"]
     assert all(row["cpu_s"] is None and row["cpu_share"] is None and row["batches"] is None for row in rows)
     assert finding.evidence["threads_cpu_share"] is None
     assert "CPU time not read" in finding.detail and "batches not counted" in finding.detail

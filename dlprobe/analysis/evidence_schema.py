@@ -1,0 +1,494 @@
+"""The evidence of each finding code in report.json: one TypedDict per code, and `Evidence`, every key of every code
+with its one meaning (mypy refuses a key that two codes would type differently)."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+# Evidence is what a finding saw, so each code's keys are optional (total=False): a reading the probe could not get is
+# left out or null, and a newer dlprobe may add keys. Rows inside lists that no output reads key by key stay dicts.
+
+
+class LauncherFailure(TypedDict):
+    """A failed rank as torchrun's ChildFailedError summary lists it (analysis/stderr_log.py)."""
+
+    rank: int  # torchrun's global rank number (the launcher's own record, not a rank label)
+    local_rank: int
+    host: str
+    exit_code: int
+    pid: int
+    signal: str | None
+    error_file: str
+    root_cause: bool
+
+
+class RankEvidence(TypedDict):
+    """In a job, one rank's own title and evidence of a finding merged across ranks."""
+
+    rank: str
+    pid: int
+    title: str
+    evidence: dict[str, Any]
+
+
+class WaitingRank(TypedDict):
+    """In a job's worker-hang: another rank, and the collective it waits in."""
+
+    rank: str
+    pid: int
+    collective: str | None
+    stack_seen: bool
+
+
+class WorkerRow(TypedDict, total=False):
+    """A worker's memory in cow-growth, spawn-copy, mapped-pages and too-many-workers (bytes; growth over the run)."""
+
+    pid: int
+    worker_id: int | None
+    counted: bool  # cow-growth: the worker's growth is above the floor that the finding counts
+    loaded_at_start: bool
+    uss_start_bytes: int | None
+    uss_peak_bytes: int | None
+    uss_growth_bytes: int | None
+    pss_growth_bytes: int | None
+    rss_growth_bytes: int | None
+    rss_peak_bytes: int | None
+    anon_growth_bytes: int | None
+    cow_bytes: int | None
+    private_dirty_growth_bytes: int | None
+    pss_file_growth_bytes: int | None
+    pss_shmem_growth_bytes: int | None
+
+
+class InJob(TypedDict, total=False):
+    """Keys any finding may gain in a job report (analysis/job_merge.py, job_findings.py)."""
+
+    rank: str  # the rank label ("rank 1", "node 0 rank 1") of a finding seen on one rank
+    rank_pid: int
+    ranks: list[RankEvidence]  # a finding merged across ranks: each rank's own evidence
+    launcher: LauncherFailure  # torchrun's summary names this finding's rank as failed
+    after_rank: str  # script-error: raised after this rank had failed (most likely because of it)
+
+
+class _Batch(TypedDict, total=False):
+    """What a worker held when it failed or stalled (its in-flight slot)."""
+
+    worker_id: int | None
+    pid: int | None
+    index: int | None
+    batch_indices: list[int | None] | None
+    position_in_batch: int | None
+    phase: str | None  # fetch | collate
+    index_kind: str | None  # map | iterable (a stream position)
+
+
+class _Kernel(TypedDict, total=False):
+    """A stuck process as /proc shows it (analysis/stack_causes.py)."""
+
+    state: str | None
+    wchan: str | None
+    syscall: str | None
+    fd_target: str | None
+    cpu_share: float | None
+    threads: int | None
+    threads_at_fork: list[str]
+
+
+class _Shm(TypedDict, total=False):
+    shm_total_bytes: int | None
+    shm_peak_bytes: int | None
+    batch_bytes: int | None
+    num_workers: int | None
+    prefetch_factor: int | None
+    in_flight_estimate_bytes: int | None
+
+
+class _WorkerCpu(TypedDict, total=False):
+    """The loader's workers' measured CPU (analysis/worker_cpu.py:LoaderCpu.evidence)."""
+
+    bound: str | None  # CPU-bound | I/O-bound | partly CPU-bound | hand-over-bound | consumer-bound; null: not measured
+    worker_cpu_share: float
+    worker_runq_share: float | None
+    worker_wait_share: float
+    worker_wall_s: float
+    worker_fetch_share: float | None
+    worker_times: list[dict[str, Any]]
+
+
+class WorkerHangEvidence(InJob, _Batch, _Kernel, total=False):
+    cause: str
+    stuck_s: float | None
+    waited_s: float | None
+    stuck_frame: str | None
+    user_frames: list[str]
+    stack_tool: str | None
+    stack: list[str]
+    hang_record: str
+    also_stuck: list[dict[str, Any]]
+    tid: int  # a worker thread (worker_method "thread"): "pid" is then its thread id, in this process
+    process_pid: int | None
+    waiting_ranks: list[WaitingRank]
+
+
+class MainHangEvidence(WorkerHangEvidence, total=False):
+    pass
+
+
+class WorkerKilledEvidence(InJob, _Batch, _Shm, total=False):
+    pids: list[int]
+    cause: str  # oom | external-kill | bus | segfault | abort | fpe | sigill | signal | exit | unknown
+    signal: str | None
+    exit_code: int | None
+    message: str | None
+    last_rss_bytes: int | None
+    peak_rss_bytes: int | None
+    last_uss_bytes: int | None
+    peak_uss_bytes: int | None
+    last_pss_bytes: int | None
+    peak_pss_bytes: int | None
+    kernel_log: str | None  # the kernel's OOM-kill line for this pid
+    cgroup_oom_kills: int
+    cgroup_peak_bytes: int
+    cgroup_limit_bytes: int
+    available_min_bytes: int
+
+
+class BadSampleEvidence(InJob, _Batch, _Shm, total=False):
+    cause: str  # exception | shm | no-shards
+    exception: str
+    error: str | None
+    raised_in: str | None
+    collate_entry: int
+    entry_0_index: int | None
+    entry_0: str | None
+    entry_k: str | None
+
+
+class TooFewShardsEvidence(BadSampleEvidence, total=False):
+    pass
+
+
+class ShmExhaustedEvidence(WorkerKilledEvidence, BadSampleEvidence, total=False):
+    pass
+
+
+class ScriptErrorEvidence(InJob, total=False):
+    type: str | None
+    message: str | None
+    file: str | None
+    line: int | None
+    raised_at_s: float | None  # seconds into the run
+    pid: int | None
+
+
+class NoLoaderEvidence(InJob, total=False):
+    exit_code: int | None
+
+
+class _CowCost(TypedDict, total=False):
+    counted_workers: int
+    worker_floor_bytes: int
+    total_bytes: int
+    epoch_fraction: float
+    projected_total_bytes: int
+    other_ranks_bytes: int
+    limit_bytes: int | None
+    limit_kind: str | None
+    parent_bytes: int | None
+
+
+class CowGrowthEvidence(InJob, _CowCost, total=False):
+    workers: list[WorkerRow]
+    suspects: list[dict[str, Any]]
+    start_method: str | None
+    num_workers: int | None
+    projected_per_worker_bytes: int | None
+    gc_at_fork: dict[str, Any] | None
+    variant: str  # which story the finding tells (memory_findings.COW_*)
+
+
+class MappedPagesEvidence(InJob, total=False):
+    workers: list[WorkerRow]
+
+
+class SpawnCopyEvidence(InJob, total=False):
+    start_method: str | None
+    num_workers: int | None
+    dataset_est_bytes: int | None
+    total_copied_bytes: int
+    workers: list[WorkerRow]
+    largest_attributes: list[dict[str, Any]]
+
+
+class ShmPressureEvidence(InJob, total=False):
+    shm_total_bytes: int | None
+    shm_start_bytes: int | None
+    shm_peak_bytes: int | None
+    in_flight_estimate_bytes: int | None
+    loaders: list[dict[str, Any]]
+
+
+class InputBoundEvidence(InJob, _WorkerCpu, total=False):
+    wait_share: float
+    steady_batches: int
+    mean_wait_s: float
+    median_wait_s: float
+    p95_wait_s: float
+    step_s: float
+    load_per_batch_s: float
+    num_workers: int | None  # null: the loader's settings could not be read
+    workers_seen: int
+    usable_cores: int
+    suggested_num_workers: int
+    suggested_changes: list[str]
+    missing: list[str]  # settings the probe could not read, so no advice depends on them
+    model_limits: dict[str, Any]
+    model_limit: str | None
+    batches_per_s: float
+    predicted_batches_per_s: float
+    workers_that_fit_memory: int | None
+
+
+class TooManyWorkersEvidence(InJob, total=False):
+    num_workers: int | None
+    usable_cores: int
+    worker_uss_peak_bytes: int | None
+    projected_worker_bytes: int | None
+    memory_for_workers_bytes: int | None
+    workers_that_fit_memory: int | None
+    workers_that_fit_cores: int
+    workers_that_fit: int
+    workers: list[WorkerRow]
+    loop_wait_share: float
+    bound: str | None
+
+
+class IdleWorkersEvidence(InJob, total=False):
+    num_workers: int | None
+    idle_worker_ids: list[int]
+    epochs: list[int]
+    worker_batches: list[int]
+    iterable: bool | None
+    world_size: int | None
+    shards: int | None
+    condition: str
+
+
+class PinMemoryEvidence(InJob, total=False):
+    pin_memory: bool | None
+    pin_effective: bool | None
+    cuda_initialized: bool | None
+    batch_bytes: int | None
+
+
+class DtypeWasteEvidence(InJob, total=False):
+    batch_bytes: int | None
+    saved_bytes_per_batch: int
+    leaves: list[dict[str, Any]]
+    batches: int
+    saved_bytes_total: int
+
+
+class IterableDuplicatesEvidence(InJob, total=False):
+    num_workers: int | None
+    epoch: int | None
+    samples: int
+    unique: int
+    duplicates: int
+    copies_per_sample: float
+    dataset_len: int | None
+    first_duplicate_at: int | None
+
+
+class SlowStartEvidence(InJob, total=False):
+    phases: dict[str, Any]
+    hot_path: list[str]
+    hot_function: str | None
+    hot_calls_into: str | None
+    hot_seconds: float | None
+    hot_share: float | None
+    file_system_s: float
+    directory_walk: bool
+    restart_per_epoch_s: float
+
+
+class RemedyCostEvidence(InJob, total=False):
+    remedy: str
+    remedy_s: float
+    remedies_s: dict[str, float]
+    before_loader_s: float
+
+
+class ForkHazardEvidence(InJob, total=False):
+    epoch: int | None
+    os_threads: int | None
+    os_thread_names: dict[str, int] | None  # the process's threads counted by name
+    python_threads: list[dict[str, Any]] | None  # name, daemon, state, frame of each Python thread
+    torch_threads: int | None
+    openmp: Any  # the OpenMP runtime as the probe saw it (None where not loaded)
+    cuda_initialized: bool | None
+    native_threads_since_import: int | None
+
+
+class WorkerHotspotsEvidence(InJob, _WorkerCpu, total=False):
+    samples: int
+    categories: list[dict[str, Any]]
+    top_functions: list[dict[str, Any]]
+    probe_samples: int  # samples of the probe's own code while loading, left out of the shares
+    loading_time: dict[str, Any]  # the workers' clocks per batch: fetch, collate, hand-over
+
+
+class ThreadWorkersEvidence(InJob, total=False):
+    worker_method: str  # "thread": the workers are threads of the training process
+    worker_threads: list[dict[str, Any]]  # per worker: worker_id, tids, batches, cpu_s, cpu_share, runq_share
+    threads_cpu_share: float | None
+    not_applicable: list[str]  # the findings that do not apply to thread workers
+
+
+class ProbeDegradedEvidence(InJob, total=False):
+    where: str  # the part of the probe or of the analysis that failed
+    type: str | None  # the exception's type
+    message: str | None
+    raised_at: str  # file:line of dlprobe's own frame that raised
+    missing: list[str]  # the findings (or parts of the report) it may lack
+    consequence: str | None
+    count: int
+    pids: list[int]  # the probed processes where it failed (none: the supervisor's own failure)
+    process: str  # "supervisor": dlprobe's own process, not a probed one
+    status: str
+    error: str | None
+    events: int
+    unreadable: list[dict[str, str]]
+
+
+class AttachedStuckEvidence(InJob, _Kernel, total=False):
+    window_s: float | None
+    cpu_s: dict[str, float | None]
+    frames: dict[str, Any] | None
+    stack_problem: dict[str, Any] | None  # why py-spy gave no stacks: kind, error, advice
+    pid: int | None
+    cause: str
+    stuck_frame: str | None
+    user_frames: list[str]
+
+
+class AttachedMemoryGrowthEvidence(InJob, total=False):
+    growing: list[dict[str, Any]]
+    bytes_per_s_total: float
+    limit: str  # the tightest limit's name
+    limit_bytes: int | None
+    headroom_bytes: int
+    eta_s: float
+
+
+class AttachedWorkersGoneEvidence(InJob, total=False):
+    gone: list[dict[str, Any]]
+    kernel_log_lines: list[str | None]  # the kernel's OOM-kill lines
+    main_gone_after_s: float | None
+    started: list[int]
+
+
+class AttachedOutsideViewEvidence(InJob, total=False):
+    rerun: str | None  # the `dlprobe run` command that would see what only the hooks see
+    window_s: float | None
+    shm_used_bytes: int
+    shm_total_bytes: int | None
+
+
+class NodeOversubscribedEvidence(InJob, total=False):
+    rank_count: int
+    num_workers_per_rank: dict[str, int]
+    worker_processes: int
+    usable_cores: int
+    workers_per_rank_fit_cores: int
+    workers_per_rank_fit_memory: int | None
+    worker_projected_bytes: int | None
+    node_pss_peak_bytes: int | None
+    memory_limit_bytes: int | None
+    memory_limit_kind: str | None
+
+
+class UnevenRanksEvidence(InJob, total=False):
+    batches_per_epoch: dict[str, int]
+    short_ranks: dict[str, int]
+
+
+class RankDuplicatesEvidence(InJob, total=False):
+    pairs: list[dict[str, Any]]
+
+
+class RankFailedEvidence(InJob, total=False):
+    other_failures: list[LauncherFailure]
+
+
+EVIDENCE_BY_CODE: dict[str, type] = {
+    "worker-hang": WorkerHangEvidence,
+    "main-hang": MainHangEvidence,
+    "worker-killed": WorkerKilledEvidence,
+    "bad-sample": BadSampleEvidence,
+    "too-few-shards": TooFewShardsEvidence,
+    "shm-exhausted": ShmExhaustedEvidence,
+    "script-error": ScriptErrorEvidence,
+    "no-loader": NoLoaderEvidence,
+    "cow-growth": CowGrowthEvidence,
+    "mapped-pages": MappedPagesEvidence,
+    "spawn-copy": SpawnCopyEvidence,
+    "shm-pressure": ShmPressureEvidence,
+    "input-bound": InputBoundEvidence,
+    "too-many-workers": TooManyWorkersEvidence,
+    "idle-workers": IdleWorkersEvidence,
+    "pin-memory": PinMemoryEvidence,
+    "dtype-waste": DtypeWasteEvidence,
+    "iterable-duplicates": IterableDuplicatesEvidence,
+    "slow-start": SlowStartEvidence,
+    "remedy-cost": RemedyCostEvidence,
+    "fork-hazard": ForkHazardEvidence,
+    "worker-hotspots": WorkerHotspotsEvidence,
+    "probe-degraded": ProbeDegradedEvidence,
+    "attached-worker-stuck": AttachedStuckEvidence,
+    "attached-loop-stuck": AttachedStuckEvidence,
+    "attached-memory-growth": AttachedMemoryGrowthEvidence,
+    "attached-workers-gone": AttachedWorkersGoneEvidence,
+    "attached-no-stacks": AttachedOutsideViewEvidence,
+    "attached-shm-full": AttachedOutsideViewEvidence,
+    "attached-outside-view": AttachedOutsideViewEvidence,
+    "node-oversubscribed": NodeOversubscribedEvidence,
+    "uneven-ranks": UnevenRanksEvidence,
+    "rank-duplicates": RankDuplicatesEvidence,
+    "rank-failed": RankFailedEvidence,
+    "thread-workers": ThreadWorkersEvidence,
+}
+
+
+class Evidence(  # every key of every code, each with its one type: what render/ and check/ read through
+    WorkerHangEvidence,
+    WorkerKilledEvidence,
+    ShmExhaustedEvidence,
+    ScriptErrorEvidence,
+    NoLoaderEvidence,
+    CowGrowthEvidence,
+    SpawnCopyEvidence,
+    ShmPressureEvidence,
+    InputBoundEvidence,
+    TooManyWorkersEvidence,
+    IdleWorkersEvidence,
+    PinMemoryEvidence,
+    DtypeWasteEvidence,
+    IterableDuplicatesEvidence,
+    SlowStartEvidence,
+    RemedyCostEvidence,
+    ForkHazardEvidence,
+    WorkerHotspotsEvidence,
+    ProbeDegradedEvidence,
+    AttachedStuckEvidence,
+    AttachedMemoryGrowthEvidence,
+    AttachedWorkersGoneEvidence,
+    AttachedOutsideViewEvidence,
+    NodeOversubscribedEvidence,
+    UnevenRanksEvidence,
+    RankDuplicatesEvidence,
+    RankFailedEvidence,
+    ThreadWorkersEvidence,
+    total=False,
+):
+    pass
