@@ -151,6 +151,8 @@ class WorkerKilledEvidence(InJob, _Batch, _Shm, total=False):
     cgroup_peak_bytes: int
     cgroup_limit_bytes: int
     available_min_bytes: int
+    seen_by: list[str]  # torch | fault-record | kernel-log: where the death is known from
+    crash_frame: str | None  # the user's innermost frame in the worker's fatal-signal record
 
 
 class BadSampleEvidence(InJob, _Batch, _Shm, total=False):
@@ -247,6 +249,15 @@ class InputBoundEvidence(InJob, _WorkerCpu, total=False):
     batches_per_s: float
     predicted_batches_per_s: float
     workers_that_fit_memory: int | None
+    # head-of-line-bound: the workers' batch timings replayed in the loader's order (analysis/head_of_line.py)
+    head_of_line_share: float
+    replayed_batches: int
+    replayed_wait_s: float
+    blocked_wait_s: float
+    held_by_worker: dict[str, float]  # worker id (as text) -> its share of the blocked time
+    batch_build_median_s: float
+    batch_build_max_s: float
+    slowest_batches: list[dict[str, Any]]  # worker, batch, build_s, first_index
 
 
 class TooManyWorkersEvidence(InJob, total=False):
