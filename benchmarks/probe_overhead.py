@@ -9,7 +9,7 @@ the plot took on its own line (it is not part of the run's wall time: `dlprobe r
 Targets (issue 15): throughput >= 0.98 of plain at 2 and 8 workers; p99 batch wait within 10% of plain;
 whole wall time <= 1.05x plain on a ~5 s script; supervisor <= 3% of one core with 8 workers, peak RSS <= 60 MB.
 Writes benchmarks/out/probe_overhead.json and .png.
-Usage: python benchmarks/probe_overhead.py [--rounds N] [--workers 2,8,32]
+Usage: python benchmarks/probe_overhead.py [--rounds N] [--workers 2,8,32] [--scale 12 (a ~60 s loop)]
 """
 
 from __future__ import annotations
@@ -73,9 +73,10 @@ def wait_for_plot(run_dir: Path, timeout: float = 120) -> float:
     return float("nan")
 
 
-def scenario(workers: int, rounds: int, tmp: Path) -> dict[str, float]:
+def scenario(workers: int, rounds: int, tmp: Path, scale: float = 1.0) -> dict[str, float]:
     script = tmp / "loader_bound.py"
     batches, work = SETUPS.get(workers, (300, 4))
+    batches = int(batches * scale)  # --scale 12: a ~60 s loop, where start-up weighs less than on the ~5 s one
     args = [str(script), str(workers), str(batches), str(work)]
     rows: list[dict[str, float]] = []
     for i in range(rounds):
@@ -149,6 +150,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", default="2,8,32", help="comma-separated worker counts")
+    parser.add_argument("--scale", type=float, default=1.0, help="batches x this (12: a ~60 s plain run)")
     args = parser.parse_args()
     print(f"machine: {machine()}")
     results: dict[int, dict[str, float]] = {}
@@ -156,13 +158,15 @@ def main() -> None:
         tmp = Path(tmp_name)
         (tmp / "loader_bound.py").write_text(LOADER_SCRIPT)
         for workers in (int(w) for w in args.workers.split(",")):
-            results[workers] = scenario(workers, args.rounds, tmp)
+            results[workers] = scenario(workers, args.rounds, tmp, args.scale)
             print(f"  {workers} workers done: {results[workers]}", flush=True)
     print_table(results, args.rounds)
     OUT.mkdir(exist_ok=True)
-    (OUT / "probe_overhead.json").write_text(json.dumps({"machine": machine(), "results": results}, indent=1))
-    plot(results, OUT / "probe_overhead.png")
-    print(f"wrote {OUT / 'probe_overhead.json'} and {OUT / 'probe_overhead.png'}")
+    name = "probe_overhead" if args.scale == 1.0 else f"probe_overhead_x{args.scale:g}"
+    record = {"machine": machine(), "scale": args.scale, "results": results}
+    (OUT / f"{name}.json").write_text(json.dumps(record, indent=1))
+    plot(results, OUT / f"{name}.png")
+    print(f"wrote {OUT / f'{name}.json'} and {OUT / f'{name}.png'}")
 
 
 if __name__ == "__main__":

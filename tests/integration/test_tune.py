@@ -141,7 +141,11 @@ def test_tune_on_a_cpu_bound_loader_stops_at_the_cores_and_says_why(tmp_path):
     tried = [t["num_workers"] for t in result["trials"]]
     assert max(tried) <= cores + 1 and len(set(tried)) <= 4, tried  # 0, 1, the cores (and one more): not 0..4, 8
     reason = result["workers_stop"]["reason"]
-    assert reason.startswith("stopped at num_workers=") and ("CPU-bound" in reason or "did not pay" in reason)
+    # With other work holding a core (a parallel test run), the model can find that no worker count beats the main
+    # process alone: a stop from the cores too, with its numbers.
+    assert reason.startswith("stopped at num_workers=") and any(
+        words in reason for words in ("CPU-bound", "did not pay", "of the main process alone")
+    ), reason
     assert all(t["stage"] != "prefetch" or t["prefetch_factor"] == 1 for t in result["trials"])  # no deeper queue
 
 

@@ -26,6 +26,11 @@ from dlprobe.rundir.schema import (
 from dlprobe.supervisor.hang import procstate, stacks
 from dlprobe.system.pyspy import find_py_spy
 
+# The longest a loop's wait past --hang-timeout is put down to its workers still starting: under spawn or forkserver
+# each worker is a new Python importing torch and unpickling the dataset, which on a busy machine takes longer than
+# a short timeout. A worker counts as started once it has its in-flight record (made before the user's
+# worker_init_fn, so a worker_init_fn that hangs is still reported at --hang-timeout).
+STARTUP_GRACE_S = 60.0
 CPU_WINDOW_S = 0.5  # two readings this far apart tell a blocked process from a busy one
 PARALLEL_DUMPS = 4
 
@@ -43,7 +48,9 @@ class HangWatch:
         self.count = 0
         self.stopped = False
 
-    def stalled_wait(self, now: float, mains: list[int] | None = None) -> tuple[int, dict[str, Any]] | None:
+    def stalled_wait(
+        self, now: float, mains: list[int] | None = None, workers: dict[int, tuple[int, int, int]] | None = None
+    ) -> tuple[int, dict[str, Any]] | None:
         """(pid, loop state) of a training process whose loop has waited past the timeout and was not dumped yet.
 
         `mains` are the processes that build DataLoaders (every rank of a job); the target itself by default.
@@ -60,9 +67,16 @@ class HangWatch:
                 continue
             if now - since < self.timeout_s or (pid, since) in self.reported:
                 continue
+            if now - since < max(self.timeout_s, STARTUP_GRACE_S) and self._starting(pid, workers or {}):
+                continue
             if found is None or since < found[1]["since"]:
                 found = (pid, loop)
         return found
+
+    def _starting(self, main_pid: int, workers: dict[int, tuple[int, int, int]]) -> bool:
+        """Whether every live worker of this training process is still starting: none has its in-flight record."""
+        mine = [pid for pid, (writer, _, _) in workers.items() if writer == main_pid and Path(f"/proc/{pid}").exists()]
+        return bool(mine) and not any(slot_path(self.run_dir, pid).exists() for pid in mine)
 
     def check(
         self,
@@ -72,7 +86,7 @@ class HangWatch:
         mains: list[int] | None = None,
     ) -> bool:
         """Record a hang if there is one; True when the run should now be stopped (--on-hang stop)."""
-        stalled = self.stalled_wait(now, mains)
+        stalled = self.stalled_wait(now, mains, workers)
         if stalled is None:
             return False
         main_pid, loop = stalled
