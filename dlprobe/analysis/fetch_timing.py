@@ -7,12 +7,11 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import steady_window
 from dlprobe.analysis.model import LoaderRecord, RunData
+from dlprobe.analysis.timed_batches import timed_batches
 from dlprobe.analysis.worker_cpu import MIN_FETCH_ROWS
-from dlprobe.rundir.schema import EV_WORKER_BATCHES
 
-# A row with the worker's clocks: [task, start, fetch_s, collate_s, first, fetch_cpu_s, collate_cpu_s, queued_s]
-# (runs written before these clocks have the first five only, and get no split).
-_TIMED_ROW_LEN = 8
+# Rows with the worker's clocks (fetch and collate CPU time, queued time: timed_batches.TimedBatch.clocks) are split;
+# runs written before these clocks have the first five fields only, and get no split.
 
 
 @dataclass
@@ -87,25 +86,14 @@ def fetch_timing(run: RunData, loader: LoaderRecord) -> FetchTiming | None:
     sums = [0.0] * 5
     batches = 0
     queued_known = True
-    for event in run.events:
-        if event.get("ev") != EV_WORKER_BATCHES or event.get("loader") != loader.loader_id:
-            continue
-        t0, stride = event.get("t0"), event.get("stride") or 1
-        if not isinstance(t0, (int, float)) or not isinstance(stride, int):
-            continue
-        for row in event.get("rows") or []:
-            if not isinstance(row, list) or len(row) < _TIMED_ROW_LEN:
-                continue
-            _, start, fetch_s, collate_s, _, fetch_cpu, collate_cpu, queued = row[:_TIMED_ROW_LEN]
-            values = (start, fetch_s, collate_s, fetch_cpu, collate_cpu, queued)
-            if not all(isinstance(v, (int, float)) for v in values):
-                continue
-            if not any(lo <= t0 + start <= hi for lo, hi in windows):
-                continue  # start-up batches (the first of each epoch) are not the steady cost
-            batches += stride
-            queued_known = queued_known and queued >= 0
-            for i, value in enumerate((fetch_s, collate_s, fetch_cpu, collate_cpu, max(0.0, queued))):
-                sums[i] += stride * max(0.0, value)
+    for row in timed_batches(run, loader.loader_id):
+        if row.clocks is None or not any(lo <= row.start <= hi for lo, hi in windows):
+            continue  # rows written before the clocks; start-up batches (the first of each epoch) are not steady cost
+        fetch_cpu, collate_cpu, queued = row.clocks
+        batches += row.stride
+        queued_known = queued_known and queued >= 0
+        for i, value in enumerate((row.fetch_s, row.collate_s, fetch_cpu, collate_cpu, max(0.0, queued))):
+            sums[i] += row.stride * max(0.0, value)
     if batches < MIN_FETCH_ROWS:
         return None
     return FetchTiming(batches, sums[0], sums[1], sums[2], sums[3], sums[4] if queued_known else None)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlprobe.analysis.model import LoaderRecord, RunData
-from dlprobe.rundir.schema import EV_WORKER_BATCHES
+from dlprobe.analysis.timed_batches import timed_batches
 
 # The other workers idle half the time the loop waited: the order, not the number of workers, is the bound.
 HOL_SHARE = 0.5
@@ -65,20 +65,10 @@ Row = tuple[float, int, int, float, int]  # (done at, batch number, worker id, b
 
 def _rows(run: RunData, loader: LoaderRecord) -> list[Row]:
     """Every batch timed one by one (stride 1) by the loader's workers."""
-    out = []
-    for event in run.events:
-        if event.get("ev") != EV_WORKER_BATCHES or event.get("loader") != loader.loader_id:
-            continue
-        worker, t0 = event.get("worker"), event.get("t0")
-        if not isinstance(worker, int) or not isinstance(t0, (int, float)) or (event.get("stride") or 1) != 1:
-            continue  # past the first rows a worker keeps every k-th batch: the order can no longer be replayed
-        for row in event.get("rows") or []:
-            if not (isinstance(row, list) and len(row) >= 5 and all(isinstance(v, (int, float)) for v in row[:5])):
-                continue
-            task, start, fetch, collate, first = row[:5]
-            if task >= 0:  # -1: a torch whose worker loop does not name the batch's number
-                out.append((t0 + start + fetch + collate, int(task), worker, fetch + collate, int(first)))
-    return out
+    # past the first rows a worker keeps every k-th batch: the order can no longer be replayed; a task of -1 is a
+    # torch whose worker loop does not name the batch's number
+    return [(row.start + row.build_s, row.task, row.worker, row.build_s, row.first)
+            for row in timed_batches(run, loader.loader_id) if row.stride == 1 and row.task >= 0]  # fmt: skip
 
 
 class _Busy:

@@ -223,6 +223,8 @@ class RunData:
     stderr_tail: str | None = None
     launcher_failures: list[dict[str, Any]] = field(default_factory=list)
     threads: list[ThreadRecord] = field(default_factory=list)  # workers that are threads (worker_method="thread")
+    # analysis/timed_batches.py's rows per (loader id, events seen): read once for the analyzers that share them
+    timed_batches_cache: dict[tuple[int, int], list[Any]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def probe_started(self) -> bool:

@@ -13,7 +13,8 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import steady_window
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData
-from dlprobe.rundir.schema import CPU_BOUND_SHARE, EV_WORKER_BATCHES, IO_BOUND_WAIT
+from dlprobe.analysis.timed_batches import timed_batches
+from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
 
 # Less wall time than this, summed over the workers' steady windows, is too little to divide by: the CPU clock
 # ticks in 10 ms steps and the readings come every 0.25 s.
@@ -145,16 +146,9 @@ def fetch_share(run: RunData, loader: LoaderRecord, skip_worker_ids: frozenset[i
     windows = [w for w in (steady_window(e) for e in loader.epochs) if w is not None]
     # by the writing worker's pid (a worker thread's native id): ids repeat across epochs
     rows: dict[int, list[tuple[float, float]]] = {}
-    for event in run.events:
-        if event.get("ev") != EV_WORKER_BATCHES or event.get("loader") != loader.loader_id:
-            continue
-        worker, t0, stride = event.get("worker"), event.get("t0"), event.get("stride") or 1
-        if not isinstance(worker, int) or worker in skip_worker_ids or not isinstance(t0, (int, float)):
-            continue
-        for row in event.get("rows") or []:
-            if isinstance(row, list) and len(row) >= 4 and all(isinstance(v, (int, float)) for v in row[1:4]):
-                writer = event.get("tid") or event.get("pid") or worker
-                rows.setdefault(writer, []).append((t0 + row[1], (row[2] + row[3]) * stride))
+    for row in timed_batches(run, loader.loader_id):
+        if row.worker not in skip_worker_ids:
+            rows.setdefault(row.writer, []).append((row.start, row.build_s * row.stride))
     busy = wall = 0.0
     timed = 0
     for batches in rows.values():
