@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import statistics
@@ -30,6 +31,15 @@ def run(
     if proc.returncode != 0:
         raise SystemExit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
     return proc, elapsed
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of `pid` (not grandchildren: a forked worker carries its parent's command line)."""
+    out: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    return out
 
 
 def median(values: list[float]) -> float:

@@ -12,7 +12,6 @@ Usage: python benchmarks/hotspot_cost.py [--rounds 3] [--workers 2,8] [--span 6]
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -20,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import PYTHON, machine, median
+from _common import PYTHON, children, machine, median
 from probe_overhead import LOADER_SCRIPT
 
 from dlprobe.supervisor.stack_recorder import BURST_S, DEFAULT_RATE
@@ -28,15 +27,6 @@ from dlprobe.system.pyspy import find_py_spy
 
 OUT = Path(__file__).resolve().parent / "out"
 TREE_RATE = 10  # the rate dlprobe's whole-tree sampler used
-
-
-def children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        path = Path(f"/proc/{pid}/task/{task}/children")
-        with contextlib.suppress(OSError):  # a thread that ended meanwhile
-            out += [int(c) for c in path.read_text().split()]
-    return out
 
 
 def spy(command: list[str]) -> tuple[float, int]:

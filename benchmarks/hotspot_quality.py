@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _common import PYTHON, machine
+from _common import PYTHON, children, machine
 
 from dlprobe.analysis.hotspot_findings import in_fetch, in_probe, rank
 from dlprobe.analysis.stackfile import parse_stacks
@@ -126,14 +126,6 @@ def make_data(path: Path) -> None:
 def shares(counter: Counter[str]) -> dict[str, float]:
     total = sum(counter.values()) or 1
     return {k: n / total for k, n in counter.most_common()}
-
-
-def children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(OSError):  # a thread that ended meanwhile
-            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-    return out
 
 
 def run_both(kind: str, tmp: Path, seconds: float, workers: int, py_spy: str) -> tuple[dict, dict]:
