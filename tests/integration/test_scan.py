@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -174,8 +175,8 @@ def test_ctrl_c_keeps_what_was_found_and_still_writes_the_files(tmp_path):
         if not line:
             break
         lines.append(line)
-        if line.startswith("busy after 20 samples: pid"):
-            busy.add(line.split()[-1])
+        # findall, not startswith: another process's progress line may still share the line
+        busy.update(re.findall(r"busy after 20 samples: pid (\d+)", line))
     assert len(busy) == 2, "".join(lines)
     assert any("scanning 400 samples" in line for line in lines), "".join(lines)
     proc.send_signal(signal.SIGINT)

@@ -1,7 +1,6 @@
 """400 samples with a None at index 3; each process says when it has loaded 20, and samples from 60 on are slow."""
 
 import os
-import sys
 import time
 
 import torch
@@ -21,7 +20,8 @@ class Slow(Dataset):
         global _loaded
         _loaded += 1
         if _loaded == 20:
-            print(f"{BUSY} {os.getpid()}", file=sys.stderr, flush=True)
+            # One write(2) per line: two workers' print() calls (text, then newline) can interleave on the pipe
+            os.write(2, f"{BUSY} {os.getpid()}\n".encode())
         time.sleep(1.0 if i >= 60 else 0.02)
         return None if i == 3 else torch.ones(2)
 
