@@ -23,6 +23,12 @@ from dlprobe.analysis.timed_batches import timed_batches
 HOL_SHARE = 0.5
 MIN_BATCHES = 16  # batches replayed in order before a share is worth a conclusion
 SLOW_SHOWN = 5  # the slowest batches named in the evidence (their first index finds the expensive samples)
+# A worker's first batches of an epoch pay for its warm-up (opening files, filling caches, a worker_init_fn's tail):
+# every worker pays it, so in_order=False would not save it.
+WARMUP_BATCHES = 3
+# The holder waited for a core this share of its build (its own clock, schedstat): the machine slowed it, not this
+# batch's samples, and the order is not the cause.
+STALL_SHARE = 0.5
 
 
 @dataclass
@@ -60,22 +66,40 @@ class HeadOfLine:
         }
 
 
-Row = tuple[float, int, int, float, int]  # (done at, batch number, worker id, build seconds, first index)
+# (done at, batch number, worker id, build seconds, first index, seconds queued for a core or -1: not read)
+Row = tuple[float, int, int, float, int, float]
 
 
 def _rows(run: RunData, loader: LoaderRecord) -> list[Row]:
     """Every batch timed one by one (stride 1) by the loader's workers."""
     # past the first rows a worker keeps every k-th batch: the order can no longer be replayed; a task of -1 is a
     # torch whose worker loop does not name the batch's number
-    return [(row.start + row.build_s, row.task, row.worker, row.build_s, row.first)
+    return [(row.start + row.build_s, row.task, row.worker, row.build_s, row.first,
+             row.clocks[2] if row.clocks is not None else -1.0)
             for row in timed_batches(run, loader.loader_id) if row.stride == 1 and row.task >= 0]  # fmt: skip
+
+
+def _nth_of_worker(by_task: dict[int, tuple[float, int, float, int, float]]) -> dict[int, int]:
+    """Each batch's place among its worker's batches of the epoch, in the order the worker built them."""
+    seen: dict[int, int] = {}
+    out = {}
+    for task, (_, worker, _, _, _) in sorted(by_task.items(), key=lambda item: item[1][0]):
+        out[task] = seen.get(worker, 0)
+        seen[worker] = out[task] + 1
+    return out
+
+
+def _queued(build: float, queued: float) -> bool:
+    """Whether the holder's batch was slow because its worker waited for a core (its own schedstat clock): the
+    machine's other work, not the batch's samples, and in_order=False would not make that core free."""
+    return queued >= STALL_SHARE * build
 
 
 class _Busy:
     """One worker's building intervals, to ask how long it sat idle inside a window of its active time."""
 
     def __init__(self, rows: list[Row]) -> None:
-        spans = sorted((done - build, done) for done, _, _, build, _ in rows)
+        spans = sorted((done - build, done) for done, _, _, build, _, _ in rows)
         self.starts = [a for a, _ in spans]
         self.spans = spans
 
@@ -105,19 +129,22 @@ def head_of_line(run: RunData, loader: LoaderRecord) -> HeadOfLine | None:
     for i, begin in enumerate(starts):
         end = starts[i + 1] if i + 1 < len(starts) else float("inf")
         # batch numbers start again at 0 each epoch: an epoch's batches are the ones done inside it
-        by_task = {task: (done, w, build, first) for done, task, w, build, first in rows if begin <= done < end}
+        by_task = {task: (done, w, build, first, queued) for done, task, w, build, first, queued in rows
+                   if begin <= done < end}  # fmt: skip
+        nth = _nth_of_worker(by_task)
         ready = sorted(by_task)
         tasks = ready[: next((k for k, task in enumerate(ready) if task != k), len(ready))]
         delivered = by_task[tasks[0]][0] if tasks else 0.0
         for k in range(1, len(tasks)):
-            done, holder, build, first = by_task[tasks[k]]
+            done, holder, build, first, queued = by_task[tasks[k]]
             now = max(delivered, done)
             if k >= nw and now > delivered:  # past the first round, and the loop waited for this batch
-                # Only while the holder builds this batch: a wait with every worker idle is the hand-over's, not
-                # the order's (worker_cpu.HAND_OVER).
+                result.wait_s += now - delivered
+            # The order is to blame only past the holder's warm-up, for a batch its samples made slow; and only while
+            # the holder builds it: a wait with every worker idle is the hand-over's (worker_cpu.HAND_OVER).
+            if k >= nw and now > delivered and nth[tasks[k]] >= WARMUP_BATCHES and not _queued(build, queued):
                 others = [busy[w].idle(max(delivered, done - build), now) for w in busy if w != holder]
                 blocked = sum(others) / max(1, nw - 1)  # the others' mean idle time while the loop waited
-                result.wait_s += now - delivered
                 result.blocked_s += blocked
                 result.held_s[holder] = result.held_s.get(holder, 0.0) + blocked
             if k >= nw:

@@ -1,4 +1,5 @@
-"""Head-of-line replay on a simulated in-order DataLoader: one slow batch holding the queue, and even batches."""
+"""Head-of-line replay on a simulated in-order DataLoader: one slow batch holding the queue, even batches, warm-up
+and batches slowed by waiting for a core."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from tests.unit.fakes import loader, run
 T0 = 100.0
 
 
-def _pipeline(builds: list[float], nw: int, prefetch: int = 2) -> list[dict[str, Any]]:
+def _pipeline(
+    builds: list[float], nw: int, prefetch: int = 2, queued: dict[int, float] | None = None
+) -> list[dict[str, Any]]:
     """worker_batches events of torch's in-order pipeline: nw x prefetch indices sent at start, round robin, one more
-    each time the loop (doing no work of its own) takes a batch; each worker builds its indices one after another."""
+    each time the loop (doing no work of its own) takes a batch; each worker builds its indices one after another.
+    `queued`: batch number -> seconds of its build its worker waited for a core (its schedstat clock)."""
     free = [T0] * nw
     sent: list[float] = []
     delivered: list[float] = []
@@ -26,14 +30,14 @@ def _pipeline(builds: list[float], nw: int, prefetch: int = 2) -> list[dict[str,
         start = max(sent[k], free[w])
         free[w] = start + build
         delivered.append(max(delivered[-1] if delivered else T0, free[w]))
-        rows[w].append([k, start - T0, build, 0.0, k * 8])
+        rows[w].append([k, start - T0, build, 0.0, k * 8, 0.0, 0.0, (queued or {}).get(k, 0.0)])
     return [{"ev": "worker_batches", "t": T0 + 60, "pid": 10 + w, "loader": 0, "worker": w, "t0": T0, "rows": r,
              "stride": 1} for w, r in rows.items()]  # fmt: skip
 
 
-def _replay(builds: list[float], nw: int = 4):
+def _replay(builds: list[float], nw: int = 4, queued: dict[int, float] | None = None):
     epoch = Epoch(epoch=0, t_start=T0 - 0.1, iter_s=0.01, t_end=T0 + 60)
-    fake = run([loader(num_workers=nw, epochs=[epoch])], [], events=_pipeline(builds, nw))
+    fake = run([loader(num_workers=nw, epochs=[epoch])], [], events=_pipeline(builds, nw, queued=queued))
     return head_of_line(fake, fake.loaders[0])
 
 
@@ -60,3 +64,21 @@ def test_evenly_slow_workers_out_of_phase_are_not_head_of_line():
 def test_too_few_batches_or_one_worker_say_nothing():
     assert _replay([0.4] * 10) is None
     assert _replay([0.4 if k % 12 == 0 else 0.005 for k in range(60)], nw=1) is None
+
+
+def test_a_batch_slow_because_its_worker_waited_for_a_core_is_not_the_order():
+    # the same slow batches, one worker in four: built slowly by their samples, in_order=False would help; slow
+    # because the worker sat queued for a core behind other work (its own clock says so), it would not
+    slow = {k: 0.3 for k in range(40, 120) if k % 4 == 1}
+    builds = [0.005 + slow.get(k, 0.0) for k in range(200)]
+    hol = _replay(builds)
+    assert hol is not None and hol.share >= HOL_SHARE
+    hol = _replay(builds, queued=slow)
+    assert hol is not None and hol.share < HOL_SHARE
+
+
+def test_each_workers_warm_up_batches_are_not_the_order():
+    # every worker's first three batches are slow (opening files, filling caches), some workers more than others
+    nw = 4
+    hol = _replay([0.3 * (1 + k % nw) if k < 3 * nw else 0.005 for k in range(120)], nw=nw)
+    assert hol is not None and hol.share < HOL_SHARE
