@@ -8,8 +8,8 @@ from typing import Any
 
 from dlprobe.analysis.head_of_line import HOL_SHARE, HeadOfLine, head_of_line
 from dlprobe.analysis.loop_timing import LoopTiming, events_of, loop_timing, recorded_usable_cores
-from dlprobe.analysis.memory_findings import load_done_at
-from dlprobe.analysis.model import Finding, LoaderRecord, RunData, Series
+from dlprobe.analysis.memory_findings import first_batch_built, load_done_at
+from dlprobe.analysis.model import Finding, LoaderRecord, ProcessRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.analysis.worker_cpu import (
     CPU_BOUND,
@@ -349,7 +349,7 @@ def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, in
         if uss["peak"] is None:
             continue
         rows.append({"worker_id": proc.worker_id, "pid": proc.pid, "uss_peak_bytes": uss["peak"],
-                     "uss_growth_bytes": _steady_growth(proc.series)})  # fmt: skip
+                     "uss_growth_bytes": _steady_growth(run, loader, proc)})  # fmt: skip
     if not rows:
         return None
     peak = int(max(r["uss_peak_bytes"] for r in rows))
@@ -364,14 +364,15 @@ def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, in
     return projected, peak, rows
 
 
-def _steady_growth(series: Series) -> int:
-    """A worker's USS growth that goes on with the batches: after a load at start is done (worker_init_fn, a lazy
-    first load), since that load is paid once, not per batch, and extended over an epoch it projects memory that
-    cannot be; from its first reading otherwise."""
-    done = load_done_at(series)
-    if done is None:
-        return growth(series, "uss")
-    after = [v for t, v in series.values("uss") if t >= done]
+def _steady_growth(run: RunData, loader: LoaderRecord, proc: ProcessRecord) -> int:
+    """A worker's USS growth that goes on with the batches: from its first batch built (worker_init_fn and a lazy
+    load in the first sample are over by then) or from when a load at start was done, whichever is later. That load
+    is paid once, not per batch: extended over an epoch it projects memory that cannot be. From its first reading
+    where neither is known; 0 where fewer than two readings came after (growth there was not seen)."""
+    marks = [t for t in (first_batch_built(run, loader.loader_id, proc.pid), load_done_at(proc.series)) if t]
+    if not marks:
+        return growth(proc.series, "uss")
+    after = [v for t, v in proc.series.values("uss") if t >= max(marks)]
     return max(after) - after[0] if len(after) >= 2 else 0
 
 
