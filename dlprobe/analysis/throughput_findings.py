@@ -134,8 +134,14 @@ def _measured_advice(
         why = {
             IO_BOUND: f"the workers are asleep {100 * cpu.wait_share:.0f}% of their time, so more of them overlap "
             "their waits and throughput grows about in proportion",
-            MIXED: f"the workers want a core only {100 * cpu.busy_share:.0f}% of their time ({demand:.1f} of "
-            f"{cores} usable core(s) in all), so more of them fit on the cores",
+            MIXED: f"the workers are on a CPU only {100 * cpu.cpu_share:.0f}% of their time ({nw * cpu.cpu_share:.1f} "
+            f"of {cores} usable core(s) in all{main}"
+            + (
+                f"; queued for a core {100 * (cpu.runq_share or 0):.0f}%, behind other work"
+                if (cpu.runq_share or 0) >= QUEUED_SHARE
+                else ""
+            )
+            + "), so more of them fit on the cores",
             CPU_BOUND: f"{nw} worker(s) use {demand:.1f} of {cores} usable core(s)",
         }[cpu.bound]
         fix = (

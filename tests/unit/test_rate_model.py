@@ -93,3 +93,11 @@ def test_a_table_loaded_at_start_is_not_projected_as_growth_over_the_epoch():
     r = run([lo], procs)
     r.system.cgroup_limit = 1800 * MiB
     assert find_too_many_workers(r) == []
+
+
+def test_partly_cpu_bound_workers_queued_behind_other_work_are_told_their_cpu_not_more_cores_than_there_are():
+    # on a CPU 30%, queued 38% (another job's load): 4 workers use 1.2 of the 2 cores, not "2.7 of 2"
+    [finding] = find_input_bound(_starved(4, 0.3, 0.38, 0.05))
+    assert finding.evidence["bound"] == "partly CPU-bound"
+    assert "on a CPU only 30% of their time (1.2 of 2 usable core(s) in all" in finding.fix, finding.fix
+    assert "queued for a core 38%, behind other work" in finding.fix
