@@ -245,7 +245,9 @@ class InputBoundEvidence(InJob, _WorkerCpu, total=False):
     suggested_changes: list[str]
     missing: list[str]  # settings the probe could not read, so no advice depends on them
     model_limits: dict[str, Any]
-    model_limit: str | None
+    model_limit: str | None  # memory | cores | main | loop | cap (dlprobe/rate_model.py, tune's model)
+    main_cpu_share: float | None  # the main process's CPU share over the steady windows; null: not read
+    cores_left: float  # of the usable cores, what other work left to the loader (read from the workers' queueing)
     batches_per_s: float
     predicted_batches_per_s: float
     workers_that_fit_memory: int | None

@@ -8,6 +8,7 @@ from typing import Any
 
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData, Series
 from dlprobe.analysis.stats import growth, metric_summary
+from dlprobe.analysis.timed_batches import timed_batches
 from dlprobe.rundir.schema import EV_PROCESS
 from dlprobe.units import MiB, format_bytes
 
@@ -80,7 +81,7 @@ def kind_growth(series: Series) -> dict[str, int] | None:
     }
 
 
-def _loaded_at_start(series: Series) -> bool:
+def _loaded_at_start(series: Series, built_at: float | None = None) -> bool:
     """Memory rose to its peak early in the worker's life and stayed there: the worker loaded something once
     (np.load in worker_init_fn, a lazy load on the first sample), unlike a cache that keeps growing. Read from RSS,
     which the sampler reads every tick (a worker whose memory stopped moving gets few full readings); it is called
@@ -90,8 +91,37 @@ def _loaded_at_start(series: Series) -> bool:
     gaps between readings, so the rise counts as done halfway between the last reading below 90% and the first one
     above (not at the late reading that saw it), and it must be done within the first half of the readings' span,
     a bound that leaves a load several times slower than usual its place and a steady ramp (done only at its end)
-    outside."""
-    return load_done_at(series) is not None
+    outside.
+
+    Or, where the worker's first batch was timed (`built_at`), from that: its memory had risen by then and stayed
+    risen after. worker_init_fn and a load in the first sample are over once the first batch is built, and a machine
+    busy enough to stretch the load into the second half of a short run still builds the first batch after it."""
+    return load_done_at(series) is not None or loaded_before(series, built_at)
+
+
+def loaded_before(series: Series, built_at: float | None, metric: str = "rss") -> bool:
+    """The worker's memory reached 90% of its rise by `built_at` (its first batch built) and kept 80% of it at every
+    later reading, LOADED_FLAT_READINGS of them at least: a load before the batches, not growth with them. The first
+    reading after `built_at` counts as "by then": the sampler reads a worker every quarter second or so, so a load
+    done just before the batch shows only in the next reading."""
+    values = sorted(series.values(metric))
+    if built_at is None or len(values) < 2:
+        return False
+    v0 = values[0][1]
+    rise = max(v for _, v in values) - v0
+    first_after = next((i for i, (t, _) in enumerate(values) if t > built_at), len(values))
+    by_then, after = values[: first_after + 1], values[first_after + 1 :]
+    return (
+        rise > 0
+        and max(v for _, v in by_then) - v0 >= 0.9 * rise
+        and len(after) >= LOADED_FLAT_READINGS
+        and all(v - v0 >= 0.8 * rise for _, v in after)
+    )
+
+
+def first_batch_built(run: RunData, loader_id: int, pid: int) -> float | None:
+    """When a worker (by pid) finished the first batch it timed (its start + fetch + collate), or None."""
+    return min((row.start + row.build_s for row in timed_batches(run, loader_id) if row.writer == pid), default=None)
 
 
 def load_done_at(series: Series, metric: str = "rss") -> float | None:
@@ -142,7 +172,8 @@ def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
         }
         kinds = kind_growth(proc.series)
         if kinds is not None:
-            row.update(kinds, loaded_at_start=_loaded_at_start(proc.series))
+            built = first_batch_built(run, loader.loader_id, proc.pid)
+            row.update(kinds, loaded_at_start=_loaded_at_start(proc.series, built))
         rows.append(row)
     return rows
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from dlprobe.analysis.head_of_line import HOL_SHARE, HeadOfLine, head_of_line
 from dlprobe.analysis.loop_timing import LoopTiming, events_of, loop_timing, recorded_usable_cores
-from dlprobe.analysis.model import Finding, LoaderRecord, RunData
+from dlprobe.analysis.memory_findings import first_batch_built, load_done_at
+from dlprobe.analysis.model import Finding, LoaderRecord, ProcessRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.analysis.worker_cpu import (
     CPU_BOUND,
@@ -18,7 +19,9 @@ from dlprobe.analysis.worker_cpu import (
     LoaderCpu,
     idle_worker_ids,
     loader_cpu,
+    main_cpu_share,
 )
+from dlprobe.rate_model import cores_left, rate_bounds
 from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS, WORKER_CAP
 from dlprobe.units import format_bytes
 
@@ -29,7 +32,7 @@ BURSTY_P95 = 4.0  # p95 wait this many times the median: deeper prefetching smoo
 MEMORY_SHARE = 0.9  # workers may use this much of the memory left for them
 HEAD_OF_LINE = "head-of-line-bound"
 QUEUED_SHARE = 0.3  # workers queued for a core this share of their time: the cores are full, say so
-PLAN_LIMITS = ("memory", "cores", "loop", "cap")  # what can bound the advised num_workers; ties go to the first
+PLAN_LIMITS = ("memory", "main", "cores", "loop", "cap")  # what can bound the advised num_workers; ties go to the first
 NO_ACCELERATOR_WARNING = (
     "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't be used."
 )
@@ -51,40 +54,38 @@ class WorkerPlan:
     batches_per_s_now: float
     batches_per_s: float  # predicted at `workers`
     limits: dict[str, int]
+    cores_left: float  # of the usable cores, what other work left to the loader
+    main_cpu_s: float | None  # the main process's CPU seconds per batch; None: not read
 
 
-def plan_workers(nw: int, timing: LoopTiming, cpu: LoaderCpu, cores: int, fit_memory: int | None) -> WorkerPlan:
-    """The model: while the loop starves, n workers deliver n / (one worker's time per batch) batches per second,
-    until their CPU demand (busy share x n) fills the usable cores, the loop's own step is the limit, memory runs
-    out or the stated cap WORKER_CAP is reached; the smallest of these is the advice."""
+def plan_workers(
+    nw: int, timing: LoopTiming, cpu: LoaderCpu, cores: int, fit_memory: int | None, main_share: float | None = None
+) -> WorkerPlan:
+    """The model, tune's (dlprobe/rate_model.py): while the loop starves, n workers deliver n / (one worker's time
+    per batch) batches per second, until the CPU per batch of a worker and of the main process fills the cores other
+    work leaves, the main process's one thread or the loop's own step is the limit, memory runs out or the stated cap
+    WORKER_CAP is reached; the smallest of these is the advice."""
     per_batch = nw * (timing.mean_wait_s + timing.step_s)  # one worker's wall time per batch, the loop starving
-    busy = cpu.busy_share
+    now = 1 / (timing.mean_wait_s + timing.step_s) if timing.mean_wait_s + timing.step_s > 0 else 0.0
+    left = cores_left(cores, cpu.cpu_share, cpu.runq_share, cpu.busy_share)
+    # One thread receives the batches: CPU beyond one core is the step's own threads (intra-op), not receiving.
+    main_cpu_s = min(1.0, main_share) / now if main_share is not None and now > 0 else None
+    bounds = rate_bounds(1, per_batch, cpu.cpu_share * per_batch, main_cpu_s, left, step_s=timing.step_s)
     limits = {"cap": WORKER_CAP}
-    if busy > 0:  # no CPU tick at all over the window: the cores bound nothing below the cap
-        limits["cores"] = max(1, int(cores / busy))
-    if timing.step_s > 1e-4:  # a loop with no work of its own takes whatever comes
-        limits["loop"] = math.ceil(HEADROOM * per_batch / timing.step_s)
+    if "cores" in bounds:  # no CPU tick at all over the window: the cores bound nothing below the cap
+        limits["cores"] = max(1, int(bounds["cores"] * per_batch))  # past it, workers only queue for the cores
+    if "main" in bounds:  # the consumer's side: ask for a little more, so a slow batch does not stall it
+        limits["main"] = max(1, math.ceil(HEADROOM * bounds["main"] * per_batch))
+    if "loop" in bounds:  # a loop with no work of its own takes whatever comes
+        limits["loop"] = math.ceil(HEADROOM * bounds["loop"] * per_batch)
     if fit_memory is not None:
         limits["memory"] = max(1, fit_memory)
     limit = min(PLAN_LIMITS, key=lambda name: limits.get(name, WORKER_CAP + 1))  # ties: the first in PLAN_LIMITS
     n = limits[limit]
-
-    now = 1 / (timing.mean_wait_s + timing.step_s) if timing.mean_wait_s + timing.step_s > 0 else 0.0
-    predicted = predicted_rate(n, per_batch, busy, cores, timing.step_s)
-    return WorkerPlan(n, limit, now, max(now, predicted) if n > nw else now, limits)
-
-
-def predicted_rate(workers: int, per_item_s: float, busy: float, cores: float, step_s: float = 0.0) -> float:
-    """The model's throughput (items per second, an item being what `per_item_s` is per: a batch, a sample) with
-    `workers` workers: linear in the workers while they wait, capped by the cores over each worker's busy share
-    and by the loop's own step. (`dlprobe tune`'s search, tune/search.py, adds the main process's CPU and the
-    cores other work leaves, which its trials measure.)"""
-    bounds = [workers / per_item_s if per_item_s > 0 else math.inf]
-    if busy > 0 and per_item_s > 0:
-        bounds.append(cores / (busy * per_item_s))
-    if step_s > 1e-4:
-        bounds.append(1 / step_s)
-    return min(bounds)
+    predicted = min(
+        rate_bounds(n, per_batch, cpu.cpu_share * per_batch, main_cpu_s, left, step_s=timing.step_s).values()
+    )
+    return WorkerPlan(n, limit, now, max(now, predicted) if n > nw else now, limits, left, main_cpu_s)
 
 
 def _rate_text(loader: LoaderRecord, batches_per_s: float) -> str:
@@ -97,20 +98,30 @@ def _rate_text(loader: LoaderRecord, batches_per_s: float) -> str:
 _LIMIT_WORDS = {
     "memory": "the memory left for workers",
     "cores": "the usable cores",
+    "main": "the main process's one thread receiving batches",
     "loop": "the loop's own step",
     "cap": f"dlprobe's cap of {WORKER_CAP} workers",
 }
 
 
 def _measured_advice(
-    loader: LoaderRecord, nw: int, timing: LoopTiming, cpu: LoaderCpu, cores: int, fit_memory: int | None
+    loader: LoaderRecord,
+    nw: int,
+    timing: LoopTiming,
+    cpu: LoaderCpu,
+    cores: int,
+    fit_memory: int | None,
+    main_share: float | None = None,
 ) -> tuple[int, str, dict[str, Any]]:
-    """(suggested workers, fix text, evidence) from the workers' measured CPU and waiting shares."""
+    """(suggested workers, fix text, evidence) from the workers' measured CPU and waiting shares and the main
+    process's CPU."""
     if cpu.bound == HAND_OVER:
         return nw, _hand_over_fix(loader, nw, timing, cpu), {**cpu.evidence(), "workers_that_fit_memory": fit_memory}
-    plan = plan_workers(nw, timing, cpu, cores, fit_memory)
+    plan = plan_workers(nw, timing, cpu, cores, fit_memory, main_share)
     evidence: dict[str, Any] = {
         **cpu.evidence(),
+        "main_cpu_share": None if main_share is None else round(main_share, 3),
+        "cores_left": round(plan.cores_left, 2),
         "model_limits": plan.limits,
         "model_limit": plan.limit,
         "batches_per_s": round(plan.batches_per_s_now, 2),
@@ -118,19 +129,27 @@ def _measured_advice(
         "workers_that_fit_memory": fit_memory,
     }
     demand = nw * cpu.busy_share
+    main = f", the main process {100 * main_share:.0f}%" if main_share is not None else ""
     if plan.workers > nw:
         why = {
             IO_BOUND: f"the workers are asleep {100 * cpu.wait_share:.0f}% of their time, so more of them overlap "
             "their waits and throughput grows about in proportion",
-            MIXED: f"the workers want a core only {100 * cpu.busy_share:.0f}% of their time ({demand:.1f} of "
-            f"{cores} usable core(s) in all), so more of them fit on the cores",
+            MIXED: f"the workers are on a CPU only {100 * cpu.cpu_share:.0f}% of their time ({nw * cpu.cpu_share:.1f} "
+            f"of {cores} usable core(s) in all{main}"
+            + (
+                f"; queued for a core {100 * (cpu.runq_share or 0):.0f}%, behind other work"
+                if (cpu.runq_share or 0) >= QUEUED_SHARE
+                else ""
+            )
+            + "), so more of them fit on the cores",
             CPU_BOUND: f"{nw} worker(s) use {demand:.1f} of {cores} usable core(s)",
         }[cpu.bound]
         fix = (
             f"{why[:1].upper()}{why[1:]}. Predicted {_rate_text(loader, plan.batches_per_s)} against "
             f"{_rate_text(loader, plan.batches_per_s_now)} now. The number is set by {_LIMIT_WORDS[plan.limit]}"
             + (
-                f" (each worker wants a core {100 * cpu.busy_share:.0f}% of its time, so {plan.workers} fill {cores})"
+                f" (each worker is on a CPU {100 * cpu.cpu_share:.0f}% of its time{main}, so {plan.workers} fill "
+                f"the {plan.cores_left:.1f} core(s) other work leaves)"
                 if plan.limit == "cores"
                 else ""
             )
@@ -138,10 +157,10 @@ def _measured_advice(
             + ". Measure it with `dlprobe tune`."
         )
         return plan.workers, fix, evidence
-    if plan.limit == "cores":
+    if plan.limit == "cores" and cpu.bound == CPU_BOUND:
         fix = (
             f"num_workers={nw} already keeps the usable cores busy: the workers are on a CPU or queued for one "
-            f"{100 * cpu.busy_share:.0f}% of their time ({demand:.1f} of {cores} core(s)"
+            f"{100 * cpu.busy_share:.0f}% of their time ({demand:.1f} of {cores} core(s){main}"
             + (
                 f"; queued for a core {100 * (cpu.runq_share or 0):.0f}%: other work shares these cores"
                 if (cpu.runq_share or 0) >= QUEUED_SHARE
@@ -149,6 +168,17 @@ def _measured_advice(
             )
             + "), so more workers will not help: make each sample cheaper (see worker-hotspots: decode, "
             "transforms), cache decoded data, or run on more cores."
+        )
+    elif plan.limit in ("cores", "main") and main_share is not None and plan.main_cpu_s is not None:
+        # The workers are not the ones on the CPU: the main process is, receiving batches and running the step.
+        fix = (
+            f"num_workers={nw} already reaches what the main process can take: it is on a CPU "
+            f"{100 * main_share:.0f}% of the time ({1000 * plan.main_cpu_s:.1f} ms per batch, receiving each batch "
+            f"on one thread and running the loop's step) while the workers are on one {100 * cpu.cpu_share:.0f}%"
+            + (f", and together they fill the {plan.cores_left:.1f} core(s) left" if plan.limit == "cores" else "")
+            + ": more workers would only compete with it. Make the main process's work per batch cheaper: fewer, "
+            "larger tensors per batch (one stacked array instead of many small ones) are cheaper to receive; "
+            "move work from the loop into the workers."
         )
     elif plan.limit == "memory":
         fix = (
@@ -218,9 +248,9 @@ def find_input_bound(run: RunData) -> list[Finding]:
             suggested, worker_fix = nw, _head_of_line_fix(hol)
             evidence = {**(cpu.evidence() if cpu is not None else {}), **hol.evidence(), "bound": HEAD_OF_LINE}
         elif nw > 0 and cpu is not None:
-            suggested, worker_fix, evidence = _measured_advice(
-                loader, nw, timing, cpu, cores, _workers_fit_memory(run, loader)[0]
-            )
+            fit_memory = _workers_fit_memory(run, loader)[0]
+            main_share = main_cpu_share(run, loader)
+            suggested, worker_fix, evidence = _measured_advice(loader, nw, timing, cpu, cores, fit_memory, main_share)
         else:
             # Without workers any number up to the cores helps whatever the loading does; past the cores, only
             # the workers' measured CPU time could tell, and it is missing.
@@ -325,7 +355,7 @@ def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, in
         if uss["peak"] is None:
             continue
         rows.append({"worker_id": proc.worker_id, "pid": proc.pid, "uss_peak_bytes": uss["peak"],
-                     "uss_growth_bytes": growth(proc.series, "uss")})  # fmt: skip
+                     "uss_growth_bytes": _steady_growth(run, loader, proc)})  # fmt: skip
     if not rows:
         return None
     peak = int(max(r["uss_peak_bytes"] for r in rows))
@@ -338,6 +368,18 @@ def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, in
         fraction = min(1.0, max(first.batches, 1) / math.ceil(length / batch))
     projected = int(peak + grown * (1 / fraction - 1))
     return projected, peak, rows
+
+
+def _steady_growth(run: RunData, loader: LoaderRecord, proc: ProcessRecord) -> int:
+    """A worker's USS growth that goes on with the batches: from its first batch built (worker_init_fn and a lazy
+    load in the first sample are over by then) or from when a load at start was done, whichever is later. That load
+    is paid once, not per batch: extended over an epoch it projects memory that cannot be. From its first reading
+    where neither is known; 0 where fewer than two readings came after (growth there was not seen)."""
+    marks = [t for t in (first_batch_built(run, loader.loader_id, proc.pid), load_done_at(proc.series)) if t]
+    if not marks:
+        return growth(proc.series, "uss")
+    after = [v for t, v in proc.series.values("uss") if t >= max(marks)]
+    return max(after) - after[0] if len(after) >= 2 else 0
 
 
 def _memory_for_workers(run: RunData, measured_workers: int) -> int | None:
@@ -415,7 +457,7 @@ def find_too_many_workers(run: RunData) -> list[Finding]:
         # More workers than cores are too many only if they want the CPU: asleep on reads, more of them overlap
         # their waits. Without their CPU time there is no telling, so the cores alone prove nothing.
         cpu = loader_cpu(run, loader, idle_worker_ids(loader)) if nw > cores else None
-        fit_cores = max(1, int(cores / cpu.busy_share)) if cpu is not None and cpu.busy_share > 0 else None
+        fit_cores = _workers_fit_cores(cpu, cores) if cpu is not None else None
         if cpu is not None:
             evidence.update(cpu.evidence())
             evidence["workers_that_fit_cores"] = fit_cores
@@ -468,6 +510,15 @@ def find_too_many_workers(run: RunData) -> list[Finding]:
             )
         )
     return findings
+
+
+def _workers_fit_cores(cpu: LoaderCpu, cores: int) -> int | None:
+    """The workers the cores hold, by the model `run`'s advice and `tune` share: the cores other work leaves over
+    each worker's CPU (queued for a core is other work's load unless the workers want a core all the time); None
+    without a CPU tick."""
+    per_worker = rate_bounds(1, 1.0, cpu.cpu_share, None, cores_left(cores, cpu.cpu_share, cpu.runq_share,
+                                                                     cpu.busy_share))  # fmt: skip
+    return max(1, int(per_worker["cores"])) if "cores" in per_worker else None
 
 
 def _world_size(run: RunData, loader: LoaderRecord) -> int:

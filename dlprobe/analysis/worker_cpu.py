@@ -171,3 +171,21 @@ def idle_worker_ids(loader: LoaderRecord) -> frozenset[int]:
         for worker_id, count in enumerate(epoch.worker_batches)
         if count == 0
     )
+
+
+def main_cpu_share(run: RunData, loader: LoaderRecord) -> float | None:
+    """The CPU share of the process that iterates the loader over the loop's steady windows (receiving each batch and
+    the loop's own step, all its threads), or None where it was not read, too briefly, or its workers are threads of
+    it (their CPU time is then the process's too)."""
+    if loader.num_workers == 0 or loader.thread_workers:
+        return None
+    pid = loader.writer
+    main = next((p for p in run.processes if (p.pid == pid if pid is not None else p.role == "main")), None)
+    if main is None:
+        return None
+    wall = cpu = 0.0
+    for lo, hi in (w for w in (steady_window(e) for e in loader.epochs) if w is not None):
+        grown = _window_growth(main, lo, hi)
+        if grown is not None:
+            wall, cpu = wall + grown[0], cpu + grown[1]
+    return cpu / wall if wall >= MIN_WALL_S else None

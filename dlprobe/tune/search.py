@@ -6,15 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dlprobe.rate_model import cores_left as left_to_loader
+from dlprobe.rate_model import limit_of, rate_bounds
 from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
 
 # Two trials of the same count on a loaded machine differ by about this share: within it a measured rate agrees with
 # the model, and a rate this much below the model's is a bound the model missed.
 NOISE = 0.08
 FIRST_COUNTS = (0, 1)  # the main process alone, then one worker: its rate and its CPU per sample
-# A worker that got a core less than this share of the time it wanted one was queued behind other work: the cores
-# left to the loader are fewer than the usable ones (above it, a tick of queueing is not a busy machine).
-QUEUED_BELOW = 0.97
 REPEAT_BELOW = 0.25  # a trial this far under its prediction, and slower than fewer workers, is measured again
 UNFINISHED = ("too-slow", "hung", "crashed")  # a count that gave no rate: the search stays at half of it or below
 
@@ -40,23 +39,14 @@ class Model:
     measured_cap: float | None = None  # the best rate where measured trials fell below the model: a missed bound
 
     def bounds(self, n: int) -> dict[str, float]:
-        out = {"workers": n / self.worker_s}
-        cpu = (self.worker_cpu_s or 0.0) + (self.main_cpu_s or 0.0)
-        if cpu > 0:
-            # A CPU-bound loader saturates at the cores it has, never beyond: more workers only queue for them.
-            out["cores"] = self.cores_left / cpu
-        if self.main_cpu_s:
-            out["main"] = 1 / self.main_cpu_s  # the main process receives every batch on one thread
-        if self.measured_cap is not None:
-            out["measured"] = self.measured_cap
-        return out
+        # The bounds are dlprobe/rate_model.py's, which `run`'s advice uses too: the two never disagree.
+        return rate_bounds(n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores_left, self.measured_cap)
 
     def rate(self, n: int) -> float:
         return min(self.bounds(n).values())
 
     def limit(self, n: int) -> str:
-        bounds = self.bounds(n)
-        return min(bounds, key=lambda k: bounds[k])
+        return limit_of(self.bounds(n))
 
     def summary(self) -> dict[str, Any]:
         cpu = (self.worker_cpu_s or 0.0) + (self.main_cpu_s or 0.0)
@@ -80,14 +70,7 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
     rate = float(one["samples_per_s"])
     cpu_share, runq_share = _num(one.get("worker_cpu_share")), _num(one.get("worker_runq_share"))
     main_share = _num(one.get("main_cpu_share"))
-    cores_left = float(cores)
-    busy = _num(one.get("worker_busy_share"))
-    cpu_bound = busy is not None and busy >= CPU_BOUND_SHARE
-    if cpu_bound and cpu_share and runq_share is not None and cpu_share / (cpu_share + runq_share) < QUEUED_BELOW:
-        # A worker that wanted a core all the time got one this share of it: the rest went to other work. (A worker
-        # that mostly sleeps waits for a core each time it wakes, which says how busy the machine is, not how much
-        # of it more such workers can get.)
-        cores_left = cores * cpu_share / (cpu_share + runq_share)
+    cores_left = left_to_loader(cores, cpu_share, runq_share, _num(one.get("worker_busy_share")))
     model = Model(
         worker_s=1 / rate,
         worker_cpu_s=cpu_share / rate if cpu_share is not None else None,

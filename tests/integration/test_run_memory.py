@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
-from tests.conftest import SCRIPTS, needs_small_shm, run_with_small_shm, wait_for_plot
+from tests.conftest import SCRIPTS, memory_cgroup, needs_small_shm, run_with_small_shm, wait_for_plot
 
 MiB = 1024 * 1024
 
@@ -153,6 +154,7 @@ def test_a_first_scripts_list_of_dicts_gets_cow_growth_first_by_what_the_copies_
     assert "in all" in finding["title"] and "of the parent's" in finding["title"]
     # the cause leads the report: before too-many-workers, input-bound and worker-hotspots
     assert result.report["findings"][0]["code"] == "cow-growth"
+    assert result.findings("too-many-workers") == []  # 4 workers on a CPU a few % each: not what costs the user
 
 
 def test_the_same_data_in_numpy_arrays_has_no_cow_growth(probe):
@@ -170,3 +172,26 @@ def test_coco_style_annotations_get_packed_mapping_and_numpy_for_the_ids_as_past
     assert suspects == {"self.annotations": "dict[list]", "self.ids": "list[int]"}
     assert "`self.annotations = PackedMapping(self.annotations)`; `self.ids = np.asarray(self.ids)`" in finding["fix"]
     assert "from dlprobe.fixes import PackedMapping; import numpy as np" in finding["fix"]
+
+
+def test_a_table_each_worker_loads_at_start_under_a_memory_limit_is_not_projected_as_growth(tmp_path):
+    """Each of 2 workers fills a 350 MiB table in worker_init_fn, then stays flat; the loop stops 50 batches into an
+    epoch of 625, in a 1.8 GiB memory cgroup. The load at start is each worker's base: extended over the epoch as if
+    it were growth it projected 4.6 GiB a worker, "only 0 fit", and an error telling the user to drop the workers."""
+    run_dir = tmp_path / "run"
+    with memory_cgroup(1800 * MiB) as group:
+        command = (
+            f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -m dlprobe run --quiet --out {run_dir} "
+            f"{SCRIPTS / 'workers_load_table_at_start.py'} 350"
+        )
+        proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((run_dir / "report.json").read_text())
+    codes = {f["code"]: f for f in report["findings"]}
+    assert "too-many-workers" not in codes, codes["too-many-workers"]["title"]
+    [cow] = [f for f in report["findings"] if f["code"] == "cow-growth"]
+    assert "loaded its own copy of the same data at start" in cow["title"]
+    for finding in report["findings"]:  # the 2 workers that ran fit; the projection says so wherever it is given
+        fit = finding["evidence"].get("workers_that_fit_memory")
+        assert fit is None or 2 <= fit <= 4, (finding["code"], fit)  # 4 x 400 MiB and the parent pass 1.8 GiB
+        assert "only 0 fit" not in finding["fix"] and "only 1 fit" not in finding["fix"]

@@ -1,0 +1,57 @@
+"""The loader's throughput model, one for `run`'s advice and `tune`'s search (a leaf module: both sides import it)."""
+
+from __future__ import annotations
+
+from dlprobe.rundir.schema import CPU_BOUND_SHARE
+
+# A worker that got a core less than this share of the time it wanted one was queued behind other work: the cores
+# left to the loader are fewer than the usable ones (above it, a tick of queueing is not a busy machine).
+QUEUED_BELOW = 0.97
+# The bounds, by name: n workers each at its own pace; the cores left over the CPU per item of a worker and of the
+# main process; one core over the main process's CPU per item (it receives every batch on one thread); the loop's
+# own step per item; the best rate trials measured where they fell below the rest (a bound the model missed).
+BOUNDS = ("workers", "cores", "main", "loop", "measured")
+
+
+def cores_left(cores: int, cpu_share: float | None, runq_share: float | None, busy_share: float | None) -> float:
+    """Of the usable cores, what other work on the machine leaves to the loader, read from one worker's queueing.
+
+    Only a worker that wants a core all the time says it: the share of that time it got one is the share of the
+    cores left. (A worker that mostly sleeps waits for a core each time it wakes, which says how busy the machine is,
+    not how much of it more such workers can get.)"""
+    cpu_bound = busy_share is not None and busy_share >= CPU_BOUND_SHARE
+    if cpu_bound and cpu_share and runq_share is not None and cpu_share / (cpu_share + runq_share) < QUEUED_BELOW:
+        return min(float(cores), cores * cpu_share / (cpu_share + runq_share))
+    return float(cores)
+
+
+def rate_bounds(
+    n: int,
+    worker_s: float,
+    worker_cpu_s: float | None,
+    main_cpu_s: float | None,
+    cores_left: float,
+    measured_cap: float | None = None,
+    step_s: float | None = None,
+) -> dict[str, float]:
+    """Each bound on the rate (items per second, an item being what the seconds are per: a sample, a batch) of n
+    workers; the rate is the smallest. `worker_s`: one worker's wall time per item; `worker_cpu_s`, `main_cpu_s`: CPU
+    seconds per item of a worker and of the main process (None: not read, so they bound nothing); `step_s`: the
+    loop's own time per item (None or ~0: a loop that takes whatever comes)."""
+    out = {"workers": n / worker_s}
+    cpu = (worker_cpu_s or 0.0) + (main_cpu_s or 0.0)
+    if cpu > 0:
+        # A CPU-bound loader saturates at the cores it has, never beyond: more workers only queue for them.
+        out["cores"] = cores_left / cpu
+    if main_cpu_s:
+        out["main"] = 1 / main_cpu_s  # the main process receives every batch on one thread
+    if step_s is not None and step_s > 1e-4:
+        out["loop"] = 1 / step_s
+    if measured_cap is not None:
+        out["measured"] = measured_cap
+    return out
+
+
+def limit_of(bounds: dict[str, float]) -> str:
+    """The bound that sets the rate (ties: the first in BOUNDS)."""
+    return min(BOUNDS, key=lambda name: bounds.get(name, float("inf")))

@@ -1,0 +1,103 @@
+"""`run`'s advice and `tune`'s search read the same evidence through one model (dlprobe/rate_model.py): they predict
+the same rate, and `run` bounds by the main process's CPU and the cores other work leaves as tune does."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlprobe.analysis.loop_timing import loop_timing
+from dlprobe.analysis.model import Epoch, ProcessRecord, RunData
+from dlprobe.analysis.throughput_findings import find_input_bound, find_too_many_workers, plan_workers
+from dlprobe.analysis.worker_cpu import loader_cpu, main_cpu_share
+from dlprobe.rundir.schema import WORKER_CAP
+from dlprobe.tune.search import fit
+from dlprobe.units import MiB
+from tests.unit.fakes import cpu_series, loader, run, worker
+
+WAIT_S, STEP_S, BATCHES = 0.08, 0.0, 40  # the loop waits 80 ms per batch and has no work of its own
+BATCH = 8  # fakes.loader's batch_size
+
+
+def _starved(num_workers: int, cpu: float, runq: float, main: float | None) -> RunData:
+    """A starved loop whose workers are on a CPU `cpu` and queued `runq` of their time, its main process on a CPU
+    `main` of the time (None: the main process was never read)."""
+    end = 100.0 + BATCHES * (WAIT_S + STEP_S)
+    epoch = Epoch(0, 100.0, 0.0, t_end=end, batches=BATCHES, waits=[WAIT_S] * BATCHES)
+    procs = [worker(1000 + k, k, cpu_series(100.0, end, cpu, runq)) for k in range(num_workers)]
+    if main is not None:
+        procs.append(ProcessRecord(1, "main", comm="python", series=cpu_series(100.0, end, main, 0.0)))
+    r = run([loader(num_workers=num_workers, epochs=[epoch])], procs)
+    r.meta["machine"]["usable_cores"] = 2
+    return r
+
+
+@pytest.mark.parametrize(("cpu", "runq", "main"), [(0.05, 0.0, 0.02), (0.3, 0.4, 0.05), (0.5, 0.0, 0.6),
+                                                   (0.05, 0.02, 0.9), (0.9, 0.05, None)])  # fmt: skip
+def test_run_and_tune_predict_the_same_rate_from_the_same_evidence(cpu, runq, main):
+    """One worker measured by `run` and the same worker as tune's 1-worker trial: the same rate at every count."""
+    r = _starved(1, cpu, runq, main)
+    measured, timing = loader_cpu(r, r.loaders[0]), loop_timing(r.loaders[0])
+    assert measured is not None and timing is not None
+    share = main_cpu_share(r, r.loaders[0])
+    trial = {"status": "ok", "stage": "workers", "num_workers": 1, "samples_per_s": BATCH / (WAIT_S + STEP_S),
+             "worker_cpu_share": measured.cpu_share, "worker_runq_share": measured.runq_share,
+             "worker_busy_share": measured.busy_share, "main_cpu_share": share}  # fmt: skip
+    model = fit([trial], cores=2)
+    assert model is not None
+    plan = plan_workers(1, timing, measured, 2, None, share)
+    assert plan.cores_left == pytest.approx(model.cores_left)
+    for n in (1, 2, 4, 8, 16):
+        bounds = model.bounds(n)
+        ran = plan_workers(1, timing, measured, 2, n, share)  # memory holds n: the plan is evaluated at n
+        assert ran.workers <= n
+        if ran.workers == n and n > 1:
+            assert BATCH * ran.batches_per_s == pytest.approx(min(bounds.values()), rel=0.02), (n, bounds)
+
+
+def test_a_main_process_that_receives_on_a_full_core_bounds_io_bound_workers():
+    # asleep workers would scale to the cap, but the main process is on a CPU 95% of the time at 2 workers
+    [finding] = find_input_bound(_starved(2, 0.05, 0.0, 0.95))
+    e = finding.evidence
+    assert e["bound"] == "I/O-bound" and e["main_cpu_share"] == pytest.approx(0.95, abs=0.02)
+    assert e["model_limit"] == "main" and e["suggested_num_workers"] <= 3 and e["model_limits"]["cap"] == WORKER_CAP
+    [quiet] = find_input_bound(_starved(2, 0.05, 0.0, 0.02))  # a main process that barely works: the cap decides
+    assert quiet.evidence["model_limit"] == "cap" and quiet.evidence["suggested_num_workers"] == WORKER_CAP
+
+
+def test_a_main_process_that_fills_the_cores_is_said_never_more_workers_will_not_help():
+    r = _starved(2, 0.05, 0.0, 1.0)
+    [finding] = find_input_bound(r)
+    assert finding.evidence["suggested_num_workers"] <= 3
+    if finding.evidence["suggested_num_workers"] == 2:
+        assert "will not help" not in finding.fix and "main process" in finding.fix
+
+
+def test_asleep_workers_queued_behind_other_work_are_not_too_many():
+    # on a CPU 24%, queued 43% (another job's load): 4 workers want about one core of the 2
+    assert find_too_many_workers(_starved(4, 0.24, 0.43, 0.05)) == []
+    [finding] = find_too_many_workers(_starved(4, 0.3, 0.68, 0.05))  # wanting a core all the time: too many
+    assert finding.evidence["workers_that_fit_cores"] == 2  # the 0.6 core left over 0.3 each
+
+
+def test_a_table_loaded_at_start_is_not_projected_as_growth_over_the_epoch():
+    """Each worker loads 350 MiB in worker_init_fn, then stays flat; the run stopped 1/20 into the epoch."""
+    epoch = Epoch(0, 100.0, 0.0, batches=5, waits=[0.01] * 5)  # never ended: the loop broke out early
+    rising = [10 * MiB, 150 * MiB, 300 * MiB, 360 * MiB] + [360 * MiB] * 8
+    procs = []
+    for k in range(2):
+        s = cpu_series(100.0, 100.0 + len(rising) - 1, 0.05, every=1.0)
+        s.uss, s.rss = list(rising), [v + 100 * MiB for v in rising]
+        procs.append(worker(1000 + k, k, s))
+    lo = loader(num_workers=2, epochs=[epoch])
+    lo.config["dataset"]["len"] = 100 * BATCH  # 100 batches: growth so far would be extended 20 times
+    r = run([lo], procs)
+    r.system.cgroup_limit = 1800 * MiB
+    assert find_too_many_workers(r) == []
+
+
+def test_partly_cpu_bound_workers_queued_behind_other_work_are_told_their_cpu_not_more_cores_than_there_are():
+    # on a CPU 30%, queued 38% (another job's load): 4 workers use 1.2 of the 2 cores, not "2.7 of 2"
+    [finding] = find_input_bound(_starved(4, 0.3, 0.38, 0.05))
+    assert finding.evidence["bound"] == "partly CPU-bound"
+    assert "on a CPU only 30% of their time (1.2 of 2 usable core(s) in all" in finding.fix, finding.fix
+    assert "queued for a core 38%, behind other work" in finding.fix
