@@ -177,7 +177,10 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
                 iterator = iter(trial_loader)
                 continue
             stamps.append(time.perf_counter())
-            if nw and busy_from is None:  # the workers' CPU from their first batch on (start-up left out)
+            # The workers' CPU from the batch the rate is timed from (_throughput): the batches in flight at the start
+            # arrive at once with a fresh worker's first, slower samples in them, and CPU read over a window the rate
+            # is not read over gives a CPU per sample that is off by their share. From the first batch until then.
+            if nw and (busy_from is None or len(stamps) == nw * (pf or 2) + 1):
                 busy_from = (time.perf_counter(), _busy_seconds(iterator), time.process_time())
             counts.append(_samples_in(batch, loader.batch_size or 1))
             del batch
