@@ -212,7 +212,9 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
             # Said here too, not only when the supervisor reads the trials: the search must not follow its rate.
             result["status"] = "duplicates"
         del iterator
+        stopping = time.perf_counter()
         _shutdown(trial_loader)
+        result["shutdown_s"] = round(time.perf_counter() - stopping, 3)  # part of tune's time, not of the rate
     result.update(_throughput(start, stamps, counts, nw, pf))
     result["passes"] = passes
     return result
