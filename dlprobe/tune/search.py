@@ -71,7 +71,8 @@ class Model:
         demand = cpu * self.cores / self.cores_left
         # One worker's wall time per sample is its CPU and the rest (asleep, waiting on reads): exact at n=1.
         think = max(0.0, self.worker_s - demand)
-        return _curve(max(n, 64), round(think, 9), round(demand, 9), self.cores)[n - 1]
+        most = 1 << max(6, (n - 1).bit_length())  # one curve for every count up to the next power of two
+        return _curve(most, round(think, 9), round(demand, 9), self.cores)[n - 1]
 
     def limit(self, n: int) -> str:
         bounds = self.bounds(n)
