@@ -28,7 +28,6 @@ from dlprobe.system import cgroup, kernlog, procmem
 from dlprobe.tune.plan import DUPLICATE_SHARE, later_stages, trial
 from dlprobe.tune.search import next_step
 
-MEMORY_SHARE = 0.9  # workers may use this much of the memory left for them (tune/results.py fits trials the same way)
 IN_FLIGHT_ROUNDS = 3  # a trial times at most this many times the batches in flight (or --batches, if more)
 # A trial ends once its steady rate is known to this relative standard error (2%: well inside the search's 8% noise
 # between two trials of one count), after at least MIN_ROUNDS rounds of one batch per worker.
@@ -161,6 +160,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     # Workers are bounded by the DataLoader's own timeout; the main process needs a watchdog of its own.
     watchdog = _Watchdog(spec, give_up) if nw == 0 else None
     oom_before = _oom_count()
+    held_before = _held()  # the job before the trial's workers
     boot_start, kmsg = kernlog.since_boot(), kernlog.open_at_end()  # the kernel's records from this trial on
     worker_pids: set[int] = set()
     try:
@@ -177,7 +177,10 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
                 iterator = iter(trial_loader)
                 continue
             stamps.append(time.perf_counter())
-            if nw and busy_from is None:  # the workers' CPU from their first batch on (start-up left out)
+            # The workers' CPU from the batch the rate is timed from (_throughput): the batches in flight at the start
+            # arrive at once with a fresh worker's first, slower samples in them, and CPU read over a window the rate
+            # is not read over gives a CPU per sample that is off by their share. From the first batch until then.
+            if nw and (busy_from is None or len(stamps) == nw * (pf or 2) + 1):
                 busy_from = (time.perf_counter(), _busy_seconds(iterator), time.process_time())
             counts.append(_samples_in(batch, loader.batch_size or 1))
             del batch
@@ -203,13 +206,15 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
         if watchdog is not None:
             watchdog.cancel()
         if busy_from is not None and result["status"] == "ok":
-            result.update(_workers_now(iterator, *busy_from))
+            result.update(_workers_now(iterator, *busy_from, held_before))
         repeated = hooks.repeated_samples(trial_loader)
         if result["status"] == "ok" and repeated and repeated[0] >= DUPLICATE_SHARE * max(1, repeated[1]):
             # Said here too, not only when the supervisor reads the trials: the search must not follow its rate.
             result["status"] = "duplicates"
         del iterator
+        stopping = time.perf_counter()
         _shutdown(trial_loader)
+        result["shutdown_s"] = round(time.perf_counter() - stopping, 3)  # part of tune's time, not of the rate
     result.update(_throughput(start, stamps, counts, nw, pf))
     result["passes"] = passes
     return result
@@ -271,7 +276,11 @@ def _busy_seconds(iterator: Any) -> dict[int, tuple[float, float | None]]:
 
 
 def _workers_now(
-    iterator: Any, since: float, busy_then: dict[int, tuple[float, float | None]], main_cpu_then: float
+    iterator: Any,
+    since: float,
+    busy_then: dict[int, tuple[float, float | None]],
+    main_cpu_then: float,
+    held_before: int | None = None,
 ) -> dict[str, Any]:
     """The trial's workers at its end: the share of their time they wanted a CPU (and were on one), the main
     process's CPU share over the same window (receiving batches competes with the workers for the cores), and how
@@ -297,11 +306,28 @@ def _workers_now(
     room = procmem.system_memory()["available"] or None
     state = cgroup.memory_state(cgroup.memory_dir())
     if state and state.get("limit") and state.get("usage") is not None:
-        left = int(state["limit"]) - int(state["usage"])
+        # Page cache the kernel drops before it kills (logs written, files read) is room, not the parent's memory.
+        left = int(state["limit"]) - int(state["usage"]) + (cgroup.reclaimable_cache(cgroup.memory_dir()) or 0)
         room = left if room is None else min(room, left)
+    uncounted = 0
+    held_now = _held()
+    if uss and held_before is not None and held_now is not None:
+        # What the cgroup charged for these workers beyond their private memory (page tables, kernel stacks, socket
+        # buffers, /dev/shm in flight): measured, it is the reserve each further worker needs, not a flat share.
+        uncounted = max(0, held_now - held_before - sum(uss)) // len(uss)
+        out["uncounted_per_worker_bytes"] = uncounted
     if uss and room:  # the workers' own memory is already out of the room: add it back
-        out["workers_that_fit_memory"] = int(MEMORY_SHARE * (room + sum(uss)) // max(uss))
+        out["workers_that_fit_memory"] = int((room + sum(uss)) // (max(uss) + uncounted))
     return out
+
+
+def _held() -> int | None:
+    """The limiting cgroup's usage less the page cache the kernel would drop first; None without a limit."""
+    where = cgroup.memory_dir()
+    state = cgroup.memory_state(where) or {}
+    if not state.get("limit") or state.get("usage") is None:
+        return None
+    return int(state["usage"]) - (cgroup.reclaimable_cache(where) or 0)
 
 
 class _Watchdog:
@@ -422,7 +448,12 @@ def _run_one(
         _emit(EV_TRIAL_SKIPPED, **spec, reason="budget spent")
         done[spec["key"]] = spec | {"status": "skipped"}
         return False
-    _emit(EV_TRIAL_START, **spec)
+    where = cgroup.memory_dir()
+    state = cgroup.memory_state(where) or {}
+    # What the job holds as the trial starts, less the page cache the kernel would drop: the parent the workers join.
+    held = {"cgroup_usage_bytes": state.get("usage"), "cgroup_limit_dir": state.get("limit_dir"),
+            "cgroup_reclaimable_bytes": cgroup.reclaimable_cache(where) if state.get("limit") else None}  # fmt: skip
+    _emit(EV_TRIAL_START, **spec, **held)
     result = measure(loader, spec, batches, max(MIN_TRIAL_S, remaining / left), deadline)
     record = spec | result
     done[spec["key"]] = record

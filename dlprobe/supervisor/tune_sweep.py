@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from dlprobe.rundir.schema import (
     WORKER_CAP,
 )
 from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
+from dlprobe.system import cgroup, procmem
 from dlprobe.system.cpus import cpu_facts
 from dlprobe.system.proctree import kill_tree
 from dlprobe.tune.plan import SEARCH_FIELDS
@@ -127,7 +129,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         if loader_info is None:
             _no_takeover(run, options, outcome.exit_code)
         info = info or loader_info
-        memory = memory or memory_available(run)
+        memory = memory or memory_available(run, _own_memory())
         rows, lost = collect_trials(run, batches_per_epoch(info), timed_out=limit.hit)
         workers_stop = next((e for e in reversed(run.events) if e.get("ev") == EV_TUNE_WORKERS_STOP), workers_stop)
         trials += rows
@@ -175,6 +177,14 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
     }
     write_json(root / TUNE_RESULT_FILE, result)
     return result
+
+
+def _own_memory() -> dict[str, Any]:
+    """This process's private memory and its memory cgroup's limit directory: in the job's cgroup while tune runs,
+    not when the user trains."""
+    rollup = procmem.read_smaps_rollup(os.getpid()) or {}
+    state = cgroup.memory_state(cgroup.memory_dir()) or {}
+    return {"private_bytes": rollup.get("uss"), "limit_dir": state.get("limit_dir")}
 
 
 def _public(trial: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -122,6 +122,37 @@ def memory_state(where: tuple[Path, Path, int] | None) -> dict[str, Any] | None:
     }
 
 
+def reclaimable_cache(where: tuple[Path, Path, int] | None) -> int | None:
+    """Bytes of the limiting cgroup's usage that are page cache the kernel drops before it OOM-kills: file pages not
+    mapped by a process, not shared memory (tmpfs, /dev/shm) and not dirty. None when memory.stat is unreadable.
+
+    The usage counts every file page first read or written inside the cgroup: a job that writes logs (dlprobe's own
+    run directory included) or reads its dataset holds many of them, and none is memory its workers lack."""
+    if where is None:
+        return None
+    directory, root, version = where
+    found = tightest_memory_limit(directory, root, version)
+    try:
+        text = ((found[1] if found else directory) / "memory.stat").read_text()
+    except OSError:
+        return None
+    stat = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            stat[key] = int(value)
+    keys: tuple[str, ...]
+    if version == 2:  # hierarchical already; "file" holds shmem too
+        keys = ("file", "file_mapped", "shmem", "file_dirty", "file_writeback")
+    else:  # the limit's own cgroup and its children: the total_ rows (usage_in_bytes is hierarchical)
+        keys = tuple(f"total_{k}" if f"total_{k}" in stat else k for k in ("cache", "mapped_file", "shmem", "dirty",
+                                                                          "writeback"))  # fmt: skip
+    if keys[0] not in stat:
+        return None
+    cache, *held = (stat.get(k, 0) for k in keys)
+    return max(0, cache - sum(held))
+
+
 def _oom_kills(events: Path) -> int | None:
     try:
         text = events.read_text()

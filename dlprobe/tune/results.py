@@ -11,18 +11,20 @@ from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 from dlprobe.tune.plan import DUPLICATE_SHARE
 
-MEMORY_SHARE = 0.9  # a configuration fits when its projected memory stays under this share of what is available
 MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to extend to an epoch
 
 
-def memory_available(run: RunData) -> dict[str, Any]:
-    """What the trials' workers may use: the cgroup limit less what the job held when the first trial began (the
-    parent: the script up to its loader, dlprobe's supervisor), or MemAvailable then, whichever is tighter.
+def memory_available(run: RunData, supervisor: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the user's workers may use: the cgroup limit less what the job held when the first trial began (the
+    parent: the script up to its loader), or MemAvailable then, whichever is tighter.
 
     Read at the first trial, not at the first reading: the script imports torch and builds its dataset in between,
-    and that memory is the parent's, not the workers' to use."""
+    and that memory is the parent's, not the workers' to use. Not the parent's: the page cache the kernel drops
+    before it kills (dlprobe's run directory, files read), and dlprobe's supervisor (`supervisor`: its private bytes
+    and its memory cgroup's limit directory), which shares the cgroup only while tune runs."""
     system = run.system
-    first = next((float(e["t"]) for e in run.events if e.get("ev") == EV_TRIAL_START), None)
+    start = next((e for e in run.events if e.get("ev") == EV_TRIAL_START), None)
+    first = float(start["t"]) if start is not None else None
 
     def at_start(values: list[int | None]) -> int | None:
         read = [(t, v) for t, v in zip(system.t, values, strict=False) if v is not None]
@@ -32,14 +34,36 @@ def memory_available(run: RunData) -> dict[str, Any]:
     available = at_start(system.available)
     out: dict[str, Any] = {"mem_available_bytes": available, "cgroup_limit_bytes": system.cgroup_limit}
     budget = available
-    usage = at_start(system.cgroup_usage)
+    # Read by the script as the trial began where it could be: the supervisor's last sample may be a quarter second
+    # old, and the script is still finishing its imports then.
+    read = (start or {}).get("cgroup_usage_bytes")
+    usage = read if isinstance(read, int) and read > 0 else at_start(system.cgroup_usage)
     if system.cgroup_limit and usage is not None:
-        left = system.cgroup_limit - usage
+        cache = (start or {}).get("cgroup_reclaimable_bytes")
+        cache = cache if isinstance(cache, int) and 0 < cache < usage else 0
+        own = (supervisor or {}).get("private_bytes")
+        same = own and (supervisor or {}).get("limit_dir") == (start or {}).get("cgroup_limit_dir")
+        grown = _main_growth(run, first)
+        parent = usage - cache - (int(own) if same and own else 0) + grown
+        left = system.cgroup_limit - parent
         budget = left if budget is None else min(budget, left)
-        out["parent_bytes"] = usage
+        out.update(parent_bytes=parent, held_bytes=usage, page_cache_bytes=cache or None,
+                   supervisor_bytes=int(own) if same and own else None, parent_growth_bytes=grown)  # fmt: skip
     out["budget_bytes"] = budget
     out["source"] = "cgroup limit" if system.cgroup_limit and budget != available else "MemAvailable"
     return out
+
+
+def _main_growth(run: RunData, first: float | None) -> int:
+    """How much the script's own process grew (resident) from the first trial to its peak during the trials: the
+    batches it receives and what it allocates for them are the parent's too, at any worker count."""
+    main = next((p for p in run.processes if p.role == "main"), None)
+    values = main.series.values("rss") if main is not None and first is not None else []
+    before = [v for t, v in values if t <= first] if first is not None else []
+    after = [v for t, v in values if first is not None and t > first]
+    if not before or not after:
+        return 0
+    return max(0, max(after) - before[-1])
 
 
 def _window(run: RunData, start: float, end: float) -> tuple[int | None, int | None]:
@@ -226,7 +250,7 @@ def _finished_row(
     row = base | {k: end.get(k) for k in ("status", "error", "batches", "samples", "first_batch_s", "samples_per_s",
                                           "measured_batches", "passes", "loader_id", "worker_busy_share",
                                           "worker_cpu_share", "worker_runq_share", "main_cpu_share", "settled",
-                                          "workers_that_fit_memory")}  # fmt: skip
+                                          "workers_that_fit_memory", "uncounted_per_worker_bytes")}  # fmt: skip
     row["duration_s"] = round(end["t"] - start["t"], 3)
     steady_from = start["t"] + (end.get("first_batch_s") or 0.0)
     row.update(_worker_memory(run, end.get("loader_id"), steady_from, end["t"]))
@@ -250,15 +274,31 @@ def _batch_bytes(run: RunData, loader_id: int | None) -> int | None:
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
+def worker_reserve(trials: list[dict[str, Any]]) -> int:
+    """Bytes to keep free per worker beyond its projection, from what the trials measured: how far a worker's private
+    peak varied between trials (the projection uses its own trial's), and what the cgroup charged per worker beyond
+    its private memory (page tables, kernel stacks: not in USS, still counted against the limit)."""
+    peaks = [int(t["worker_uss_peak_bytes"]) for t in trials
+             if t.get("status") == "ok" and isinstance(t.get("worker_uss_peak_bytes"), int)]  # fmt: skip
+    spread = max(peaks) - min(peaks) if peaks else 0
+    uncounted = [int(t["uncounted_per_worker_bytes"]) for t in trials
+                 if isinstance(t.get("uncounted_per_worker_bytes"), int)]  # fmt: skip
+    return spread + max(uncounted, default=0)
+
+
 def recommend(trials: list[dict[str, Any]], budget: int | None, tolerance: float) -> tuple[dict[str, Any] | None, str]:
     """The smallest configuration within `tolerance` of the best throughput whose projected memory fits."""
     ok = [t for t in trials if t.get("status") == "ok" and t.get("samples_per_s")]
     if not ok:
         return None, "no trial completed, so there is nothing to recommend (see each trial's status and error)"
     killed = [t["num_workers"] for t in trials if t.get("status") == "oom" and t.get("num_workers")]
+    per_worker = worker_reserve(trials)
     for t in trials:
         projected = t.get("projected_epoch_bytes")
-        t["fits_memory"] = None if budget is None or projected is None else projected <= MEMORY_SHARE * budget
+        if projected is not None:
+            t["reserve_bytes"] = (t.get("num_workers") or 0) * per_worker
+        fits = None if budget is None or projected is None else projected + t["reserve_bytes"] <= budget
+        t["fits_memory"] = fits
         if killed and t.get("num_workers", 0) >= min(killed):  # as many workers as the OOM killer already ended
             t["fits_memory"] = False
     best = max(ok, key=lambda t: t["samples_per_s"])

@@ -183,3 +183,14 @@ def test_the_memory_limit_bounds_the_workers_tried_and_nothing_past_it_is_recomm
     assert chosen["projected_epoch_bytes"] < chosen["num_workers"] * 300 * 2**20  # the table once, not per batch
     if "fit the memory left" in reason:  # memory-bound: the smaller prefetch is measured
         assert f"w{chosen['num_workers']}-p1-nopin" in {t["key"] for t in result["trials"]}
+    # The user's parent: what the cgroup held as the first trial began, less dlprobe's supervisor (in the cgroup
+    # only while tune runs) and the page cache the kernel drops first, plus what the script grew during the trials.
+    memory = result["memory"]
+    assert memory["supervisor_bytes"] and 0 < memory["supervisor_bytes"] < 200 * 2**20, memory
+    parent = memory["held_bytes"] - (memory["page_cache_bytes"] or 0) - memory["supervisor_bytes"]
+    assert memory["parent_bytes"] == parent + memory["parent_growth_bytes"], memory
+    assert memory["budget_bytes"] == min(memory["cgroup_limit_bytes"] - memory["parent_bytes"],
+                                         memory["mem_available_bytes"])  # fmt: skip
+    # The reserve is measured per worker (what a worker's peak varied by, what the cgroup charged beyond it)
+    [row] = [t for t in result["trials"] if t["key"] == f"w{chosen['num_workers']}-p{chosen['prefetch_factor']}-nopin"]
+    assert row["fits_memory"] and row["projected_epoch_bytes"] + row["reserve_bytes"] <= budget, row

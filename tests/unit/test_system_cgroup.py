@@ -106,3 +106,24 @@ def test_memberships_reads_proc_cgroup_lines(tmp_path, monkeypatch, line):
 def test_no_memory_cgroup_is_none(tmp_path):
     assert cgroup.controller_dir("memory", root=tmp_path, member_of=[("", "/x")]) is None
     assert cgroup.memory_state(None) is None
+
+
+def test_page_cache_the_kernel_drops_first_is_read_from_the_limits_cgroup(tmp_path):
+    MiB = 1 << 20
+    root, member_of = _v2(tmp_path, {"kubepods/pod1": str(2 * GiB)})
+    # file includes tmpfs (shmem); mapped, dirty and written-back pages are not dropped at once
+    (root / "kubepods/pod1/memory.stat").write_text(
+        f"anon {300 * MiB}\nfile {120 * MiB}\nfile_mapped {20 * MiB}\nfile_dirty {5 * MiB}\n"
+        f"file_writeback 0\nshmem {10 * MiB}\n"
+    )
+    where, _ = _state(root, member_of, 2)
+    assert cgroup.reclaimable_cache(where) == 85 * MiB
+    root1, member_of1 = _v1(tmp_path, {"docker": 3 * GiB})
+    (root1 / "memory/docker/memory.stat").write_text(
+        f"cache {9 * MiB}\nmapped_file {MiB}\nshmem 0\ntotal_cache {107 * MiB}\ntotal_mapped_file {20 * MiB}\n"
+        "total_shmem 0\ntotal_dirty 0\ntotal_writeback 0\n"
+    )
+    where1, _ = _state(root1, member_of1, 1)
+    assert cgroup.reclaimable_cache(where1) == 87 * MiB  # the hierarchy's total_ rows, as usage_in_bytes counts it
+    (root1 / "memory/docker/memory.stat").unlink()
+    assert cgroup.reclaimable_cache(where1) is None and cgroup.reclaimable_cache(None) is None

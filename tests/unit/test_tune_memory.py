@@ -7,7 +7,7 @@ from typing import Any
 
 from dlprobe.analysis.model import ProcessRecord, Series, SystemSeries
 from dlprobe.tune.results import collect_trials, recommend
-from tests.unit.fakes import MiB, run, worker
+from tests.unit.fakes import MiB, run, series, worker
 
 T0 = 100.0
 END = 103.0
@@ -98,14 +98,16 @@ def test_nothing_at_or_above_a_killed_worker_count_nor_past_the_memory_left_is_r
         {"num_workers": 2, "prefetch_factor": 2, "pin_memory": False, "stage": "workers", "status": "ok",
          "samples_per_s": 900.0, "projected_epoch_bytes": 730 * MiB},
         {"num_workers": 4, "prefetch_factor": 2, "pin_memory": False, "stage": "workers", "status": "ok",
-         "samples_per_s": 1800.0, "projected_epoch_bytes": 1700 * MiB},
+         "samples_per_s": 1800.0, "projected_epoch_bytes": 1700 * MiB, "uncounted_per_worker_bytes": 30 * MiB},
         {"num_workers": 4, "prefetch_factor": 1, "pin_memory": False, "stage": "prefetch", "status": "ok",
          "samples_per_s": 1790.0, "projected_epoch_bytes": 1450 * MiB},
         {"num_workers": 5, "prefetch_factor": 2, "pin_memory": False, "stage": "workers", "status": "oom"},
     ]  # fmt: skip
+    # The cgroup charged 30 MiB per worker beyond its private memory: 4 workers keep 120 MiB free.
     chosen, reason = recommend(trials, 1800 * MiB, 0.05)
     assert chosen is not None and (chosen["num_workers"], chosen["prefetch_factor"]) == (4, 1), reason
-    chosen, reason = recommend(trials, 1600 * MiB, 0.05)  # now neither 4-worker trial fits 90% of the room
+    assert trials[1]["reserve_bytes"] == 120 * MiB and trials[1]["fits_memory"] is False
+    chosen, reason = recommend(trials, 1500 * MiB, 0.05)  # now neither 4-worker trial fits with its reserve
     assert chosen is not None and chosen["num_workers"] == 2, reason
     chosen, _ = recommend(trials, 2100 * MiB, 0.05)  # both fit: the default prefetch, not 1 within noise of it
     assert chosen is not None and (chosen["num_workers"], chosen["prefetch_factor"]) == (4, 2)
@@ -123,3 +125,38 @@ def test_the_memory_left_is_read_when_the_first_trial_begins_so_the_parent_is_co
                           cgroup_limit=1800 * MiB, available=[None, None, None])  # fmt: skip
     memory = memory_available(run([], [], system, _trial_events(2, {})))
     assert memory["budget_bytes"] == 1620 * MiB and memory["parent_bytes"] == 180 * MiB
+
+
+def test_the_reserve_is_what_the_trials_measured_not_a_share_of_the_room():
+    from dlprobe.tune.results import worker_reserve
+
+    trials = [
+        {"num_workers": 1, "status": "ok", "worker_uss_peak_bytes": 165 * MiB, "uncounted_per_worker_bytes": MiB},
+        {"num_workers": 3, "status": "ok", "worker_uss_peak_bytes": 161 * MiB, "uncounted_per_worker_bytes": 2 * MiB},
+        {"num_workers": 4, "status": "oom", "worker_uss_peak_bytes": 100 * MiB},  # not a peak it held to the end
+    ]  # fmt: skip
+    assert worker_reserve(trials) == 4 * MiB + 2 * MiB  # a worker's peak varied by 4 MiB; the cgroup charged 2 more
+    assert worker_reserve([]) == 0
+
+
+def test_the_parent_is_the_users_script_without_page_cache_nor_dlprobes_supervisor():
+    from dlprobe.tune.results import memory_available
+
+    # benchmarks/tune_regret.py's memory kind, 800 MiB: 274 MiB held at the first trial, 87 MiB of it page cache the
+    # kernel drops first (dlprobe's run directory, files read) and 18 MiB dlprobe's supervisor in the same cgroup.
+    system = SystemSeries(t=[T0 - 0.1, T0 + 1], cgroup_usage=[274 * MiB, 600 * MiB], cgroup_limit=800 * MiB,
+                          available=[None, None])  # fmt: skip
+    events = _trial_events(2, {})
+    events[0] |= {"cgroup_reclaimable_bytes": 87 * MiB, "cgroup_limit_dir": "/sys/fs/cgroup/job"}
+    own = {"private_bytes": 18 * MiB, "limit_dir": "/sys/fs/cgroup/job"}
+    memory = memory_available(run([], [], system, events), own)
+    assert memory["parent_bytes"] == 169 * MiB and memory["budget_bytes"] == 631 * MiB
+    assert memory["page_cache_bytes"] == 87 * MiB and memory["supervisor_bytes"] == 18 * MiB
+    elsewhere = memory_available(run([], [], system, events), own | {"limit_dir": "/sys/fs/cgroup/other"})
+    assert elsewhere["parent_bytes"] == 187 * MiB  # a supervisor outside the job's cgroup holds none of its memory
+    # The script read 280 MiB itself as the trial began (the supervisor's sample was older), and its own process
+    # grew by 7 MiB during the trials: the parent the workers share the limit with is that, less the same two.
+    events[0]["cgroup_usage_bytes"] = 280 * MiB
+    main = ProcessRecord(1, "main", comm="python", series=series([0] * 3, [219 * MiB, 226 * MiB, 224 * MiB], T0 - 0.5))
+    memory = memory_available(run([], [main], system, events), own)
+    assert memory["parent_bytes"] == (280 - 87 - 18 + 7) * MiB and memory["parent_growth_bytes"] == 7 * MiB
