@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from dlprobe.queueing import closed_throughput
 from dlprobe.rundir.schema import CPU_BOUND_SHARE
 
 # A worker that got a core less than this share of the time it wanted one was queued behind other work: the cores
@@ -50,6 +53,47 @@ def rate_bounds(
     if measured_cap is not None:
         out["measured"] = measured_cap
     return out
+
+
+def queued_rate(
+    n: int, worker_s: float, worker_cpu_s: float | None, main_cpu_s: float | None, cores: int, cores_left: float
+) -> float:
+    """The rate of n workers that are asleep part of each item and queue for the cores the rest (dlprobe/queueing.py):
+    past the corner of the "workers" and "cores" bounds, workers that wake together wait for a core, so the curve
+    reaches the cores bound at several times the corner's count (a CPU-bound worker, never asleep, at the corner)."""
+    if n <= 0:
+        return 0.0
+    cpu = (worker_cpu_s or 0.0) + (main_cpu_s or 0.0)
+    if worker_cpu_s is None or cpu <= 0 or cores_left <= 0:
+        return n / worker_s
+    # Other work's share of each core slows the loader's CPU time on it: the same cores, each slower.
+    demand = cpu * cores / cores_left
+    # One worker's wall time per item is its CPU and the rest (asleep, waiting on reads): exact at n=1.
+    think = max(0.0, worker_s - demand)
+    most = 1 << max(6, (n - 1).bit_length())  # one curve for every count up to the next power of two
+    return _curve(most, round(think, 9), round(demand, 9), cores)[n - 1]
+
+
+@lru_cache(maxsize=64)
+def _curve(most: int, think: float, demand: float, servers: int) -> tuple[float, ...]:
+    return tuple(closed_throughput(most, think, demand, servers))
+
+
+def predicted_rate(
+    n: int,
+    worker_s: float,
+    worker_cpu_s: float | None,
+    main_cpu_s: float | None,
+    cores: int,
+    cores_left: float,
+    measured_cap: float | None = None,
+    step_s: float | None = None,
+) -> float:
+    """The model's rate of n workers: the queueing curve under the "workers" and "cores" bounds, and the smallest of
+    the others (`rate_bounds`' arguments)."""
+    bounds = rate_bounds(n, worker_s, worker_cpu_s, main_cpu_s, cores_left, measured_cap, step_s)
+    queued = queued_rate(n, worker_s, worker_cpu_s, main_cpu_s, cores, cores_left)
+    return min([queued, *(v for k, v in bounds.items() if k not in ("workers", "cores"))])
 
 
 def limit_of(bounds: dict[str, float]) -> str:

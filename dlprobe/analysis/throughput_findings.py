@@ -21,12 +21,15 @@ from dlprobe.analysis.worker_cpu import (
     loader_cpu,
     main_cpu_share,
 )
-from dlprobe.rate_model import cores_left, rate_bounds
+from dlprobe.rate_model import cores_left, predicted_rate, queued_rate, rate_bounds
 from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS, WORKER_CAP
 from dlprobe.units import format_bytes
 
 INPUT_BOUND_SHARE = 0.3  # the loop waits for data at least this share of its steady time
 INPUT_BOUND_MIN_SPAN_S = 0.5
+# The advised count where the cores bound: the fewest workers the queueing curve brings within this share of it (as
+# `dlprobe tune`'s default --tolerance finds its knee).
+KNEE_SHORT = 0.05
 HEADROOM = 1.25  # workers to ask for beyond the bare estimate, so a slow batch does not stall the loop
 BURSTY_P95 = 4.0  # p95 wait this many times the median: deeper prefetching smooths it
 MEMORY_SHARE = 0.9  # workers may use this much of the memory left for them
@@ -70,10 +73,19 @@ def plan_workers(
     left = cores_left(cores, cpu.cpu_share, cpu.runq_share, cpu.busy_share)
     # One thread receives the batches: CPU beyond one core is the step's own threads (intra-op), not receiving.
     main_cpu_s = min(1.0, main_share) / now if main_share is not None and now > 0 else None
-    bounds = rate_bounds(1, per_batch, cpu.cpu_share * per_batch, main_cpu_s, left, step_s=timing.step_s)
+    worker_cpu_s = cpu.cpu_share * per_batch
+    bounds = rate_bounds(1, per_batch, worker_cpu_s, main_cpu_s, left, step_s=timing.step_s)
     limits = {"cap": WORKER_CAP}
     if "cores" in bounds:  # no CPU tick at all over the window: the cores bound nothing below the cap
-        limits["cores"] = max(1, int(bounds["cores"] * per_batch))  # past it, workers only queue for the cores
+        corner = max(1, int(bounds["cores"] * per_batch))
+        # Workers that sleep part of each batch and wake together queue for the cores: the curve reaches the cores
+        # bound at its knee, past the corner. Workers that want a core all the time stop at the corner, as tune's
+        # search does: more only queue for the cores.
+        knee = next((n for n in range(corner, WORKER_CAP + 1)
+                     if queued_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left)
+                     >= (1 - KNEE_SHORT) * bounds["cores"]), None)  # fmt: skip
+        if cpu.bound == CPU_BOUND or knee is not None:
+            limits["cores"] = corner if cpu.bound == CPU_BOUND or knee is None else knee
     if "main" in bounds:  # the consumer's side: ask for a little more, so a slow batch does not stall it
         limits["main"] = max(1, math.ceil(HEADROOM * bounds["main"] * per_batch))
     if "loop" in bounds:  # a loop with no work of its own takes whatever comes
@@ -82,9 +94,7 @@ def plan_workers(
         limits["memory"] = max(1, fit_memory)
     limit = min(PLAN_LIMITS, key=lambda name: limits.get(name, WORKER_CAP + 1))  # ties: the first in PLAN_LIMITS
     n = limits[limit]
-    predicted = min(
-        rate_bounds(n, per_batch, cpu.cpu_share * per_batch, main_cpu_s, left, step_s=timing.step_s).values()
-    )
+    predicted = predicted_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left, step_s=timing.step_s)
     return WorkerPlan(n, limit, now, max(now, predicted) if n > nw else now, limits, left, main_cpu_s)
 
 

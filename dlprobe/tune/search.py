@@ -4,13 +4,11 @@ it matters."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from dlprobe.rate_model import cores_left as left_to_loader
-from dlprobe.rate_model import limit_of, rate_bounds
+from dlprobe.rate_model import limit_of, predicted_rate, rate_bounds
 from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
-from dlprobe.tune.queueing import closed_throughput
 
 # Two trials of the same count on a loaded machine differ by about this share: within it a measured rate agrees with
 # the model, and a rate this much below the model's is a bound the model missed.
@@ -30,7 +28,7 @@ def _num(value: Any) -> float | None:
 
 @dataclass
 class Model:
-    """Throughput(n) = min(n workers asleep part of each sample and queued for the cores the rest (tune/queueing.py),
+    """Throughput(n) = min(n workers asleep part of each sample and queued for the cores the rest (dlprobe/queueing.py),
     one core over the main process's CPU per sample, a bound the trials measured). The queueing curve runs under
     its two asymptotes, n / one worker's time per sample and the cores left over the CPU per sample of a worker and
     of the main process; bounds() names those, rate() is the curve."""
@@ -47,23 +45,9 @@ class Model:
         return rate_bounds(n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores_left, self.measured_cap)
 
     def rate(self, n: int) -> float:
-        bounds = self.bounds(n)
-        return min([self._queued(n), *(v for k, v in bounds.items() if k not in ("workers", "cores"))])
-
-    def _queued(self, n: int) -> float:
-        """The workers' rate where they queue for the cores: past the corner of min(workers, cores), workers that wake
-        together wait for a core, so the curve reaches the cores bound at several times the corner's count."""
-        if n <= 0:
-            return 0.0
-        cpu = (self.worker_cpu_s or 0.0) + (self.main_cpu_s or 0.0)
-        if self.worker_cpu_s is None or cpu <= 0 or self.cores_left <= 0:
-            return n / self.worker_s
-        # Other work's share of each core slows the loader's CPU time on it: the same cores, each slower.
-        demand = cpu * self.cores / self.cores_left
-        # One worker's wall time per sample is its CPU and the rest (asleep, waiting on reads): exact at n=1.
-        think = max(0.0, self.worker_s - demand)
-        most = 1 << max(6, (n - 1).bit_length())  # one curve for every count up to the next power of two
-        return _curve(most, round(think, 9), round(demand, 9), self.cores)[n - 1]
+        return predicted_rate(
+            n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores, self.cores_left, self.measured_cap
+        )
 
     def limit(self, n: int) -> str:
         return limit_of(self.bounds(n))
@@ -109,11 +93,6 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
     if below:
         model.measured_cap = max(r for _, r in measured)  # flat from there: the best any trial reached
     return model
-
-
-@lru_cache(maxsize=64)
-def _curve(most: int, think: float, demand: float, servers: int) -> tuple[float, ...]:
-    return tuple(closed_throughput(most, think, demand, servers))
 
 
 @dataclass

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from dlprobe.queueing import closed_throughput
 from dlprobe.tune.plan import later_stages, trial
 from dlprobe.tune.predict import annotate
-from dlprobe.tune.queueing import closed_throughput
 from dlprobe.tune.results import recommend
 from dlprobe.tune.search import fit, next_step
 

@@ -59,12 +59,14 @@ def test_io_bound_workers_on_all_cores_are_told_to_add_workers_with_a_prediction
     e = finding.evidence
     assert e["bound"] == IO_BOUND and e["worker_wait_share"] == pytest.approx(0.95, abs=0.01)
     # 2 workers x 82 ms per batch: one worker's batch takes 164 ms, 5% of it on a CPU: 2 cores feed 40 workers,
-    # the loop's 2 ms step takes 103, so the stated cap decides.
+    # the loop's 2 ms step takes 103, so the stated cap decides. Waking together, 32 such workers queue a little for
+    # the 2 cores: the queueing curve predicts 186 batches/s, under the 195 of 32 never queueing.
     assert e["suggested_num_workers"] == WORKER_CAP and e["model_limit"] == "cap"
-    assert e["predicted_batches_per_s"] == pytest.approx(WORKER_CAP / 0.164, rel=0.02)
+    assert e["predicted_batches_per_s"] == pytest.approx(186.3, rel=0.01)
+    assert e["predicted_batches_per_s"] < WORKER_CAP / 0.164
     assert "I/O-bound" in finding.title and "asleep 95%" in finding.title
     assert f"num_workers={WORKER_CAP}" in finding.fix and "will not help" not in finding.fix
-    assert "Predicted 1,560 samples/s against 97 samples/s now" in finding.fix
+    assert "Predicted 1,489 samples/s against 97 samples/s now" in finding.fix
 
 
 def test_cpu_bound_workers_on_all_cores_are_told_to_make_samples_cheaper():
@@ -88,8 +90,11 @@ def test_cpu_bound_advice_over_restarted_epochs_asks_for_persistent_workers_once
 
 def test_half_asleep_workers_get_the_workers_the_cores_hold():
     [finding] = find_input_bound(_starved(2, 0.5))
-    assert finding.evidence["bound"] == IO_BOUND and finding.evidence["suggested_num_workers"] == 4  # 2 cores / 0.5
-    assert finding.evidence["model_limit"] == "cores" and "num_workers=4" in finding.fix
+    # The corner is 4 (2 cores / 0.5), but workers that wake together queue for the cores: 4 reach 85% of the cores'
+    # bound, 6 reach 98% (the queueing curve's knee, as tune measures it: a mixed loader's sweep ran 26% faster at
+    # 16 workers than at the corner's 6).
+    assert finding.evidence["bound"] == IO_BOUND and finding.evidence["suggested_num_workers"] == 6
+    assert finding.evidence["model_limit"] == "cores" and "num_workers=6" in finding.fix
 
 
 def test_unmeasured_cpu_never_claims_more_workers_will_not_help():
