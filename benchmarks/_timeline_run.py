@@ -60,6 +60,7 @@ def _patch_run_watch(module: ModuleType) -> None:
                 # When the last wait began: an exit before it was noticed late, after the tick in between.
                 _STAMPS.append(("last exit wait began", *called))
                 stamp("supervisor noticed the exit")
+                _BEFORE_EXIT.update(sys.modules)
             return bool(done)
 
         return noticing
@@ -121,9 +122,15 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
+# The modules imported before the target's exit was noticed: any other one was imported on the report's way.
+_BEFORE_EXIT: set[str] = set()
+
+
 def _write() -> None:
     stamp("dlprobe atexit")
+    late = sorted(set(sys.modules) - _BEFORE_EXIT) if _BEFORE_EXIT else []
     with open(os.environ["DLPROBE_TIMELINE"], "w") as f:
+        f.write(json.dumps({"late_imports": late}) + "\n")
         for name, t, cpu in _STAMPS:
             f.write(json.dumps({"phase": name, "t": t, "cpu": cpu}) + "\n")
 

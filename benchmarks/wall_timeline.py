@@ -8,7 +8,7 @@ the analysis, report.json, report.html, trace.json, the speedscope file, the plo
 interpreter's exit. The probed run goes through benchmarks/_timeline_run.py, which stamps each phase's end without
 changing dlprobe. memory.png is drawn after `dlprobe run` returns; its lag is shown on a line of its own.
 Prints medians per phase (seconds) and the wall ratio; writes benchmarks/out/wall_timeline.json.
-Usage: python benchmarks/wall_timeline.py [--rounds 5] [--workers 2,8] [--scale 1 (the ~5 s script of
+Usage: python benchmarks/wall_timeline.py [--rounds 5] [--workers 2,8] [--summary] [--scale 1 (the ~5 s script of
 probe_overhead.py; ~2 s on a fast 2-core machine, where --scale 2.5 gives ~5 s; 12: ~60 s)]
 """
 
@@ -60,6 +60,10 @@ AFTER_EXIT = (
 )
 
 
+# Modules the probed runs imported after noticing the target's exit (their import is paid after the script).
+LATE_IMPORTS: set[str] = set()
+
+
 def launch(cmd: list[str], env: dict[str, str]) -> tuple[str, float, float]:
     start = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
@@ -74,14 +78,19 @@ def script_phases(stdout: str, start: float) -> dict[str, float]:
     return {"start-up": first - start, "script": last - first, "script's exit": atexit - last}
 
 
-def probed_round(args: list[str], run_dir: Path, env: dict[str, str]) -> dict[str, float]:
+def probed_round(args: list[str], run_dir: Path, env: dict[str, str], quiet: bool = True) -> dict[str, float]:
     stamps_path = run_dir.with_suffix(".timeline.jsonl")
-    cmd = [PYTHON, str(HERE / "_timeline_run.py"), "run", "--quiet", "--out", str(run_dir), *args]
+    flags = ["--quiet"] if quiet else []  # without it: the summary is printed (to a pipe here, as in CI)
+    cmd = [PYTHON, str(HERE / "_timeline_run.py"), "run", *flags, "--out", str(run_dir), *args]
     stdout, start, end = launch(cmd, {**env, "DLPROBE_TIMELINE": str(stamps_path)})
     stamps: dict[str, float] = {}
     cpu: dict[str, float] = {}
+    late: list[str] = []
     for line in stamps_path.read_text().splitlines():
         row = json.loads(line)
+        if "late_imports" in row:
+            late = row["late_imports"]
+            continue
         stamps.setdefault(row["phase"], row["t"])  # the first of each (run_html_problem, say, is called once)
         cpu.setdefault(row["phase"], row["cpu"])
     phases = script_phases(stdout, start)
@@ -104,6 +113,7 @@ def probed_round(args: list[str], run_dir: Path, env: dict[str, str]) -> dict[st
     phases["total"] = end - start
     phases["throughput"] = parse_metric(stdout, "throughput")
     phases["memory.png after return"] = wait_for_plot(run_dir)
+    LATE_IMPORTS.update(late)
     return phases
 
 
@@ -116,14 +126,16 @@ def plain_round(args: list[str], env: dict[str, str]) -> dict[str, float]:
     return phases
 
 
-def scenario(workers: int, rounds: int, tmp: Path, scale: float, env: dict[str, str]) -> dict[str, object]:
+def scenario(
+    workers: int, rounds: int, tmp: Path, scale: float, env: dict[str, str], quiet: bool = True
+) -> dict[str, object]:
     batches, work = SETUPS.get(workers, (300, 4))
     args = [str(tmp / "loader_bound.py"), str(workers), str(int(batches * scale)), str(work)]
     plain: list[dict[str, float]] = []
     probed: list[dict[str, float]] = []
     for i in range(rounds):
         plain.append(plain_round(args, env))
-        probed.append(probed_round(args, tmp / f"w{workers}-{i}", env))
+        probed.append(probed_round(args, tmp / f"w{workers}-{i}", env, quiet))
     ratios = [p["total"] / q["total"] for p, q in zip(probed, plain, strict=True)]
 
     def med(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -161,6 +173,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", default="2,8", help="comma-separated worker counts")
     parser.add_argument("--scale", type=float, default=1.0, help="batches x this (12: a ~60 s plain run)")
+    parser.add_argument("--summary", action="store_true", help="probe without --quiet: the summary is printed")
     args = parser.parse_args()
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.2f} at start")
     env = dict(os.environ)
@@ -170,11 +183,12 @@ def main() -> None:
         tmp = Path(tmp_name)
         (tmp / "loader_bound.py").write_text(PRELUDE + LOADER_SCRIPT + EPILOGUE)
         for workers in (int(w) for w in args.workers.split(",")):
-            results[workers] = scenario(workers, args.rounds, tmp, args.scale, env)
+            results[workers] = scenario(workers, args.rounds, tmp, args.scale, env, not args.summary)
             print_scenario(workers, results[workers])
-    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+    print(f"\nimported after the target's exit: {', '.join(sorted(LATE_IMPORTS)) or 'nothing'}")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
     OUT.mkdir(exist_ok=True)
-    name = "wall_timeline" if args.scale == 1.0 else f"wall_timeline_x{args.scale:g}"
+    name = ("wall_timeline" if args.scale == 1.0 else f"wall_timeline_x{args.scale:g}") + ("_summary" * args.summary)
     (OUT / f"{name}.json").write_text(json.dumps({"machine": machine(), "scale": args.scale, "results": results}))
     print(f"wrote {OUT / f'{name}.json'}")
 

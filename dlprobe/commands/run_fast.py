@@ -80,7 +80,11 @@ def execute(args: RunArgs) -> int:
         hang_timeout=args.hang_timeout,
         on_hang=args.on_hang,
         launch=args.launch,
-        preload=("dlprobe.commands.outputs",),
+        # Everything the report needs after the script (benchmarks/wall_timeline.py lists what is imported after
+        # the exit): a module left out here is imported on the way to the summary, after the script has exited.
+        # rich reads its emoji table on the summary's first markup.
+        preload=("dlprobe.commands.outputs", "dlprobe.console", "dlprobe.render.plot")
+        + (() if args.quiet else ("rich._emoji_codes",)),
     )
     outcome = run_script(options)
     # Imported once the script has started (run_script preloads them meanwhile), never on the way to starting it.
