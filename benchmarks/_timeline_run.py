@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-# (phase, wall clock, this process's CPU seconds so far): the CPU column is steadier than wall time on a busy machine.
+# (phase, wall clock, this process's CPU seconds so far): the CPU column is steadier than wall time on a busy
+# machine. The first stamp is taken before dlprobe is imported.
 _STAMPS: list[tuple[str, float, float]] = [("dlprobe start", time.time(), time.process_time())]
 
 
@@ -66,6 +67,8 @@ def _patch_run_watch(module: ModuleType) -> None:
         return noticing
 
     module._exit_waiter = exit_waiter
+    # The report's modules, imported while the target starts: the supervisor's CPU after this is its sampling.
+    _wrap(module, "_preload", "report's modules preloaded")
     _wrap(module, "_sample_until_exit", "workers gone, sampler closed")
     _wrap(module, "LiveView.close", "output pumps joined", before=True)
     _wrap(module, "watch", "result.json written")

@@ -94,7 +94,7 @@ def probed_round(args: list[str], run_dir: Path, env: dict[str, str], quiet: boo
         stamps.setdefault(row["phase"], row["t"])  # the first of each (run_html_problem, say, is called once)
         cpu.setdefault(row["phase"], row["cpu"])
     phases = script_phases(stdout, start)
-    phases["(python up, dlprobe imported)"] = stamps["dlprobe start"] - start
+    phases["(python up)"] = stamps["dlprobe start"] - start
     phases["(target started)"] = stamps["target started"] - start
     previous = parse_metric(stdout, "t_script_atexit")
     previous_cpu = cpu["supervisor noticed the exit"]
@@ -107,6 +107,11 @@ def probed_round(args: list[str], run_dir: Path, env: dict[str, str], quiet: boo
     # the target itself took that long to finish (its interpreter's teardown), a short one a busy last tick.
     phases["last exit wait"] = stamps["supervisor noticed the exit"] - stamps["last exit wait began"]
     phases["supervisor CPU, whole run"] = cpu["dlprobe atexit"]
+    phases["supervisor CPU, start to preloaded"] = cpu["report's modules preloaded"]
+    # Its sampling while the target runs (the part of the probe's in-run cost the supervisor itself pays)
+    phases["supervisor CPU, preloaded to exit"] = cpu["supervisor noticed the exit"] - cpu["report's modules preloaded"]
+    stacks_meta = run_dir / "stacks.json"  # py-spy's own CPU over its bursts (absent: the loop never starved)
+    phases["py-spy CPU"] = json.loads(stacks_meta.read_text()).get("cpu_s", 0.0) if stacks_meta.exists() else 0.0
     phases["supervisor CPU, noticed to atexit"] = cpu["dlprobe atexit"] - cpu["supervisor noticed the exit"]
     phases["interpreter exit"] = end - previous
     phases["after the script's exit"] = end - parse_metric(stdout, "t_script_atexit")
@@ -158,9 +163,12 @@ def print_scenario(workers: int, result: dict[str, object]) -> None:
             used = probed.get(f"cpu: {key}")
             print(f"  {key:32s} {'':8s} {probed[key]:8.3f}" + (f"  ({used:.3f} CPU)" if used is not None else ""))
     print(f"the supervisor's last exit wait (sleeping until the target's exit): {probed['last exit wait']:.3f} s")
-    print(f"supervisor CPU: {probed['supervisor CPU, whole run']:.3f} s in all, "
-          f"{probed['supervisor CPU, noticed to atexit']:.3f} s of it after noticing the exit")  # fmt: skip
-    print(f"probed start-up: python up with dlprobe imported {probed['(python up, dlprobe imported)']:.3f} s, target "
+    print(f"supervisor CPU: {probed['supervisor CPU, whole run']:.3f} s in all: "
+          f"{probed['supervisor CPU, start to preloaded']:.3f} s starting (its imports and the report's), "
+          f"{probed['supervisor CPU, preloaded to exit']:.3f} s sampling while the target ran, "
+          f"{probed['supervisor CPU, noticed to atexit']:.3f} s after noticing the exit; "
+          f"py-spy {probed['py-spy CPU']:.3f} s")  # fmt: skip
+    print(f"probed start-up: python up {probed['(python up)']:.3f} s, target "
           f"started {probed['(target started)']:.3f} s")  # fmt: skip
     print(f"throughput ratio {probed['throughput'] / plain['throughput']:.3f}; memory.png "
           f"{probed['memory.png after return']:.2f} s after dlprobe returned")  # fmt: skip
