@@ -73,7 +73,7 @@ def main() -> None:
     # run_fast hands everything else (help, usage errors, other commands) to typer here.
     fast = run_fast.main(sys.argv[1:])
     if fast is not None:
-        sys.exit(fast)
+        run_fast.exit_now(fast)
     import typer
 
     from dlprobe.commands.app import app

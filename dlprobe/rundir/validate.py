@@ -39,32 +39,66 @@ def _hints(record_type: type) -> dict[str, Any]:
 def conforms(value: Any, annotation: Any) -> bool:
     """Whether a JSON value fits a type of schema.py (int, float, str, bool, None, unions, list[...], dict[str, ...],
     TypedDicts: their present keys; Any fits everything). A JSON number is no bool, and no NaN counts as a float."""
+    return _checker(annotation)(value)
+
+
+Check = Callable[[Any], bool]
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_float(value: Any) -> bool:
+    if type(value) is float:
+        return math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _anything(value: Any) -> bool:
+    return True
+
+
+@cache
+def _checker(annotation: Any) -> Check:
+    """`conforms` for one annotation, worked out once: a run's events repeat a few types thousands of times (the
+    workers' batch rows are lists of numbers), and `dlprobe run` reads them all after the script has exited."""
     if annotation is Any:
-        return True
+        return _anything
     if annotation is None or annotation is type(None):
-        return value is None
+        return lambda value: value is None
     origin = typing.get_origin(annotation)
     if origin in (Union, types.UnionType):
-        return any(conforms(value, arm) for arm in typing.get_args(annotation))
+        arms = tuple(_checker(arm) for arm in typing.get_args(annotation))
+        return lambda value: any(arm(value) for arm in arms)
     if origin is list:
         (item,) = typing.get_args(annotation) or (Any,)
-        return isinstance(value, list) and all(conforms(v, item) for v in value)
+        check_item = _checker(item)
+        if check_item is _anything:
+            return lambda value: isinstance(value, list)
+        return lambda value: isinstance(value, list) and all(map(check_item, value))
     if origin is dict:
         _, item = typing.get_args(annotation) or (Any, Any)
-        return isinstance(value, dict) and all(conforms(v, item) for v in value.values())
+        check_value = _checker(item)
+        return lambda value: isinstance(value, dict) and all(map(check_value, value.values()))
     if typing.is_typeddict(annotation):
-        return isinstance(value, dict) and typed_dict_problem(value, annotation) is None
+        return lambda value: isinstance(value, dict) and typed_dict_problem(value, annotation) is None
     if annotation is bool:
-        return isinstance(value, bool)
+        return lambda value: isinstance(value, bool)
     if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return _is_int
     if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return _is_float
     if annotation is str:
-        return isinstance(value, str)
+        return lambda value: isinstance(value, str)
     if annotation is list or annotation is dict:
-        return isinstance(value, annotation)
-    return True  # a type this checker does not know: the readers' own problem, as before
+        return lambda value: isinstance(value, annotation)
+    return _anything  # a type this checker does not know: the readers' own problem, as before
+
+
+@cache
+def _field_checkers(record_type: type) -> dict[str, Check]:
+    return {key: _checker(hint) for key, hint in _hints(record_type).items()}
 
 
 def typed_dict_problem(record: Any, record_type: type, required: tuple[str, ...] = ()) -> str | None:
@@ -72,13 +106,14 @@ def typed_dict_problem(record: Any, record_type: type, required: tuple[str, ...]
     type. Fields the type does not name are left alone (a newer writer may add some)."""
     if not isinstance(record, dict):
         return f"a {type(record).__name__}, not an object"
-    hints = _hints(record_type)
     for key in (*record_type.__required_keys__, *required):  # type: ignore[attr-defined]
         if key not in record:
             return f"no {key!r}"
+    checkers = _field_checkers(record_type)
     for key, value in record.items():
-        if key in hints and not conforms(value, hints[key]):
-            return _field_problem(key, value, hints[key])
+        check = checkers.get(key)
+        if check is not None and not check(value):
+            return _field_problem(key, value, _hints(record_type)[key])
     return None
 
 

@@ -167,3 +167,40 @@ def test_a_worker_blocked_after_its_main_process_died_is_stopped(probe):
     assert "DataLoader worker(s) still running 6 s after their main process was gone" in (
         run_dlprobe(["report", str(result.run_dir)], result.run_dir.parent).stdout.replace("\n", " ")
     )
+
+
+# `dlprobe run` as the console script starts it, with an object whose finalizer says whether python's teardown ran
+# and an atexit hook that must still run.
+_TEARDOWN_PROBE = """
+import atexit, sys
+class Teardown:
+    def __del__(self):
+        sys.stderr.write("teardown ran\\n")
+keep = Teardown()
+atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
+from dlprobe.cli import main
+sys.argv = ["dlprobe", *sys.argv[1:]]
+main()
+"""
+
+
+def test_dlprobe_run_exits_with_the_scripts_code_without_the_interpreters_teardown(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-c",
+        _TEARDOWN_PROBE,
+        "run",
+        "--out",
+        str(run_dir),
+        str(SCRIPTS / "fails_after_batches.py"),
+        "3",
+    ]
+    result = subprocess.run(
+        cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180, env={**os.environ, "COLUMNS": "120"}
+    )
+    assert result.returncode == 3, result.stderr
+    assert "atexit ran" in result.stderr  # the hooks run, the streams are flushed: the summary is whole
+    assert f"Run saved in {run_dir}" in result.stderr.replace("\n", "")
+    assert "teardown ran" not in result.stderr  # no time spent freeing the supervisor's modules
+    assert json.loads((run_dir / "report.json").read_text())["exit_code"] == 3
