@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from dlprobe.supervisor.budget import RUN_SHARE, WINDOW_S, CpuBudget
 from dlprobe.supervisor.sampler import (
     GROWTH_BYTES,
@@ -147,18 +149,21 @@ def test_budget_recovers_once_the_window_has_passed():
     assert budget.allowance() > 0
 
 
-def test_hotspot_sampler_takes_the_workers_in_turn_until_enough_samples_of_their_fetch(tmp_path, monkeypatch):
+FETCH = "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:380);"
+
+
+def _record(tmp_path, monkeypatch, fetch_lines: str):
+    """A StackRecorder run to its end on two workers, with a real subprocess standing in for py-spy: each burst
+    writes `fetch_lines`, 50 samples inside the probe's own clock read (not counted) and 30 of a worker waiting for
+    its next index (not counted), to --output."""
     import time
 
-    from dlprobe.supervisor.stack_recorder import ENOUGH_SAMPLES, StackRecorder
+    from dlprobe.supervisor.stack_recorder import StackRecorder
 
-    # A real subprocess standing in for py-spy: it writes 120 samples inside a worker's fetch, 50 inside the probe's
-    # own clock read (not counted) and 30 of a worker waiting for its next index (not counted), to --output.
     stacks = tmp_path / "stacks.raw"
     stacks.write_text(
-        "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:380);"
-        "MyDataset.__getitem__ (train.py:20) 120\n"
-        "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:386);"
+        fetch_lines
+        + "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:386);"
         "WorkerBatches.collating (dlprobe/in_training/worker_batches.py:65) 50\n"
         "_worker_loop (torch/utils/data/_utils/worker.py:319);get (multiprocessing/queues.py:113) 30\n"
     )
@@ -179,10 +184,31 @@ def test_hotspot_sampler_takes_the_workers_in_turn_until_enough_samples_of_their
         recorder.observe([], 103.0)
         time.sleep(0.01)
     recorder.stop()
+    return recorder, run_dir
+
+
+def test_hotspot_sampler_takes_the_workers_in_turn_until_enough_samples_of_their_fetch(tmp_path, monkeypatch):
+    from dlprobe.supervisor.stack_recorder import ENOUGH_SAMPLES
+
+    # two functions at even shares: 120 samples a burst rank them within 4.6 points, 240 within 3.2
+    even = f"{FETCH}MyDataset.__getitem__ (train.py:20) 60\n{FETCH}MyDataset.decode (train.py:30) 60\n"
+    recorder, run_dir = _record(tmp_path, monkeypatch, even)
     # two bursts, one per worker in turn: 240 samples in the fetch path are enough (the probe's frames are not)
     assert recorder.sampled == [11, 12] and recorder.fetch_samples == 240 >= ENOUGH_SAMPLES
     lines = (run_dir / "stacks.txt").read_text().splitlines()
-    assert [line.split(":", 1)[0] for line in lines] == ["process 11"] * 3 + ["process 12"] * 3
+    assert [line.split(":", 1)[0] for line in lines] == ["process 11"] * 4 + ["process 12"] * 4
+
+
+def test_hotspot_sampler_stops_sooner_where_one_function_takes_nearly_all_the_samples(tmp_path, monkeypatch):
+    from dlprobe.supervisor.stack_recorder import ranked_enough
+
+    # 95% in one function after 120 samples: its share is known within 2 points, the other's too
+    dominated = f"{FETCH}MyDataset.__getitem__ (train.py:20) 114\n{FETCH}MyDataset.decode (train.py:30) 6\n"
+    recorder, _ = _record(tmp_path, monkeypatch, dominated)
+    assert recorder.sampled == [11] and recorder.fetch_samples == 120
+    assert not ranked_enough(Counter({"a": 59}))  # never before MIN_RANKED, even a single function
+    assert not ranked_enough(Counter({"a": 80, "b": 40}))  # a third and two thirds: 182 samples needed
+    assert ranked_enough(Counter({"a": 130, "b": 62}))
 
 
 def test_a_full_read_that_found_memory_unmoved_doubles_the_interval_and_one_that_found_it_moved_resets_it():
