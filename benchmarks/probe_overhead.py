@@ -9,13 +9,18 @@ the plot took on its own line (it is not part of the run's wall time: `dlprobe r
 Targets (issue 15): throughput >= 0.98 of plain at 2 and 8 workers; p99 batch wait within 10% of plain;
 whole wall time <= 1.05x plain on a ~5 s script; supervisor <= 3% of one core with 8 workers, peak RSS <= 60 MB.
 Writes benchmarks/out/probe_overhead.json and .png.
+`--baseline DIR` runs another checkout of dlprobe (e.g. `git archive main | tar -x -C DIR`) probed in each round
+too, right after this one's, so before and after meet the same load (baseline_throughput_ratio).
 Usage: python benchmarks/probe_overhead.py [--rounds N] [--workers 2,8,32] [--scale 12 (a ~60 s loop)]
+       [--baseline DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -73,7 +78,18 @@ def wait_for_plot(run_dir: Path, timeout: float = 120) -> float:
     return float("nan")
 
 
-def scenario(workers: int, rounds: int, tmp: Path, scale: float = 1.0) -> dict[str, float]:
+def probed_by(tree: Path, command: list[str]) -> float:
+    """The throughput of `command` run with another checkout of dlprobe first on the path, from its own directory."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    proc = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"baseline run failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return parse_metric(proc.stdout, "throughput")
+
+
+def scenario(
+    workers: int, rounds: int, tmp: Path, scale: float = 1.0, baseline: Path | None = None
+) -> dict[str, float]:
     script = tmp / "loader_bound.py"
     batches, work = SETUPS.get(workers, (300, 4))
     batches = int(batches * scale)  # --scale 12: a ~60 s loop, where start-up weighs less than on the ~5 s one
@@ -101,6 +117,11 @@ def scenario(workers: int, rounds: int, tmp: Path, scale: float = 1.0) -> dict[s
             "over_budget_s": sup.get("over_budget_s", 0.0),
             "spy_cpu_s": spy_cpu_s,
         })  # fmt: skip
+        if baseline is not None:
+            before_dir = tmp / f"w{workers}-{i}-baseline"
+            before = probed_by(baseline, [PYTHON, "-m", "dlprobe", "run", "--quiet", "--out", str(before_dir), *args])
+            wait_for_plot(before_dir)  # its background plot must not load the next round
+            rows[-1]["baseline_throughput_ratio"] = before / parse_metric(plain.stdout, "throughput")
     summary = {key: median([r[key] for r in rows]) for key in rows[0]}
     summary["rss_mb"] = max(r["rss_mb"] for r in rows)
     summary["throughput_ratio_min"] = min(r["throughput_ratio"] for r in rows)
@@ -114,6 +135,8 @@ def print_table(results: dict[int, dict[str, float]], rounds: int) -> None:
               "wall ratio", "plot after", "sup CPU", "sup RSS", "py-spy CPU")  # fmt: skip
     print(" | ".join(header))
     for workers, s in results.items():
+        if "baseline_throughput_ratio" in s:
+            print(f"{workers:7d} | baseline checkout's thr ratio {s['baseline_throughput_ratio']:.3f}")
         print(
             f"{workers:7d} | {s['throughput_ratio']:.3f} ({s['throughput_ratio_min']:.2f}-"
             f"{s['throughput_ratio_max']:.2f}) | {s['plain_p99_ms']:7.1f} ms | {s['probed_p99_ms']:8.1f} ms | "
@@ -151,6 +174,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", default="2,8,32", help="comma-separated worker counts")
     parser.add_argument("--scale", type=float, default=1.0, help="batches x this (12: a ~60 s plain run)")
+    parser.add_argument("--baseline", type=Path, help="another dlprobe checkout, probed in each round after this one")
     args = parser.parse_args()
     print(f"machine: {machine()}")
     results: dict[int, dict[str, float]] = {}
@@ -158,7 +182,8 @@ def main() -> None:
         tmp = Path(tmp_name)
         (tmp / "loader_bound.py").write_text(LOADER_SCRIPT)
         for workers in (int(w) for w in args.workers.split(",")):
-            results[workers] = scenario(workers, args.rounds, tmp, args.scale)
+            baseline = args.baseline.resolve() if args.baseline else None
+            results[workers] = scenario(workers, args.rounds, tmp, args.scale, baseline)
             print(f"  {workers} workers done: {results[workers]}", flush=True)
     print_table(results, args.rounds)
     OUT.mkdir(exist_ok=True)

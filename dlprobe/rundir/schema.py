@@ -497,7 +497,7 @@ class StacksMeta(TypedDict, total=False):
     burst_s: int  # seconds of each burst on one process; absent in runs that sampled the whole tree at once
     sampled_pids: list[int]  # the process of each burst that left stacks, in order
     cpu_s: float  # py-spy's own CPU time (user + system) over all bursts: what the sampling cost the machine
-    fetch_samples: int  # samples inside the workers' fetch path: the window ends at stack_recorder.ENOUGH_SAMPLES
+    fetch_samples: int  # samples inside the workers' fetch path: the window ends once they rank (ranked_enough)
 
 
 class Machine(TypedDict, total=False):

@@ -41,6 +41,14 @@ MOVE_BYTES = 1 << 20
 # the budget says: a growing worker is the one the OOM killer takes, and one that exits at the end of an epoch
 # takes its last growth with it. Net growth, not churn: allocating and freeing a batch moves RSS both ways.
 GROWTH_BYTES = 32 << 20
+# A moving process whose full read found its memory within SETTLED_BYTES of where the last one left it (churn: a
+# batch allocated and freed between two reads faults as many pages as a copy would) waits BACKOFF_FACTOR times
+# longer for its next moving read, up to the stale bound; one whose memory moved more is back to ROUND_S.
+# benchmarks/probe_overhead.py's 8 workers sort arrays: each faults past MOVE_BYTES every ~2 s while its USS moves
+# 2 MiB over the whole run, so they were read as often as a worker copying its parent's pages.
+BACKOFF_FACTOR = 2.0
+SETTLED_BYTES = 4 * MOVE_BYTES
+DEEP_MOVES = ("rss", "uss", "anon", "private_dirty")  # the values whose move resets the interval
 FIRST_READ_COST_S = 0.004  # CPU seconds per smaps_rollup of a ~200 MB process, until measured on this run
 # Walking the process table to find descendants costs more than everything else; workers are announced by
 # the hooks' events at once, so the walk only catches the rest (forkserver, resource tracker) now and then.
@@ -60,6 +68,7 @@ class FullRead:
     t: float
     rss: int
     faults: int
+    interval: float = ROUND_S  # the soonest a moving process is read again (BACKOFF_FACTOR)
 
 
 def choose_full_reads(
@@ -74,7 +83,8 @@ def choose_full_reads(
 
     `cheap` is (rss, page faults) per live pid now. New, stale and growing processes are always read (the budget
     never buys blindness past `stale_s` (stale_bound), nor past GROWTH_BYTES of growth); other moving ones are read
-    while `allowance_s` lasts, the most moved first; still ones wait for `stale_s`.
+    once their FullRead.interval has passed, while `allowance_s` lasts, the most moved first; still ones wait for
+    `stale_s`.
     """
     due: list[int] = []
     moving: list[tuple[int, int]] = []
@@ -84,7 +94,7 @@ def choose_full_reads(
             due.append(pid)
             continue
         moved = max(abs(rss - last.rss), (faults - last.faults) * procmem.PAGE_SIZE)
-        if moved >= MOVE_BYTES:
+        if moved >= MOVE_BYTES and now - last.t >= last.interval:
             moving.append((moved, pid))
     moving.sort(key=lambda m: (-m[0], m[1]))
     room = allowance_s - cost_s * len(due)
@@ -112,6 +122,7 @@ class Sampler:
         self.next_full = 0.0
         self.last: dict[int, dict[str, Any]] = {}
         self.last_full: dict[int, FullRead] = {}
+        self.last_deep: dict[int, dict[str, int]] = {}  # each process's last smaps_rollup values
         self.last_system: dict[str, Any] = {}
         self.read_cost_s = FIRST_READ_COST_S
         self.full_reads = 0
@@ -122,6 +133,18 @@ class Sampler:
         # keep_open=False inside a training process (dlprobe.watch): its forked workers would inherit the descriptors
         self.files = ProcFiles(keep_open)
         self.stale_s = MAX_STALE_S
+
+    def _next_interval(self, pid: int, values: dict[str, int]) -> float:
+        """How soon a moving process is read again: ROUND_S after a read that found its memory moved by SETTLED_BYTES
+        (or its first), BACKOFF_FACTOR times longer after one that found it about where the last read left it, at most
+        the stale bound."""
+        before, last = self.last_deep.get(pid), self.last_full.get(pid)
+        if before is None or last is None:
+            return ROUND_S
+        # Not PSS: it moves when the processes sharing a page change (a sibling touching it), not this one's memory.
+        if any(abs(values.get(key, 0) - before.get(key, 0)) >= SETTLED_BYTES for key in DEEP_MOVES):
+            return ROUND_S
+        return min(self.stale_s, last.interval * BACKOFF_FACTOR)
 
     def close(self) -> None:
         """Close the /proc descriptors kept open between ticks."""
@@ -226,7 +249,8 @@ class Sampler:
                 self.read_cost_s = 0.8 * self.read_cost_s + 0.2 * (time.thread_time() - started)
                 if values is not None:
                     self.full_reads += 1
-                    self.last_full[pid] = FullRead(now, rss, faults)
+                    self.last_full[pid] = FullRead(now, rss, faults, self._next_interval(pid, values))
+                    self.last_deep[pid] = values
             readings[str(pid)] = {**(values if values is not None else {"rss": rss}), **cpu[pid]}
             self.last[pid] = {**self.last.get(pid, {}), **readings[str(pid)]}
         row: dict[str, Any] = {"k": SAMPLE_READING, "t": round(now, 3), "p": readings}

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,12 @@ WINDOW_S = 20.0  # the longest window
 # workers' own clocks (worker_batches rows) already split their time into fetch and collate, CPU and waiting, so
 # the stacks only have to name the functions.
 ENOUGH_SAMPLES = 200
+# It ends sooner where the ranking is as sure already: the share p of a function is known to within SHARE_SE (one
+# sigma) after p(1-p)/SHARE_SE^2 samples, 204 at p = 0.5 (ENOUGH_SAMPLES) but 73 where one function takes 90% and
+# none at all where it takes everything, the common case of a loader with one slow call (a decode, a read); never
+# before MIN_RANKED samples, so that a function seen in none of them yet still has a chance to show.
+SHARE_SE = 0.035
+MIN_RANKED = 60
 # One worker at a time, in turn, for BURST_S each (py-spy's --duration takes whole seconds): the workers of a loader
 # run the same code, so taking them in turn ranks the same functions as sampling all of them at once, at the cost of
 # one. A burst is long enough that py-spy's ~10 ms attach stays a small part of its cost.
@@ -77,6 +84,7 @@ class StackRecorder:
         self.sampled: list[int] = []  # pids whose burst left stacks
         self.cpu_s = 0.0  # py-spy's own CPU time over every burst
         self.fetch_samples = 0  # samples inside a worker's fetch path so far: what the finding ranks
+        self.functions: Counter[str] = Counter()  # those samples by the function the finding names
         self.failures: list[tuple[str, bool]] = []  # each burst that left no stacks: py-spy's error, process gone
 
     def observe(self, events: list[dict[str, Any]], now: float) -> None:
@@ -109,7 +117,7 @@ class StackRecorder:
                 self.finish()
             elif self.proc is None or self._reaped(self.proc):
                 self._collect()
-                if self.fetch_samples >= ENOUGH_SAMPLES:
+                if ranked_enough(self.functions):
                     self.finish()
                 else:
                     self._next_burst()
@@ -218,7 +226,9 @@ class StackRecorder:
             burst.unlink()
         except OSError:
             lines = []
-        self.fetch_samples += _fetch_samples(lines)
+        functions = _fetch_functions(lines)
+        self.functions.update(functions)
+        self.fetch_samples += sum(functions.values())
         if lines:
             with (self.run_dir / STACKS_FILE).open("a") as out:
                 # a thread with no Python frame (py-spy writes its count alone) says nothing of where time goes
@@ -263,13 +273,25 @@ class StackRecorder:
             write_json(self.run_dir / STACKS_META_FILE, meta)
 
 
-def _fetch_samples(lines: list[str]) -> int:
-    """Samples of a burst that the hotspot finding ranks: inside fetch(), not in the probe's own recording."""
-    from dlprobe.analysis.hotspot_findings import in_fetch, in_probe  # only once a burst ends: not at start-up
+def ranked_enough(functions: Counter[str]) -> bool:
+    """Whether the samples so far (by function) rank every function's share within SHARE_SE: ENOUGH_SAMPLES at
+    most, fewer where the shares are far from even."""
+    total = sum(functions.values())
+    if total >= ENOUGH_SAMPLES:
+        return True
+    if total < MIN_RANKED:
+        return False
+    return all(n / total * (1 - n / total) <= SHARE_SE**2 * total for n in functions.values())
+
+
+def _fetch_functions(lines: list[str]) -> Counter[str]:
+    """Samples of a burst that the hotspot finding ranks (inside fetch(), not in the probe's own recording), by the
+    function it names for them."""
+    from dlprobe.analysis.hotspot_findings import in_fetch, in_probe, rank  # once a burst ends: not at start-up
     from dlprobe.analysis.stackfile import parse_stacks
 
     stacks = parse_stacks("".join(f"process 0:;{line}\n" for line in lines))
-    return sum(s.count for s in in_fetch(stacks) if not in_probe(s))
+    return rank([s for s in in_fetch(stacks) if not in_probe(s)])[1]
 
 
 def _log_error(path: Path) -> str | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dlprobe.supervisor.budget import WINDOW_S, CpuBudget
+from collections import Counter
+
+from dlprobe.supervisor.budget import RUN_SHARE, WINDOW_S, CpuBudget
 from dlprobe.supervisor.sampler import (
     GROWTH_BYTES,
     MAX_STALE_CAP_S,
@@ -81,6 +83,16 @@ def test_a_growing_process_is_read_whatever_the_budget():
     assert choose_full_reads(10.5, {1: (200 * MB - GROWTH_BYTES, 0)}, last, -1.0, 0.004) == ([], 1)
 
 
+def test_a_moving_process_whose_memory_stayed_put_waits_its_backed_off_interval():
+    # churn: faults past MOVE_BYTES while the last full read found USS where the one before left it
+    last = {1: FullRead(t=10.0, rss=200 * MB, faults=5000, interval=2.0)}
+    churned = (200 * MB, 5000 + 10 * MOVE_BYTES // PAGE_SIZE)
+    assert choose_full_reads(11.0, {1: churned}, last, UNLIMITED, 0.004) == ([], 0)
+    assert choose_full_reads(12.0, {1: churned}, last, UNLIMITED, 0.004) == ([1], 0)
+    # growth still is read at once, interval or not
+    assert choose_full_reads(10.5, {1: (200 * MB + GROWTH_BYTES, 5000)}, last, -1.0, 0.004) == ([1], 0)
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.now = 0.0
@@ -94,9 +106,25 @@ def _budget(share: float = 0.03) -> tuple[CpuBudget, FakeClock]:
 
 def test_budget_allows_reads_while_the_share_is_under_the_cap():
     budget, clock = _budget()
-    clock.now, clock.cpu = 5.0, 0.1  # 0.1 s of CPU, judged against a full window: 1% of a core
-    assert abs(budget.allowance() - (0.03 * WINDOW_S - 0.1)) < 1e-9
+    clock.now, clock.cpu = 10.0, 0.05
+    budget.allowance()
+    clock.now, clock.cpu = 20.0, 0.1  # 0.05 s of CPU in the last 10 s window: 0.5% of a core
+    assert abs(budget.allowance() - (0.03 * WINDOW_S - 0.05)) < 1e-9
     assert budget.summary()["over_budget_s"] == 0
+
+
+def test_budget_caps_the_run_so_far_not_only_each_window():
+    # 64 new processes' first reads (mandatory, 0.3 s of CPU) in the first second of a run: a window judged alone
+    # would allow another 0.3 s in each later window, 4% of a core over a 15 s run. The run's share stays capped.
+    budget, clock = _budget()
+    clock.now, clock.cpu = 1.0, 0.3
+    spent = 0.3
+    for tick in range(2, 31):  # then every half second, whatever the allowance lets optional reads use
+        clock.now = tick / 2
+        spent += max(0.0, budget.allowance())
+        clock.cpu = spent
+    assert spent <= 0.03 * 15.0 + 1e-9
+    assert abs(spent - RUN_SHARE * 0.03 * 15.0) < 0.01  # the deferred reads come back once the burst is paid for
 
 
 def test_budget_over_the_cap_cuts_reads_and_says_for_how_long():
@@ -121,18 +149,21 @@ def test_budget_recovers_once_the_window_has_passed():
     assert budget.allowance() > 0
 
 
-def test_hotspot_sampler_takes_the_workers_in_turn_until_enough_samples_of_their_fetch(tmp_path, monkeypatch):
+FETCH = "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:380);"
+
+
+def _record(tmp_path, monkeypatch, fetch_lines: str):
+    """A StackRecorder run to its end on two workers, with a real subprocess standing in for py-spy: each burst
+    writes `fetch_lines`, 50 samples inside the probe's own clock read (not counted) and 30 of a worker waiting for
+    its next index (not counted), to --output."""
     import time
 
-    from dlprobe.supervisor.stack_recorder import ENOUGH_SAMPLES, StackRecorder
+    from dlprobe.supervisor.stack_recorder import StackRecorder
 
-    # A real subprocess standing in for py-spy: it writes 120 samples inside a worker's fetch, 50 inside the probe's
-    # own clock read (not counted) and 30 of a worker waiting for its next index (not counted), to --output.
     stacks = tmp_path / "stacks.raw"
     stacks.write_text(
-        "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:380);"
-        "MyDataset.__getitem__ (train.py:20) 120\n"
-        "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:386);"
+        fetch_lines
+        + "_worker_loop (torch/utils/data/_utils/worker.py:374);_map_fetch (dlprobe/in_training/inflight.py:386);"
         "WorkerBatches.collating (dlprobe/in_training/worker_batches.py:65) 50\n"
         "_worker_loop (torch/utils/data/_utils/worker.py:319);get (multiprocessing/queues.py:113) 30\n"
     )
@@ -153,7 +184,45 @@ def test_hotspot_sampler_takes_the_workers_in_turn_until_enough_samples_of_their
         recorder.observe([], 103.0)
         time.sleep(0.01)
     recorder.stop()
+    return recorder, run_dir
+
+
+def test_hotspot_sampler_takes_the_workers_in_turn_until_enough_samples_of_their_fetch(tmp_path, monkeypatch):
+    from dlprobe.supervisor.stack_recorder import ENOUGH_SAMPLES
+
+    # two functions at even shares: 120 samples a burst rank them within 4.6 points, 240 within 3.2
+    even = f"{FETCH}MyDataset.__getitem__ (train.py:20) 60\n{FETCH}MyDataset.decode (train.py:30) 60\n"
+    recorder, run_dir = _record(tmp_path, monkeypatch, even)
     # two bursts, one per worker in turn: 240 samples in the fetch path are enough (the probe's frames are not)
     assert recorder.sampled == [11, 12] and recorder.fetch_samples == 240 >= ENOUGH_SAMPLES
     lines = (run_dir / "stacks.txt").read_text().splitlines()
-    assert [line.split(":", 1)[0] for line in lines] == ["process 11"] * 3 + ["process 12"] * 3
+    assert [line.split(":", 1)[0] for line in lines] == ["process 11"] * 4 + ["process 12"] * 4
+
+
+def test_hotspot_sampler_stops_sooner_where_one_function_takes_nearly_all_the_samples(tmp_path, monkeypatch):
+    from dlprobe.supervisor.stack_recorder import ranked_enough
+
+    # 95% in one function after 120 samples: its share is known within 2 points, the other's too
+    dominated = f"{FETCH}MyDataset.__getitem__ (train.py:20) 114\n{FETCH}MyDataset.decode (train.py:30) 6\n"
+    recorder, _ = _record(tmp_path, monkeypatch, dominated)
+    assert recorder.sampled == [11] and recorder.fetch_samples == 120
+    assert not ranked_enough(Counter({"a": 59}))  # never before MIN_RANKED, even a single function
+    assert not ranked_enough(Counter({"a": 80, "b": 40}))  # a third and two thirds: 182 samples needed
+    assert ranked_enough(Counter({"a": 130, "b": 62}))
+
+
+def test_a_full_read_that_found_memory_unmoved_doubles_the_interval_and_one_that_found_it_moved_resets_it():
+    import io
+
+    from dlprobe.supervisor.sampler import BACKOFF_FACTOR, ROUND_S, SETTLED_BYTES, Sampler
+
+    sampler = Sampler(1, io.StringIO(), None)
+    values = {"rss": 200 * MB, "uss": 20 * MB, "pss": 60 * MB, "anon": 10 * MB}
+    assert sampler._next_interval(7, values) == ROUND_S  # a first read: nothing to compare with
+    sampler.last_deep[7] = values
+    sampler.last_full[7] = FullRead(t=10.0, rss=200 * MB, faults=0, interval=ROUND_S)
+    churned = {**values, "uss": values["uss"] + SETTLED_BYTES - 1, "pss": values["pss"] + 8 * MOVE_BYTES}
+    assert sampler._next_interval(7, churned) == ROUND_S * BACKOFF_FACTOR
+    sampler.last_full[7] = FullRead(t=10.0, rss=200 * MB, faults=0, interval=4.0)
+    assert sampler._next_interval(7, churned) == sampler.stale_s  # never past the stale bound
+    assert sampler._next_interval(7, {**values, "anon": values["anon"] - SETTLED_BYTES}) == ROUND_S
