@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,7 @@ class StackRecorder:
         self.fetch_samples = 0  # samples inside a worker's fetch path so far: what the finding ranks
         self.functions: Counter[str] = Counter()  # those samples by the function the finding names
         self.failures: list[tuple[str, bool]] = []  # each burst that left no stacks: py-spy's error, process gone
+        self.process_exists: Callable[[int], bool] = _process_exists
 
     def observe(self, events: list[dict[str, Any]], now: float) -> None:
         """Start when the loop has waited for data a large share of the time; take the workers in turn until the
@@ -156,7 +158,10 @@ class StackRecorder:
         # workers means waiting for the next ones, not sampling the main process, which does not load. Else the
         # training processes, which fetch themselves with num_workers=0; else the target itself.
         if self.workers or self.workers_seen:
-            return list(self.workers)
+            # A worker that has exited (the loop's end, the script's exit) is not worth a py-spy start: its CPU on a
+            # busy machine delays the target's own exit, and stop() then waits for py-spy to give up on it
+            # (benchmarks/wall_timeline.py: 0.07-0.25 s after a 2 s script's exit, 0 with this check).
+            return [pid for pid in self.workers if self.process_exists(pid)]
         return list(self.mains) or ([self.pid] if self.pid not in self.failed else [])
 
     def _next_burst(self) -> None:
@@ -299,3 +304,7 @@ def _log_error(path: Path) -> str | None:
         return error_line(path.read_text(errors="replace"))
     except OSError:
         return None
+
+
+def _process_exists(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")

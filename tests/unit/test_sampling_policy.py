@@ -175,6 +175,7 @@ def _record(tmp_path, monkeypatch, fetch_lines: str):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     recorder = StackRecorder(1, run_dir)
+    recorder.process_exists = lambda pid: True  # pids 11 and 12 stand for live workers
     epoch = {"ev": "epoch", "pid": 7, "t": 100.0, "workers": [{"worker_id": 0, "pid": 11}, {"worker_id": 1, "pid": 12}]}
     starving = {"ev": "batches", "pid": 7, "t": 102.0, "waits": [0.5, 0.9, 0.9], "total": 3}
     recorder.observe([epoch, starving], 102.0)
@@ -226,3 +227,22 @@ def test_a_full_read_that_found_memory_unmoved_doubles_the_interval_and_one_that
     sampler.last_full[7] = FullRead(t=10.0, rss=200 * MB, faults=0, interval=4.0)
     assert sampler._next_interval(7, churned) == sampler.stale_s  # never past the stale bound
     assert sampler._next_interval(7, {**values, "anon": values["anon"] - SETTLED_BYTES}) == ROUND_S
+
+
+def test_hotspot_sampler_never_starts_py_spy_on_a_worker_that_has_exited(tmp_path):
+    import subprocess
+    import sys
+
+    from dlprobe.supervisor.stack_recorder import StackRecorder
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # exited and reaped: its /proc entry is gone, as a worker's at the loop's end
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        recorder = StackRecorder(1, tmp_path)
+        workers = [{"worker_id": 0, "pid": gone.pid}, {"worker_id": 1, "pid": alive.pid}]
+        recorder.observe([{"ev": "epoch", "pid": 7, "t": 100.0, "workers": workers}], 100.0)
+        assert recorder._targets() == [alive.pid]
+    finally:
+        alive.kill()
+        alive.wait()
