@@ -142,7 +142,8 @@ def head_of_line(run: RunData, loader: LoaderRecord) -> HeadOfLine | None:
                 result.wait_s += now - delivered
             # The order is to blame only past the holder's warm-up, for a batch its samples made slow; and only while
             # the holder builds it: a wait with every worker idle is the hand-over's (worker_cpu.HAND_OVER).
-            if k >= nw and now > delivered and nth[tasks[k]] >= WARMUP_BATCHES and not _queued(build, queued):
+            samples_made_it_slow = nth[tasks[k]] >= WARMUP_BATCHES and not _queued(build, queued)
+            if k >= nw and now > delivered and samples_made_it_slow:
                 others = [busy[w].idle(max(delivered, done - build), now) for w in busy if w != holder]
                 blocked = sum(others) / max(1, nw - 1)  # the others' mean idle time while the loop waited
                 result.blocked_s += blocked
@@ -150,7 +151,8 @@ def head_of_line(run: RunData, loader: LoaderRecord) -> HeadOfLine | None:
             if k >= nw:
                 result.batches += 1
                 result.build_s.append(build)
-                slow.append((build, holder, tasks[k], first))
+                if samples_made_it_slow:  # the batches named are the ones whose samples may be expensive
+                    slow.append((build, holder, tasks[k], first))
             delivered = now
     if result.batches < MIN_BATCHES:
         return None

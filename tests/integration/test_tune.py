@@ -129,8 +129,8 @@ def test_tune_goes_past_twice_the_cores_while_sleeping_workers_still_gain_and_sa
     assert result["recommended"]["num_workers"] > 2 * cores
     stop = result["workers_stop"]
     assert stop and stop["reason"].startswith("stopped") and "worker counts: stopped" in proc.stderr
-    if stop["top"] == 32:
-        assert "cap of 32" in stop["reason"]
+    if stop["top"] == 32:  # stopped by the cap, or 32 measured and no faster than the best (a busy machine)
+        assert "cap of 32" in stop["reason"] or "num_workers=32 did not pay" in stop["reason"], stop["reason"]
 
 
 def test_tune_on_a_cpu_bound_loader_stops_at_the_cores_and_says_why(tmp_path):
