@@ -23,6 +23,7 @@ GROWTH_MIN_SHARE = 0.02  # ... and at least this share of where it started
 # A process "made no progress" when it used less CPU than this over the window (seconds, or share of the window).
 IDLE_CPU_S = 0.05
 IDLE_CPU_SHARE = 0.01
+IDLE_RSS_MOVE = 4 * MiB  # a process whose RSS moved this much over the window is making progress, whatever its CPU
 STUCK_MIN_WINDOW_S = 2.0
 # A rate is extrapolated only from readings this far apart (or half the window, if shorter): a process's first
 # second after it started (imports, the first batches) says nothing about the hours ahead.
@@ -215,9 +216,21 @@ def _cause_suffix(cause: str) -> str:
     return "" if cause == "unknown" else f": {cause}"
 
 
-def _idle(entry: dict[str, Any]) -> bool:
+def _idle(entry: dict[str, Any], rss_moved: dict[int, int]) -> bool:
+    """Almost no CPU over the window, and memory that did not move: a worker filling a cache at 16 MiB/s spends
+    under 0.05 s of CPU in 6 s (clock ticks are 10 ms), yet it is making progress."""
     cpu, seen = entry.get("cpu_s"), float(entry.get("seen_s") or 0.0)
-    return cpu is not None and cpu <= max(IDLE_CPU_S, IDLE_CPU_SHARE * seen)
+    moved = rss_moved.get(int(entry.get("pid") or 0), 0) >= IDLE_RSS_MOVE
+    return cpu is not None and cpu <= max(IDLE_CPU_S, IDLE_CPU_SHARE * seen) and not moved
+
+
+def _rss_moved(run: RunData) -> dict[int, int]:
+    """Each process's RSS range over its readings."""
+    out = {}
+    for proc in run.processes:
+        values = [v for _, v in proc.series.values("rss") if v > 0]
+        out[proc.pid] = max(values) - min(values) if values else 0
+    return out
 
 
 def _stack_lines(thread: dict[str, Any] | None) -> list[str]:
@@ -234,7 +247,8 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
     mains = [p for p in procs if p["role"] == "main"]
     workers = [p for p in procs if p["role"] == "worker"]
     window = float(record.get("t_end", 0.0)) - float(record.get("t_start", 0.0))
-    if not mains or window < STUCK_MIN_WINDOW_S or not all(_idle(p) for p in procs):
+    moved = _rss_moved(run)
+    if not mains or window < STUCK_MIN_WINDOW_S or not all(_idle(p, moved) for p in procs):
         return []
     findings = []
     for main in mains:
@@ -351,12 +365,16 @@ def find_attached_workers_gone(run: RunData) -> list[Finding]:
     gone.sort(key=when)
     # Processes that went within one poll of each other went in an order nobody saw; the one killed by a signal is
     # then the likelier first (torch stops the others once it notices).
-    killed = [
-        p for p in gone if ((p.get("exit") or 0) < 0 or p["pid"] in oom) and when(p) - when(gone[0]) <= SAME_MOMENT_S
-    ]
-    if killed and killed[0] is not gone[0]:
-        gone.remove(killed[0])
-        gone.insert(0, killed[0])
+    # Failing that, one the sampler never read (gone before the first tick read the others, which were still there).
+    same_moment = [p for p in gone if when(p) - when(gone[0]) <= SAME_MOMENT_S]
+    killed = [p for p in same_moment if (p.get("exit") or 0) < 0 or p["pid"] in oom]
+    # (a process gone before its first read is recorded with RSS 0)
+    read = {proc.pid for proc in run.processes if any(v > 0 for _, v in proc.series.values("rss"))}
+    never_read = [p for p in same_moment if int(p["pid"]) not in read]
+    first = killed[0] if killed else never_read[0] if 0 < len(never_read) < len(same_moment) else None
+    if first is not None and first is not gone[0]:
+        gone.remove(first)
+        gone.insert(0, first)
     started_later = [p for p in procs if p.get("role") == "worker" and not p.get("gone") and p["first_seen"] > t0 + 0.5]
     names = ", ".join(f"{_name(p)} at {after(p)} s{how(p)}" for p in gone[:8])
     evidence: dict[str, Any] = {

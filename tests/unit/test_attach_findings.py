@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.attach_findings import find_attached_growth, find_attached_stuck, format_eta
+from dlprobe.analysis.attach_findings import (
+    find_attached_growth,
+    find_attached_stuck,
+    find_attached_workers_gone,
+    format_eta,
+)
 from dlprobe.analysis.model import ProcessRecord, SystemSeries
 from dlprobe.supervisor.attach_tree import ROLE_LAUNCHER, ROLE_MAIN, ROLE_OTHER, ROLE_WORKER, Proc, classify
 from tests.unit.fakes import MiB, run, series, worker
@@ -77,6 +82,20 @@ def test_idle_tree_names_the_worker_in_user_code() -> None:
                                     "read_shard (data.py:7)")  # fmt: skip
 
 
+def test_a_worker_whose_memory_moves_on_little_cpu_is_not_stuck() -> None:
+    # each worker keeps a 1 MiB sample a tick: 16 MiB/s for under 0.05 s of CPU in 6 s (clock ticks are 10 ms)
+    main = ProcessRecord(1, "main", series=series([1], [1]))
+    filling = worker(
+        2, 0, series([100 * MiB + i * 16 * MiB for i in range(6)], [300 * MiB + i * 16 * MiB for i in range(6)])
+    )
+    record = {"processes": [_entry(1, "main", 0.01), _entry(2, "worker", 0.03)]}
+    assert find_attached_stuck(_attached([main, filling], SystemSeries(), record)) == []
+    still = worker(2, 0, series([100 * MiB] * 6, [300 * MiB] * 6))
+    assert [f.code for f in find_attached_stuck(_attached([main, still], SystemSeries(), record))] == [
+        "attached-loop-stuck"
+    ]
+
+
 def test_a_busy_process_is_not_stuck() -> None:
     main = ProcessRecord(1, "main", series=series([1], [1]))
     w0 = worker(2, 0, series([1], [1]))
@@ -104,3 +123,21 @@ def test_tree_roles_under_torchrun_with_fork_spawn_and_helpers() -> None:
     assert roles == {9: ROLE_LAUNCHER, 10: ROLE_LAUNCHER, 11: ROLE_MAIN, 12: ROLE_MAIN, 13: ROLE_WORKER,
                      14: ROLE_WORKER, 15: ROLE_WORKER, 16: ROLE_OTHER}  # fmt: skip
     assert [procs[w].main_pid for w in (13, 14, 15)] == [11, 11, 12]
+
+
+def test_of_two_workers_gone_in_one_poll_the_one_never_read_went_first() -> None:
+    # a worker killed just as attach began: gone before the sampler's first read, and torch stopped the other in the
+    # same 20 ms poll, both reaped before their exit status was seen: the order in the poll is nobody's, the readings'
+    # is evidence (the other was still there to be read)
+    read = worker(205, 0, series([100 * MiB] * 3, [300 * MiB] * 3))
+    unread = worker(206, 1, series([0], [0]))  # the sampler records a process gone before its first read as 0
+    gone = [{"pid": pid, "role": "worker", "first_seen": 100.0, "gone": True, "gone_t": 100.02, "exit": None}
+            for pid in (205, 206)]  # fmt: skip
+    (finding,) = find_attached_workers_gone(_attached([read, unread], _cgroup(10 * GiB, 2 * GiB), {"processes": gone}))
+    assert finding.evidence["gone"][0]["pid"] == 206
+    assert finding.title.index("pid 206") < finding.title.index("pid 205")
+    both_read = worker(206, 1, series([100 * MiB] * 3, [300 * MiB] * 3))  # no evidence either way: the poll's order
+    (finding,) = find_attached_workers_gone(
+        _attached([read, both_read], _cgroup(10 * GiB, 2 * GiB), {"processes": gone})
+    )
+    assert finding.evidence["gone"][0]["pid"] == 205
