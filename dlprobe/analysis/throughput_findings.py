@@ -81,11 +81,14 @@ def plan_workers(
         # Workers that sleep part of each batch and wake together queue for the cores: the curve reaches the cores
         # bound at its knee, past the corner. Workers that want a core all the time stop at the corner, as tune's
         # search does: more only queue for the cores.
-        knee = next((n for n in range(corner, WORKER_CAP + 1)
-                     if queued_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left)
-                     >= (1 - KNEE_SHORT) * bounds["cores"]), None)  # fmt: skip
-        if cpu.bound == CPU_BOUND or knee is not None:
-            limits["cores"] = corner if cpu.bound == CPU_BOUND or knee is None else knee
+        if cpu.bound == CPU_BOUND:
+            limits["cores"] = corner
+        else:  # a knee past the cap leaves the cap to decide
+            knee = next((n for n in range(corner, WORKER_CAP + 1)
+                         if queued_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left)
+                         >= (1 - KNEE_SHORT) * bounds["cores"]), None)  # fmt: skip
+            if knee is not None:
+                limits["cores"] = knee
     if "main" in bounds:  # the consumer's side: ask for a little more, so a slow batch does not stall it
         limits["main"] = max(1, math.ceil(HEADROOM * bounds["main"] * per_batch))
     if "loop" in bounds:  # a loop with no work of its own takes whatever comes
