@@ -216,20 +216,22 @@ def _cause_suffix(cause: str) -> str:
     return "" if cause == "unknown" else f": {cause}"
 
 
-def _idle(entry: dict[str, Any], rss_moved: dict[int, int]) -> bool:
+def _idle(entry: dict[str, Any], rss_range: dict[int, int]) -> bool:
     """Almost no CPU over the window, and memory that did not move: a worker filling a cache at 16 MiB/s spends
     under 0.05 s of CPU in 6 s (clock ticks are 10 ms), yet it is making progress."""
     cpu, seen = entry.get("cpu_s"), float(entry.get("seen_s") or 0.0)
-    moved = rss_moved.get(int(entry.get("pid") or 0), 0) >= IDLE_RSS_MOVE
+    moved = rss_range.get(int(entry.get("pid") or 0), 0) >= IDLE_RSS_MOVE
     return cpu is not None and cpu <= max(IDLE_CPU_S, IDLE_CPU_SHARE * seen) and not moved
 
 
-def _rss_moved(run: RunData) -> dict[int, int]:
-    """Each process's RSS range over its readings."""
+def _rss_range(run: RunData) -> dict[int, int]:
+    """Each process's RSS range over the readings it was read alive in (a process gone before its first read is
+    recorded with RSS 0): absent for one never read alive."""
     out = {}
     for proc in run.processes:
         values = [v for _, v in proc.series.values("rss") if v > 0]
-        out[proc.pid] = max(values) - min(values) if values else 0
+        if values:
+            out[proc.pid] = max(values) - min(values)
     return out
 
 
@@ -247,7 +249,7 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
     mains = [p for p in procs if p["role"] == "main"]
     workers = [p for p in procs if p["role"] == "worker"]
     window = float(record.get("t_end", 0.0)) - float(record.get("t_start", 0.0))
-    moved = _rss_moved(run)
+    moved = _rss_range(run)
     if not mains or window < STUCK_MIN_WINDOW_S or not all(_idle(p, moved) for p in procs):
         return []
     findings = []
@@ -368,8 +370,7 @@ def find_attached_workers_gone(run: RunData) -> list[Finding]:
     # Failing that, one the sampler never read (gone before the first tick read the others, which were still there).
     same_moment = [p for p in gone if when(p) - when(gone[0]) <= SAME_MOMENT_S]
     killed = [p for p in same_moment if (p.get("exit") or 0) < 0 or p["pid"] in oom]
-    # (a process gone before its first read is recorded with RSS 0)
-    read = {proc.pid for proc in run.processes if any(v > 0 for _, v in proc.series.values("rss"))}
+    read = _rss_range(run)
     never_read = [p for p in same_moment if int(p["pid"]) not in read]
     first = killed[0] if killed else never_read[0] if 0 < len(never_read) < len(same_moment) else None
     if first is not None and first is not gone[0]:
