@@ -22,6 +22,16 @@ def machine() -> str:
         f"Python {platform.python_version()}, {platform.system()} {platform.release()}"  # fmt: skip
 
 
+def require_py_spy() -> str:
+    """py-spy's path, or exit: the hotspot benchmarks measure it."""
+    from dlprobe.system.pyspy import find_py_spy
+
+    exe = find_py_spy()
+    if exe is None:
+        raise SystemExit("py-spy not found")
+    return exe
+
+
 def run(
     cmd: list[str], cwd: Path | None = None, timeout: float = 600
 ) -> tuple[subprocess.CompletedProcess[str], float]:

@@ -19,11 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import PYTHON, children, machine, median
+from _common import PYTHON, children, machine, median, require_py_spy
 from probe_overhead import LOADER_SCRIPT
 
 from dlprobe.supervisor.stack_recorder import BURST_S, DEFAULT_RATE
-from dlprobe.system.pyspy import find_py_spy
 
 OUT = Path(__file__).resolve().parent / "out"
 TREE_RATE = 10  # the rate dlprobe's whole-tree sampler used
@@ -90,9 +89,7 @@ def main() -> None:
     parser.add_argument("--workers", default="2,8")
     parser.add_argument("--span", type=int, default=6, help="seconds each mode samples per round (whole seconds)")
     args = parser.parse_args()
-    py_spy = find_py_spy()
-    if py_spy is None:
-        raise SystemExit("py-spy not found")
+    py_spy = require_py_spy()
     print(f"machine: {machine()}; load {os.getloadavg()}")
     results = {}
     with tempfile.TemporaryDirectory() as tmp_name:

@@ -23,11 +23,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _common import PYTHON, children, machine
+from _common import PYTHON, children, machine, require_py_spy
 
 from dlprobe.analysis.hotspot_findings import in_fetch, in_probe, rank
 from dlprobe.analysis.stackfile import parse_stacks
-from dlprobe.system.pyspy import find_py_spy
 
 OUT = Path(__file__).resolve().parent / "out"
 REFERENCE_RATE = 100
@@ -203,9 +202,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="each run's loop (the sampler needs 10-20 s)")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    py_spy = find_py_spy()
-    if py_spy is None:
-        raise SystemExit("py-spy not found")
+    py_spy = require_py_spy()
     print(f"machine: {machine()}; load {os.getloadavg()}")
     results = {}
     with tempfile.TemporaryDirectory() as tmp_name:
