@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_in
 
 BATCH = 16
 TABLE_MIB = 150  # the memory-bound kind: each worker's table, built at start
+MIN_STEADY_S = 0.5  # as dlprobe/in_training/tune_trials.py: a timed window this long at least
 STEP_S = {"consumer": 0.03}  # the training step per batch; the other kinds' loops do no work of their own
 
 
@@ -90,9 +91,10 @@ def timed(kind: str, num_workers: int, prefetch_factor: int | None, batches: int
         it = iter(loader)
         for _ in range(warm):
             next(it)
-        t0, samples = time.perf_counter(), 0
-        for _ in range(batches):
+        t0, samples, timed = time.perf_counter(), 0, 0
+        while timed < batches or time.perf_counter() - t0 < MIN_STEADY_S:  # as a tune trial times
             samples += len(next(it))
+            timed += 1
             if step:
                 time.sleep(step)
         rate = samples / (time.perf_counter() - t0)

@@ -36,18 +36,20 @@ def rate_bounds(
     cores_left: float,
     measured_cap: float | None = None,
     step_s: float | None = None,
+    main_fixed: float = 0.0,
 ) -> dict[str, float]:
     """Each bound on the rate (items per second, an item being what the seconds are per: a sample, a batch) of n
     workers; the rate is the smallest. `worker_s`: one worker's wall time per item; `worker_cpu_s`, `main_cpu_s`: CPU
     seconds per item of a worker and of the main process (None: not read, so they bound nothing); `step_s`: the
-    loop's own time per item (None or ~0: a loop that takes whatever comes)."""
+    loop's own time per item (None or ~0: a loop that takes whatever comes); `main_fixed`: the share of a core the
+    main process uses whatever the rate (its other threads), where two rates told it apart from the per-item cost."""
     out = {"workers": n / worker_s}
     cpu = (worker_cpu_s or 0.0) + (main_cpu_s or 0.0)
     if cpu > 0:
         # A CPU-bound loader saturates at the cores it has, never beyond: more workers only queue for them.
-        out["cores"] = cores_left / cpu
+        out["cores"] = max(0.0, cores_left - main_fixed) / cpu
     if main_cpu_s:
-        out["main"] = 1 / main_cpu_s  # the main process receives every batch on one thread
+        out["main"] = max(0.0, 1 - main_fixed) / main_cpu_s  # the main process receives every batch on one thread
     if step_s is not None and step_s > 1e-4:
         out["loop"] = 1 / step_s
     if measured_cap is not None:
@@ -88,10 +90,11 @@ def predicted_rate(
     cores_left: float,
     measured_cap: float | None = None,
     step_s: float | None = None,
+    main_fixed: float = 0.0,
 ) -> float:
     """The model's rate of n workers: the queueing curve under the "workers" and "cores" bounds, and the smallest of
     the others (`rate_bounds`' arguments)."""
-    bounds = rate_bounds(n, worker_s, worker_cpu_s, main_cpu_s, cores_left, measured_cap, step_s)
+    bounds = rate_bounds(n, worker_s, worker_cpu_s, main_cpu_s, cores_left, measured_cap, step_s, main_fixed)
     queued = queued_rate(n, worker_s, worker_cpu_s, main_cpu_s, cores, cores_left)
     return min([queued, *(v for k, v in bounds.items() if k not in ("workers", "cores"))])
 

@@ -15,6 +15,7 @@ from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
 NOISE = 0.08
 FIRST_COUNTS = (0, 1)  # the main process alone, then one worker: its rate and its CPU per sample
 REPEAT_BELOW = 0.25  # a trial this far under its prediction, and slower than fewer workers, is measured again
+MAIN_SPAN = 3.0  # the main process's cost is split into per-sample and fixed only over rates this far apart
 UNFINISHED = ("too-slow", "hung", "crashed")  # a count that gave no rate: the search stays at half of it or below
 
 
@@ -39,15 +40,16 @@ class Model:
     cores: int  # usable cores
     cores_left: float  # of them, what other work on the machine left to the loader (queueing at 1 worker)
     measured_cap: float | None = None  # the best rate where measured trials fell below the model: a missed bound
+    main_fixed: float = 0.0  # the share of a core the main process uses at any rate (main_cost)
 
     def bounds(self, n: int) -> dict[str, float]:
         # The bounds are dlprobe/rate_model.py's, which `run`'s advice uses too: the two never disagree.
-        return rate_bounds(n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores_left, self.measured_cap)
+        return rate_bounds(n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores_left, self.measured_cap,
+                           main_fixed=self.main_fixed)  # fmt: skip
 
     def rate(self, n: int) -> float:
-        return predicted_rate(
-            n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores, self.cores_left, self.measured_cap
-        )
+        return predicted_rate(n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores, self.cores_left,
+                              self.measured_cap, main_fixed=self.main_fixed)  # fmt: skip
 
     def limit(self, n: int) -> str:
         return limit_of(self.bounds(n))
@@ -58,6 +60,7 @@ class Model:
             "worker_samples_per_s": round(1 / self.worker_s, 2),
             "cpu_ms_per_sample": round(1000 * self.worker_cpu_s, 4) if self.worker_cpu_s is not None else None,
             "main_cpu_ms_per_sample": round(1000 * self.main_cpu_s, 4) if self.main_cpu_s is not None else None,
+            "main_fixed_share": round(self.main_fixed, 3),
             "usable_cores": self.cores,
             "cores_left": round(self.cores_left, 2),
             "cores_limit_workers": round(self.cores_left * self.worker_s / cpu, 1) if cpu > 0 else None,
@@ -73,14 +76,15 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
         return None
     rate = float(one["samples_per_s"])
     cpu_share, runq_share = _num(one.get("worker_cpu_share")), _num(one.get("worker_runq_share"))
-    main_share = _num(one.get("main_cpu_share"))
+    main_cpu_s, main_fixed = main_cost(trials)
     cores_left = left_to_loader(cores, cpu_share, runq_share, _num(one.get("worker_busy_share")))
     model = Model(
         worker_s=1 / rate,
         worker_cpu_s=cpu_share / rate if cpu_share is not None else None,
-        main_cpu_s=main_share / rate if main_share is not None else None,
+        main_cpu_s=main_cpu_s,
         cores=cores,
         cores_left=min(float(cores), cores_left),
+        main_fixed=main_fixed,
     )
     measured = [(int(t["num_workers"]), float(t["samples_per_s"])) for t in trials if _ok(t) and t["num_workers"] > 0]
     cpu = (model.worker_cpu_s or 0.0) + (model.main_cpu_s or 0.0)
@@ -93,6 +97,29 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
     if below:
         model.measured_cap = max(r for _, r in measured)  # flat from there: the best any trial reached
     return model
+
+
+def main_cost(trials: list[dict[str, Any]]) -> tuple[float | None, float]:
+    """The main process's CPU seconds per sample, and the share of a core it uses at any rate: a line through its CPU
+    share against the rate over the worker trials, where their rates span MAIN_SPAN; else the 1-worker trial's share
+    over its rate (all of it per sample, None where it was not read).
+
+    Its other threads (the probe's among them) take a few percent of a core whatever the rate: at one worker's few
+    dozen batches a second that is half its CPU per sample. On 16 cores a mixed loader read 0.096 ms per sample at 1
+    worker and 0.047 at 23, and the main bound of the first (10,400 samples/s) stopped tune where 32 workers ran 15,500.
+    """
+    points = [(float(t["samples_per_s"]), float(t["main_cpu_share"])) for t in trials
+              if _ok(t) and t["num_workers"] > 0 and _num(t.get("main_cpu_share")) is not None]  # fmt: skip
+    one = next((share / rate for rate, share in points if rate > 0), None)
+    rates = [r for r, _ in points]
+    if len(points) < 2 or max(rates) < MAIN_SPAN * min(rates):
+        return one, 0.0
+    mean_r, mean_s = sum(rates) / len(points), sum(s for _, s in points) / len(points)
+    slope = sum((r - mean_r) * (s - mean_s) for r, s in points) / sum((r - mean_r) ** 2 for r in rates)
+    fixed = mean_s - slope * mean_r
+    if slope <= 0 or not 0.0 <= fixed < 1.0:
+        return max(s / r for r, s in points), 0.0  # no line to trust: the dearest reading, all of it per sample
+    return slope, fixed
 
 
 @dataclass

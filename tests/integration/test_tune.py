@@ -95,7 +95,8 @@ def test_small_dataset_with_custom_batch_sampler_and_collate_fn(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert result["loader_config"]["custom_batch_sampler"] and result["loader_config"]["custom_collate_fn"]
     assert result["loader_config"]["batches_per_epoch"] == 5
-    assert all(t["status"] == "ok" and t["batches"] == 8 for t in result["trials"])  # cycled over the 5 batches
+    # At least --batches 8 (more where 8 took under MIN_STEADY_S past those in flight), cycled over the 5 batches
+    assert all(t["status"] == "ok" and t["batches"] >= 8 and t["passes"] >= 1 for t in result["trials"])
     notes = " ".join(result["notes"])
     assert "batch_sampler" in notes and "stack_and_count" in notes and "only 5 batch(es)" in notes
 

@@ -217,3 +217,41 @@ def test_a_half_asleep_loader_is_followed_past_the_corner_to_where_queueing_for_
     assert len(trials) <= 5, _counts(trials)
     model = annotate(trials, cores=2)
     assert model is not None and model["median_error"] <= 0.02  # the curve, not the corner, predicted each trial
+
+
+def _main_threads_loader(fixed: float) -> Measure:
+    """The 16-core mixed loader: 0.6 ms of CPU and 1.6 ms asleep per sample, 0.045 ms of the main process's CPU per
+    sample, and `fixed` of a core the main process's other threads use whatever the rate."""
+    cpu_ms, sleep_ms, main_ms, cores = 0.6, 1.6, 0.045, 16
+
+    def measure(n: int) -> dict[str, Any]:
+        if n == 0:
+            return {"samples_per_s": 1000 / (cpu_ms + sleep_ms + main_ms)}
+        rate = min(n * 1000 / (cpu_ms + sleep_ms), cores * 1000 / (cpu_ms + main_ms), (1 - fixed) * 1000 / main_ms)
+        share = rate * cpu_ms / 1000 / n
+        main = round(fixed + rate * main_ms / 1000, 4)
+        return {"samples_per_s": rate, "worker_cpu_share": round(share, 4), "worker_runq_share": 0.0,
+                "worker_busy_share": round(share, 4), "main_cpu_share": main}  # fmt: skip
+
+    return measure
+
+
+def test_the_main_process_share_it_uses_at_any_rate_is_not_read_as_a_cost_per_sample():
+    # At one worker's 455 samples/s a fixed 2.5% of a core doubles the main process's CPU per sample: read whole, it
+    # bounds the rate at ~10,000 samples/s and the search stops short of the 32 workers that give 14,500.
+    trials, reason = _search(_main_threads_loader(fixed=0.025), cores=16)
+    assert max(_counts(trials)) >= 31, (_counts(trials), reason)  # the knee of 32's rate
+    model = fit(trials, cores=16)
+    assert model is not None
+    assert model.main_cpu_s == pytest.approx(0.045e-3, rel=0.02) and model.main_fixed == pytest.approx(0.025, abs=0.002)
+    chosen, _ = recommend(trials, None, 0.05)
+    assert chosen is not None and chosen["num_workers"] >= 31
+
+
+def test_without_rates_apart_the_main_process_cost_is_all_per_sample():
+    # One worker trial only (or rates within MAIN_SPAN of each other): no line to split it, so none is drawn.
+    measure = _main_threads_loader(fixed=0.025)
+    trials = [trial(n, 2, False, "workers") | {"status": "ok"} | measure(n) for n in (0, 1, 2)]
+    model = fit(trials, cores=16)
+    assert model is not None and model.main_fixed == 0.0
+    assert model.main_cpu_s == pytest.approx((0.025 + 455 * 0.045e-3) / 455, rel=0.02)
