@@ -21,7 +21,7 @@ from dlprobe.analysis.worker_cpu import (
     loader_cpu,
     main_cpu_share,
 )
-from dlprobe.rate_model import cores_left, predicted_rate, queued_rate, rate_bounds
+from dlprobe.rate_model import cores_left, knee, predicted_rate, queued_rate, rate_bounds
 from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS, WORKER_CAP
 from dlprobe.units import format_bytes
 
@@ -84,11 +84,10 @@ def plan_workers(
         if cpu.bound == CPU_BOUND:
             limits["cores"] = corner
         else:  # a knee past the cap leaves the cap to decide
-            knee = next((n for n in range(corner, WORKER_CAP + 1)
-                         if queued_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left)
-                         >= (1 - KNEE_SHORT) * bounds["cores"]), None)  # fmt: skip
-            if knee is not None:
-                limits["cores"] = knee
+            found = knee(lambda n: queued_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left), bounds["cores"],
+                         KNEE_SHORT, corner, WORKER_CAP)  # fmt: skip
+            if found is not None:
+                limits["cores"] = found
     if "main" in bounds:  # the consumer's side: ask for a little more, so a slow batch does not stall it
         limits["main"] = max(1, math.ceil(HEADROOM * bounds["main"] * per_batch))
     if "loop" in bounds:  # a loop with no work of its own takes whatever comes

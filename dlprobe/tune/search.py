@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlprobe.rate_model import cores_left as left_to_loader
+from dlprobe.rate_model import knee as knee_of
 from dlprobe.rate_model import limit_of, predicted_rate, rate_bounds
 from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
 
@@ -196,7 +197,8 @@ def next_step(trials: list[dict[str, Any]], cores: int, cap: int, tolerance: flo
         stop = (f"stopped at num_workers=1: the model's bound up to num_workers={limit}, {bound:,.0f} samples/s, is "
                 f"below the {alone:,.0f} samples/s of the main process alone")  # fmt: skip
         return Step(None, stop, model=model, limit_reason=kind)
-    knee = next((n for n in range(1, limit + 1) if model.rate(n) >= (1 - tolerance) * bound), limit)
+    found = knee_of(model.rate, bound, tolerance, 1, limit)
+    knee = limit if found is None else found
     if knee not in tried:
         return Step(knee, _knee_words(model, knee, bound, limit), model.rate(knee), model, kind)
     ok = {int(t["num_workers"]): t for t in trials if _ok(t) and t["num_workers"] > 0}
