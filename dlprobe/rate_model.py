@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 
 from dlprobe.queueing import closed_throughput
@@ -102,3 +103,9 @@ def predicted_rate(
 def limit_of(bounds: dict[str, float]) -> str:
     """The bound that sets the rate (ties: the first in BOUNDS)."""
     return min(BOUNDS, key=lambda name: bounds.get(name, float("inf")))
+
+
+def knee(rate: Callable[[int], float], bound: float, tolerance: float, first: int, last: int) -> int | None:
+    """The fewest workers from `first` to `last` whose `rate` is within `tolerance` of `bound` (where more workers stop
+    paying: tune measures there first, run advises it); None where none of them is."""
+    return next((n for n in range(first, last + 1) if rate(n) >= (1 - tolerance) * bound), None)

@@ -103,6 +103,15 @@ class _Shm(TypedDict, total=False):
     in_flight_estimate_bytes: int | None
 
 
+class _MemoryReserve(TypedDict, total=False):
+    """The memory kept free per worker when counting the workers that fit (analysis/worker_reserve.py)."""
+
+    memory_reserve: str  # measured (the bytes below) | flat (10% of the memory left for workers: nothing measured)
+    reserve_per_worker_bytes: int | None  # null where flat
+    worker_peak_spread_bytes: int | None  # max - min of the workers' USS peaks; null with fewer than two workers
+    uncounted_per_worker_bytes: int | None  # the cgroup's charge per worker beyond its USS; null: not recorded
+
+
 class _WorkerCpu(TypedDict, total=False):
     """The loader's workers' measured CPU (analysis/worker_cpu.py:LoaderCpu.evidence)."""
 
@@ -230,7 +239,7 @@ class ShmPressureEvidence(InJob, total=False):
     loaders: list[dict[str, Any]]
 
 
-class InputBoundEvidence(InJob, _WorkerCpu, total=False):
+class InputBoundEvidence(InJob, _WorkerCpu, _MemoryReserve, total=False):
     wait_share: float
     steady_batches: int
     mean_wait_s: float
@@ -251,6 +260,8 @@ class InputBoundEvidence(InJob, _WorkerCpu, total=False):
     batches_per_s: float
     predicted_batches_per_s: float
     workers_that_fit_memory: int | None
+    memory_for_workers_bytes: int | None
+    projected_worker_bytes: int | None
     # head-of-line-bound: the workers' batch timings replayed in the loader's order (analysis/head_of_line.py)
     head_of_line_share: float
     replayed_batches: int
@@ -262,7 +273,7 @@ class InputBoundEvidence(InJob, _WorkerCpu, total=False):
     slowest_batches: list[dict[str, Any]]  # worker, batch, build_s, first_index
 
 
-class TooManyWorkersEvidence(InJob, total=False):
+class TooManyWorkersEvidence(InJob, _MemoryReserve, total=False):
     num_workers: int | None
     usable_cores: int
     worker_uss_peak_bytes: int | None

@@ -192,6 +192,7 @@ class SystemSeries:
     shm_total: int | None = None
     available: list[int | None] = field(default_factory=list)
     cgroup_usage: list[int | None] = field(default_factory=list)
+    cgroup_cache: list[int | None] = field(default_factory=list)  # of the usage, page cache (read with the USS)
     cgroup_limit: int | None = None
     cgroup_oom_kills: list[int | None] = field(default_factory=list)
 
@@ -383,6 +384,7 @@ def load_run(path: Path) -> RunData:
             system.available.append(rec.get("avail"))
             cg = rec.get("cg") or {}
             system.cgroup_usage.append(cg.get("usage"))
+            system.cgroup_cache.append(cg.get("cache"))
             system.cgroup_oom_kills.append(cg.get("oom_kill"))
             if cg.get("limit"):
                 system.cgroup_limit = cg["limit"]

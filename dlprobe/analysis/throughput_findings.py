@@ -21,7 +21,8 @@ from dlprobe.analysis.worker_cpu import (
     loader_cpu,
     main_cpu_share,
 )
-from dlprobe.rate_model import cores_left, predicted_rate, queued_rate, rate_bounds
+from dlprobe.analysis.worker_reserve import RESERVE_KEYS, Reserve, measured_reserve
+from dlprobe.rate_model import cores_left, knee, predicted_rate, queued_rate, rate_bounds
 from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS, WORKER_CAP
 from dlprobe.units import format_bytes
 
@@ -32,9 +33,10 @@ INPUT_BOUND_MIN_SPAN_S = 0.5
 KNEE_SHORT = 0.05
 HEADROOM = 1.25  # workers to ask for beyond the bare estimate, so a slow batch does not stall the loop
 BURSTY_P95 = 4.0  # p95 wait this many times the median: deeper prefetching smooths it
-MEMORY_SHARE = 0.9  # workers may use this much of the memory left for them
+MEMORY_SHARE = 0.9  # where no reserve per worker was measured, workers may use this much of the memory left
 HEAD_OF_LINE = "head-of-line-bound"
 QUEUED_SHARE = 0.3  # workers queued for a core this share of their time: the cores are full, say so
+MEMORY_KEYS = ("memory_for_workers_bytes", "projected_worker_bytes", *RESERVE_KEYS)  # input-bound's, of the memory fit
 PLAN_LIMITS = ("memory", "main", "cores", "loop", "cap")  # what can bound the advised num_workers; ties go to the first
 NO_ACCELERATOR_WARNING = (
     "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't be used."
@@ -84,11 +86,10 @@ def plan_workers(
         if cpu.bound == CPU_BOUND:
             limits["cores"] = corner
         else:  # a knee past the cap leaves the cap to decide
-            knee = next((n for n in range(corner, WORKER_CAP + 1)
-                         if queued_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left)
-                         >= (1 - KNEE_SHORT) * bounds["cores"]), None)  # fmt: skip
-            if knee is not None:
-                limits["cores"] = knee
+            found = knee(lambda n: queued_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left), bounds["cores"],
+                         KNEE_SHORT, corner, WORKER_CAP)  # fmt: skip
+            if found is not None:
+                limits["cores"] = found
     if "main" in bounds:  # the consumer's side: ask for a little more, so a slow batch does not stall it
         limits["main"] = max(1, math.ceil(HEADROOM * bounds["main"] * per_batch))
     if "loop" in bounds:  # a loop with no work of its own takes whatever comes
@@ -261,9 +262,11 @@ def find_input_bound(run: RunData) -> list[Finding]:
             suggested, worker_fix = nw, _head_of_line_fix(hol)
             evidence = {**(cpu.evidence() if cpu is not None else {}), **hol.evidence(), "bound": HEAD_OF_LINE}
         elif nw > 0 and cpu is not None:
-            fit_memory = _workers_fit_memory(run, loader)[0]
+            fit_memory, memory = _workers_fit_memory(run, loader)
             main_share = main_cpu_share(run, loader)
             suggested, worker_fix, evidence = _measured_advice(loader, nw, timing, cpu, cores, fit_memory, main_share)
+            # what the memory limit in the advice is made of, the reserve kept per worker included
+            evidence.update({k: memory[k] for k in MEMORY_KEYS if k in memory})
         else:
             # Without workers any number up to the cores helps whatever the loading does; past the cores, only
             # the workers' measured CPU time could tell, and it is missing.
@@ -395,10 +398,13 @@ def _steady_growth(run: RunData, loader: LoaderRecord, proc: ProcessRecord) -> i
     return max(after) - after[0] if len(after) >= 2 else 0
 
 
-def _memory_for_workers(run: RunData, measured_workers: int) -> int | None:
-    """Memory the workers may take: the cgroup limit less the rest of the tree, or what the host had available."""
+def _memory_for_workers(run: RunData, measured_workers: int, reserve: Reserve) -> int | None:
+    """Memory the workers may take: the cgroup limit less what it held besides them (measured with the reserve) or
+    less the parent's private memory, or what the host had available."""
     main = next((p for p in run.processes if p.role == "main"), None)
     main_uss = metric_summary(main.series, "uss")["peak"] if main else None
+    if run.system.cgroup_limit and reserve.held_apart is not None:
+        return int(run.system.cgroup_limit - reserve.held_apart)
     if run.system.cgroup_limit:
         return int(run.system.cgroup_limit - (main_uss or 0))
     available = [a for a in run.system.available if a is not None]
@@ -414,15 +420,29 @@ def _workers_fit_memory(run: RunData, loader: LoaderRecord) -> tuple[int | None,
     if memory is None:
         return None, {}
     projected, peak, rows = memory
-    budget = _memory_for_workers(run, sum(r["uss_peak_bytes"] for r in rows))
-    fit_memory = max(0, int(MEMORY_SHARE * budget // projected)) if budget and projected > 0 else None
+    pids = {r["pid"] for r in rows}
+    reserve = measured_reserve(run, [p for p in run.workers(loader.loader_id) if p.pid in pids],
+                               [int(r["uss_peak_bytes"]) for r in rows])  # fmt: skip
+    budget = _memory_for_workers(run, sum(r["uss_peak_bytes"] for r in rows), reserve)
+    fit_memory = _fit(budget, projected, reserve.per_worker)
     return fit_memory, {
         "worker_uss_peak_bytes": peak,
         "projected_worker_bytes": projected,
         "memory_for_workers_bytes": budget,
         "workers_that_fit_memory": fit_memory,
+        **reserve.evidence(),
         "workers": rows,
     }
+
+
+def _fit(budget: int | None, projected: int, reserve: int | None) -> int | None:
+    """Workers of `projected` bytes that fit `budget`, each with its measured reserve, or (not measured) in
+    MEMORY_SHARE of it."""
+    if not budget or projected <= 0:
+        return None
+    if reserve is None:
+        return max(0, int(MEMORY_SHARE * budget // projected))
+    return max(0, budget // (projected + reserve))
 
 
 def _input_bound_settings_unknown(run: RunData, loader: LoaderRecord, timing: LoopTiming) -> Finding:

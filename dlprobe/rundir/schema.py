@@ -446,6 +446,9 @@ class CgroupReading(TypedDict, total=False):
     limit: int | None  # the tightest limit on the way to the root; None when unlimited everywhere
     limit_dir: str | None  # the cgroup whose limit that is
     oom_kill: int | None
+    # Of usage, page cache the kernel drops before it kills (system/cgroup.reclaimable_cache): read under a limit, with
+    # the processes' USS (a full round), so the cgroup's charge beyond their private memory can be measured.
+    cache: int | None
 
 
 class Sample(TypedDict, total=False):

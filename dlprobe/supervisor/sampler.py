@@ -262,6 +262,8 @@ class Sampler:
         row["avail"] = procmem.system_memory()["available"]
         cg = cgroup.memory_state(self.cgroup_dir)
         if cg:
+            if chosen and cg.get("limit"):  # memory.stat costs more than memory.current: only with the USS reads
+                cg["cache"] = cgroup.reclaimable_cache(self.cgroup_dir)
             row["cg"] = cg
         self.last_system = row
         self._write(row)

@@ -8,6 +8,7 @@ from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.memory_findings import load_done_at
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
+from dlprobe.memory_reserve import worker_reserve as measured_reserve
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 from dlprobe.tune.plan import DUPLICATE_SHARE
 
@@ -275,15 +276,14 @@ def _batch_bytes(run: RunData, loader_id: int | None) -> int | None:
 
 
 def worker_reserve(trials: list[dict[str, Any]]) -> int:
-    """Bytes to keep free per worker beyond its projection, from what the trials measured: how far a worker's private
-    peak varied between trials (the projection uses its own trial's), and what the cgroup charged per worker beyond
-    its private memory (page tables, kernel stacks: not in USS, still counted against the limit)."""
+    """Bytes to keep free per worker beyond its projection, from what the trials measured (dlprobe/memory_reserve.py,
+    as `run` does): a worker's private peak across trials (the projection uses its own trial's) and what the cgroup
+    charged per worker beyond it."""
     peaks = [int(t["worker_uss_peak_bytes"]) for t in trials
              if t.get("status") == "ok" and isinstance(t.get("worker_uss_peak_bytes"), int)]  # fmt: skip
-    spread = max(peaks) - min(peaks) if peaks else 0
     uncounted = [int(t["uncounted_per_worker_bytes"]) for t in trials
                  if isinstance(t.get("uncounted_per_worker_bytes"), int)]  # fmt: skip
-    return spread + max(uncounted, default=0)
+    return measured_reserve(peaks, uncounted)
 
 
 def recommend(trials: list[dict[str, Any]], budget: int | None, tolerance: float) -> tuple[dict[str, Any] | None, str]:

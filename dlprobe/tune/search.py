@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlprobe.rate_model import cores_left as left_to_loader
+from dlprobe.rate_model import knee as knee_of
 from dlprobe.rate_model import limit_of, predicted_rate, rate_bounds
 from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
 
@@ -39,7 +40,7 @@ class Model:
     main_cpu_s: float | None  # the main process's CPU seconds per sample while workers load (receiving batches)
     cores: int  # usable cores
     cores_left: float  # of them, what other work on the machine left to the loader (queueing at 1 worker)
-    measured_cap: float | None = None  # the best rate where measured trials fell below the model: a missed bound
+    measured_cap: float | None = None  # the best rate where trials fell below the model, confirmed: a missed bound
     main_fixed: float = 0.0  # the share of a core the main process uses at any rate (main_cost)
 
     def bounds(self, n: int) -> dict[str, float]:
@@ -69,8 +70,8 @@ class Model:
 
 
 def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
-    """The model from the 1-worker trial, its bound lowered to what larger trials measured below it; None without
-    a completed 1-worker trial."""
+    """The model from the 1-worker trial, its bound lowered to what larger trials measured below it once that is
+    confirmed (`_confirmed`); None without a completed 1-worker trial."""
     one = next((t for t in trials if _ok(t) and t.get("num_workers") == 1), None)
     if one is None:
         return None
@@ -93,8 +94,7 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
         # More workers took more of the cores from the other work than one worker's queueing said: what they used is
         # what the cores left hold (never more than the usable cores).
         model.cores_left = min(float(cores), max(above))
-    below = [r for n, r in measured if n > 1 and r < (1 - NOISE) * model.rate(n)]
-    if below:
+    if _confirmed(_below(trials, model)):
         model.measured_cap = max(r for _, r in measured)  # flat from there: the best any trial reached
     return model
 
@@ -120,6 +120,35 @@ def main_cost(trials: list[dict[str, Any]]) -> tuple[float | None, float]:
     if slope <= 0 or not 0.0 <= fixed < 1.0:
         return max(s / r for r, s in points), 0.0  # no line to trust: the dearest reading, all of it per sample
     return slope, fixed
+
+
+def _below(trials: list[dict[str, Any]], model: Model) -> list[dict[str, Any]]:
+    """Trials of more than one worker that measured more than NOISE under the model: a bound it missed, or other
+    work that starved the trial."""
+    return [t for t in trials if _ok(t) and t["num_workers"] > 1
+            and t["samples_per_s"] < (1 - NOISE) * model.rate(int(t["num_workers"]))]  # fmt: skip
+
+
+def _confirmed(below: list[dict[str, Any]]) -> bool:
+    """Whether trials under the model show a bound, not a busy moment: one stayed under it when measured again
+    (other work only ever slows a trial, so its best of two is the loader's rate), or two counts under it agree on
+    their rate within NOISE (a flat curve). One trial alone would flatten the whole curve on one starved window."""
+    if any(t.get("repeats") for t in below):
+        return True
+    by_count = {int(t["num_workers"]): float(t["samples_per_s"]) for t in below}  # one rate per count
+    rates = sorted(by_count.values())
+    return any(high <= (1 + NOISE) * low for low, high in zip(rates, rates[1:], strict=False))
+
+
+def _unconfirmed(trials: list[dict[str, Any]], model: Model) -> dict[str, Any] | None:
+    """The trial to measure again before the curve is capped at its rate: the largest count under the model, when
+    the trials under it do not yet confirm a bound (`_confirmed`)."""
+    if model.measured_cap is not None:
+        return None
+    below = _below(trials, model)
+    if not below or _confirmed(below):
+        return None
+    return max(below, key=lambda t: int(t["num_workers"]))
 
 
 @dataclass
@@ -179,6 +208,12 @@ def next_step(trials: list[dict[str, Any]], cores: int, cap: int, tolerance: flo
         why = (f"re-measured: slower than fewer workers and far below the model ({rate:,.0f} against "
                f"{predicted:,.0f} samples/s): other work's load comes and goes")  # fmt: skip
         return Step(int(suspect["num_workers"]), why, suspect["predicted_samples_per_s"], model, repeat=True)
+    unconfirmed = _unconfirmed(trials, model)
+    if unconfirmed is not None:
+        n = int(unconfirmed["num_workers"])
+        why = (f"re-measured: {unconfirmed['samples_per_s']:,.0f} samples/s is far below the model's "
+               f"{model.rate(n):,.0f}; measured once, it may be other work's load, not a bound")  # fmt: skip
+        return Step(n, why, _predicted(unconfirmed, model), model, repeat=True)
     limit, kind, limit_why = worker_limit(trials, cap)
     if limit < 2:
         return Step(None, f"stopped at num_workers=1: {limit_why}", model=model, limit_reason=kind)
@@ -189,7 +224,8 @@ def next_step(trials: list[dict[str, Any]], cores: int, cap: int, tolerance: flo
         stop = (f"stopped at num_workers=1: the model's bound up to num_workers={limit}, {bound:,.0f} samples/s, is "
                 f"below the {alone:,.0f} samples/s of the main process alone")  # fmt: skip
         return Step(None, stop, model=model, limit_reason=kind)
-    knee = next((n for n in range(1, limit + 1) if model.rate(n) >= (1 - tolerance) * bound), limit)
+    found = knee_of(model.rate, bound, tolerance, 1, limit)
+    knee = limit if found is None else found
     if knee not in tried:
         return Step(knee, _knee_words(model, knee, bound, limit), model.rate(knee), model, kind)
     ok = {int(t["num_workers"]): t for t in trials if _ok(t) and t["num_workers"] > 0}

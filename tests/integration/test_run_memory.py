@@ -195,3 +195,9 @@ def test_a_table_each_worker_loads_at_start_under_a_memory_limit_is_not_projecte
         fit = finding["evidence"].get("workers_that_fit_memory")
         assert fit is None or 2 <= fit <= 4, (finding["code"], fit)  # 4 x 400 MiB and the parent pass 1.8 GiB
         assert "only 0 fit" not in finding["fix"] and "only 1 fit" not in finding["fix"]
+    # The reserve per worker is the one measured here: what the cgroup charged per worker beyond its USS (page
+    # tables, kernel stacks: a few MiB, not the flat 10% of 1.4 GiB), read with the cgroup's page cache.
+    [advice] = [f for f in report["findings"] if f["code"] == "input-bound"]
+    assert advice["evidence"]["memory_reserve"] == "measured", advice["evidence"]
+    uncounted = advice["evidence"]["uncounted_per_worker_bytes"]
+    assert uncounted is not None and uncounted < 64 * MiB, advice["evidence"]

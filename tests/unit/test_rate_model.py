@@ -7,10 +7,11 @@ import pytest
 
 from dlprobe.analysis.loop_timing import loop_timing
 from dlprobe.analysis.model import Epoch, ProcessRecord, RunData
-from dlprobe.analysis.throughput_findings import find_input_bound, find_too_many_workers, plan_workers
+from dlprobe.analysis.throughput_findings import KNEE_SHORT, find_input_bound, find_too_many_workers, plan_workers
 from dlprobe.analysis.worker_cpu import loader_cpu, main_cpu_share
+from dlprobe.rate_model import knee
 from dlprobe.rundir.schema import WORKER_CAP
-from dlprobe.tune.search import fit
+from dlprobe.tune.search import fit, next_step
 from dlprobe.units import MiB
 from tests.unit.fakes import cpu_series, loader, run, worker
 
@@ -100,3 +101,31 @@ def test_partly_cpu_bound_workers_queued_behind_other_work_are_told_their_cpu_no
     assert finding.evidence["bound"] == "partly CPU-bound"
     assert "on a CPU only 30% of their time (1.2 of 2 usable core(s) in all" in finding.fix, finding.fix
     assert "queued for a core 38%, behind other work" in finding.fix
+
+
+def test_the_knee_is_the_fewest_workers_within_the_tolerance_of_the_bound_in_the_range_given():
+    def line(n: int) -> float:
+        return min(100.0 * n, 1000.0)
+
+    assert knee(line, 1000.0, 0.05, 1, 32) == 10  # 950 is 5% short: 10 workers reach the bound
+    assert knee(line, 1000.0, 0.15, 1, 32) == 9  # 900 is within 15%
+    assert knee(line, 1000.0, 0.05, 12, 32) == 12  # never below `first` (run starts at the corner)
+    assert knee(line, 1000.0, 0.05, 1, 10) == 10  # `last` is a count it may name
+    assert knee(line, 1000.0, 0.05, 1, 8) is None  # none up to `last`: the caller decides (tune: the limit)
+
+
+@pytest.mark.parametrize(("cpu", "main"), [(0.3, 0.02), (0.2, 0.01)])
+def test_run_advises_the_knee_tune_measures_first_from_the_same_evidence(cpu, main):
+    """Workers asleep most of each batch, the cores the bound under the cap: run's advised count is tune's knee."""
+    r = _starved(1, cpu, 0.0, main)
+    measured, timing = loader_cpu(r, r.loaders[0]), loop_timing(r.loaders[0])
+    assert measured is not None and timing is not None
+    share = main_cpu_share(r, r.loaders[0])
+    trial = {"status": "ok", "stage": "workers", "num_workers": 1, "samples_per_s": BATCH / (WAIT_S + STEP_S),
+             "worker_cpu_share": measured.cpu_share, "worker_runq_share": measured.runq_share,
+             "worker_busy_share": measured.busy_share, "main_cpu_share": share}  # fmt: skip
+    alone = {"status": "ok", "stage": "workers", "num_workers": 0, "samples_per_s": 1.0}
+    plan = plan_workers(1, timing, measured, 2, None, share)
+    step = next_step([alone, trial], 2, WORKER_CAP, KNEE_SHORT)
+    assert plan.limit == "cores" and step.reason.startswith("the model's knee")
+    assert plan.workers == step.num_workers, (plan.limits, step.reason)

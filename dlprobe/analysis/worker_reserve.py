@@ -1,0 +1,90 @@
+"""The memory `run` keeps free per worker beyond its projection, measured as `tune` measures it (memory_reserve.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dlprobe.analysis.model import ProcessRecord, RunData, SystemSeries
+from dlprobe.memory_reserve import worker_reserve
+
+RESERVE_KEYS = ("memory_reserve", "reserve_per_worker_bytes", "worker_peak_spread_bytes", "uncounted_per_worker_bytes")
+
+
+@dataclass
+class Reserve:
+    """Bytes to keep free per worker (None: not measured; the advice keeps a flat share) and what it is made of."""
+
+    per_worker: int | None
+    peak_spread: int | None  # max - min of the workers' USS peaks; None with fewer than two workers
+    uncounted: int | None  # what the cgroup charged per worker beyond its USS; None: no limit or no page cache read
+    held_apart: int | None  # what the cgroup held besides the workers' USS and that charge, at the same reading
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "memory_reserve": "flat" if self.per_worker is None else "measured",
+            "reserve_per_worker_bytes": self.per_worker,
+            "worker_peak_spread_bytes": self.peak_spread,
+            "uncounted_per_worker_bytes": self.uncounted,
+        }
+
+
+def measured_reserve(run: RunData, workers: list[ProcessRecord], peaks: list[int]) -> Reserve:
+    """The reserve from this run's evidence: the spread of its workers' USS peaks (two or more) and the cgroup's
+    charge beyond their USS (under a limit, where the page cache was read); neither: not measured."""
+    spread = max(peaks) - min(peaks) if len(peaks) >= 2 else None
+    charge = cgroup_charge(run, workers)
+    uncounted, held_apart = charge if charge is not None else (None, None)
+    if spread is None and uncounted is None:
+        return Reserve(None, None, None, None)
+    per_worker = worker_reserve(peaks if spread is not None else [], [uncounted] if uncounted is not None else [])
+    return Reserve(per_worker, spread, uncounted, held_apart)
+
+
+def cgroup_charge(run: RunData, workers: list[ProcessRecord]) -> tuple[int, int] | None:
+    """(the cgroup's charge per worker beyond its USS, what it held besides the workers) at its last reading while the
+    most of these workers lived, against its last reading before the first of them started; None where the run has
+    no limit, no page cache read at those moments, or a worker's USS unread. Page cache the kernel would drop is left
+    out (a loader reading its files fills it), and the parent's own growth meanwhile is the parent's."""
+    system = run.system
+    read = [i for i in range(len(system.t)) if _held(system, i) is not None]
+    if not system.cgroup_limit or not workers or not read:
+        return None
+    # Alive at a reading: the sampler read it in the same tick (a worker's last memory, recorded as it exits, is not).
+    ticks = [set(p.series.t) for p in workers]
+    alive = {i: [p for p, seen in zip(workers, ticks, strict=True) if system.t[i] in seen] for i in read}
+    most = max(len(v) for v in alive.values())
+    during = [i for i in read if most and len(alive[i]) == most and all(_uss_at(p, system.t[i]) for p in alive[i])]
+    if not during:
+        return None
+    after = during[-1]
+    those = alive[after]
+    started = min(p.series.t[0] for p in those)
+    before = [i for i in read if system.t[i] < started]
+    if not before:
+        return None
+    t0, t1 = system.t[before[-1]], system.t[after]
+    workers_uss = sum(_uss_at(p, t1) or 0 for p in those)
+    # The parent's own new pages, by RSS: its USS falls at the fork as its pages become shared with the workers, and
+    # that moves no charge.
+    parent = sum((_at(p, t1, "rss") or 0) - (_at(p, t0, "rss") or 0) for p in run.processes if p.role == "main")
+    grown = (_held(system, after) or 0) - (_held(system, before[-1]) or 0)
+    uncounted = max(0, grown - workers_uss - parent) // len(those)
+    return uncounted, (_held(system, after) or 0) - workers_uss - uncounted * len(those)
+
+
+def _held(system: SystemSeries, i: int) -> int | None:
+    """The cgroup's usage less the page cache the kernel drops first, at reading i; None where either is unread."""
+    usage = system.cgroup_usage[i] if i < len(system.cgroup_usage) else None
+    cache = system.cgroup_cache[i] if i < len(system.cgroup_cache) else None
+    return None if usage is None or cache is None else usage - cache
+
+
+def _uss_at(proc: ProcessRecord, t: float) -> int | None:
+    return _at(proc, t, "uss")
+
+
+def _at(proc: ProcessRecord, t: float, metric: str) -> int | None:
+    """The process's last reading of `metric` at or before t."""
+    before = [v for at, v in proc.series.values(metric) if at <= t]
+    return before[-1] if before else None
