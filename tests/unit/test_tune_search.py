@@ -302,3 +302,27 @@ def test_without_rates_apart_the_main_process_cost_is_all_per_sample():
     model = fit(trials, cores=16)
     assert model is not None and model.main_fixed == 0.0
     assert model.main_cpu_s == pytest.approx((0.025 + 455 * 0.045e-3) / 455, rel=0.02)
+
+
+def test_workers_idle_with_cores_to_spare_are_followed_past_where_the_model_flattened():
+    # The 16-core CPU-bound loader: 1.06 ms of CPU per sample, flat at ~10,400 samples/s from 12 to 16 workers with
+    # each idle a fifth of its time (held by the in-order queue) and 11.5 of the 16 cores busy; from 17 on, with more
+    # batches in flight, ~11,500. The flat stretch below the model capped the curve there and tune stopped at 14.
+    def measure(n: int) -> dict[str, Any]:
+        if n == 0:
+            return {"samples_per_s": 950.0}
+        rate = min(n * 873.0, 10_446.0 if n < 17 else 11_500.0)
+        cpu = rate * 1.06e-3 / n
+        return {"samples_per_s": rate, "worker_cpu_share": round(cpu, 4), "worker_runq_share": 0.0,
+                "worker_busy_share": round(cpu, 4), "main_cpu_share": round(0.04 + rate * 0.034e-3, 4)}  # fmt: skip
+
+    trials, reason = _search(measure, cores=16)
+    assert max(_counts(trials)) >= 28, (_counts(trials), reason)
+    chosen, _ = recommend(trials, None, 0.05)
+    assert chosen is not None and chosen["num_workers"] >= 17
+
+
+def test_cpu_bound_workers_idle_for_want_of_cores_are_not_held_back():
+    # Two cores, workers on them all the time: the cores are full, so idle share or not, the search stops at them.
+    trials, reason = _search(_loader(cpu_ms=1.0, sleep_ms=0.0, main_ms=0.05))
+    assert max(_counts(trials)) == 2 and "CPU-bound" in reason
