@@ -242,7 +242,7 @@ def next_step(trials: list[dict[str, Any]], cores: int, cap: int, tolerance: flo
     up = min(limit, 2 * best_n if waiting or held else best_n + 1)
     state = f"{_asleep(busy)}; best measured {best:,.0f} samples/s at num_workers={best_n}"
     # At the usable cores, not the cores other work left: that share moves with the machine's load.
-    if busy is not None and busy >= CPU_BOUND_SHARE and best_n >= model.cores:
+    if busy is not None and busy >= CPU_BOUND_SHARE and best_n >= model.cores and not held:
         return Step(None, f"stopped at num_workers={best_n}: {state}: CPU-bound at the cores, more workers would "
                     "only queue for them", model=model, limit_reason=kind)  # fmt: skip
     # Past the best only where it may pay: the model predicts a gain beyond the noise, or the best beat the model
