@@ -9,6 +9,7 @@ from dlprobe.analysis.loop_timing import loop_timing
 from dlprobe.analysis.model import Epoch, ProcessRecord, RunData
 from dlprobe.analysis.throughput_findings import find_input_bound, find_too_many_workers, plan_workers
 from dlprobe.analysis.worker_cpu import loader_cpu, main_cpu_share
+from dlprobe.rate_model import limit_of, predicted_rate, rate_bounds
 from dlprobe.rundir.schema import WORKER_CAP
 from dlprobe.tune.search import fit
 from dlprobe.units import MiB
@@ -100,3 +101,15 @@ def test_partly_cpu_bound_workers_queued_behind_other_work_are_told_their_cpu_no
     assert finding.evidence["bound"] == "partly CPU-bound"
     assert "on a CPU only 30% of their time (1.2 of 2 usable core(s) in all" in finding.fix, finding.fix
     assert "queued for a core 38%, behind other work" in finding.fix
+
+
+def test_the_main_process_s_hand_over_bounds_the_rate_beyond_its_cpu():
+    # asleep workers (2 ms a sample, 0.1 ms of CPU), the main process on a CPU 0.35 ms a sample but taking 1.1 ms
+    # of its one thread's wall time to take each sample in: the hand-over, not the CPU, is the bound
+    args = (32, 0.0021, 0.0001, 0.00035, 2, 2.0)
+    bounds = rate_bounds(32, 0.0021, 0.0001, 0.00035, 2.0, handover_s=0.0011)
+    assert limit_of(bounds) == "handover" and bounds["handover"] == pytest.approx(1 / 0.0011)
+    assert predicted_rate(*args, handover_s=0.0011) == pytest.approx(1 / 0.0011)
+    # not timed (run's advice, a tune of an older run): the CPU bounds as before
+    assert "handover" not in rate_bounds(32, 0.0021, 0.0001, 0.00035, 2.0)
+    assert predicted_rate(*args) > 2 / 0.0011
