@@ -39,15 +39,16 @@ class Model:
     cores: int  # usable cores
     cores_left: float  # of them, what other work on the machine left to the loader (queueing at 1 worker)
     measured_cap: float | None = None  # the best rate where measured trials fell below the model: a missed bound
+    handover_s: float | None = None  # the main process's wall time per sample taking batches off the result queue
 
     def bounds(self, n: int) -> dict[str, float]:
         # The bounds are dlprobe/rate_model.py's, which `run`'s advice uses too: the two never disagree.
-        return rate_bounds(n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores_left, self.measured_cap)
+        return rate_bounds(n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores_left, self.measured_cap,
+                           handover_s=self.handover_s)  # fmt: skip
 
     def rate(self, n: int) -> float:
-        return predicted_rate(
-            n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores, self.cores_left, self.measured_cap
-        )
+        return predicted_rate(n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores, self.cores_left,
+                              self.measured_cap, handover_s=self.handover_s)  # fmt: skip
 
     def limit(self, n: int) -> str:
         return limit_of(self.bounds(n))
@@ -62,6 +63,7 @@ class Model:
             "cores_left": round(self.cores_left, 2),
             "cores_limit_workers": round(self.cores_left * self.worker_s / cpu, 1) if cpu > 0 else None,
             "measured_cap_samples_per_s": None if self.measured_cap is None else round(self.measured_cap, 1),
+            "handover_ms_per_sample": None if self.handover_s is None else round(1000 * self.handover_s, 4),
         }
 
 
@@ -81,6 +83,7 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
         main_cpu_s=main_share / rate if main_share is not None else None,
         cores=cores,
         cores_left=min(float(cores), cores_left),
+        handover_s=handover_seconds(trials),
     )
     measured = [(int(t["num_workers"]), float(t["samples_per_s"])) for t in trials if _ok(t) and t["num_workers"] > 0]
     cpu = (model.worker_cpu_s or 0.0) + (model.main_cpu_s or 0.0)
@@ -93,6 +96,18 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
     if below:
         model.measured_cap = max(r for _, r in measured)  # flat from there: the best any trial reached
     return model
+
+
+def handover_seconds(trials: list[dict[str, Any]]) -> float | None:
+    """The main process's hand-over seconds per sample, from the trial with the most workers that timed it: each
+    worker's threads that send a batch's tensors compete with more workers for the cores and for their own GIL, so
+    the hand-over grows with the count (on 2 cores, 64 small tensors a batch: 10 ms a batch at 1 worker, 17 ms
+    at 3 and more) and is read where it bounds."""
+    timed = [t for t in trials if _ok(t) and t["num_workers"] > 0 and _num(t.get("main_handover_share"))]
+    if not timed:
+        return None
+    last = max(timed, key=lambda t: t["num_workers"])  # ties: the first, as tried
+    return float(last["main_handover_share"]) / float(last["samples_per_s"])
 
 
 @dataclass

@@ -217,3 +217,34 @@ def test_a_half_asleep_loader_is_followed_past_the_corner_to_where_queueing_for_
     assert len(trials) <= 5, _counts(trials)
     model = annotate(trials, cores=2)
     assert model is not None and model["median_error"] <= 0.02  # the curve, not the corner, predicted each trial
+
+
+def _handing_over(handover_ms: Callable[[int], float]) -> Measure:
+    """An I/O-bound loader (2 ms asleep, 0.1 ms of a worker's CPU and 0.35 ms of the main process's a sample) whose
+    main process takes `handover_ms(n)` of its one thread's wall time to take each sample in: the rate is the
+    smaller of the workers' and the hand-over's."""
+    io = _loader(0.1, 2.0, 0.35)
+
+    def measure(n: int) -> dict[str, Any]:
+        out = io(n)
+        if n == 0:
+            return out
+        rate = min(out["samples_per_s"], 1000 / handover_ms(n))
+        scale = rate / out["samples_per_s"]  # the workers wait for indices the rest: asleep, not on a CPU
+        return out | {"samples_per_s": rate, "worker_cpu_share": round(out["worker_cpu_share"] * scale, 4),
+                      "worker_busy_share": round(out["worker_busy_share"] * scale, 4),
+                      "main_cpu_share": round(rate * 0.35 / 1000, 4),
+                      "main_handover_share": round(rate * handover_ms(n) / 1000, 4)}  # fmt: skip
+
+    return measure
+
+
+def test_the_hand_over_timed_at_the_most_workers_bounds_the_curve():
+    # 0.6 ms a sample at one worker, 1.1 ms at two and more (the workers' sending threads compete for the cores)
+    trials, reason = _search(_handing_over(lambda n: 0.6 if n == 1 else 1.1))
+    model = fit(trials, cores=2)
+    assert model is not None and model.handover_s == pytest.approx(0.0011, rel=0.01)
+    assert model.limit(32) == "handover" and model.rate(32) == pytest.approx(1000 / 1.1, rel=0.01)
+    assert max(_counts(trials)) <= 8, (_counts(trials), reason)  # flat from the hand-over: no doubling to the cap
+    later = [t for t in trials if t["num_workers"] > 1][1:]  # predicted once a count past one had timed it
+    assert later and all(abs(t["predicted_samples_per_s"] / t["samples_per_s"] - 1) < 0.08 for t in later), trials
