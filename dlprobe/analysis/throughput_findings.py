@@ -76,7 +76,8 @@ def plan_workers(
     # One thread receives the batches: CPU beyond one core is the step's own threads (intra-op), not receiving.
     main_cpu_s = min(1.0, main_share) / now if main_share is not None and now > 0 else None
     worker_cpu_s = cpu.cpu_share * per_batch
-    handover_s = timing.handover_s
+    # CPU-bound workers: the hand-over waits for the GIL its worker holds computing, the worker's time (tune's too)
+    handover_s = timing.handover_s if cpu.bound != CPU_BOUND else None
     bounds = rate_bounds(1, per_batch, worker_cpu_s, main_cpu_s, left, step_s=timing.step_s, handover_s=handover_s)
     limits = {"cap": WORKER_CAP}
     if "cores" in bounds:  # no CPU tick at all over the window: the cores bound nothing below the cap
@@ -270,7 +271,12 @@ def find_input_bound(run: RunData) -> list[Finding]:
         # A later batch built while the loop waits is also what the loop sees while the main process takes the
         # current one in: where that hand-over is half the wait or more (the half that says idle workers are waiting
         # for the hand-over, seen from the other side), the order is not what holds the loop.
-        handing_over = timing.handover_s is not None and timing.handover_s >= IDLE_FETCH_SHARE * timing.mean_wait_s
+        handing_over = (
+            timing.handover_s is not None
+            and timing.handover_s >= IDLE_FETCH_SHARE * timing.mean_wait_s
+            and cpu is not None
+            and cpu.bound != CPU_BOUND  # their hand-over waits on their own computing: not the main process's
+        )
         blocked = hol is not None and hol.share >= HOL_SHARE and not handing_over
         if hol is not None and blocked:
             # More workers would only wait behind the same slow batch: the order is the bound, not their number.

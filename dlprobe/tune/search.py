@@ -102,12 +102,21 @@ def handover_seconds(trials: list[dict[str, Any]]) -> float | None:
     """The main process's hand-over seconds per sample, from the trial with the most workers that timed it: each
     worker's threads that send a batch's tensors compete with more workers for the cores and for their own GIL, so
     the hand-over grows with the count (on 2 cores, 64 small tensors a batch: 10 ms a batch at 1 worker, 17 ms
-    at 3 and more) and is read where it bounds."""
-    timed = [t for t in trials if _ok(t) and t["num_workers"] > 0 and _num(t.get("main_handover_share"))]
+    at 3 and more) and is read where it bounds. Not from CPU-bound workers: the thread that sends a tensor waits
+    for the GIL its own worker holds computing the next batch (one CPU-bound worker: the whole batch's time), which
+    is the worker's time, already in its rate, and shrinks as more workers leave each one idle part of the time."""
+    timed = [t for t in trials if _ok(t) and t["num_workers"] > 0 and _num(t.get("main_handover_share"))
+             and _waiting_at_times(t)]  # fmt: skip
     if not timed:
         return None
     last = max(timed, key=lambda t: t["num_workers"])  # ties: the first, as tried
     return float(last["main_handover_share"]) / float(last["samples_per_s"])
+
+
+def _waiting_at_times(trial: dict[str, Any]) -> bool:
+    """Whether the trial's workers were measured and not CPU-bound (asleep or idle part of their time)."""
+    busy = _num(trial.get("worker_busy_share"))
+    return busy is not None and busy < CPU_BOUND_SHARE
 
 
 @dataclass

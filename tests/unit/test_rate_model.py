@@ -137,3 +137,12 @@ def test_run_and_tune_predict_the_same_rate_with_the_hand_over_timed():
             assert BATCH * ran.batches_per_s == pytest.approx(model.rate(n), rel=0.02), (n, model.bounds(n))
     [finding] = find_input_bound(r)
     assert finding.evidence["model_limit"] == "handover" and finding.evidence["handover_ms_per_batch"] == 30.0
+
+
+def test_cpu_bound_workers_hand_over_is_left_to_their_own_rate():
+    # workers on a CPU 95%: the main process waits for each worker's GIL while it computes, not a bound of its own
+    r = _starved(1, 0.95, 0.0, 0.05, handover_s=0.07)
+    measured, timing = loader_cpu(r, r.loaders[0]), loop_timing(r.loaders[0])
+    assert measured is not None and timing is not None and timing.handover_s == pytest.approx(0.07)
+    plan = plan_workers(1, timing, measured, 2, None, main_cpu_share(r, r.loaders[0]))
+    assert "handover" not in plan.limits and plan.limit == "cores"

@@ -248,3 +248,16 @@ def test_the_hand_over_timed_at_the_most_workers_bounds_the_curve():
     assert max(_counts(trials)) <= 8, (_counts(trials), reason)  # flat from the hand-over: no doubling to the cap
     later = [t for t in trials if t["num_workers"] > 1][1:]  # predicted once a count past one had timed it
     assert later and all(abs(t["predicted_samples_per_s"] / t["samples_per_s"] - 1) < 0.08 for t in later), trials
+
+
+def test_the_hand_over_of_cpu_bound_workers_is_theirs_not_a_bound():
+    # one CPU-bound worker: its batch's tensors wait for the GIL it holds computing the next batch, so the main
+    # process "takes" a whole batch's time to take each in (97% of the trial); two workers then double the rate
+    one = trial(1, 2, False, "workers") | {"status": "ok", "samples_per_s": 900.0, "worker_cpu_share": 0.94,
+                                           "worker_runq_share": 0.0, "worker_busy_share": 0.94,
+                                           "main_cpu_share": 0.04, "main_handover_share": 0.97}  # fmt: skip
+    model = fit([one], cores=2)
+    assert model is not None and model.handover_s is None and model.limit(2) != "handover"
+    asleep = one | {"worker_busy_share": 0.3, "worker_cpu_share": 0.3}  # a worker asleep 70%: the main's wait
+    timed = fit([asleep], cores=2)
+    assert timed is not None and timed.handover_s == pytest.approx(0.97 / 900)
