@@ -261,3 +261,16 @@ def test_the_hand_over_of_cpu_bound_workers_is_theirs_not_a_bound():
     asleep = one | {"worker_busy_share": 0.3, "worker_cpu_share": 0.3}  # a worker asleep 70%: the main's wait
     timed = fit([asleep], cores=2)
     assert timed is not None and timed.handover_s == pytest.approx(0.97 / 900)
+
+
+def test_a_hand_over_slowed_past_the_cores_is_never_a_bound_below_a_rate_measured():
+    # 20 workers on full cores: the main process queued for a core too (69% of the trial at 1,830 samples/s says
+    # 2,670), where 10 workers measured 3,900
+    base = {"status": "ok", "worker_cpu_share": 0.1, "worker_runq_share": 0.05, "worker_busy_share": 0.15,
+            "main_cpu_share": 0.3}  # fmt: skip
+    readings = {1: (460.0, 0.02), 10: (3900.0, 0.2), 20: (1830.0, 0.685)}  # workers: samples/s, hand-over share
+    trials = [trial(n, 2, False, "workers") | base | {"samples_per_s": rate, "main_handover_share": share}
+              for n, (rate, share) in readings.items()]  # fmt: skip
+    model = fit(trials, cores=2)
+    assert model is not None and model.handover_s == pytest.approx(1 / 3900)
+    assert model.bounds(32)["handover"] == pytest.approx(3900)
