@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_in
 BATCH = 16
 TABLE_MIB = 150  # the memory-bound kind: each worker's table, built at start
 MIN_STEADY_S = 0.5  # as dlprobe/in_training/tune_trials.py: a timed window this long at least
+FIELDS = 64  # the hand-over kind: small tensors per sample, so a batch is this many tensors handed over
 STEP_S = {"consumer": 0.03}  # the training step per batch; the other kinds' loops do no work of their own
 
 
@@ -25,7 +26,8 @@ def _spin(seconds: float) -> None:
 
 
 class Samples(Dataset):
-    """Per-sample cost by kind: CPU (spin), I/O (sleep) or both; skewed: 1 in 20 samples 20x dearer."""
+    """Per-sample cost by kind: CPU (spin), I/O (sleep) or both; skewed: 1 in 20 samples 20x dearer; handover: a
+    dict of FIELDS small tensors, cheap to build and dear to hand over (one shared-memory file each per batch)."""
 
     def __init__(self, kind: str) -> None:
         self.kind, self.table = kind, None
@@ -33,8 +35,11 @@ class Samples(Dataset):
     def __len__(self) -> int:
         return 200_000
 
-    def __getitem__(self, i: int) -> torch.Tensor:
+    def __getitem__(self, i: int) -> torch.Tensor | dict[str, torch.Tensor]:
         kind = self.kind
+        if kind == "handover":
+            time.sleep(0.002)  # a read, as the io kind's
+            return {f"f{k}": torch.full((4,), float(i)) for k in range(FIELDS)}
         if kind == "cpu":
             _spin(0.001)
         elif kind == "io" or kind == "memory":
@@ -93,7 +98,7 @@ def timed(kind: str, num_workers: int, prefetch_factor: int | None, batches: int
             next(it)
         t0, samples, timed = time.perf_counter(), 0, 0
         while timed < batches or time.perf_counter() - t0 < MIN_STEADY_S:  # as a tune trial times
-            samples += len(next(it))
+            samples += _samples_in(next(it))
             timed += 1
             if step:
                 time.sleep(step)
@@ -105,6 +110,10 @@ def timed(kind: str, num_workers: int, prefetch_factor: int | None, batches: int
         del loader
     return {"num_workers": num_workers, "prefetch_factor": prefetch_factor, "samples_per_s": rate,
             "status": status, "wall_s": round(time.perf_counter() - start, 3)}  # fmt: skip
+
+
+def _samples_in(batch: torch.Tensor | dict[str, torch.Tensor]) -> int:
+    return len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
 
 
 def main() -> None:

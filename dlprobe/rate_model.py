@@ -13,8 +13,10 @@ from dlprobe.rundir.schema import CPU_BOUND_SHARE
 QUEUED_BELOW = 0.97
 # The bounds, by name: n workers each at its own pace; the cores left over the CPU per item of a worker and of the
 # main process; one core over the main process's CPU per item (it receives every batch on one thread); the loop's
-# own step per item; the best rate trials measured where they fell below the rest (a bound the model missed).
-BOUNDS = ("workers", "cores", "main", "loop", "measured")
+# own step per item; the main process's wall time per item taking batches off the workers' result queue (its CPU and
+# the waits for each tensor's shared memory from the worker: one thread, one batch at a time); the best rate trials
+# measured where they fell below the rest (a bound the model missed).
+BOUNDS = ("workers", "cores", "main", "handover", "loop", "measured")
 
 
 def cores_left(cores: int, cpu_share: float | None, runq_share: float | None, busy_share: float | None) -> float:
@@ -38,12 +40,14 @@ def rate_bounds(
     measured_cap: float | None = None,
     step_s: float | None = None,
     main_fixed: float = 0.0,
+    handover_s: float | None = None,
 ) -> dict[str, float]:
     """Each bound on the rate (items per second, an item being what the seconds are per: a sample, a batch) of n
     workers; the rate is the smallest. `worker_s`: one worker's wall time per item; `worker_cpu_s`, `main_cpu_s`: CPU
     seconds per item of a worker and of the main process (None: not read, so they bound nothing); `step_s`: the
     loop's own time per item (None or ~0: a loop that takes whatever comes); `main_fixed`: the share of a core the
-    main process uses whatever the rate (its other threads), where two rates told it apart from the per-item cost."""
+    main process uses whatever the rate (its other threads), where two rates told it apart from the per-item cost;
+    `handover_s`: the main process's wall time per item taking batches off the result queue (None: not timed)."""
     out = {"workers": n / worker_s}
     cpu = (worker_cpu_s or 0.0) + (main_cpu_s or 0.0)
     if cpu > 0:
@@ -51,6 +55,9 @@ def rate_bounds(
         out["cores"] = max(0.0, cores_left - main_fixed) / cpu
     if main_cpu_s:
         out["main"] = max(0.0, 1 - main_fixed) / main_cpu_s  # the main process receives every batch on one thread
+    if handover_s:
+        # Asleep part of it (each tensor's descriptor comes from its worker over a socket), so more than its CPU.
+        out["handover"] = 1 / handover_s
     if step_s is not None and step_s > 1e-4:
         out["loop"] = 1 / step_s
     if measured_cap is not None:
@@ -92,10 +99,12 @@ def predicted_rate(
     measured_cap: float | None = None,
     step_s: float | None = None,
     main_fixed: float = 0.0,
+    handover_s: float | None = None,
 ) -> float:
     """The model's rate of n workers: the queueing curve under the "workers" and "cores" bounds, and the smallest of
     the others (`rate_bounds`' arguments)."""
-    bounds = rate_bounds(n, worker_s, worker_cpu_s, main_cpu_s, cores_left, measured_cap, step_s, main_fixed)
+    bounds = rate_bounds(n, worker_s, worker_cpu_s, main_cpu_s, cores_left, measured_cap, step_s, main_fixed,
+                         handover_s)  # fmt: skip
     queued = queued_rate(n, worker_s, worker_cpu_s, main_cpu_s, cores, cores_left)
     return min([queued, *(v for k, v in bounds.items() if k not in ("workers", "cores"))])
 

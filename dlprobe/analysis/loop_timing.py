@@ -14,6 +14,9 @@ class LoopTiming:
     span_s: float  # wall time those batches covered
     median_wait_s: float
     p95_wait_s: float
+    # the main process's time per batch taking it off the workers' result queue (in next(), or on the pin-memory
+    # thread): one thread, one batch at a time, so more workers cannot shorten it; None: not timed
+    handover_s: float | None = None
 
     @property
     def wait_share(self) -> float:
@@ -40,6 +43,7 @@ def steady_window(epoch: Epoch) -> tuple[float, float] | None:
 def loop_timing(loader: LoaderRecord) -> LoopTiming | None:
     """Timing over all epochs after each epoch's first batch; None without at least 2 steady batches."""
     waits: list[float] = []
+    handovers: list[float] | None = []
     span = 0.0
     for epoch in loader.epochs:
         window = steady_window(epoch)
@@ -47,6 +51,7 @@ def loop_timing(loader: LoaderRecord) -> LoopTiming | None:
             continue
         span += max(0.0, window[1] - window[0])
         waits.extend(epoch.waits[1:])
+        handovers = handovers + epoch.handovers[1:] if handovers is not None and epoch.handovers else None
     if len(waits) < 2 or span <= 0:
         return None
     ordered = sorted(waits)
@@ -56,6 +61,7 @@ def loop_timing(loader: LoaderRecord) -> LoopTiming | None:
         span_s=span,
         median_wait_s=ordered[len(ordered) // 2],
         p95_wait_s=ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))],
+        handover_s=sum(handovers) / len(waits) if handovers and len(handovers) == len(waits) else None,
     )
 
 

@@ -134,6 +134,9 @@ class Epoch:
     worker_batches: list[int] | None = None
     worker_pids: list[int] = field(default_factory=list)  # the workers the epoch's event listed
     worker_tids: dict[int, int] = field(default_factory=dict)  # thread workers it started: native id -> worker id
+    # Seconds the main process took to take each batch off the workers' result queue, alongside `waits`; None where
+    # some batch of the epoch was not timed (no worker processes, a run recorded before dlprobe timed it).
+    handovers: list[float] | None = field(default_factory=list)
 
 
 @dataclass
@@ -298,7 +301,11 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
                 writer_of[int(w["pid"])] = lo.writer
         elif kind == EV_BATCHES and lo.epochs:
             epoch = lo.epochs[-1]
-            epoch.waits.extend(ev.get("waits") or [])
+            waits, handovers = ev.get("waits") or [], ev.get("handovers")
+            epoch.waits.extend(waits)
+            if epoch.handovers is not None:
+                timed = isinstance(handovers, list) and len(handovers) == len(waits)
+                epoch.handovers = epoch.handovers + handovers if isinstance(handovers, list) and timed else None
             epoch.batches = len(epoch.waits)
             epoch.t_last_batch = ev["t"]
             epoch.worker_batches = ev.get("worker_batches", epoch.worker_batches)

@@ -14,6 +14,7 @@ from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.analysis.worker_cpu import (
     CPU_BOUND,
     HAND_OVER,
+    IDLE_FETCH_SHARE,
     IO_BOUND,
     MIXED,
     LoaderCpu,
@@ -37,7 +38,8 @@ MEMORY_SHARE = 0.9  # where no reserve per worker was measured, workers may use 
 HEAD_OF_LINE = "head-of-line-bound"
 QUEUED_SHARE = 0.3  # workers queued for a core this share of their time: the cores are full, say so
 MEMORY_KEYS = ("memory_for_workers_bytes", "projected_worker_bytes", *RESERVE_KEYS)  # input-bound's, of the memory fit
-PLAN_LIMITS = ("memory", "main", "cores", "loop", "cap")  # what can bound the advised num_workers; ties go to the first
+# What can bound the advised num_workers; ties go to the first.
+PLAN_LIMITS = ("memory", "main", "handover", "cores", "loop", "cap")
 NO_ACCELERATOR_WARNING = (
     "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't be used."
 )
@@ -76,7 +78,9 @@ def plan_workers(
     # One thread receives the batches: CPU beyond one core is the step's own threads (intra-op), not receiving.
     main_cpu_s = min(1.0, main_share) / now if main_share is not None and now > 0 else None
     worker_cpu_s = cpu.cpu_share * per_batch
-    bounds = rate_bounds(1, per_batch, worker_cpu_s, main_cpu_s, left, step_s=timing.step_s)
+    # CPU-bound workers: the hand-over waits for the GIL its worker holds computing, the worker's time (tune's too)
+    handover_s = timing.handover_s if cpu.bound != CPU_BOUND else None
+    bounds = rate_bounds(1, per_batch, worker_cpu_s, main_cpu_s, left, step_s=timing.step_s, handover_s=handover_s)
     limits = {"cap": WORKER_CAP}
     if "cores" in bounds:  # no CPU tick at all over the window: the cores bound nothing below the cap
         corner = max(1, int(bounds["cores"] * per_batch))
@@ -92,13 +96,16 @@ def plan_workers(
                 limits["cores"] = found
     if "main" in bounds:  # the consumer's side: ask for a little more, so a slow batch does not stall it
         limits["main"] = max(1, math.ceil(HEADROOM * bounds["main"] * per_batch))
+    if "handover" in bounds:  # the same thread's wall time, asleep part of it: as the main process's CPU
+        limits["handover"] = max(1, math.ceil(HEADROOM * bounds["handover"] * per_batch))
     if "loop" in bounds:  # a loop with no work of its own takes whatever comes
         limits["loop"] = math.ceil(HEADROOM * bounds["loop"] * per_batch)
     if fit_memory is not None:
         limits["memory"] = max(1, fit_memory)
     limit = min(PLAN_LIMITS, key=lambda name: limits.get(name, WORKER_CAP + 1))  # ties: the first in PLAN_LIMITS
     n = limits[limit]
-    predicted = predicted_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left, step_s=timing.step_s)
+    predicted = predicted_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left, step_s=timing.step_s,
+                               handover_s=handover_s)  # fmt: skip
     return WorkerPlan(n, limit, now, max(now, predicted) if n > nw else now, limits, left, main_cpu_s)
 
 
@@ -113,6 +120,7 @@ _LIMIT_WORDS = {
     "memory": "the memory left for workers",
     "cores": "the usable cores",
     "main": "the main process's one thread receiving batches",
+    "handover": "the main process taking each batch off the workers' result queue, one at a time",
     "loop": "the loop's own step",
     "cap": f"dlprobe's cap of {WORKER_CAP} workers",
 }
@@ -130,11 +138,14 @@ def _measured_advice(
     """(suggested workers, fix text, evidence) from the workers' measured CPU and waiting shares and the main
     process's CPU."""
     if cpu.bound == HAND_OVER:
-        return nw, _hand_over_fix(loader, nw, timing, cpu), {**cpu.evidence(), "workers_that_fit_memory": fit_memory}
+        handover = None if timing.handover_s is None else round(1000 * timing.handover_s, 3)
+        over = {**cpu.evidence(), "handover_ms_per_batch": handover, "workers_that_fit_memory": fit_memory}
+        return nw, _hand_over_fix(loader, nw, timing, cpu), over
     plan = plan_workers(nw, timing, cpu, cores, fit_memory, main_share)
     evidence: dict[str, Any] = {
         **cpu.evidence(),
         "main_cpu_share": None if main_share is None else round(main_share, 3),
+        "handover_ms_per_batch": None if timing.handover_s is None else round(1000 * timing.handover_s, 3),
         "cores_left": round(plan.cores_left, 2),
         "model_limits": plan.limits,
         "model_limit": plan.limit,
@@ -213,7 +224,9 @@ def _hand_over_fix(loader: LoaderRecord, nw: int, timing: LoopTiming, cpu: Loade
         f"More workers will not help: the {nw} worker(s) spent only {100 * (cpu.fetch_share or 0):.0f}% of their time "
         f"building batches and waited for their next index the rest, so loading is not what the loop waits "
         f"{1000 * timing.mean_wait_s:.1f} ms for. The wait is in handing each batch to the loop: the main process "
-        "receiving and rebuilding it (one shared-memory file per tensor), or the processes waiting for a core"
+        "receiving and rebuilding it (one shared-memory file per tensor"
+        + (f"; {1000 * timing.handover_s:.1f} ms a batch, timed" if timing.handover_s is not None else "")
+        + "), or the processes waiting for a core"
         + (f" (the workers were queued for one {100 * queued:.0f}% of their time)" if queued >= 0.05 else "")
         + f". What can help: {deeper}; fewer, larger tensors per batch (one stacked array instead of many small ones) "
         "are cheaper to hand over; cores left free for the training processes."
@@ -256,7 +269,16 @@ def find_input_bound(run: RunData) -> list[Finding]:
         cpu = loader_cpu(run, loader, idle_worker_ids(loader))
         evidence: dict[str, Any] = {}
         hol = head_of_line(run, loader) if nw >= 2 else None
-        blocked = hol is not None and hol.share >= HOL_SHARE
+        # A later batch built while the loop waits is also what the loop sees while the main process takes the
+        # current one in: where that hand-over is half the wait or more (the half that says idle workers are waiting
+        # for the hand-over, seen from the other side), the order is not what holds the loop.
+        handing_over = (
+            timing.handover_s is not None
+            and timing.handover_s >= IDLE_FETCH_SHARE * timing.mean_wait_s
+            and cpu is not None
+            and cpu.bound != CPU_BOUND  # their hand-over waits on their own computing: not the main process's
+        )
+        blocked = hol is not None and hol.share >= HOL_SHARE and not handing_over
         if hol is not None and blocked:
             # More workers would only wait behind the same slow batch: the order is the bound, not their number.
             suggested, worker_fix = nw, _head_of_line_fix(hol)

@@ -27,6 +27,7 @@ from dlprobe.in_training import (
 from dlprobe.in_training.batch_info import describe_batch
 from dlprobe.in_training.dataset_inspect import summarize_dataset
 from dlprobe.in_training.event_log import get_log
+from dlprobe.in_training.hand_over import HandOverClock, attach_to
 from dlprobe.in_training.run_limits import LIMITS
 from dlprobe.in_training.sample_hashes import ROW_BYTES, SKETCH_ROW_BYTES, DuplicateCounter
 from dlprobe.rundir.schema import (
@@ -77,6 +78,12 @@ class LoaderProbe:
         # worker a batch came from. A worker with none read nothing: an IterableDataset with fewer shards than workers.
         self.worker_batches: list[int] | None = None
         self.threads = False  # the workers are threads of this process (torch's worker_method="thread")
+        # The main process's time taking each batch off the workers' result queue (dlprobe/in_training/hand_over.py),
+        # per batch alongside its wait: the part of the wait the workers cannot shorten.
+        self.clock = HandOverClock()
+        self.clock_timed = False  # this epoch's iterator's queue is timed
+        self.clock_seen = 0.0
+        self.pending_handover: list[float] = []
 
     def count_worker_batches(self, iterator: Any, new_iterator: bool) -> None:
         """Count batches per worker from here on: torch's multiprocessing iterator passes every batch it returns
@@ -99,6 +106,17 @@ class LoaderProbe:
                 return  # an older torch, whose _process_data is not told the worker
             iterator._process_data = _count_by_worker(self, original)
         self.worker_batches = [0] * len(workers)
+
+    def time_hand_over(self, iterator: Any) -> None:
+        """Time the main process's hand-over on this iterator's result queue (persistent workers: already timed)."""
+        self.clock_timed = False
+        if not getattr(iterator, "_workers", None):
+            return
+        try:
+            self.clock_timed = attach_to(iterator, self.clock)
+        except Exception as exc:  # never break training for a timing
+            probe_errors.record("hooks.hand_over", exc, f"loader {self.loader_id}'s hand-over is not timed")
+        self.clock_seen = self.clock.seconds
 
     def begin_epoch(self, iterator: Any, new_iterator: bool, iter_s: float) -> None:
         self.flush()
@@ -134,6 +152,7 @@ class LoaderProbe:
         except Exception as exc:  # never break training for a count
             self.worker_batches = None
             probe_errors.record("hooks.worker_batches", exc, f"loader {self.loader_id}'s batches per worker")
+        self.time_hand_over(iterator)
         self.last_batch, self.worker_pids = None, []
         if getattr(iterator, "_workers", None) and not getattr(iterator, "_persistent_workers", True):
             try:  # torch joins non-persistent workers before the StopIteration that ends the epoch reaches us
@@ -170,6 +189,9 @@ class LoaderProbe:
         if self.batches == self.last_batch:
             self.read_workers_last()
         self.pending.append(wait_s)  # rounded once per chunk in flush(), not on every batch
+        if self.clock_timed:
+            self.pending_handover.append(self.clock.seconds - self.clock_seen)
+            self.clock_seen = self.clock.seconds
         if not self.described_batch:
             self.described_batch = True
             _emit(EV_BATCH_INFO, loader=self.loader_id, epoch=self.epoch, **describe_batch(batch))
@@ -219,8 +241,11 @@ class LoaderProbe:
         self.last_flush = time.perf_counter()
         if self.pending:
             waits, self.pending = [round(w, 6) for w in self.pending], []
-            per_worker = self._per_worker()
-            _emit(EV_BATCHES, loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches, **per_worker)
+            extra: dict[str, Any] = self._per_worker()
+            if len(self.pending_handover) == len(waits):  # timed for every batch of the chunk, or not said
+                extra["handovers"] = [round(h, 6) for h in self.pending_handover]
+            _emit(EV_BATCHES, loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches, **extra)
+        self.pending_handover = []
         if self.dupes is not None and self.dupes.changed:
             _emit(EV_DUPES, loader=self.loader_id, epoch=self.epoch, **self.dupes.summary())
 

@@ -11,7 +11,7 @@ import time
 import warnings
 from typing import Any
 
-from dlprobe.in_training import hooks, probe_errors
+from dlprobe.in_training import hand_over, hooks, probe_errors
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.schema import (
     EV_TRIAL_END,
@@ -159,6 +159,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     result: dict[str, Any] = {"status": "ok", "error": None}
     iterator = None
     busy_from: tuple[float, dict[int, tuple[float, float | None]], float] | None = None
+    clock, handover_from, timed = hand_over.HandOverClock(), 0.0, False  # the hand-over seconds, from busy_from on
     # Workers are bounded by the DataLoader's own timeout; the main process needs a watchdog of its own.
     watchdog = _Watchdog(spec, give_up) if nw == 0 else None
     oom_before = _oom_count()
@@ -169,6 +170,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
         iterator = iter(trial_loader)
         result["loader_id"] = hooks.probe_id(trial_loader)
         worker_pids = {w.pid for w in getattr(iterator, "_workers", None) or []}
+        timed = nw > 0 and hand_over.attach_to(iterator, clock)
         while len(stamps) < batches or _short(stamps, nw, pf):
             try:
                 batch = next(iterator)
@@ -177,6 +179,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
                 if not stamps:
                     break
                 iterator = iter(trial_loader)
+                timed = timed and hand_over.attach_to(iterator, clock)
                 continue
             stamps.append(time.perf_counter())
             # The workers' CPU from the batch the rate is timed from (_throughput): the batches in flight at the start
@@ -184,6 +187,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
             # is not read over gives a CPU per sample that is off by their share. From the first batch until then.
             if nw and (busy_from is None or len(stamps) == nw * (pf or 2) + 1):
                 busy_from = (time.perf_counter(), _busy_seconds(iterator), time.process_time())
+                handover_from = clock.seconds
             counts.append(_samples_in(batch, loader.batch_size or 1))
             del batch
             if stamps[-1] - start > time_cap:
@@ -208,7 +212,8 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
         if watchdog is not None:
             watchdog.cancel()
         if busy_from is not None and result["status"] == "ok":
-            result.update(_workers_now(iterator, *busy_from, held_before))
+            handover = clock.seconds - handover_from if timed else None
+            result.update(_workers_now(iterator, *busy_from, held_before, handover))
         repeated = hooks.repeated_samples(trial_loader)
         if result["status"] == "ok" and repeated and repeated[0] >= DUPLICATE_SHARE * max(1, repeated[1]):
             # Said here too, not only when the supervisor reads the trials: the search must not follow its rate.
@@ -289,9 +294,11 @@ def _workers_now(
     busy_then: dict[int, tuple[float, float | None]],
     main_cpu_then: float,
     held_before: int | None = None,
+    handover_s: float | None = None,
 ) -> dict[str, Any]:
     """The trial's workers at its end: the share of their time they wanted a CPU (and were on one), the main
-    process's CPU share over the same window (receiving batches competes with the workers for the cores), and how
+    process's CPU share over the same window (receiving batches competes with the workers for the cores) and the
+    share it spent taking batches off the result queue (`handover_s` seconds of the window), and how
     many workers the memory left would hold (their private memory now against MemAvailable or the cgroup's room,
     whichever is tighter)."""
     wall = time.perf_counter() - since
@@ -299,7 +306,8 @@ def _workers_now(
     busy_now = _busy_seconds(iterator)
     common = [pid for pid in busy_then if pid in busy_now]
     out: dict[str, Any] = {"worker_busy_share": None, "worker_cpu_share": None, "worker_runq_share": None,
-                           "main_cpu_share": None, "workers_that_fit_memory": None}  # fmt: skip
+                           "main_cpu_share": None, "main_handover_share": None,
+                           "workers_that_fit_memory": None}  # fmt: skip
     precise = all(busy_then[pid][1] is not None and busy_now[pid][1] is not None for pid in common)
     # stat's CPU time ticks in 10 ms steps: a shorter window says little; schedstat counts nanoseconds
     if common and wall > (0.05 if precise else 0.2):
@@ -310,6 +318,8 @@ def _workers_now(
         out["worker_cpu_share"] = round(min(1.0, cpu), 3)
         out["worker_runq_share"] = round(min(1.0, runq), 3) if precise else None
         out["main_cpu_share"] = round(main_cpu / wall, 3)
+        if handover_s is not None:
+            out["main_handover_share"] = round(min(1.0, handover_s / wall), 3)
     uss = [m["uss"] for m in (procmem.read_smaps_rollup(pid) for pid in common) if m]
     room = procmem.system_memory()["available"] or None
     state = cgroup.memory_state(cgroup.memory_dir())

@@ -43,6 +43,9 @@ def prediction_line(result: dict[str, Any]) -> str | None:
     )
     cap = model.get("measured_cap_samples_per_s")
     flat = f"; flat at {cap:,.0f} samples/s where trials fell below it" if cap else ""
+    handover = model.get("handover_ms_per_sample")
+    if handover:  # the main process's one thread taking batches in: at most 1 / this, whatever the workers
+        flat = f"; the main process takes {handover:.2f} ms a sample to receive batches{flat}"
     error = model.get("median_error")
     checked = (
         f"median error {100 * error:.0f}% over {model['checked_trials']} trial(s), each predicted before it ran"

@@ -326,6 +326,9 @@ class BatchesEvent(Event, total=False):
     waits: list[float]
     total: int
     worker_batches: list[int]  # batches each worker (by worker id) delivered this epoch so far; absent: not known
+    # seconds the main process spent taking each of these batches off the workers' result queue (receiving and
+    # unpickling: each tensor's shared memory), alongside `waits`; absent: not timed (no worker processes)
+    handovers: list[float]
 
 
 class WorkerBatchesEvent(Event, total=False):

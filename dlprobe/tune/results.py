@@ -250,8 +250,9 @@ def _finished_row(
 ) -> dict[str, Any]:
     row = base | {k: end.get(k) for k in ("status", "error", "batches", "samples", "first_batch_s", "samples_per_s",
                                           "measured_batches", "passes", "loader_id", "worker_busy_share",
-                                          "worker_cpu_share", "worker_runq_share", "main_cpu_share", "settled",
-                                          "workers_that_fit_memory", "uncounted_per_worker_bytes")}  # fmt: skip
+                                          "worker_cpu_share", "worker_runq_share", "main_cpu_share",
+                                          "main_handover_share", "settled", "workers_that_fit_memory",
+                                          "uncounted_per_worker_bytes")}  # fmt: skip
     row["duration_s"] = round(end["t"] - start["t"], 3)
     steady_from = start["t"] + (end.get("first_batch_s") or 0.0)
     row.update(_worker_memory(run, end.get("loader_id"), steady_from, end["t"]))

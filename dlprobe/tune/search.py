@@ -43,15 +43,16 @@ class Model:
     cores_left: float  # of them, what other work on the machine left to the loader (queueing at 1 worker)
     measured_cap: float | None = None  # the best rate where trials fell below the model, confirmed: a missed bound
     main_fixed: float = 0.0  # the share of a core the main process uses at any rate (main_cost)
+    handover_s: float | None = None  # the main process's wall time per sample taking batches off the result queue
 
     def bounds(self, n: int) -> dict[str, float]:
         # The bounds are dlprobe/rate_model.py's, which `run`'s advice uses too: the two never disagree.
         return rate_bounds(n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores_left, self.measured_cap,
-                           main_fixed=self.main_fixed)  # fmt: skip
+                           main_fixed=self.main_fixed, handover_s=self.handover_s)  # fmt: skip
 
     def rate(self, n: int) -> float:
         return predicted_rate(n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores, self.cores_left,
-                              self.measured_cap, main_fixed=self.main_fixed)  # fmt: skip
+                              self.measured_cap, main_fixed=self.main_fixed, handover_s=self.handover_s)  # fmt: skip
 
     def limit(self, n: int) -> str:
         return limit_of(self.bounds(n))
@@ -67,6 +68,7 @@ class Model:
             "cores_left": round(self.cores_left, 2),
             "cores_limit_workers": round(self.cores_left * self.worker_s / cpu, 1) if cpu > 0 else None,
             "measured_cap_samples_per_s": None if self.measured_cap is None else round(self.measured_cap, 1),
+            "handover_ms_per_sample": None if self.handover_s is None else round(1000 * self.handover_s, 4),
         }
 
 
@@ -87,6 +89,7 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
         cores=cores,
         cores_left=min(float(cores), cores_left),
         main_fixed=main_fixed,
+        handover_s=handover_seconds(trials),
     )
     measured = [(int(t["num_workers"]), float(t["samples_per_s"])) for t in trials if _ok(t) and t["num_workers"] > 0]
     cpu = (model.worker_cpu_s or 0.0) + (model.main_cpu_s or 0.0)
@@ -150,6 +153,31 @@ def _unconfirmed(trials: list[dict[str, Any]], model: Model) -> dict[str, Any] |
     if not below or _confirmed(below):
         return None
     return max(below, key=lambda t: int(t["num_workers"]))
+
+
+def handover_seconds(trials: list[dict[str, Any]]) -> float | None:
+    """The main process's hand-over seconds per sample, from the trial with the most workers that timed it: each
+    worker's threads that send a batch's tensors compete with more workers for the cores and for their own GIL, so
+    the hand-over grows with the count (on 2 cores, 64 small tensors a batch: 10 ms a batch at 1 worker, 17 ms
+    at 3 and more) and is read where it bounds. Not from CPU-bound workers: the thread that sends a tensor waits
+    for the GIL its own worker holds computing the next batch (one CPU-bound worker: the whole batch's time), which
+    is the worker's time, already in its rate, and shrinks as more workers leave each one idle part of the time."""
+    timed = [t for t in trials if _ok(t) and t["num_workers"] > 0 and _num(t.get("main_handover_share"))
+             and _waiting_at_times(t)]  # fmt: skip
+    if not timed:
+        return None
+    last = max(timed, key=lambda t: t["num_workers"])  # ties: the first, as tried
+    # Never a bound below a rate some count measured: past the cores the hand-over also waits for a core (20 workers
+    # of the mixed loader on 2 busy cores: 3,064 samples/s where 10 workers measured 3,909), which the cores bound
+    # already says; a rate measured is a rate the hand-over allowed.
+    best = max(float(t["samples_per_s"]) for t in trials if _ok(t) and t["num_workers"] > 0)
+    return min(float(last["main_handover_share"]) / float(last["samples_per_s"]), 1 / best)
+
+
+def _waiting_at_times(trial: dict[str, Any]) -> bool:
+    """Whether the trial's workers were measured and not CPU-bound (asleep or idle part of their time)."""
+    busy = _num(trial.get("worker_busy_share"))
+    return busy is not None and busy < CPU_BOUND_SHARE
 
 
 @dataclass

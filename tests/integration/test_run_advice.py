@@ -321,3 +321,25 @@ def test_even_batches_on_too_few_workers_are_not_head_of_line(probe):
     [finding] = result.findings("input-bound")
     assert finding["evidence"]["bound"] != "head-of-line-bound", finding["evidence"]
     assert "in_order=False" not in finding["fix"] and "head-of-line" not in finding["title"]
+
+
+def test_many_small_tensors_on_four_workers_are_the_hand_over_not_the_order(probe):
+    # 64 tensors a batch: the loop waits while the main process takes each batch in (a shared-memory file per
+    # tensor, fetched from its worker); the later batches built meanwhile are not a head-of-line block
+    result = probe("many_tensors_loader.py", "4", "200")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("input-bound")
+    e = finding["evidence"]
+    assert e["handover_ms_per_batch"] > 0 and e["bound"] != "head-of-line-bound", e
+    assert e["bound"] == "hand-over-bound" or e["model_limit"] == "handover", e
+    assert "in_order=False" not in finding["fix"]
+
+
+def test_one_worker_of_many_small_tensors_is_advised_up_to_the_hand_over(probe):
+    # the main process's CPU per batch said 8 workers; its hand-over, asleep part of the time, holds fewer
+    result = probe("many_tensors_loader.py", "1", "200")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("input-bound")
+    e = finding["evidence"]
+    assert e["model_limit"] == "handover" and e["model_limits"]["handover"] < e["model_limits"]["main"], e
+    assert "taking each batch off the workers' result queue" in finding["fix"]

@@ -195,3 +195,18 @@ def test_the_memory_limit_bounds_the_workers_tried_and_nothing_past_it_is_recomm
     # The reserve is measured per worker (what a worker's peak varied by, what the cgroup charged beyond it)
     [row] = [t for t in result["trials"] if t["key"] == f"w{chosen['num_workers']}-p{chosen['prefetch_factor']}-nopin"]
     assert row["fits_memory"] and row["projected_epoch_bytes"] + row["reserve_bytes"] <= budget, row
+
+
+def test_a_loader_of_many_small_tensors_is_bounded_by_the_main_process_taking_them_in(tmp_path):
+    # 64 tensors a batch: the main process fetches each one's shared memory from its worker, asleep part of the time,
+    # so its CPU time says a bound twice or three times too high; the hand-over, timed, is the bound.
+    proc, result, _ = _tune(tmp_path, "many_tensors_loader.py", "--budget", "60s", "--batches", "24",
+                            script_args=("2", "40"), cores=_two_cores())  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    timed = [t for t in result["trials"] if t["status"] == "ok" and t["num_workers"] > 0]
+    assert timed and all(t["main_handover_share"] is not None for t in timed), timed
+    assert result["prediction"]["handover_ms_per_sample"] > 0
+    assert "ms a sample to receive batches" in proc.stderr
+    # the first count the model chose past one worker: its bound, set before any larger count was measured
+    knee = next(t for t in result["trials"] if t["num_workers"] > 1)
+    assert "(set by handover)" in knee["search_reason"], knee["search_reason"]

@@ -98,3 +98,16 @@ def test_a_number_and_its_unit_stay_on_one_line_of_a_box():
         assert not any(line.rstrip(" │").endswith(("+99.3", " 12", " 3")) for line in lines), (width, lines)
         assert not any(line.lstrip("│ ").startswith(("MiB", "s ", "min")) for line in lines), (width, lines)
     assert "+99.3 MiB" in _text(finding_panel(finding), 60)  # the space is a plain one again once wrapped
+
+
+def test_the_hand_over_of_each_batch_is_read_alongside_its_wait_and_dropped_where_a_chunk_lacks_it(tmp_path):
+    _write_run(tmp_path)
+    events = (tmp_path / "events.jsonl").read_text().splitlines()[:-3]  # loader, start method, epoch: no batches
+    chunk = {"ev": "batches", "t": 103.0, "pid": 10, "loader": 0, "epoch": 0, "total": 2}
+    timed = [chunk | {"waits": [0.5, 0.1], "handovers": [0.01, 0.02]}, chunk | {"waits": [0.1], "handovers": [0.03]}]
+    (tmp_path / "events.jsonl").write_text("\n".join(events + [json.dumps(e) for e in timed]) + "\n")
+    [epoch] = load_run(tmp_path).loaders[0].epochs
+    assert epoch.handovers == [0.01, 0.02, 0.03] and epoch.waits == [0.5, 0.1, 0.1]
+    untimed = timed + [chunk | {"waits": [0.1]}]  # a chunk from a probe that did not time it: no partial sum
+    (tmp_path / "events.jsonl").write_text("\n".join(events + [json.dumps(e) for e in untimed]) + "\n")
+    assert load_run(tmp_path).loaders[0].epochs[0].handovers is None

@@ -9,7 +9,7 @@ from dlprobe.analysis.loop_timing import loop_timing
 from dlprobe.analysis.model import Epoch, ProcessRecord, RunData
 from dlprobe.analysis.throughput_findings import KNEE_SHORT, find_input_bound, find_too_many_workers, plan_workers
 from dlprobe.analysis.worker_cpu import loader_cpu, main_cpu_share
-from dlprobe.rate_model import knee
+from dlprobe.rate_model import knee, limit_of, predicted_rate, rate_bounds
 from dlprobe.rundir.schema import WORKER_CAP
 from dlprobe.tune.search import fit, next_step
 from dlprobe.units import MiB
@@ -19,11 +19,12 @@ WAIT_S, STEP_S, BATCHES = 0.08, 0.0, 40  # the loop waits 80 ms per batch and ha
 BATCH = 8  # fakes.loader's batch_size
 
 
-def _starved(num_workers: int, cpu: float, runq: float, main: float | None) -> RunData:
+def _starved(num_workers: int, cpu: float, runq: float, main: float | None, handover_s: float | None = None) -> RunData:
     """A starved loop whose workers are on a CPU `cpu` and queued `runq` of their time, its main process on a CPU
-    `main` of the time (None: the main process was never read)."""
+    `main` of the time (None: the main process was never read) and `handover_s` of each batch taking it in."""
     end = 100.0 + BATCHES * (WAIT_S + STEP_S)
-    epoch = Epoch(0, 100.0, 0.0, t_end=end, batches=BATCHES, waits=[WAIT_S] * BATCHES)
+    handovers = [] if handover_s is None else [handover_s] * BATCHES
+    epoch = Epoch(0, 100.0, 0.0, t_end=end, batches=BATCHES, waits=[WAIT_S] * BATCHES, handovers=handovers)
     procs = [worker(1000 + k, k, cpu_series(100.0, end, cpu, runq)) for k in range(num_workers)]
     if main is not None:
         procs.append(ProcessRecord(1, "main", comm="python", series=cpu_series(100.0, end, main, 0.0)))
@@ -129,3 +130,47 @@ def test_run_advises_the_knee_tune_measures_first_from_the_same_evidence(cpu, ma
     step = next_step([alone, trial], 2, WORKER_CAP, KNEE_SHORT)
     assert plan.limit == "cores" and step.reason.startswith("the model's knee")
     assert plan.workers == step.num_workers, (plan.limits, step.reason)
+
+
+def test_the_main_process_s_hand_over_bounds_the_rate_beyond_its_cpu():
+    # asleep workers (2 ms a sample, 0.1 ms of CPU), the main process on a CPU 0.35 ms a sample but taking 1.1 ms
+    # of its one thread's wall time to take each sample in: the hand-over, not the CPU, is the bound
+    args = (32, 0.0021, 0.0001, 0.00035, 2, 2.0)
+    bounds = rate_bounds(32, 0.0021, 0.0001, 0.00035, 2.0, handover_s=0.0011)
+    assert limit_of(bounds) == "handover" and bounds["handover"] == pytest.approx(1 / 0.0011)
+    assert predicted_rate(*args, handover_s=0.0011) == pytest.approx(1 / 0.0011)
+    # not timed (run's advice, a tune of an older run): the CPU bounds as before
+    assert "handover" not in rate_bounds(32, 0.0021, 0.0001, 0.00035, 2.0)
+    assert predicted_rate(*args) > 2 / 0.0011
+
+
+def test_run_and_tune_predict_the_same_rate_with_the_hand_over_timed():
+    # asleep workers, a main process on a CPU 20% of the time but taking 30 ms of each 80 ms batch to take it in
+    r = _starved(1, 0.05, 0.0, 0.2, handover_s=0.03)
+    measured, timing = loader_cpu(r, r.loaders[0]), loop_timing(r.loaders[0])
+    assert measured is not None and timing is not None and timing.handover_s == pytest.approx(0.03)
+    share = main_cpu_share(r, r.loaders[0])
+    trial = {"status": "ok", "stage": "workers", "num_workers": 1, "samples_per_s": BATCH / WAIT_S,
+             "worker_cpu_share": measured.cpu_share, "worker_runq_share": measured.runq_share,
+             "worker_busy_share": measured.busy_share, "main_cpu_share": share,
+             "main_handover_share": 0.03 / WAIT_S}  # fmt: skip
+    model = fit([trial], cores=2)
+    assert model is not None and model.limit(32) == "handover"
+    plan = plan_workers(1, timing, measured, 2, None, share)
+    # 1.25 x 33 batches/s x 80 ms a batch of one worker; the main process's CPU alone said 7
+    assert plan.limit == "handover" and plan.workers == 4 and plan.limits["main"] == 7
+    for n in (2, 4, 8):
+        ran = plan_workers(1, timing, measured, 2, n, share)
+        if ran.workers == n:
+            assert BATCH * ran.batches_per_s == pytest.approx(model.rate(n), rel=0.02), (n, model.bounds(n))
+    [finding] = find_input_bound(r)
+    assert finding.evidence["model_limit"] == "handover" and finding.evidence["handover_ms_per_batch"] == 30.0
+
+
+def test_cpu_bound_workers_hand_over_is_left_to_their_own_rate():
+    # workers on a CPU 95%: the main process waits for each worker's GIL while it computes, not a bound of its own
+    r = _starved(1, 0.95, 0.0, 0.05, handover_s=0.07)
+    measured, timing = loader_cpu(r, r.loaders[0]), loop_timing(r.loaders[0])
+    assert measured is not None and timing is not None and timing.handover_s == pytest.approx(0.07)
+    plan = plan_workers(1, timing, measured, 2, None, main_cpu_share(r, r.loaders[0]))
+    assert "handover" not in plan.limits and plan.limit == "cores"

@@ -283,6 +283,26 @@ def _main_threads_loader(fixed: float) -> Measure:
     return measure
 
 
+def _handing_over(handover_ms: Callable[[int], float]) -> Measure:
+    """An I/O-bound loader (2 ms asleep, 0.1 ms of a worker's CPU and 0.35 ms of the main process's a sample) whose
+    main process takes `handover_ms(n)` of its one thread's wall time to take each sample in: the rate is the
+    smaller of the workers' and the hand-over's."""
+    io = _loader(0.1, 2.0, 0.35)
+
+    def measure(n: int) -> dict[str, Any]:
+        out = io(n)
+        if n == 0:
+            return out
+        rate = min(out["samples_per_s"], 1000 / handover_ms(n))
+        scale = rate / out["samples_per_s"]  # the workers wait for indices the rest: asleep, not on a CPU
+        return out | {"samples_per_s": rate, "worker_cpu_share": round(out["worker_cpu_share"] * scale, 4),
+                      "worker_busy_share": round(out["worker_busy_share"] * scale, 4),
+                      "main_cpu_share": round(rate * 0.35 / 1000, 4),
+                      "main_handover_share": round(rate * handover_ms(n) / 1000, 4)}  # fmt: skip
+
+    return measure
+
+
 def test_the_main_process_share_it_uses_at_any_rate_is_not_read_as_a_cost_per_sample():
     # At one worker's 455 samples/s a fixed 2.5% of a core doubles the main process's CPU per sample: read whole, it
     # bounds the rate at ~10,000 samples/s and the search stops short of the 32 workers that give 14,500.
@@ -342,3 +362,40 @@ def test_workers_at_the_cores_idle_with_cores_to_spare_are_not_called_cpu_bound(
 
     trials, reason = _search(measure, cores=16)
     assert max(_counts(trials)) >= 28 and "CPU-bound" not in reason, (_counts(trials), reason)
+
+
+def test_the_hand_over_timed_at_the_most_workers_bounds_the_curve():
+    # 0.6 ms a sample at one worker, 1.1 ms at two and more (the workers' sending threads compete for the cores)
+    trials, reason = _search(_handing_over(lambda n: 0.6 if n == 1 else 1.1))
+    model = fit(trials, cores=2)
+    assert model is not None and model.handover_s == pytest.approx(0.0011, rel=0.01)
+    assert model.limit(32) == "handover" and model.rate(32) == pytest.approx(1000 / 1.1, rel=0.01)
+    assert max(_counts(trials)) <= 8, (_counts(trials), reason)  # flat from the hand-over: no doubling to the cap
+    later = [t for t in trials if t["num_workers"] > 1][1:]  # predicted once a count past one had timed it
+    assert later and all(abs(t["predicted_samples_per_s"] / t["samples_per_s"] - 1) < 0.08 for t in later), trials
+
+
+def test_the_hand_over_of_cpu_bound_workers_is_theirs_not_a_bound():
+    # one CPU-bound worker: its batch's tensors wait for the GIL it holds computing the next batch, so the main
+    # process "takes" a whole batch's time to take each in (97% of the trial); two workers then double the rate
+    one = trial(1, 2, False, "workers") | {"status": "ok", "samples_per_s": 900.0, "worker_cpu_share": 0.94,
+                                           "worker_runq_share": 0.0, "worker_busy_share": 0.94,
+                                           "main_cpu_share": 0.04, "main_handover_share": 0.97}  # fmt: skip
+    model = fit([one], cores=2)
+    assert model is not None and model.handover_s is None and model.limit(2) != "handover"
+    asleep = one | {"worker_busy_share": 0.3, "worker_cpu_share": 0.3}  # a worker asleep 70%: the main's wait
+    timed = fit([asleep], cores=2)
+    assert timed is not None and timed.handover_s == pytest.approx(0.97 / 900)
+
+
+def test_a_hand_over_slowed_past_the_cores_is_never_a_bound_below_a_rate_measured():
+    # 20 workers on full cores: the main process queued for a core too (69% of the trial at 1,830 samples/s says
+    # 2,670), where 10 workers measured 3,900
+    base = {"status": "ok", "worker_cpu_share": 0.1, "worker_runq_share": 0.05, "worker_busy_share": 0.15,
+            "main_cpu_share": 0.3}  # fmt: skip
+    readings = {1: (460.0, 0.02), 10: (3900.0, 0.2), 20: (1830.0, 0.685)}  # workers: samples/s, hand-over share
+    trials = [trial(n, 2, False, "workers") | base | {"samples_per_s": rate, "main_handover_share": share}
+              for n, (rate, share) in readings.items()]  # fmt: skip
+    model = fit(trials, cores=2)
+    assert model is not None and model.handover_s == pytest.approx(1 / 3900)
+    assert model.bounds(32)["handover"] == pytest.approx(3900)
