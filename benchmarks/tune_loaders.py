@@ -92,6 +92,7 @@ def timed(kind: str, num_workers: int, prefetch_factor: int | None, batches: int
     warm = max(2, num_workers * (prefetch_factor or 2))
     step = STEP_S.get(kind, 0.0)
     start = time.perf_counter()
+    it: Any = None
     try:
         it = iter(loader)
         for _ in range(warm):
@@ -106,6 +107,10 @@ def timed(kind: str, num_workers: int, prefetch_factor: int | None, batches: int
         status = "ok"
     except RuntimeError as exc:  # a worker the OOM killer took: "exited unexpectedly" / "killed by signal"
         rate, status = None, f"failed: {str(exc).splitlines()[0][:120]}"
+        if it is not None:
+            # Now, not when garbage collected: a later iterator given the same id() would find this one's worker
+            # pids still registered ("_set_worker_pids should be called only once").
+            it._shutdown_workers()
     finally:
         del loader
     return {"num_workers": num_workers, "prefetch_factor": prefetch_factor, "samples_per_s": rate,
@@ -125,11 +130,22 @@ def main() -> None:
             if step == 200:
                 break
         return
-    for spec in sys.argv[3].split(","):
-        n, _, pf = spec.partition(":")
-        num_workers = int(n)
-        batches = max(40, 3 * num_workers * int(pf or 2))  # as many as tune times, in-flight batches excluded
-        print(json.dumps(timed(kind, num_workers, int(pf) if pf else None, batches)), flush=True)
+    specs = [(int(n), int(pf) if pf else None) for n, _, pf in (s.partition(":") for s in sys.argv[3].split(","))]
+    failed: dict[int, int] = {}  # num_workers -> prefetch factors that failed at it
+    for num_workers, pf in specs:
+        tries = sum(1 for n, _ in specs if n == num_workers)
+        killed = [n for n, count in failed.items() if count == tries and n < num_workers]
+        if killed:
+            # A count that failed at every prefetch_factor (the OOM killer) fails above it too, as in tune; running
+            # each one would take minutes of a cgroup thrashing at its limit, for no rate.
+            row = {"num_workers": num_workers, "prefetch_factor": pf, "samples_per_s": None, "wall_s": 0.0,
+                   "status": f"not run: num_workers={min(killed)} failed at every prefetch_factor"}  # fmt: skip
+        else:
+            batches = max(40, 3 * num_workers * (pf or 2))  # as many as tune times, in-flight batches excluded
+            row = timed(kind, num_workers, pf, batches)
+            if row["samples_per_s"] is None:
+                failed[num_workers] = failed.get(num_workers, 0) + 1
+        print(json.dumps(row), flush=True)
     os._exit(0)  # persistent workers of every count: no orderly wind-down to wait for
 
 
