@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
+
+CLOCK_MARK = "_dlprobe_hand_over_clock"  # set on a queue already timed (by the clock it names)
 
 
 class HandOverClock:
@@ -20,32 +23,36 @@ class HandOverClock:
         self.seconds = 0.0
         self.batches = 0
         self._found_at: float | None = None
-        self._queues: list[Any] = []  # held, so an id is never a new queue's
 
     def attach(self, queue: Any) -> bool:
-        """Wraps this queue object's own `_poll` and `get` (the instance only, once); False where it has neither."""
-        if any(q is queue for q in self._queues):
+        """Wraps this queue object's own `_poll` and `get` (the instance only, once); False where it has neither.
+
+        Holds no reference to the queue, and makes no cycle through it: without persistent workers each epoch makes
+        a new queue, a pipe's two descriptors that torch frees when the iterator goes, and the user's training must
+        not run out of them under the probe."""
+        if getattr(queue, CLOCK_MARK, None) is self:
             return True  # persistent workers: a new pass reuses the iterator and its queue
-        poll, get = getattr(queue, "_poll", None), getattr(queue, "get", None)
+        poll, get = getattr(queue, "_poll", None), getattr(type(queue), "get", None)
         if not callable(poll) or not callable(get):
             return False
-        self._queues.append(queue)
+        owner = weakref.ref(queue)  # `get` unbound, called on a weak reference: the queue's dict holds no cycle
 
         def timed_poll(*args: Any, **kwargs: Any) -> Any:
-            found = poll(*args, **kwargs)
+            found = poll(*args, **kwargs)  # the reader connection's own poll, not a method of the queue
             if found:
                 self._found_at = time.perf_counter()
             return found
 
         def timed_get(*args: Any, **kwargs: Any) -> Any:
             self._found_at = None
-            item = get(*args, **kwargs)
+            item = get(owner(), *args, **kwargs)
             if self._found_at is not None:  # a get without a poll (no timeout) says nothing about its parts
                 self.seconds += time.perf_counter() - self._found_at
                 self.batches += 1
             return item
 
         queue._poll, queue.get = timed_poll, timed_get
+        setattr(queue, CLOCK_MARK, self)
         return True
 
 

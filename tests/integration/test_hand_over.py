@@ -59,3 +59,27 @@ def test_the_wait_for_a_batch_to_be_built_is_not_hand_over():
 
 def test_a_loader_without_workers_has_no_queue_to_time():
     assert not attach_to(iter(DataLoader(_Fields(), batch_size=16)), HandOverClock())
+
+
+def test_the_clock_keeps_no_epoch_s_queue_alive_after_its_iterator_goes():
+    # Without persistent workers every epoch makes a new result queue (a pipe: two descriptors). A clock that held
+    # them made a long run under dlprobe run out of descriptors; torch frees each when its iterator goes.
+    import gc
+    import weakref
+
+    loader = DataLoader(_Fields(fields=2), batch_size=16, num_workers=2)
+    clock = HandOverClock()
+    gone, timed = [], []
+    for _ in range(3):
+        iterator = iter(loader)
+        assert attach_to(iterator, clock)
+        queue = weakref.ref(iterator._worker_result_queue)
+        before = clock.batches
+        for _ in range(4):
+            next(iterator)
+        timed.append(clock.batches - before)
+        del iterator
+        gc.collect()
+        gone.append(queue() is None)
+    assert gone == [True, True, True]
+    assert min(timed) >= 4  # each epoch's new queue timed (a batch that came early is taken in too)
