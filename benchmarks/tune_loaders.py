@@ -107,7 +107,7 @@ def timed(kind: str, num_workers: int, prefetch_factor: int | None, batches: int
         status = "ok"
     except RuntimeError as exc:  # a worker the OOM killer took: "exited unexpectedly" / "killed by signal"
         rate, status = None, f"failed: {str(exc).splitlines()[0][:120]}"
-        if it is not None:
+        if it is not None and hasattr(it, "_shutdown_workers"):
             # Now, not when garbage collected: a later iterator given the same id() would find this one's worker
             # pids still registered ("_set_worker_pids should be called only once").
             it._shutdown_workers()
@@ -133,8 +133,7 @@ def main() -> None:
     specs = [(int(n), int(pf) if pf else None) for n, _, pf in (s.partition(":") for s in sys.argv[3].split(","))]
     failed: dict[int, int] = {}  # num_workers -> prefetch factors that failed at it
     for num_workers, pf in specs:
-        tries = sum(1 for n, _ in specs if n == num_workers)
-        killed = [n for n, count in failed.items() if count == tries and n < num_workers]
+        killed = [n for n, count in failed.items() if n < num_workers and count == sum(1 for m, _ in specs if m == n)]
         if killed:
             # A count that failed at every prefetch_factor (the OOM killer) fails above it too, as in tune; running
             # each one would take minutes of a cgroup thrashing at its limit, for no rate.

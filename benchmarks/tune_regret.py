@@ -128,6 +128,8 @@ def one(kind: str, budget: float, cap: int, out: Path) -> dict[str, Any]:
         (out / f"{kind}_sweep.json").write_text(json.dumps(swept, indent=1))
         result, tune_s = tune(kind, budget, cap, group, out)
         ok = [r for r in swept if r["samples_per_s"]]
+        if not ok:
+            return {"kind": kind, "skipped": "every configuration of the sweep failed"}
         best = max(ok, key=lambda r: r["samples_per_s"])
         best_spec = spec(best["num_workers"], best["prefetch_factor"])
         pick = result.get("recommended")

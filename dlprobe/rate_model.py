@@ -52,7 +52,7 @@ def rate_bounds(
     cpu = (worker_cpu_s or 0.0) + (main_cpu_s or 0.0)
     if cpu > 0:
         # A CPU-bound loader saturates at the cores it has, never beyond: more workers only queue for them.
-        out["cores"] = max(0.0, cores_left - main_fixed) / cpu
+        out["cores"] = loader_cores(cores_left, main_fixed) / cpu
     if main_cpu_s:
         out["main"] = max(0.0, 1 - main_fixed) / main_cpu_s  # the main process receives every batch on one thread
     if handover_s:
@@ -63,6 +63,12 @@ def rate_bounds(
     if measured_cap is not None:
         out["measured"] = measured_cap
     return out
+
+
+def loader_cores(cores_left: float, main_fixed: float) -> float:
+    """The cores the loader's per-item work has: those other work left, less the main process's fixed share (never
+    below half of them: a share that large was read on a machine too busy to split it)."""
+    return max(0.5 * cores_left, cores_left - main_fixed)
 
 
 def queued_rate(
@@ -105,7 +111,8 @@ def predicted_rate(
     the others (`rate_bounds`' arguments)."""
     bounds = rate_bounds(n, worker_s, worker_cpu_s, main_cpu_s, cores_left, measured_cap, step_s, main_fixed,
                          handover_s)  # fmt: skip
-    queued = queued_rate(n, worker_s, worker_cpu_s, main_cpu_s, cores, cores_left)
+    # The main process's fixed share of a core is not the loader's to queue for, as in the cores bound.
+    queued = queued_rate(n, worker_s, worker_cpu_s, main_cpu_s, cores, loader_cores(cores_left, main_fixed))
     return min([queued, *(v for k, v in bounds.items() if k not in ("workers", "cores"))])
 
 

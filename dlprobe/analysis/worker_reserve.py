@@ -30,14 +30,16 @@ class Reserve:
 
 
 def measured_reserve(run: RunData, workers: list[ProcessRecord], peaks: list[int]) -> Reserve:
-    """The reserve from this run's evidence: the spread of its workers' USS peaks (two or more) and the cgroup's
-    charge beyond their USS (under a limit, where the page cache was read); neither: not measured."""
+    """The reserve from this run's evidence: the cgroup's charge beyond the workers' USS (under a limit, where the
+    page cache was read) and the spread of their USS peaks (two or more); without the charge: not measured."""
     spread = max(peaks) - min(peaks) if len(peaks) >= 2 else None
     charge = cgroup_charge(run, workers)
     uncounted, held_apart = charge if charge is not None else (None, None)
-    if spread is None and uncounted is None:
-        return Reserve(None, None, None, None)
-    per_worker = worker_reserve(peaks if spread is not None else [], [uncounted] if uncounted is not None else [])
+    if uncounted is None:
+        # The spread alone is 0 for workers alike, which would leave no margin at all: without the cgroup's charge
+        # the reserve is not measured, and the advice keeps its flat share.
+        return Reserve(None, spread, None, None)
+    per_worker = worker_reserve(peaks if spread is not None else [], [uncounted])
     return Reserve(per_worker, spread, uncounted, held_apart)
 
 
@@ -67,7 +69,8 @@ def cgroup_charge(run: RunData, workers: list[ProcessRecord]) -> tuple[int, int]
     workers_uss = sum(_uss_at(p, t1) or 0 for p in those)
     # The parent's own new pages, by RSS: its USS falls at the fork as its pages become shared with the workers, and
     # that moves no charge.
-    parent = sum((_at(p, t1, "rss") or 0) - (_at(p, t0, "rss") or 0) for p in run.processes if p.role == "main")
+    grown_rss = [(_at(p, t1, "rss"), _at(p, t0, "rss")) for p in run.processes if p.role == "main"]
+    parent = sum(after - before for after, before in grown_rss if after is not None and before is not None)
     grown = (_held(system, after) or 0) - (_held(system, before[-1]) or 0)
     uncounted = max(0, grown - workers_uss - parent) // len(those)
     return uncounted, (_held(system, after) or 0) - workers_uss - uncounted * len(those)

@@ -171,13 +171,15 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
         result["loader_id"] = hooks.probe_id(trial_loader)
         worker_pids = {w.pid for w in getattr(iterator, "_workers", None) or []}
         timed = nw > 0 and hand_over.attach_to(iterator, clock)
+        pass_start = 0  # batches before this pass of the dataset
         while len(stamps) < batches or _short(stamps, nw, pf):
             try:
                 batch = next(iterator)
             except StopIteration:
                 passes += 1
-                if not stamps:
-                    break
+                if not stamps or len(stamps) == pass_start or time.perf_counter() - start > time_cap:
+                    break  # nothing to cycle (a pass that yielded nothing: a one-shot stream), or out of time
+                pass_start = len(stamps)
                 iterator = iter(trial_loader)
                 timed = timed and hand_over.attach_to(iterator, clock)
                 continue

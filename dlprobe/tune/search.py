@@ -17,6 +17,7 @@ NOISE = 0.08
 FIRST_COUNTS = (0, 1)  # the main process alone, then one worker: its rate and its CPU per sample
 REPEAT_BELOW = 0.25  # a trial this far under its prediction, and slower than fewer workers, is measured again
 HELD_IDLE = 0.15  # workers idle this share of a trial, not asleep on reads, with cores to spare: held by the order
+HELD_RUNQ = 0.1  # ...and not queued for a core this share of it (then the cores are full, whatever they read)
 MAIN_SPAN = 3.0  # the main process's cost is split into per-sample and fixed only over rates this far apart
 UNFINISHED = ("too-slow", "hung", "crashed")  # a count that gave no rate: the search stays at half of it or below
 
@@ -93,7 +94,8 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
     )
     measured = [(int(t["num_workers"]), float(t["samples_per_s"])) for t in trials if _ok(t) and t["num_workers"] > 0]
     cpu = (model.worker_cpu_s or 0.0) + (model.main_cpu_s or 0.0)
-    above = [r * cpu for n, r in measured if r > (1 + NOISE) * model.rate(n) and model.limit(n) == "cores"]
+    above = [r * cpu + model.main_fixed for n, r in measured
+             if r > (1 + NOISE) * model.rate(n) and model.limit(n) == "cores"]  # fmt: skip
     if above:
         # More workers took more of the cores from the other work than one worker's queueing said: what they used is
         # what the cores left hold (never more than the usable cores).
@@ -237,13 +239,13 @@ def next_step(trials: list[dict[str, Any]], cores: int, cap: int, tolerance: flo
         why = (f"re-measured: slower than fewer workers and far below the model ({rate:,.0f} against "
                f"{predicted:,.0f} samples/s): other work's load comes and goes")  # fmt: skip
         return Step(int(suspect["num_workers"]), why, suspect["predicted_samples_per_s"], model, repeat=True)
-    unconfirmed = _unconfirmed(trials, model)
-    if unconfirmed is not None:
+    limit, kind, limit_why = worker_limit(trials, cap)
+    unconfirmed = _unconfirmed([t for t in trials if t.get("num_workers", 0) <= limit], model)
+    if unconfirmed is not None:  # a count past the limit (memory, OOM) is not measured again
         n = int(unconfirmed["num_workers"])
         why = (f"re-measured: {unconfirmed['samples_per_s']:,.0f} samples/s is far below the model's "
                f"{model.rate(n):,.0f}; measured once, it may be other work's load, not a bound")  # fmt: skip
         return Step(n, why, _predicted(unconfirmed, model), model, repeat=True)
-    limit, kind, limit_why = worker_limit(trials, cap)
     if limit < 2:
         return Step(None, f"stopped at num_workers=1: {limit_why}", model=model, limit_reason=kind)
     bound = model.rate(limit)
@@ -325,7 +327,12 @@ def _held_back(trial: dict[str, Any], model: Model) -> bool:
     busy, cpu, main = (_num(trial.get(k)) for k in ("worker_busy_share", "worker_cpu_share", "main_cpu_share"))
     if busy is None or cpu is None or main is None or 1 - busy < HELD_IDLE or main >= CPU_BOUND_SHARE:
         return False
-    return int(trial["num_workers"]) * cpu + main <= (1 - NOISE) * model.cores_left
+    n = int(trial["num_workers"])
+    if (_num(trial.get("worker_runq_share")) or 0.0) >= HELD_RUNQ or model.limit(n) in ("main", "handover"):
+        # Queued for a core: other work fills the cores the cores left do not show. The main process's one thread
+        # (its CPU or its hand-over) saturated: more workers cannot shorten it.
+        return False
+    return n * cpu + main <= (1 - NOISE) * model.cores_left
 
 
 def _predicted(trial: dict[str, Any], model: Model) -> float:

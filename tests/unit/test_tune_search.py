@@ -11,7 +11,7 @@ from dlprobe.queueing import closed_throughput
 from dlprobe.tune.plan import later_stages, trial
 from dlprobe.tune.predict import annotate
 from dlprobe.tune.results import recommend
-from dlprobe.tune.search import fit, next_step
+from dlprobe.tune.search import _held_back, fit, next_step
 
 Measure = Callable[[int], dict[str, Any]]
 
@@ -342,10 +342,52 @@ def test_workers_idle_with_cores_to_spare_are_followed_past_where_the_model_flat
     assert chosen is not None and chosen["num_workers"] >= 17
 
 
-def test_cpu_bound_workers_idle_for_want_of_cores_are_not_held_back():
-    # Two cores, workers on them all the time: the cores are full, so idle share or not, the search stops at them.
-    trials, reason = _search(_loader(cpu_ms=1.0, sleep_ms=0.0, main_ms=0.05))
-    assert max(_counts(trials)) == 2 and "CPU-bound" in reason
+def test_workers_queued_for_a_core_or_behind_the_main_process_are_not_held_back():
+    # 16 cores read free from a half-asleep worker, then 16 workers queued 35% of their time: other work fills the
+    # cores, and n x CPU share (7.5 cores) says nothing of it. And a main process whose hand-over bounds the rate:
+    # more workers cannot shorten it. Neither is a reason to double past the best.
+    one = trial(1, 2, False, "workers") | {
+        "status": "ok",
+        "samples_per_s": 500.0,
+        "worker_cpu_share": 0.5,
+        "worker_runq_share": 0.0,
+        "worker_busy_share": 0.5,
+        "main_cpu_share": 0.02,
+    }
+    queued = trial(16, 2, False, "workers") | {
+        "status": "ok",
+        "samples_per_s": 6000.0,
+        "worker_cpu_share": 0.45,
+        "worker_runq_share": 0.35,
+        "worker_busy_share": 0.8,
+        "main_cpu_share": 0.3,
+    }
+    model = fit([one, queued], cores=16)
+    assert model is not None and model.cores_left == 16.0
+    assert not _held_back(queued, model)
+    assert _held_back(queued | {"worker_runq_share": 0.0, "worker_busy_share": 0.45}, model)  # the same, not queued
+    model.handover_s = 1 / 6000.0
+    assert model.limit(16) == "handover" and not _held_back(queued | {"worker_runq_share": 0.0}, model)
+
+
+def test_the_main_process_s_fixed_share_bounds_the_curve_as_it_bounds_the_cores():
+    model = fit(
+        [
+            trial(1, 2, False, "workers")
+            | {
+                "status": "ok",
+                "samples_per_s": 900.0,
+                "worker_cpu_share": 0.9,
+                "worker_runq_share": 0.0,
+                "worker_busy_share": 0.9,
+                "main_cpu_share": 0.09,
+            }
+        ],
+        cores=1,
+    )
+    assert model is not None
+    model.main_fixed = 0.3
+    assert all(model.rate(n) <= model.bounds(n)["cores"] * 1.0001 for n in (1, 2, 4, 16, 64))
 
 
 def test_workers_at_the_cores_idle_with_cores_to_spare_are_not_called_cpu_bound():
