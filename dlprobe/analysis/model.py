@@ -24,6 +24,7 @@ from dlprobe.rundir.schema import (
     EV_SCRIPT_ERROR,
     EV_START,
     EV_START_METHOD,
+    EV_WORKER_START,
     EV_WORKERS_LAST,
     EVENTS_FILE,
     HANG_RECORD_GLOB,
@@ -349,6 +350,9 @@ def load_run(path: Path) -> RunData:
     events = read_checked_jsonl(path / EVENTS_FILE, event_problem, problems)
     samples = read_checked_jsonl(path / SAMPLES_FILE, sample_problem, problems)
     loaders, worker_of = loaders_from_events(events)
+    # Each worker's own reading as it started (EV_WORKER_START), before the user's worker_init_fn.
+    own_start = {int(ev["pid"]): (float(ev["t"]), ev["memory"]) for ev in events
+                 if ev.get("ev") == EV_WORKER_START and ev.get("memory")}  # fmt: skip
     main_pid = meta.get("target_pid")
     processes: dict[int, ProcessRecord] = {}
     threads: dict[int, ThreadRecord] = {}
@@ -367,8 +371,11 @@ def load_run(path: Path) -> RunData:
                 role = "worker"
                 loader_id, worker_id, t_start, first = worker_of[pid]
             proc = ProcessRecord(pid, role, loader_id, worker_id, rec.get("comm"), rec.get("ppid"))
+            own = own_start.get(pid)
+            if own is not None:  # the worker's own reading, before the user's worker_init_fn ran
+                _append(proc.series, *own)
             if first:  # the reading the hooks took right after the worker started
-                _append(proc.series, t_start, first)
+                _insert(proc.series, t_start, first)
             processes[pid] = proc
         elif kind == SAMPLE_THREAD:
             tid = int(rec["tid"])

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe.in_training import fatal_signals, probe_errors, tracebacks, worker_batches
+from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.inflight_format import (
     COLLATE,
     CREATING_ITERATOR,
@@ -66,7 +67,8 @@ from dlprobe.rundir.inflight_format import (
     WAITING,
     slot_path,
 )
-from dlprobe.rundir.schema import FAULTHANDLER_FILE, STACKS_DIR
+from dlprobe.rundir.schema import EV_WORKER_START, FAULTHANDLER_FILE, STACKS_DIR
+from dlprobe.system.procmem import read_smaps_rollup
 
 # faulthandler dumps every thread's Python stack on this signal: the fallback when py-spy cannot attach.
 # A real-time signal, because the script may well use SIGUSR1/SIGUSR2 itself.
@@ -345,6 +347,8 @@ class InflightInit:
                 f"the in-flight recorder of worker {worker_id} (loader {self.loader_id}) failed; hang and crash "
                 "reports for it lack the indices",
             )
+        if not in_thread:
+            _read_own_start(self.loader_id, worker_id)
         slot = _current_slot()
         if self.user_fn is None:
             return
@@ -353,6 +357,18 @@ class InflightInit:
         self.user_fn(worker_id)
         if slot is not None:
             slot.set_phase(IDLE)
+
+
+def _read_own_start(loader_id: int, worker_id: int) -> None:
+    """This worker's memory before the user's worker_init_fn runs (EV_WORKER_START): the start its growth is measured
+    from, which the main process's reading after iter() can miss on a busy machine (a table loaded by then)."""
+    try:
+        log = get_log()
+        if log is not None:
+            pid = os.getpid()
+            log.emit(EV_WORKER_START, loader=loader_id, worker_id=worker_id, pid=pid, memory=read_smaps_rollup(pid))
+    except Exception as exc:  # never break a worker for a reading
+        probe_errors.record("inflight.worker_start", exc, f"worker {worker_id}'s memory at its start was not read")
 
 
 _NOT_SWAPPED = object()

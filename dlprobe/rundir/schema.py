@@ -139,6 +139,9 @@ EV_EPOCH_END = "epoch_end"
 # The workers' memory read by the main process when the epoch's last batch arrives, just before torch shuts them
 # down: the end of their copy-on-write growth, which the supervisor's sampling can miss by up to a round.
 EV_WORKERS_LAST = "workers_last"
+# A worker's own memory as it starts, before the user's worker_init_fn: a load there (np.load of a table) can be done
+# before the main process's reading of it right after iter() on a busy machine, and growth is measured from here.
+EV_WORKER_START = "worker_start"
 # One DataLoader worker's batches, in chunks (in_training/worker_batches.py): when each fetch began, how long its
 # samples and its collate took. Capped per worker: past the cap only every `stride`-th fetch is kept.
 EV_WORKER_BATCHES = "worker_batches"
@@ -357,6 +360,13 @@ class WorkersLastEvent(Event, total=False):
     loader: int
     epoch: int
     workers: list[WorkerReading] | None  # None with num_workers=0
+
+
+class WorkerStartEvent(Event, total=False):
+    loader: int
+    worker_id: int
+    pid: int
+    memory: dict[str, int] | None
 
 
 class BatchInfoEvent(Event, total=False):

@@ -21,6 +21,7 @@ EVENT_REQUIRED: dict[str, tuple[str, ...]] = {
     schema.EV_BATCHES: ("t", "loader"),
     schema.EV_EPOCH_END: ("t", "loader"),
     schema.EV_WORKERS_LAST: ("t",),
+    schema.EV_WORKER_START: ("t", "pid"),
     schema.EV_SCRIPT_ERROR: ("t",),
 }
 SAMPLE_REQUIRED: dict[str, tuple[str, ...]] = {
@@ -148,6 +149,7 @@ EVENT_TYPES: dict[str, type] = {
     schema.EV_EPOCH_END: schema.EpochEndEvent,
     schema.EV_WORKER_BATCHES: schema.WorkerBatchesEvent,
     schema.EV_WORKERS_LAST: schema.WorkersLastEvent,
+    schema.EV_WORKER_START: schema.WorkerStartEvent,
     schema.EV_BATCH_INFO: schema.BatchInfoEvent,
     schema.EV_LOADER_ERROR: schema.LoaderErrorEvent,
     schema.EV_PROBE_ERROR: schema.ProbeErrorEvent,

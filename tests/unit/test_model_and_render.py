@@ -52,6 +52,18 @@ def test_load_run_builds_loaders_workers_and_series(tmp_path):
     assert run.system.shm_total == 1000
 
 
+def test_a_worker_s_own_reading_at_its_start_comes_before_the_hooks_one(tmp_path):
+    # The worker read itself before the user's worker_init_fn (uss 40); the main process read it after iter(),
+    # on a busy machine once the worker_init_fn had loaded a table (uss 100): growth counts from the first.
+    _write_run(tmp_path)
+    with open(tmp_path / "events.jsonl", "a") as f:
+        f.write('\n{"ev": "worker_start", "t": 101.2, "pid": 11, "loader": 0, "worker_id": 0, '
+                '"memory": {"rss": 250, "uss": 40, "pss": 90, "swap": 0}}\n')  # fmt: skip
+    run = load_run(tmp_path)
+    [w] = run.workers(0)
+    assert w.series.t[:2] == [101.2, 101.5] and w.series.uss == [40, 100, 200, None]
+
+
 def test_summary_text_at_fixed_width(tmp_path):
     _write_run(tmp_path)
     run = load_run(tmp_path)
