@@ -34,12 +34,19 @@ def test_every_batch_taken_from_the_workers_is_timed_once_and_none_of_the_wait_f
         started = time.perf_counter()
         next(iterator)
         waited += time.perf_counter() - started
-    assert clock.batches == 20
+    assert clock.batches == _taken(iterator, 20)
     assert 0 < clock.seconds <= waited  # the hand-over is part of the time next() took, never more
-    assert attach_to(iterator, clock) and clock.batches == 20  # attached once: a second attach wraps nothing again
+    before = clock.batches
+    assert attach_to(iterator, clock) and clock.batches == before  # attached once: a second attach wraps nothing again
     next(iterator)
-    assert clock.batches == 21
+    assert clock.batches == _taken(iterator, 21)
     del iterator
+
+
+def _taken(iterator, returned: int) -> int:
+    """Batches the iterator took off the result queue: those next() returned, and those that came before their turn
+    and wait in its reorder buffer (a loaded machine lets one worker's batch overtake the other's)."""
+    return returned + sum(1 for info in iterator._task_info.values() if len(info) == 2)
 
 
 def test_the_wait_for_a_batch_to_be_built_is_not_hand_over():
