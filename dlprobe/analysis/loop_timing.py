@@ -51,7 +51,10 @@ def loop_timing(loader: LoaderRecord) -> LoopTiming | None:
             continue
         span += max(0.0, window[1] - window[0])
         waits.extend(epoch.waits[1:])
-        handovers = handovers + epoch.handovers[1:] if handovers is not None and epoch.handovers else None
+        if handovers is not None and epoch.handovers:
+            handovers.extend(epoch.handovers[1:])
+        else:
+            handovers = None  # an epoch not timed: no mean over part of the batches
     if len(waits) < 2 or span <= 0:
         return None
     ordered = sorted(waits)

@@ -39,7 +39,7 @@ def measured_reserve(run: RunData, workers: list[ProcessRecord], peaks: list[int
         # The spread alone is 0 for workers alike, which would leave no margin at all: without the cgroup's charge
         # the reserve is not measured, and the advice keeps its flat share.
         return Reserve(None, spread, None, None)
-    per_worker = worker_reserve(peaks if spread is not None else [], [uncounted])
+    per_worker = worker_reserve(peaks, [uncounted])  # one peak: a spread of 0
     return Reserve(per_worker, spread, uncounted, held_apart)
 
 

@@ -25,6 +25,7 @@ from dlprobe.rundir.schema import (
     STACKS_META_FILE,
     StacksMeta,
 )
+from dlprobe.system import procinfo
 from dlprobe.system.pyspy import NO_PYTHON_PROCESSES, PY_SPY_ENV, error_line, find_py_spy
 
 RATE_ENV = "DLPROBE_STACK_RATE"
@@ -87,7 +88,7 @@ class StackRecorder:
         self.fetch_samples = 0  # samples inside a worker's fetch path so far: what the finding ranks
         self.functions: Counter[str] = Counter()  # those samples by the function the finding names
         self.failures: list[tuple[str, bool]] = []  # each burst that left no stacks: py-spy's error, process gone
-        self.process_exists: Callable[[int], bool] = _process_exists
+        self.process_exists: Callable[[int], bool] = procinfo.exists
 
     def observe(self, events: list[dict[str, Any]], now: float) -> None:
         """Start when the loop has waited for data a large share of the time; take the workers in turn until the
@@ -304,7 +305,3 @@ def _log_error(path: Path) -> str | None:
         return error_line(path.read_text(errors="replace"))
     except OSError:
         return None
-
-
-def _process_exists(pid: int) -> bool:
-    return os.path.exists(f"/proc/{pid}")

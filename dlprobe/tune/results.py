@@ -8,7 +8,7 @@ from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.memory_findings import load_done_at
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
-from dlprobe.memory_reserve import worker_reserve as measured_reserve
+from dlprobe.memory_reserve import worker_reserve as shared_reserve
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 from dlprobe.tune.plan import DUPLICATE_SHARE
 
@@ -284,7 +284,7 @@ def worker_reserve(trials: list[dict[str, Any]]) -> int:
              if t.get("status") == "ok" and isinstance(t.get("worker_uss_peak_bytes"), int)]  # fmt: skip
     uncounted = [int(t["uncounted_per_worker_bytes"]) for t in trials
                  if isinstance(t.get("uncounted_per_worker_bytes"), int)]  # fmt: skip
-    return measured_reserve(peaks, uncounted)
+    return shared_reserve(peaks, uncounted)
 
 
 def recommend(trials: list[dict[str, Any]], budget: int | None, tolerance: float) -> tuple[dict[str, Any] | None, str]:

@@ -107,8 +107,8 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
 
 def main_cost(trials: list[dict[str, Any]]) -> tuple[float | None, float]:
     """The main process's CPU seconds per sample, and the share of a core it uses at any rate: a line through its CPU
-    share against the rate over the worker trials, where their rates span MAIN_SPAN; else the 1-worker trial's share
-    over its rate (all of it per sample, None where it was not read).
+    share against the rate over the worker trials, where their rates span MAIN_SPAN; else the first worker trial's
+    share over its rate (the 1-worker trial, measured first; all of it per sample; None where it was not read).
 
     Its other threads (the probe's among them) take a few percent of a core whatever the rate: at one worker's few
     dozen batches a second that is half its CPU per sample. On 16 cores a mixed loader read 0.096 ms per sample at 1
@@ -147,14 +147,12 @@ def _confirmed(below: list[dict[str, Any]]) -> bool:
 
 
 def _unconfirmed(trials: list[dict[str, Any]], model: Model) -> dict[str, Any] | None:
-    """The trial to measure again before the curve is capped at its rate: the largest count under the model, when
-    the trials under it do not yet confirm a bound (`_confirmed`)."""
+    """The trial to measure again before the curve is capped at its rate: the largest count under the model, while
+    no cap is set (fit sets one once the trials under the model confirm a bound, `_confirmed`)."""
     if model.measured_cap is not None:
         return None
     below = _below(trials, model)
-    if not below or _confirmed(below):
-        return None
-    return max(below, key=lambda t: int(t["num_workers"]))
+    return max(below, key=lambda t: int(t["num_workers"])) if below else None
 
 
 def handover_seconds(trials: list[dict[str, Any]]) -> float | None:
@@ -320,8 +318,9 @@ def _suspect(trials: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def _held_back(trial: dict[str, Any], model: Model) -> bool:
     """Whether a trial's workers sat idle HELD_IDLE of their time while the cores and the main process had room: not
-    on a CPU, not asleep on reads (that is `waiting`), but waiting for their next index behind the in-order queue
-    or the hand-over. More workers put more batches in flight, which the model (cores, main, workers) cannot say.
+    on a CPU, not asleep on reads (that is `waiting`), not queued for a core, but waiting for their next index behind
+    the in-order queue while neither the main process's CPU nor its hand-over bounds the rate. More workers put more
+    batches in flight, which the model (cores, main, workers) cannot say.
 
     On 16 cores a CPU-bound loader's 14 workers were idle 21% with 11.5 of the cores busy; 28 ran 10-15% faster."""
     busy, cpu, main = (_num(trial.get(k)) for k in ("worker_busy_share", "worker_cpu_share", "main_cpu_share"))

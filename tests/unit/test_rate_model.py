@@ -3,12 +3,14 @@ the same rate, and `run` bounds by the main process's CPU and the cores other wo
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from dlprobe.analysis.loop_timing import loop_timing
+from dlprobe.analysis.loop_timing import LoopTiming, loop_timing
 from dlprobe.analysis.model import Epoch, ProcessRecord, RunData
 from dlprobe.analysis.throughput_findings import KNEE_SHORT, find_input_bound, find_too_many_workers, plan_workers
-from dlprobe.analysis.worker_cpu import loader_cpu, main_cpu_share
+from dlprobe.analysis.worker_cpu import LoaderCpu, loader_cpu, main_cpu_share
 from dlprobe.rate_model import knee, limit_of, predicted_rate, rate_bounds
 from dlprobe.rundir.schema import WORKER_CAP
 from dlprobe.tune.search import fit, next_step
@@ -33,10 +35,11 @@ def _starved(num_workers: int, cpu: float, runq: float, main: float | None, hand
     return r
 
 
-@pytest.mark.parametrize(("cpu", "runq", "main"), [(0.05, 0.0, 0.02), (0.3, 0.4, 0.05), (0.5, 0.0, 0.6),
-                                                   (0.05, 0.02, 0.9), (0.9, 0.05, None)])  # fmt: skip
-def test_run_and_tune_predict_the_same_rate_from_the_same_evidence(cpu, runq, main):
-    """One worker measured by `run` and the same worker as tune's 1-worker trial: the same rate at every count."""
+def _as_run_and_as_trial(
+    cpu: float, runq: float, main: float | None
+) -> tuple[LoaderCpu, LoopTiming, float | None, dict[str, Any]]:
+    """One worker as `run` measured it (its CPU, the loop's timing, the main process's share) and as tune's 1-worker
+    trial of the same readings."""
     r = _starved(1, cpu, runq, main)
     measured, timing = loader_cpu(r, r.loaders[0]), loop_timing(r.loaders[0])
     assert measured is not None and timing is not None
@@ -44,6 +47,14 @@ def test_run_and_tune_predict_the_same_rate_from_the_same_evidence(cpu, runq, ma
     trial = {"status": "ok", "stage": "workers", "num_workers": 1, "samples_per_s": BATCH / (WAIT_S + STEP_S),
              "worker_cpu_share": measured.cpu_share, "worker_runq_share": measured.runq_share,
              "worker_busy_share": measured.busy_share, "main_cpu_share": share}  # fmt: skip
+    return measured, timing, share, trial
+
+
+@pytest.mark.parametrize(("cpu", "runq", "main"), [(0.05, 0.0, 0.02), (0.3, 0.4, 0.05), (0.5, 0.0, 0.6),
+                                                   (0.05, 0.02, 0.9), (0.9, 0.05, None)])  # fmt: skip
+def test_run_and_tune_predict_the_same_rate_from_the_same_evidence(cpu, runq, main):
+    """One worker measured by `run` and the same worker as tune's 1-worker trial: the same rate at every count."""
+    measured, timing, share, trial = _as_run_and_as_trial(cpu, runq, main)
     model = fit([trial], cores=2)
     assert model is not None
     plan = plan_workers(1, timing, measured, 2, None, share)
@@ -118,13 +129,7 @@ def test_the_knee_is_the_fewest_workers_within_the_tolerance_of_the_bound_in_the
 @pytest.mark.parametrize(("cpu", "main"), [(0.3, 0.02), (0.2, 0.01)])
 def test_run_advises_the_knee_tune_measures_first_from_the_same_evidence(cpu, main):
     """Workers asleep most of each batch, the cores the bound under the cap: run's advised count is tune's knee."""
-    r = _starved(1, cpu, 0.0, main)
-    measured, timing = loader_cpu(r, r.loaders[0]), loop_timing(r.loaders[0])
-    assert measured is not None and timing is not None
-    share = main_cpu_share(r, r.loaders[0])
-    trial = {"status": "ok", "stage": "workers", "num_workers": 1, "samples_per_s": BATCH / (WAIT_S + STEP_S),
-             "worker_cpu_share": measured.cpu_share, "worker_runq_share": measured.runq_share,
-             "worker_busy_share": measured.busy_share, "main_cpu_share": share}  # fmt: skip
+    measured, timing, share, trial = _as_run_and_as_trial(cpu, 0.0, main)
     alone = {"status": "ok", "stage": "workers", "num_workers": 0, "samples_per_s": 1.0}
     plan = plan_workers(1, timing, measured, 2, None, share)
     step = next_step([alone, trial], 2, WORKER_CAP, KNEE_SHORT)
