@@ -17,6 +17,9 @@ QUEUED_BELOW = 0.97
 # the waits for each tensor's shared memory from the worker: one thread, one batch at a time); the best rate trials
 # measured where they fell below the rest (a bound the model missed).
 BOUNDS = ("workers", "cores", "main", "handover", "loop", "measured")
+# How much faster than the loop needs them the loader's batches should come, so a slow batch does not stall it: the
+# workers `run` advises, and the loader rate at which `tune` calls the loop, not the loader, the bound.
+HEADROOM = 1.25
 
 
 def cores_left(cores: int, cpu_share: float | None, runq_share: float | None, busy_share: float | None) -> float:

@@ -23,7 +23,7 @@ from dlprobe.analysis.worker_cpu import (
     main_cpu_share,
 )
 from dlprobe.analysis.worker_reserve import RESERVE_KEYS, Reserve, measured_reserve
-from dlprobe.rate_model import cores_left, knee, predicted_rate, queued_rate, rate_bounds
+from dlprobe.rate_model import HEADROOM, cores_left, knee, predicted_rate, queued_rate, rate_bounds
 from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS, WORKER_CAP
 from dlprobe.units import format_bytes
 
@@ -32,7 +32,6 @@ INPUT_BOUND_MIN_SPAN_S = 0.5
 # The advised count where the cores bound: the fewest workers the queueing curve brings within this share of it (as
 # `dlprobe tune`'s default --tolerance finds its knee).
 KNEE_SHORT = 0.05
-HEADROOM = 1.25  # workers to ask for beyond the bare estimate, so a slow batch does not stall the loop
 BURSTY_P95 = 4.0  # p95 wait this many times the median: deeper prefetching smooths it
 MEMORY_SHARE = 0.9  # where no reserve per worker was measured, workers may use this much of the memory left
 HEAD_OF_LINE = "head-of-line-bound"

@@ -10,6 +10,7 @@ import typer
 from dlprobe.commands.options import MODULE_HELP, SCRIPT_ARGS, json_option, one_process_only, out_option
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.schema import LAUNCH_SCRIPT
+from dlprobe.tune.loop import LOOP_STEPS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -18,7 +19,9 @@ if TYPE_CHECKING:
 def tune(
     ctx: typer.Context,
     script: str = typer.Argument(
-        ..., help="The training script (with -m a module); it runs up to its DataLoader and does not train."
+        ...,
+        help="The training script (with -m a module); it runs up to its DataLoader and a few steps of its loop (timed, "
+        "see --loop-steps), then its DataLoader is measured instead of training.",
     ),
     script_args: list[str] | None = SCRIPT_ARGS,
     module: bool = typer.Option(False, "-m", help=MODULE_HELP),
@@ -33,6 +36,12 @@ def tune(
         help="Highest num_workers to try (default 32; the search tries fewer where its model says more cannot pay).",
     ),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Within this share of the best counts as as fast."),
+    loop_steps: int = typer.Option(
+        LOOP_STEPS,
+        "--loop-steps",
+        help="Steps of the script's own training loop to time before the trials, so the advice stops where the loop "
+        "bounds the job (0: time the loader alone).",
+    ),
     out: str | None = out_option("Directory for the trials (default ./dlprobe-runs/...)."),
     json_path: str | None = json_option("Also write the trials and `recommended` here."),
 ) -> None:
@@ -48,7 +57,18 @@ def tune(
     args = list(script_args or [])
     raise typer.Exit(
         tune_and_report(
-            script, args, budget_s, batches, loader, max_workers, tolerance, out, json_path, err_console(), launch
+            script,
+            args,
+            budget_s,
+            batches,
+            loader,
+            max_workers,
+            tolerance,
+            out,
+            json_path,
+            err_console(),
+            launch,
+            loop_steps,
         )
     )
 
@@ -65,6 +85,7 @@ def tune_and_report(
     json_path: str | None,
     console: Console | None,
     launch: str = LAUNCH_SCRIPT,
+    loop_steps: int = LOOP_STEPS,
 ) -> int:
     """0 with a recommendation, 1 without one (every trial failed or none fits in memory)."""
     from dlprobe.render.tune_table import tune_summary
@@ -72,7 +93,9 @@ def tune_and_report(
     from dlprobe.rundir.schema import REPORT_HTML_FILE, TUNE_PLOT_FILE
     from dlprobe.supervisor.tune_sweep import TuneOptions, run_tune
 
-    options = TuneOptions(script, args, out, budget_s, batches, loader, max_workers, tolerance, launch)
+    if loop_steps < 0:
+        raise DlprobeError("--loop-steps must be 0 or more", hint="e.g. --loop-steps 8, or 0 to time the loader alone")
+    options = TuneOptions(script, args, out, budget_s, batches, loader, max_workers, tolerance, launch, loop_steps)
     result = run_tune(options)
     plot_path: str | None = str(Path(result["dir"]) / TUNE_PLOT_FILE)
     problem = None

@@ -28,6 +28,7 @@ from dlprobe.in_training.batch_info import describe_batch
 from dlprobe.in_training.dataset_inspect import summarize_dataset
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.hand_over import HandOverClock, attach_to
+from dlprobe.in_training.loop_clock import LoopClock
 from dlprobe.in_training.run_limits import LIMITS
 from dlprobe.in_training.sample_hashes import ROW_BYTES, SKETCH_ROW_BYTES, DuplicateCounter
 from dlprobe.rundir.schema import (
@@ -46,6 +47,7 @@ from dlprobe.rundir.schema import (
     RUN_DIR_ENV,
     TAKEOVER_ENV,
     TAKEOVER_LOADER_ENV,
+    TAKEOVER_STEPS_ENV,
 )
 from dlprobe.system.procmem import read_smaps_rollup
 
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
 DATALOADER_MODULE = "torch.utils.data.dataloader"
 # Commands that need the script's DataLoader but not its training (scan, tune) set these: when loader N is first
 # iterated, the named function "package.module:function" gets the DataLoader, and its int result ends the script.
+# With TAKEOVER_STEPS_ENV (tune), the script's loop first runs that many steps over it, timed (loop_clock.py).
 FLUSH_INTERVAL_S = 0.25  # batch timings are sent in chunks so a fast loop costs one write per chunk
 
 
@@ -399,6 +402,10 @@ def _wrap_iter(original_iter: Any) -> Any:
 
 def _probed_iter(self: Any, original_iter: Any) -> Any:
     startup_profile.stop("iter")  # before any worker is forked
+    if _deferred is not None:
+        # The loop being timed ended its epoch, or moved on to another loader (Lightning's sanity check, then
+        # training): the take-over happens now, with the steps timed so far, not after the whole training.
+        _take_over_deferred(_deferred.iterator)
     probe = _probe_for(self)
     if probe.epoch < 0:
         _maybe_take_over(self, probe.loader_id)
@@ -453,12 +460,19 @@ def _wrap_next(original_next: Any) -> Any:
 def _probed_next(self: Any, probe: LoaderProbe, original_next: Any) -> Any:
     if LIMITS.active:  # `dlprobe check` bounds the run: stop before fetching one batch too many
         LIMITS.enforce(sum(p.batches for p in _all_probes))
+    clock = _deferred if _deferred is not None and _deferred.loader_id == probe.loader_id else None
+    if clock is not None:
+        clock.asking()
+        if clock.done():
+            _take_over_deferred(self)
     inflight.loop_waiting(probe.loader_id, self, probe.batches)
     start = time.perf_counter()
     try:
         batch = original_next(self)
     except StopIteration:
         probe.end_epoch()
+        if clock is not None:
+            _take_over_deferred(self)  # an epoch shorter than the steps to time
         raise
     except BaseException as exc:
         probe.record_error(exc)
@@ -466,6 +480,8 @@ def _probed_next(self: Any, probe: LoaderProbe, original_next: Any) -> Any:
     finally:
         inflight.loop_outside(probe.loader_id, probe.batches)
     probe.record_batch(time.perf_counter() - start, batch)
+    if clock is not None:
+        clock.returned(self, time.perf_counter() - start)
     if probe.batches == 2:  # by now the loop has had one step to move a batch to a device
         _emit(EV_ACCEL, loader=probe.loader_id, **runtime_state.accel_state(self))
     return batch
@@ -524,11 +540,59 @@ def patch_dataloader(module: ModuleType) -> None:
         )
 
 
+_deferred: LoopClock | None = None  # the loop being timed before its loader is taken over
+_loop_timed: dict[str, Any] | None = None  # what it timed (loop_clock.LoopClock.summary), once taken over
+
+
 def _maybe_take_over(loader: Any, loader_id: int) -> None:
-    """Hand the loader to a dlprobe command instead of letting the script train (returns only if it says None)."""
+    """Hand the loader to a dlprobe command instead of letting the script train (returns only if it says None), or
+    first let the loop run the steps TAKEOVER_STEPS_ENV asks for, timed (the take-over then comes in next())."""
+    global _deferred
     target = os.environ.get(TAKEOVER_ENV)
     if not target or loader_id != int(os.environ.get(TAKEOVER_LOADER_ENV, "0")):
         return
+    steps = os.environ.get(TAKEOVER_STEPS_ENV, "")
+    if steps.isdigit() and int(steps) > 0:
+        _deferred = LoopClock(loader, loader_id, int(steps))
+        atexit.register(_take_over_at_exit)  # a loop that stops early and never iterates again
+        return
+    _take_over(loader, loader_id)
+
+
+def loop_timed() -> dict[str, Any] | None:
+    """What the script's loop timed before the take-over (None: it was not asked to run first)."""
+    return _loop_timed
+
+
+def _take_over_deferred(iterator: Any) -> None:
+    """The loop's steps are timed: stop its iterator's workers (the trials' own start on a machine without them) and
+    take the loader over."""
+    global _deferred, _loop_timed
+    clock, _deferred = _deferred, None
+    if clock is None:
+        return
+    _loop_timed = clock.summary()
+    if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+        try:
+            iterator._shutdown_workers()
+        except Exception as exc:
+            probe_errors.record("hooks.takeover", exc, "the script's own workers may still run beside the trials")
+    _take_over(clock.loader, clock.loader_id)
+
+
+def _take_over_at_exit() -> None:
+    """The script ended with its loop timed but never asked for another batch (it stopped after a few steps): the
+    trials run now. An exit status from here must be os._exit's: atexit ignores SystemExit."""
+    try:
+        _take_over_deferred(_deferred.iterator if _deferred is not None else None)
+    except SystemExit as exc:
+        if exc.code:
+            flush_all()
+            os._exit(exc.code if isinstance(exc.code, int) else 1)
+
+
+def _take_over(loader: Any, loader_id: int) -> None:
+    target = os.environ[TAKEOVER_ENV]
     module_name, _, function_name = target.partition(":")
     function = getattr(importlib.import_module(module_name), function_name)
     _emit(EV_TAKEOVER, loader=loader_id, function=target)

@@ -13,6 +13,7 @@ from typing import Any
 
 from dlprobe.in_training import hand_over, hooks, probe_errors
 from dlprobe.in_training.event_log import get_log
+from dlprobe.rate_model import HEADROOM as LOOP_HEADROOM
 from dlprobe.rundir.schema import (
     EV_TRIAL_END,
     EV_TRIAL_SKIPPED,
@@ -25,6 +26,7 @@ from dlprobe.rundir.schema import (
     WORKER_CAP,
 )
 from dlprobe.system import cgroup, kernlog, procmem
+from dlprobe.tune.loop import loop_seconds
 from dlprobe.tune.plan import DUPLICATE_SHARE, later_stages, trial
 from dlprobe.tune.search import next_step
 
@@ -280,7 +282,7 @@ def _busy_seconds(iterator: Any) -> dict[int, tuple[float, float | None]]:
     keeps them (a trial of a second or two is a few 10 ms ticks of /proc/PID/stat), else stat's ticks."""
     out: dict[int, tuple[float, float | None]] = {}
     for worker in getattr(iterator, "_workers", None) or []:
-        sched = procmem.read_schedstat(worker.pid)
+        sched = procmem.read_process_schedstat(worker.pid)
         if sched is not None:
             out[worker.pid] = sched
             continue
@@ -406,7 +408,9 @@ def run_trials(loader: Any) -> int:
     config = json.loads(os.environ.get(TUNE_CONFIG_ENV, "{}"))
     info = describe(loader)
     accelerator = _accelerator()
-    _emit(EV_TUNE_LOADER, accelerator=accelerator, **info)
+    # The script's own loop, timed before the take-over (hooks.loop_timed), or by an earlier attempt of this tune.
+    loop = config.get("loop") or hooks.loop_timed() or {}
+    _emit(EV_TUNE_LOADER, accelerator=accelerator, loop=loop, **info)
     # Trials try more workers than cores on purpose; PyTorch's warning about it would only be noise here.
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     if info["batches_per_epoch"] == 0:
@@ -420,7 +424,9 @@ def run_trials(loader: Any) -> int:
     # The worker counts: where the model of the curve, re-fitted after every trial, says to measure next.
     memory_bound = False
     while True:
-        step = next_step(list(done.values()), cores, cap, tolerance)
+        step = next_step(
+            list(done.values()), cores, cap, tolerance, loop_seconds(loop, info.get("batch_size"), list(done.values()))
+        )
         memory_bound = step.limit_reason == "memory"
         spec = None if step.num_workers is None else trial(step.num_workers, 2, False, "workers")
         if spec is not None and step.repeat and spec["key"] in done:
@@ -447,6 +453,14 @@ def run_trials(loader: Any) -> int:
     ok = [r for r in done.values() if r.get("status") == "ok" and r.get("samples_per_s") and r["stage"] == "workers"]
     if ok:
         best = max(ok, key=lambda r: r["samples_per_s"])
+        loop_s = loop_seconds(loop, info.get("batch_size"), list(done.values()))
+        ahead = [
+            r
+            for r in ok
+            if loop_s and r["num_workers"] and r["samples_per_s"] * loop_s >= (1 - tolerance) * LOOP_HEADROOM
+        ]
+        if ahead:  # the loop bounds the job: the prefetch and pinning trials are of the count that keeps up with it
+            best = min(ahead, key=lambda r: r["num_workers"])
         later = [t for t in later_stages(best, accelerator, memory_bound) if t["key"] not in done]
         for left, spec in zip(range(len(later), 0, -1), later, strict=True):
             _run_one(loader, spec, done, batches, deadline, left)

@@ -109,6 +109,8 @@ RUN_DIR_NAMES = (
 RUN_DIR_ENV = "DLPROBE_RUN_DIR"
 TAKEOVER_ENV = "DLPROBE_TAKEOVER"  # module:function that takes over the loader instead of the training loop
 TAKEOVER_LOADER_ENV = "DLPROBE_TAKEOVER_LOADER"
+# Steps of the script's own training loop to time before the take-over (tune: the loop's own step bounds the job)
+TAKEOVER_STEPS_ENV = "DLPROBE_TAKEOVER_STEPS"
 STOP_AFTER_BATCHES_ENV = "DLPROBE_STOP_AFTER_BATCHES"
 STOP_AT_ENV = "DLPROBE_STOP_AT"  # a wall-clock deadline (time.time()), shared with the supervisor's clock
 TUNE_CONFIG_ENV = "DLPROBE_TUNE_CONFIG"

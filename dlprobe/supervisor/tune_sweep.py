@@ -22,6 +22,7 @@ from dlprobe.rundir.schema import (
     STDERR_FILE,
     TAKEOVER_ENV,
     TAKEOVER_LOADER_ENV,
+    TAKEOVER_STEPS_ENV,
     TUNE_CONFIG_ENV,
     TUNE_RESULT_FILE,
     WORKER_CAP,
@@ -30,6 +31,7 @@ from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
 from dlprobe.system import cgroup, procmem
 from dlprobe.system.cpus import cpu_facts
 from dlprobe.system.proctree import kill_tree
+from dlprobe.tune.loop import LOOP_STEPS, loop_seconds, loop_words
 from dlprobe.tune.plan import SEARCH_FIELDS
 from dlprobe.tune.predict import annotate
 from dlprobe.tune.results import batches_per_epoch, collect_trials, memory_available, recommend
@@ -52,6 +54,7 @@ class TuneOptions:
     max_workers: int | None = None
     tolerance: float = 0.05
     launch: str = LAUNCH_SCRIPT  # or LAUNCH_MODULE (-m)
+    loop_steps: int = LOOP_STEPS  # steps of the script's own loop timed before the trials (0: none)
 
 
 class _TimeLimit:
@@ -100,14 +103,17 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
     memory: dict[str, Any] | None = None
     attempts: list[dict[str, Any]] = []
     first_run: RunData | None = None
+    loop: dict[str, Any] | None = None  # the script's loop, as the first attempt timed it
     for attempt in range(1, MAX_ATTEMPTS + 1):
         remaining = deadline - time.time()
         if attempt > 1 and remaining < MIN_ATTEMPT_S:
             break
         config = {"deadline": deadline - SHUTDOWN_S, "batches": options.batches, "cores": cpus["usable_cores"],
                   "cap": cap, "tolerance": options.tolerance,
-                  "done": [{k: t.get(k) for k in SEARCH_FIELDS} for t in trials]}  # fmt: skip
+                  "done": [{k: t.get(k) for k in SEARCH_FIELDS} for t in trials], "loop": loop}  # fmt: skip
         env = {TAKEOVER_ENV: RUNNER, TAKEOVER_LOADER_ENV: str(options.loader), TUNE_CONFIG_ENV: json.dumps(config)}
+        if loop is None and options.loop_steps > 0:  # a restarted attempt goes straight to its trials
+            env[TAKEOVER_STEPS_ENV] = str(options.loop_steps)
         limit = _TimeLimit(max(1.0, remaining) + GRACE_S)
         attempt_dir = str(root / f"attempt-{attempt}")
         outcome = run_script(
@@ -129,6 +135,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         if loader_info is None:
             _no_takeover(run, options, outcome.exit_code)
         info = info or loader_info
+        loop = loop if loop is not None else ((loader_info or {}).get("loop") or None)
         memory = memory or memory_available(run, _own_memory())
         rows, lost = collect_trials(run, batches_per_epoch(info), timed_out=limit.hit)
         workers_stop = next((e for e in reversed(run.events) if e.get("ev") == EV_TUNE_WORKERS_STOP), workers_stop)
@@ -139,7 +146,8 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         if lost is None and outcome.exit_code == 0:
             break
     budget = (memory or {}).get("budget_bytes")
-    recommended, reason = recommend(trials, budget, options.tolerance)
+    loop_s = loop_seconds(loop, (info or {}).get("batch_size"), trials)
+    recommended, reason = recommend(trials, budget, options.tolerance, loop_s)
     prediction = annotate(trials, cpus["usable_cores"])
     if info and info.get("batches_per_epoch") == 0:
         reason = "the loader yields no batches (the dataset is empty or smaller than one batch with drop_last=True)"
@@ -147,6 +155,9 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
     small = batches_per_epoch(info)
     if small is not None and small < options.batches:
         notes.append(f"the loader has only {small} batch(es) per epoch, so trials cycle over it (workers persist)")
+    said = loop_words(loop, loop_s)
+    if said:
+        notes.append(said)
     if workers_stop is not None:
         notes.append(f"worker counts: {workers_stop.get('reason')}")
     if cpus["usable_cores"] == 1:
@@ -165,7 +176,13 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         "cpu": cpus,
         "memory": memory,
         "accelerator": (info or {}).get("accelerator"),
-        "loader_config": {k: v for k, v in (info or {}).items() if k not in ("ev", "t", "pid", "notes", "accelerator")},
+        "loader_config": {
+            k: v for k, v in (info or {}).items() if k not in ("ev", "t", "pid", "notes", "accelerator", "loop")
+        },  # fmt: skip
+        # loop_steps None: not asked to time the loop (--loop-steps 0); 0: asked, and the loop gave no steady step
+        "loop": dict.fromkeys(("loop_steps", "loop_step_s", "loop_cpu_share", "loop_wait_s"))
+        | (loop or {})
+        | {"samples_per_s": round(1 / loop_s, 2) if loop_s else None},
         "notes": notes,
         "attempts": attempts,
         "trials": trials,

@@ -9,6 +9,7 @@ from dlprobe.analysis.memory_findings import load_done_at
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.memory_reserve import worker_reserve as shared_reserve
+from dlprobe.rate_model import HEADROOM
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 from dlprobe.tune.plan import DUPLICATE_SHARE
 
@@ -287,8 +288,24 @@ def worker_reserve(trials: list[dict[str, Any]]) -> int:
     return shared_reserve(peaks, uncounted)
 
 
-def recommend(trials: list[dict[str, Any]], budget: int | None, tolerance: float) -> tuple[dict[str, Any] | None, str]:
-    """The smallest configuration within `tolerance` of the best throughput whose projected memory fits."""
+def job_rate(trial: dict[str, Any], loop_s: float | None) -> float:
+    """The training job's samples/s with this trial's loader and a loop of `loop_s` seconds per sample of its own:
+    the slower of the two where workers load while the loop steps; their sum of times without workers (the same
+    process loads, then steps)."""
+    rate = float(trial["samples_per_s"])
+    if not loop_s:
+        return rate
+    if not trial.get("num_workers"):
+        return 1 / (1 / rate + loop_s)
+    return min(rate, 1 / loop_s)
+
+
+def recommend(
+    trials: list[dict[str, Any]], budget: int | None, tolerance: float, loop_s: float | None = None
+) -> tuple[dict[str, Any] | None, str]:
+    """The smallest configuration within `tolerance` of the best throughput whose projected memory fits; with the
+    script's loop timed (`loop_s`, its seconds per sample), the smallest that delivers HEADROOM times what the loop
+    takes where one does (more workers would only wait for the loop, and cost memory)."""
     ok = [t for t in trials if t.get("status") == "ok" and t.get("samples_per_s")]
     if not ok:
         return None, "no trial completed, so there is nothing to recommend (see each trial's status and error)"
@@ -310,6 +327,14 @@ def recommend(trials: list[dict[str, Any]], budget: int | None, tolerance: float
         return None, "every completed configuration is projected to need more memory than is available"
     best_fit = max(fitting, key=lambda t: t["samples_per_s"])
     close = [t for t in fitting if t["samples_per_s"] >= (1 - tolerance) * best_fit["samples_per_s"]]
+    fed: list[dict[str, Any]] = []
+    if loop_s:
+        for t in ok:
+            t["job_samples_per_s"] = round(job_rate(t, loop_s), 2)
+        enough = min(best_fit["samples_per_s"], HEADROOM / loop_s)
+        fed = [t for t in fitting if (t["samples_per_s"] >= (1 - tolerance) * enough if t["num_workers"]
+                                      else t["job_samples_per_s"] >= (1 - tolerance) / loop_s)]  # fmt: skip
+        close = fed if fed and enough < best_fit["samples_per_s"] else close
     # At a worker count, the default prefetch_factor=2 first: prefetch_factor=1 saves only n batches of /dev/shm,
     # and on a trial's few dozen batches "within tolerance" is noise (a skewed loader timed 36% slower with 1 by a
     # plain loop after tune had it within 5%).
@@ -324,10 +349,24 @@ def recommend(trials: list[dict[str, Any]], budget: int | None, tolerance: float
         + (f", prefetch_factor={best['prefetch_factor']}" if best["num_workers"] else "")
         + f"); it is the smallest configuration within {100 * tolerance:.0f}% of the best"
     )
+    if loop_s and close is fed:
+        reason = (
+            f"num_workers={chosen['num_workers']}"
+            + (f", prefetch_factor={chosen['prefetch_factor']}" if chosen["num_workers"] else "")
+            + (", pin_memory=True" if chosen["pin_memory"] else "")
+            + f" delivers {chosen['samples_per_s']:,.0f} samples/s, ahead of the {1 / loop_s:,.0f} samples/s the "
+            f"training loop's own step takes ({1000 * loop_s * _batch(chosen):.1f} ms a batch, timed before the "
+            f"trials): the loop, not the loader, bounds the job, and more workers would only wait for it (the "
+            f"fastest loader measured: {best['samples_per_s']:,.0f} samples/s with num_workers={best['num_workers']})"
+        )
     if best_fit is not best:
         reason += f" among those whose memory fits (the fastest needs {_mib(best.get('projected_epoch_bytes'))})"
     slower = [t for t in fitting if t["num_workers"] < chosen["num_workers"] and t["stage"] == "workers"]
-    if slower:
+    if slower and loop_s and close is fed:
+        prev = max(slower, key=lambda t: t["num_workers"])
+        reason += (f"; with num_workers={prev['num_workers']} the job would run at {prev['job_samples_per_s']:,.0f} "
+                   f"samples/s, {100 * (1 - prev['job_samples_per_s'] * loop_s):.0f}% under the loop's")  # fmt: skip
+    elif slower:
         prev = max(slower, key=lambda t: t["num_workers"])
         reason += f"; num_workers={prev['num_workers']} was {100 * (1 - prev['vs_best']):.0f}% slower than the best"
     if chosen.get("projected_epoch_bytes") is not None and budget:
@@ -335,6 +374,12 @@ def recommend(trials: list[dict[str, Any]], budget: int | None, tolerance: float
             f". Projected memory for a full epoch: {_mib(chosen['projected_epoch_bytes'])} of {_mib(budget)} available"
         )
     return chosen, reason + "."
+
+
+def _batch(trial: dict[str, Any]) -> float:
+    """Samples per batch the trial counted (1 where it counted none)."""
+    samples, batches = trial.get("samples") or 0, trial.get("batches") or 0
+    return samples / batches if samples and batches else 1.0
 
 
 def _mib(n: int | None) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dlprobe.rate_model import HEADROOM, limit_of, predicted_rate, rate_bounds
 from dlprobe.rate_model import cores_left as left_to_loader
 from dlprobe.rate_model import knee as knee_of
-from dlprobe.rate_model import limit_of, predicted_rate, rate_bounds
 from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
 
 # Two trials of the same count on a loaded machine differ by about this share: within it a measured rate agrees with
@@ -188,7 +188,7 @@ class Step:
     reason: str
     predicted: float | None = None
     model: Model | None = None
-    limit_reason: str | None = None  # what bounds the counts tried: cap, oom or memory
+    limit_reason: str | None = None  # what bounds the counts tried: cap, oom, memory, or the loop's own step
     repeat: bool = False  # measure this count again (its first trial fell far below the model and a smaller count)
 
 
@@ -220,10 +220,16 @@ def worker_limit(trials: list[dict[str, Any]], cap: int) -> tuple[int, str, str]
     return limit, kind, why
 
 
-def next_step(trials: list[dict[str, Any]], cores: int, cap: int, tolerance: float) -> Step:
+def next_step(
+    trials: list[dict[str, Any]], cores: int, cap: int, tolerance: float, loop_s: float | None = None
+) -> Step:
     """The next worker count to measure: 0 and 1 first; then the model's knee (the fewest workers it predicts
     within `tolerance` of its bound); then, with the best measured within NOISE of the bound, the next count past
-    the best (double it while the workers wait, one more while they compute) until a step up stops paying."""
+    the best (double it while the workers wait, one more while they compute) until a step up stops paying.
+
+    `loop_s`: the script's own loop's seconds per sample (its training step, timed before the take-over). The
+    trials time the loader alone, so the model stays the loader's; the search stops once a count delivers HEADROOM
+    times what the loop takes, since more workers would only wait for the loop (and cost memory)."""
     tried = {int(t["num_workers"]) for t in trials if t.get("stage") == "workers" and t.get("status") != "skipped"}
     for n in FIRST_COUNTS:
         if n not in tried and n <= cap:
@@ -253,11 +259,22 @@ def next_step(trials: list[dict[str, Any]], cores: int, cap: int, tolerance: flo
         stop = (f"stopped at num_workers=1: the model's bound up to num_workers={limit}, {bound:,.0f} samples/s, is "
                 f"below the {alone:,.0f} samples/s of the main process alone")  # fmt: skip
         return Step(None, stop, model=model, limit_reason=kind)
-    found = knee_of(model.rate, bound, tolerance, 1, limit)
+    enough = HEADROOM / loop_s if loop_s else None  # what keeps the loop fed, with a slow batch's headroom
+    found = knee_of(model.rate, bound if enough is None else min(bound, enough), tolerance, 1, limit)
     knee = limit if found is None else found
-    if knee not in tried:
-        return Step(knee, _knee_words(model, knee, bound, limit), model.rate(knee), model, kind)
     ok = {int(t["num_workers"]): t for t in trials if _ok(t) and t["num_workers"] > 0}
+    fed = [n for n in ok if enough is not None and ok[n]["samples_per_s"] >= (1 - tolerance) * enough]
+    if fed and loop_s:
+        n = min(fed)
+        stop = (f"stopped: num_workers={n} delivers {ok[n]['samples_per_s']:,.0f} samples/s, "
+                f"ahead of the {1 / loop_s:,.0f} samples/s the training loop's own step takes; more workers would "
+                "wait for the loop")  # fmt: skip
+        return Step(None, stop, model=model, limit_reason="loop")
+    if knee not in tried:
+        words = _knee_words(model, knee, bound, limit)
+        if enough is not None and enough < bound:
+            words += f"; the training loop's own step takes {1 / loop_s:,.0f} samples/s" if loop_s else ""
+        return Step(knee, words, model.rate(knee), model, kind)
     best_n = max(ok, key=lambda n: ok[n]["samples_per_s"])
     best = float(ok[best_n]["samples_per_s"])
     if best < (1 - NOISE) * (1 - tolerance) * bound and limit not in tried:

@@ -210,3 +210,47 @@ def test_a_loader_of_many_small_tensors_is_bounded_by_the_main_process_taking_th
     # the first count the model chose past one worker: its bound, set before any larger count was measured
     knee = next(t for t in result["trials"] if t["num_workers"] > 1)
     assert "(set by handover)" in knee["search_reason"], knee["search_reason"]
+
+
+def test_a_loop_slower_than_its_loader_is_timed_first_and_tune_stops_where_the_loader_keeps_ahead_of_it(tmp_path):
+    proc, result, _ = _tune(tmp_path, "slow_step_loop.py", "--budget", "40s", "--max-workers", "8",
+                            script_args=("train",))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    loop = result["loop"]
+    assert loop["loop_steps"] == 8
+    assert loop["loop_step_s"] >= 0.03  # the step sleeps 30 ms: never shorter, however busy the machine
+    ok = {t["num_workers"]: t for t in result["trials"] if t["status"] == "ok" and t["stage"] == "workers"}
+    pick = result["recommended"]
+    # The trials time the loader alone; the pick is the fewest workers that deliver 1.25x what the loop takes.
+    enough = 1.25 * loop["samples_per_s"] * 0.95
+    assert ok[pick["num_workers"]]["samples_per_s"] >= enough
+    assert all(ok[n]["samples_per_s"] < enough for n in ok if 0 < n < pick["num_workers"])
+    assert "the training loop's own step takes" in result["reason"]
+    assert "more workers would wait for the loop" in result["workers_stop"]["reason"]
+    assert "TRAINED" not in proc.stdout  # the loop ran its timed steps, then the trials, never the training
+    # Without the loop timed, the same loader is tuned on its own rate: the search does not stop at the loop.
+    (tmp_path / "alone").mkdir()
+    proc, alone, _ = _tune(tmp_path / "alone", "slow_step_loop.py", "--budget", "40s", "--max-workers", "8",
+                           "--loop-steps", "0", script_args=("train",))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert alone["loop"]["loop_step_s"] is None
+    assert "training loop" not in alone["reason"] and "wait for the loop" not in alone["workers_stop"]["reason"]
+
+
+def test_a_loop_that_stops_early_or_moves_to_another_loader_is_still_tuned_and_never_trains(tmp_path):
+    proc, result, _ = _tune(tmp_path, "slow_step_loop.py", "--budget", "30s", "--max-workers", "4",
+                            script_args=("stops-early",))  # fmt: skip
+    # The loop broke after 3 batches and never asked again: the trials ran as the script ended.
+    assert proc.returncode == 0, proc.stderr
+    assert result["recommended"] is not None
+    assert result["loop"]["loop_steps"] == 1  # 3 batches, 2 steps between them, and the first step is left out
+    (tmp_path / "two").mkdir()
+    proc, result, _ = _tune(tmp_path / "two", "slow_step_loop.py", "--budget", "30s", "--max-workers", "4",
+                            script_args=("two-loaders",))  # fmt: skip
+    # Loader 0 (a check loader) gave up after 2 batches and the script moved to its training loader: the take-over
+    # came then, not after the training.
+    assert proc.returncode == 0, proc.stderr
+    assert result["recommended"] is not None
+    assert "TRAINED" not in proc.stdout
+    assert result["loop"]["loop_steps"] == 0
+    assert "was not timed" in " ".join(result["notes"])

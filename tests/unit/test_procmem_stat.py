@@ -80,3 +80,33 @@ def test_descriptors_are_not_kept_when_told_not_to_and_closed_at_the_end():
     assert kept.stat(os.getpid()) is not None and len(kept.fds) == 1
     kept.close()
     assert kept.fds == {}
+
+
+def test_a_process_cpu_counts_every_thread_where_its_main_threads_schedstat_misses_a_busy_one():
+    from dlprobe.system.procmem import read_process_schedstat, read_schedstat
+
+    # A DataLoader worker's queue feeder thread pickles each batch into shared memory while the main thread sleeps
+    # in the queue's get: the worker's CPU is the sum over its threads.
+    code = (
+        "import sys, threading, time\n"
+        "spun, forever = threading.Event(), threading.Event()\n"
+        "def spin():\n"
+        "    end = time.thread_time() + 0.3\n"
+        "    while time.thread_time() < end: pass\n"
+        "    spun.set(); forever.wait()\n"
+        "threading.Thread(target=spin, daemon=True).start(); spun.wait()\n"
+        "print('done', flush=True); sys.stdin.read()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"done\n"
+        leader, whole = read_schedstat(child.pid), read_process_schedstat(child.pid)
+        if leader is None:
+            pytest.skip("this kernel keeps no schedstats")
+        assert whole is not None
+        # The other thread spent 0.3 s of CPU (its own clock, however busy the machine): the sum has it, the main
+        # thread's own reading does not.
+        assert whole[0] - leader[0] >= 0.29
+    finally:
+        child.kill()
+        child.wait()

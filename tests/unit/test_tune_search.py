@@ -16,11 +16,13 @@ from dlprobe.tune.search import _held_back, fit, next_step
 Measure = Callable[[int], dict[str, Any]]
 
 
-def _search(measure: Measure, cores: int = 2, cap: int = 32) -> tuple[list[dict[str, Any]], str]:
+def _search(
+    measure: Measure, cores: int = 2, cap: int = 32, loop_s: float | None = None
+) -> tuple[list[dict[str, Any]], str]:
     """Runs the search to its end on `measure` (num_workers -> the trial's readings), as tune_trials does."""
     trials: list[dict[str, Any]] = []
     for _ in range(20):
-        step = next_step(trials, cores, cap, tolerance=0.05)
+        step = next_step(trials, cores, cap, tolerance=0.05, loop_s=loop_s)
         if step.num_workers is None:
             return trials, step.reason
         if step.repeat:  # as tune_trials does: one row, the faster of the two (other work only slows a trial)
@@ -441,3 +443,30 @@ def test_a_hand_over_slowed_past_the_cores_is_never_a_bound_below_a_rate_measure
     model = fit(trials, cores=2)
     assert model is not None and model.handover_s == pytest.approx(1 / 3900)
     assert model.bounds(32)["handover"] == pytest.approx(3900)
+
+
+def test_the_training_loops_own_step_stops_the_search_at_the_workers_that_keep_ahead_of_it():
+    # I/O-bound workers (10 ms asleep a sample: 100 samples/s each) and a loop that takes 30 ms a batch of 16
+    # (533 samples/s): the loader alone doubles on to 32 workers, the job needs 1.25 x 533 = 667 samples/s.
+    io = _loader(cpu_ms=0.05, sleep_ms=10.0, main_ms=0.02)
+    alone, _ = _search(io)
+    assert max(_counts(alone)) >= 16
+    trials, reason = _search(io, loop_s=0.030 / 16)
+    assert max(_counts(trials)) <= 8
+    assert "ahead of the 533 samples/s the training loop's own step takes" in reason
+    chosen, why = recommend(trials, budget=None, tolerance=0.05, loop_s=0.030 / 16)
+    assert chosen is not None and chosen["num_workers"] == 7  # 700 samples/s: the fewest at 0.95 x 667 or more
+    assert "the loop, not the loader, bounds the job" in why
+    assert chosen["job_samples_per_s"] == pytest.approx(533.33, abs=0.01)
+    # Told no loop, the same trials are picked on the loader's rate alone: the fastest within 5%.
+    unbounded, _ = recommend(trials, budget=None, tolerance=0.05)
+    assert unbounded is not None and unbounded["num_workers"] == max(_counts(trials))
+
+
+def test_a_loop_faster_than_the_loader_changes_nothing_and_no_workers_means_loading_inside_the_step():
+    io = _loader(cpu_ms=0.05, sleep_ms=10.0, main_ms=0.02)
+    assert _counts(_search(io, loop_s=1e-6)[0]) == _counts(_search(io)[0])
+    # Without workers the process loads, then steps: 1 / (1/100 + 1/533) samples/s, never min(100, 533).
+    only = [trial(0, None, False, "workers") | {"status": "ok", "samples_per_s": 100.0}]
+    chosen, _ = recommend(only, budget=None, tolerance=0.05, loop_s=0.030 / 16)
+    assert chosen is not None and chosen["job_samples_per_s"] == pytest.approx(1 / (0.01 + 0.030 / 16), rel=1e-3)
