@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 LOOP_STEPS = 8  # steady steps of the script's loop tune times before its trials (--loop-steps)
+BUSY_LOOP_CPU = 0.5  # a loop whose step keeps this share of a core busy competes with the workers for the cores
 
 
 def loop_seconds(loop: dict[str, Any] | None, batch_size: Any, trials: list[dict[str, Any]]) -> float | None:
@@ -33,8 +34,15 @@ def loop_words(loop: dict[str, Any] | None, loop_s: float | None) -> str | None:
         return None
     cpu = loop.get("loop_cpu_share")
     used = f", {100 * cpu:.0f}% of a core" if isinstance(cpu, (int, float)) else ""
-    return (
+    words = (
         f"the training loop's own step: {1000 * float(loop['loop_step_s']):.1f} ms a batch ({1 / loop_s:,.0f} "
         f"samples/s{used}), timed over {loop.get('loop_steps')} step(s) before the trials; the trials time the "
         "loader alone"
     )
+    if isinstance(cpu, (int, float)) and cpu >= BUSY_LOOP_CPU:
+        # A step on the CPU (a CPU model, augmentation in the loop) takes cores that the trials' workers had.
+        words += (
+            f", with every core to itself: while training, the step's {cpu:.1f} core(s) of CPU are not the "
+            "workers' to use"
+        )
+    return words
