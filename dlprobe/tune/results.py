@@ -340,29 +340,24 @@ def recommend(
     # plain loop after tune had it within 5%).
     chosen = min(close, key=lambda t: (t["num_workers"], t["prefetch_factor"] not in (None, 2),
                                        t["prefetch_factor"] or 0, t["pin_memory"]))  # fmt: skip
-    reason = (
-        f"num_workers={chosen['num_workers']}"
-        + (f", prefetch_factor={chosen['prefetch_factor']}" if chosen["num_workers"] else "")
-        + (", pin_memory=True" if chosen["pin_memory"] else "")
-        + f" reached {chosen['samples_per_s']:,.0f} samples/s, {100 * chosen['vs_best']:.0f}% of the best measured "
-        f"({best['samples_per_s']:,.0f} samples/s with num_workers={best['num_workers']}"
-        + (f", prefetch_factor={best['prefetch_factor']}" if best["num_workers"] else "")
-        + f"); it is the smallest configuration within {100 * tolerance:.0f}% of the best"
-    )
-    if loop_s and close is fed:
+    loop_bound = bool(loop_s) and bool(fed) and close is fed
+    if loop_bound and loop_s:
         reason = (
-            f"num_workers={chosen['num_workers']}"
-            + (f", prefetch_factor={chosen['prefetch_factor']}" if chosen["num_workers"] else "")
-            + (", pin_memory=True" if chosen["pin_memory"] else "")
-            + f" delivers {chosen['samples_per_s']:,.0f} samples/s, ahead of the {1 / loop_s:,.0f} samples/s the "
-            f"training loop's own step takes ({1000 * loop_s * _batch(chosen):.1f} ms a batch, timed before the "
-            f"trials): the loop, not the loader, bounds the job, and more workers would only wait for it (the "
-            f"fastest loader measured: {best['samples_per_s']:,.0f} samples/s with num_workers={best['num_workers']})"
+            f"{_setting(chosen)} delivers {chosen['samples_per_s']:,.0f} samples/s, ahead of the {1 / loop_s:,.0f} "
+            f"samples/s the training loop's own step takes ({1000 * loop_s * _batch(chosen):.1f} ms a batch, timed "
+            f"before the trials): the loop, not the loader, bounds the job, and more workers would only wait for it "
+            f"(the fastest loader measured: {best['samples_per_s']:,.0f} samples/s with {_setting(best, pin=False)})"
+        )
+    else:
+        reason = (
+            f"{_setting(chosen)} reached {chosen['samples_per_s']:,.0f} samples/s, {100 * chosen['vs_best']:.0f}% of "
+            f"the best measured ({best['samples_per_s']:,.0f} samples/s with {_setting(best, pin=False)}); it is the "
+            f"smallest configuration within {100 * tolerance:.0f}% of the best"
         )
     if best_fit is not best:
         reason += f" among those whose memory fits (the fastest needs {_mib(best.get('projected_epoch_bytes'))})"
     slower = [t for t in fitting if t["num_workers"] < chosen["num_workers"] and t["stage"] == "workers"]
-    if slower and loop_s and close is fed:
+    if slower and loop_bound and loop_s:
         prev = max(slower, key=lambda t: t["num_workers"])
         reason += (f"; with num_workers={prev['num_workers']} the job would run at {prev['job_samples_per_s']:,.0f} "
                    f"samples/s, {100 * (1 - prev['job_samples_per_s'] * loop_s):.0f}% under the loop's")  # fmt: skip
@@ -374,6 +369,13 @@ def recommend(
             f". Projected memory for a full epoch: {_mib(chosen['projected_epoch_bytes'])} of {_mib(budget)} available"
         )
     return chosen, reason + "."
+
+
+def _setting(trial: dict[str, Any], pin: bool = True) -> str:
+    """num_workers, and prefetch_factor with workers, and pin_memory where set (`pin`), as DataLoader takes them."""
+    words = f"num_workers={trial['num_workers']}"
+    words += f", prefetch_factor={trial['prefetch_factor']}" if trial["num_workers"] else ""
+    return words + (", pin_memory=True" if pin and trial["pin_memory"] else "")
 
 
 def _batch(trial: dict[str, Any]) -> float:
