@@ -45,9 +45,10 @@ def measured_reserve(run: RunData, workers: list[ProcessRecord], peaks: list[int
 
 def cgroup_charge(run: RunData, workers: list[ProcessRecord]) -> tuple[int, int] | None:
     """(the cgroup's charge per worker beyond its USS, what it held besides the workers) at its last reading while the
-    most of these workers lived, against its last reading before the first of them started; None where the run has
-    no limit, no page cache read at those moments, or a worker's USS unread. Page cache the kernel would drop is left
-    out (a loader reading its files fills it), and the parent's own growth meanwhile is the parent's."""
+    most of these workers lived, each with its USS read in that same tick, against its last reading before the first
+    of them started; None where the run has no limit, no page cache read at those moments, or no such tick. Page
+    cache the kernel would drop is left out (a loader reading its files fills it), and the parent's own growth
+    meanwhile is the parent's."""
     system = run.system
     read = [i for i in range(len(system.t)) if _held(system, i) is not None]
     if not system.cgroup_limit or not workers or not read:
@@ -56,7 +57,8 @@ def cgroup_charge(run: RunData, workers: list[ProcessRecord]) -> tuple[int, int]
     ticks = [set(p.series.t) for p in workers]
     alive = {i: [p for p, seen in zip(workers, ticks, strict=True) if system.t[i] in seen] for i in read}
     most = max(len(v) for v in alive.values())
-    during = [i for i in read if most and len(alive[i]) == most and all(_uss_at(p, system.t[i]) for p in alive[i])]
+    uss = {p.pid: _uss_by_tick(run, p) for p in workers}
+    during = [i for i in read if most and len(alive[i]) == most and all(system.t[i] in uss[p.pid] for p in alive[i])]
     if not during:
         return None
     after = during[-1]
@@ -66,7 +68,7 @@ def cgroup_charge(run: RunData, workers: list[ProcessRecord]) -> tuple[int, int]
     if not before:
         return None
     t0, t1 = system.t[before[-1]], system.t[after]
-    workers_uss = sum(_uss_at(p, t1) or 0 for p in those)
+    workers_uss = sum(uss[p.pid][t1] for p in those)
     # The parent's own new pages, by RSS: its USS falls at the fork as its pages become shared with the workers, and
     # that moves no charge.
     grown_rss = [(_at(p, t1, "rss"), _at(p, t0, "rss")) for p in run.processes if p.role == "main"]
@@ -83,8 +85,20 @@ def _held(system: SystemSeries, i: int) -> int | None:
     return None if usage is None or cache is None else usage - cache
 
 
-def _uss_at(proc: ProcessRecord, t: float) -> int | None:
-    return _at(proc, t, "uss")
+def _uss_by_tick(run: RunData, proc: ProcessRecord) -> dict[float, int]:
+    """The worker's USS by the time of the sampler's tick that read it, less its last tick before it was gone.
+
+    Against the cgroup only a USS read in the same tick counts: one from an earlier tick misses what the worker freed
+    since. A loop that breaks mid-epoch shuts its workers down, and under load a run read the cgroup 330 MiB lower
+    as the first of them exited, against both workers' USS read 2 s before (362 MiB each): what it held besides them
+    came out negative and 5 workers "fit" where 4 do. In a worker's last tick its exit can be under way between its
+    reading and the cgroup's: that tick read both workers' RSS unchanged beside the drop."""
+    read = dict(proc.series.values("uss"))
+    gone = run.gone.get(proc.pid)
+    seen = [t for t in run.system.t if gone is not None and t < gone]
+    if seen:
+        read.pop(seen[-1], None)
+    return read
 
 
 def _at(proc: ProcessRecord, t: float, metric: str) -> int | None:
