@@ -86,7 +86,9 @@ def make_loader(kind: str, num_workers: int, prefetch_factor: int | None = None)
     return DataLoader(dataset, batch_size=BATCH, num_workers=num_workers, **extra)
 
 
-def timed(kind: str, num_workers: int, prefetch_factor: int | None, batches: int) -> dict[str, Any]:
+def timed(
+    kind: str, num_workers: int, prefetch_factor: int | None, batches: int, window_s: float = MIN_STEADY_S
+) -> dict[str, Any]:
     """samples/s of a plain loop (with the kind's training step) after the first batches in flight arrived."""
     loader = make_loader(kind, num_workers, prefetch_factor)
     warm = max(2, num_workers * (prefetch_factor or 2))
@@ -98,7 +100,7 @@ def timed(kind: str, num_workers: int, prefetch_factor: int | None, batches: int
         for _ in range(warm):
             next(it)
         t0, samples, timed = time.perf_counter(), 0, 0
-        while timed < batches or time.perf_counter() - t0 < MIN_STEADY_S:  # as a tune trial times
+        while timed < batches or time.perf_counter() - t0 < window_s:  # as a tune trial times, or longer
             samples += _samples_in(next(it))
             timed += 1
             if step:
@@ -131,6 +133,7 @@ def main() -> None:
                 break
         return
     specs = [(int(n), int(pf) if pf else None) for n, _, pf in (s.partition(":") for s in sys.argv[3].split(","))]
+    window_s = float(sys.argv[4]) if len(sys.argv) > 4 else MIN_STEADY_S
     failed: dict[int, int] = {}  # num_workers -> prefetch factors that failed at it
     for num_workers, pf in specs:
         killed = [n for n, count in failed.items() if n < num_workers and count == sum(1 for m, _ in specs if m == n)]
@@ -141,7 +144,7 @@ def main() -> None:
                    "status": f"not run: num_workers={min(killed)} failed at every prefetch_factor"}  # fmt: skip
         else:
             batches = max(40, 3 * num_workers * (pf or 2))  # as many as tune times, in-flight batches excluded
-            row = timed(kind, num_workers, pf, batches)
+            row = timed(kind, num_workers, pf, batches, window_s)
             if row["samples_per_s"] is None:
                 failed[num_workers] = failed.get(num_workers, 0) + 1
         print(json.dumps(row), flush=True)

@@ -35,6 +35,10 @@ LOADERS = HERE / "tune_loaders.py"
 SPARSE = (0, 1, 2, 4, 8, 16, 32)  # the hand-timed grid, at prefetch_factor=2
 PREFETCH = (1, 2, 4)  # what tune tries (dlprobe/tune/plan.py): 2, then 4 where workers wait and 1 where memory bounds
 ROUNDS = 3  # re-timings of the pick and the sweep's best, alternating
+# Each re-timing's steady window: the sweep's 0.5 s (as a tune trial's) read 10 and 18 workers of the mixed loader
+# 3,306-3,400 and 3,228-3,537 samples/s in three alternate rounds; the best of three of the noisier count was a 10%
+# "regret" that was noise. Four times as long, each timing's noise halves.
+RETIME_S = 2.0
 KINDS = ("cpu", "io", "mixed", "consumer", "memory", "skewed", "shards")
 # The memory-bound kind: the script and three 150 MiB workers fit, four do not. At 800 MiB four needed ~803 MiB and
 # survived 2 sweeps in 3 (the kernel reclaims the page cache first): a best that fits by chance. 760 MiB leaves three
@@ -78,8 +82,11 @@ def _run(cmd: list[str], group: Path | None) -> tuple[subprocess.CompletedProces
     return proc, time.perf_counter() - start
 
 
-def sweep(kind: str, specs: list[str], group: Path | None) -> tuple[list[dict[str, Any]], float]:
-    proc, wall = _run([PYTHON, str(LOADERS), "sweep", kind, ",".join(specs)], group)
+def sweep(
+    kind: str, specs: list[str], group: Path | None, window_s: float | None = None
+) -> tuple[list[dict[str, Any]], float]:
+    window = [] if window_s is None else [f"{window_s:g}"]
+    proc, wall = _run([PYTHON, str(LOADERS), "sweep", kind, ",".join(specs), *window], group)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if len(rows) != len(specs):
         raise SystemExit(f"the {kind} sweep timed {len(rows)} of {len(specs)} configurations:\n{proc.stderr[-2000:]}")
@@ -113,8 +120,9 @@ def sparse_time(rows: list[dict[str, Any]], whole_s: float) -> float:
 
 
 def retime(kind: str, pick: str, best: str, group: Path | None) -> tuple[float | None, float | None]:
-    """The best of ROUNDS alternate timings of the pick and the sweep's best (None: every timing failed)."""
-    rows, _ = sweep(kind, [pick, best] * ROUNDS, group)
+    """The best of ROUNDS alternate timings of the pick and the sweep's best, each over RETIME_S (None: every timing
+    failed)."""
+    rows, _ = sweep(kind, [pick, best] * ROUNDS, group, RETIME_S)
     rates = [r["samples_per_s"] for r in rows]
     picks, bests = [x for x in rates[0::2] if x], [x for x in rates[1::2] if x]
     return max(picks, default=None), max(bests, default=None)
@@ -220,7 +228,7 @@ def main() -> None:
 def write(rows: list[dict[str, Any]], args: argparse.Namespace, out: Path) -> None:
     text = (f"{machine()}; tune --budget {args.budget:g}s --max-workers {args.max_workers}; exhaustive sweep "
             f"num_workers 0-{args.max_workers} x prefetch_factor {', '.join(map(str, PREFETCH))}; pick and best "
-            f"re-timed {ROUNDS} times each, best kept\n\n")  # fmt: skip
+            f"re-timed {ROUNDS} times each over {RETIME_S:g} s, best kept\n\n")  # fmt: skip
     text += table(rows)
     regrets = [r["regret"] for r in rows if r.get("regret") is not None]
     errors = [r["median_error"] for r in rows if r.get("median_error") is not None]
