@@ -40,7 +40,8 @@ def tune(
         LOOP_STEPS,
         "--loop-steps",
         help="Steps of the script's own training loop to time before the trials, so the advice stops where the loop "
-        "bounds the job (0: time the loader alone).",
+        "bounds the job. They run for real: what the loop does in them (an optimizer step, a log line, a "
+        "checkpoint) happens. 0: time the loader alone.",
     ),
     out: str | None = out_option("Directory for the trials (default ./dlprobe-runs/...)."),
     json_path: str | None = json_option("Also write the trials and `recommended` here."),

@@ -37,10 +37,12 @@ def main() -> None:
         run = _script_runner(script)
     try:
         run()
-    except SystemExit:
+    except SystemExit as exc:
+        hooks.script_ended(normally=exc.code in (None, 0))
         hooks.flush_all()
         raise
     except BaseException as exc:
+        hooks.script_ended(normally=False)
         with quiet_signals.held_back():  # a worker dying meanwhile must not raise from the probe's frames
             hooks.flush_all()
             # The traceback reads as if python ran the script: no bootstrap, runpy, hooks or fetch frames anywhere

@@ -43,6 +43,7 @@ from dlprobe.rundir.schema import (
     EV_LOADER_ERROR,
     EV_START_METHOD,
     EV_TAKEOVER,
+    EV_TUNE_LOOP,
     EV_WORKERS_LAST,
     RUN_DIR_ENV,
     TAKEOVER_ENV,
@@ -402,9 +403,11 @@ def _wrap_iter(original_iter: Any) -> Any:
 
 def _probed_iter(self: Any, original_iter: Any) -> Any:
     startup_profile.stop("iter")  # before any worker is forked
-    if _deferred is not None:
-        # The loop being timed ended its epoch, or moved on to another loader (Lightning's sanity check, then
-        # training): the take-over happens now, with the steps timed so far, not after the whole training.
+    if _ended_with is not None:  # the script caught the take-over's SystemExit and went on: it must not train
+        raise SystemExit(_ended_with)
+    if _deferred is not None and not (_deferred.loader is self and _deferred.new_pass()):
+        # The loop being timed moved on to another loader (Lightning's sanity check, then training), or its passes
+        # over this one are too short to time: the take-over happens now, never after the whole training.
         _take_over_deferred(_deferred.iterator)
     probe = _probe_for(self)
     if probe.epoch < 0:
@@ -460,6 +463,8 @@ def _wrap_next(original_next: Any) -> Any:
 def _probed_next(self: Any, probe: LoaderProbe, original_next: Any) -> Any:
     if LIMITS.active:  # `dlprobe check` bounds the run: stop before fetching one batch too many
         LIMITS.enforce(sum(p.batches for p in _all_probes))
+    if _ended_with is not None:  # the script caught the take-over's SystemExit and went on: it must not train
+        raise SystemExit(_ended_with)
     clock = _deferred if _deferred is not None and _deferred.loader_id == probe.loader_id else None
     if clock is not None:
         clock.asking()
@@ -470,9 +475,7 @@ def _probed_next(self: Any, probe: LoaderProbe, original_next: Any) -> Any:
     try:
         batch = original_next(self)
     except StopIteration:
-        probe.end_epoch()
-        if clock is not None:
-            _take_over_deferred(self)  # an epoch shorter than the steps to time
+        probe.end_epoch()  # a loop still timed goes on timing in its next pass (new_pass)
         raise
     except BaseException as exc:
         probe.record_error(exc)
@@ -481,7 +484,7 @@ def _probed_next(self: Any, probe: LoaderProbe, original_next: Any) -> Any:
         inflight.loop_outside(probe.loader_id, probe.batches)
     probe.record_batch(time.perf_counter() - start, batch)
     if clock is not None:
-        clock.returned(self, time.perf_counter() - start)
+        clock.returned(self)
     if probe.batches == 2:  # by now the loop has had one step to move a batch to a device
         _emit(EV_ACCEL, loader=probe.loader_id, **runtime_state.accel_state(self))
     return batch
@@ -542,6 +545,7 @@ def patch_dataloader(module: ModuleType) -> None:
 
 _deferred: LoopClock | None = None  # the loop being timed before its loader is taken over
 _loop_timed: dict[str, Any] | None = None  # what it timed (loop_clock.LoopClock.summary), once taken over
+_ended_with: int | None = None  # the exit status a take-over ended the script with (raised again if it was caught)
 
 
 def _maybe_take_over(loader: Any, loader_id: int) -> None:
@@ -554,7 +558,7 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
     steps = os.environ.get(TAKEOVER_STEPS_ENV, "")
     if steps.isdigit() and int(steps) > 0:
         _deferred = LoopClock(loader, loader_id, int(steps))
-        atexit.register(_take_over_at_exit)  # a loop that stops early and never iterates again
+        atexit.register(_loop_at_exit)  # a loop that stops early and never iterates again
         return
     _take_over(loader, loader_id)
 
@@ -562,6 +566,14 @@ def _maybe_take_over(loader: Any, loader_id: int) -> None:
 def loop_timed() -> dict[str, Any] | None:
     """What the script's loop timed before the take-over (None: it was not asked to run first)."""
     return _loop_timed
+
+
+def script_ended(normally: bool) -> None:
+    """The bootstrap's word on how the script ended: after an exception (Ctrl-C included) or a non-zero exit, a loop
+    still being timed is forgotten, so nothing is taken over or recorded at exit: the error is the news."""
+    global _deferred
+    if not normally:
+        _deferred = None
 
 
 def _take_over_deferred(iterator: Any) -> None:
@@ -572,26 +584,36 @@ def _take_over_deferred(iterator: Any) -> None:
     if clock is None:
         return
     _loop_timed = clock.summary()
+    _stop_workers(iterator)
+    _take_over(clock.loader, clock.loader_id)
+
+
+def _stop_workers(iterator: Any) -> None:
     if iterator is not None and hasattr(iterator, "_shutdown_workers"):
         try:
             iterator._shutdown_workers()
         except Exception as exc:
             probe_errors.record("hooks.takeover", exc, "the script's own workers may still run beside the trials")
-    _take_over(clock.loader, clock.loader_id)
 
 
-def _take_over_at_exit() -> None:
-    """The script ended with its loop timed but never asked for another batch (it stopped after a few steps): the
-    trials run now. An exit status from here must be os._exit's: atexit ignores SystemExit."""
-    try:
-        _take_over_deferred(_deferred.iterator if _deferred is not None else None)
-    except SystemExit as exc:
-        if exc.code:
-            flush_all()
-            os._exit(exc.code if isinstance(exc.code, int) else 1)
+def _loop_at_exit() -> None:
+    """The script ended normally with its loop still timed: it stopped asking for batches before the steps were
+    timed (a loop that breaks early). No trials here: the interpreter is shutting down (thread pools refuse work,
+    Python 3.12.0-3.12.2 refuses to fork) and the script's own clean-up has run. What the loop timed is recorded
+    instead, and tune runs the script again, taking the loader over at its first iteration."""
+    global _deferred
+    clock, _deferred = _deferred, None
+    if clock is None:
+        return
+    _stop_workers(clock.iterator)
+    _emit(EV_TUNE_LOOP, loader=clock.loader_id, **clock.summary())
+    flush_all()
 
 
 def _take_over(loader: Any, loader_id: int) -> None:
+    """Run the take-over function (TAKEOVER_ENV's "module:function") on the loader, and end the script with its
+    exit status (a None status lets the script go on)."""
+    global _ended_with
     target = os.environ[TAKEOVER_ENV]
     module_name, _, function_name = target.partition(":")
     function = getattr(importlib.import_module(module_name), function_name)
@@ -607,6 +629,7 @@ def _take_over(loader: Any, loader_id: int) -> None:
         _inside.iter, _inside.next = outer
     if code is None:  # the function let the script go on (scan: past Lightning's sanity check to the next loader)
         return
+    _ended_with = int(code)
     raise SystemExit(code)
 
 
@@ -625,10 +648,12 @@ def repeated_samples(loader: Any) -> tuple[int, int] | None:
 
 def reset() -> None:
     """Forget every loader seen so far, so an in-process probe session (dlprobe.api) starts at loader 0."""
+    global _deferred
     flush_all()
     _probes.clear()
     _iterators.clear()
     _all_probes.clear()
+    _deferred = None
 
 
 def flush_all() -> None:
@@ -699,9 +724,11 @@ def _start_main_process() -> None:
 
 
 def _forget_main_in_child() -> None:
-    # A forked child that builds loaders of its own (a fork-started rank) needs a slot of its own.
-    global _main_started
+    # A forked child that builds loaders of its own (a fork-started rank) needs a slot of its own; the parent's loop
+    # being timed is the parent's (a child exiting must not record it).
+    global _main_started, _deferred
     _main_started = False
+    _deferred = None
 
 
 os.register_at_fork(after_in_child=_forget_main_in_child)

@@ -13,7 +13,6 @@ from typing import Any
 
 from dlprobe.in_training import hand_over, hooks, probe_errors
 from dlprobe.in_training.event_log import get_log
-from dlprobe.rate_model import HEADROOM as LOOP_HEADROOM
 from dlprobe.rundir.schema import (
     EV_TRIAL_END,
     EV_TRIAL_SKIPPED,
@@ -26,7 +25,7 @@ from dlprobe.rundir.schema import (
     WORKER_CAP,
 )
 from dlprobe.system import cgroup, kernlog, procmem
-from dlprobe.tune.loop import loop_seconds
+from dlprobe.tune.loop import keeps_up, loop_seconds
 from dlprobe.tune.plan import DUPLICATE_SHARE, later_stages, trial
 from dlprobe.tune.search import next_step
 
@@ -424,9 +423,8 @@ def run_trials(loader: Any) -> int:
     # The worker counts: where the model of the curve, re-fitted after every trial, says to measure next.
     memory_bound = False
     while True:
-        step = next_step(
-            list(done.values()), cores, cap, tolerance, loop_seconds(loop, info.get("batch_size"), list(done.values()))
-        )
+        trials = list(done.values())
+        step = next_step(trials, cores, cap, tolerance, loop_seconds(loop, info.get("batch_size"), trials))
         memory_bound = step.limit_reason == "memory"
         spec = None if step.num_workers is None else trial(step.num_workers, 2, False, "workers")
         if spec is not None and step.repeat and spec["key"] in done:
@@ -454,11 +452,7 @@ def run_trials(loader: Any) -> int:
     if ok:
         best = max(ok, key=lambda r: r["samples_per_s"])
         loop_s = loop_seconds(loop, info.get("batch_size"), list(done.values()))
-        ahead = [
-            r
-            for r in ok
-            if loop_s and r["num_workers"] and r["samples_per_s"] * loop_s >= (1 - tolerance) * LOOP_HEADROOM
-        ]
+        ahead = [r for r in ok if r["num_workers"] and keeps_up(r["samples_per_s"], loop_s, tolerance)]
         if ahead:  # the loop bounds the job: the prefetch and pinning trials are of the count that keeps up with it
             best = min(ahead, key=lambda r: r["num_workers"])
         later = [t for t in later_stages(best, accelerator, memory_bound) if t["key"] not in done]

@@ -155,6 +155,7 @@ EV_ACCEL = "accel"
 EV_STARTUP_PROFILE = "startup_profile"
 EV_TAKEOVER = "takeover"
 EV_TUNE_LOADER = "tune_loader"
+EV_TUNE_LOOP = "tune_loop"  # the script's loop timed, written at exit where it stopped before the take-over
 EV_TRIAL_START = "trial_start"
 EV_TRIAL_END = "trial_end"
 EV_TRIAL_SKIPPED = "trial_skipped"

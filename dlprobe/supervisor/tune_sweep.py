@@ -16,6 +16,7 @@ from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import DEFAULT_ROOT, create_run_dir, write_json
 from dlprobe.rundir.schema import (
     EV_TUNE_LOADER,
+    EV_TUNE_LOOP,
     EV_TUNE_WORKERS_STOP,
     EXIT_NO_BATCHES,
     LAUNCH_SCRIPT,
@@ -132,6 +133,13 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         run = load_run(outcome.run_dir)
         first_run = first_run or run
         loader_info = next((e for e in run.events if e.get("ev") == EV_TUNE_LOADER), None)
+        stopped = next((e for e in run.events if e.get("ev") == EV_TUNE_LOOP), None)
+        if loader_info is None and stopped is not None and loop is None:
+            # The loop stopped asking for batches before the take-over (it breaks after a few steps): what it timed
+            # is kept, and the next attempt takes the loader over at its first iteration.
+            loop = {k: stopped.get(k) for k in ("loop_steps", "loop_step_s", "loop_cpu_share")}
+            attempts.append({"run_dir": str(outcome.run_dir), "exit_code": outcome.exit_code, "trials": 0})
+            continue
         if loader_info is None:
             _no_takeover(run, options, outcome.exit_code)
         info = info or loader_info
@@ -215,7 +223,11 @@ def _no_takeover(run: RunData, options: TuneOptions, exit_code: int) -> None:
     """The script ended before iterating the loader to tune: explain why, with the run kept for a look."""
     loaders = len(run.loaders)
     error = run.script_error
-    if error is not None:
+    if error is not None and run.loaders and options.loop_steps > 0:
+        message = (f"the script raised {error['type']}: {error.get('message', '')} in the steps of its loop that tune "
+                   "times before its trials")  # fmt: skip
+        hint = f"fix the script (its output is in {run.path / STDERR_FILE}), or time the loader alone: --loop-steps 0"
+    elif error is not None:
         message = f"the script raised {error['type']}: {error.get('message', '')} before iterating a DataLoader"
         hint = f"fix the script first (its output is in {run.path / STDERR_FILE})"
     elif loaders and options.loader >= loaders:

@@ -89,6 +89,7 @@ def read_process_schedstat(pid: int) -> tuple[float, float] | None:
 
 
 def read_schedstat_path(path: str) -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds on a run queue) from one task's schedstat file; None where it cannot be read."""
     try:
         with open(path, "rb") as f:
             fields = f.read().split()

@@ -4,40 +4,48 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlprobe.rate_model import HEADROOM
+
 LOOP_STEPS = 8  # steady steps of the script's loop tune times before its trials (--loop-steps)
 BUSY_LOOP_CPU = 0.5  # a loop whose step keeps this share of a core busy competes with the workers for the cores
 
 
 def loop_seconds(loop: dict[str, Any] | None, batch_size: Any, trials: list[dict[str, Any]]) -> float | None:
-    """The loop's own seconds per sample: its step per batch over the samples in a batch (the loader's batch_size,
-    else what the trials counted per batch); None where the loop was not timed."""
+    """The loop's own seconds per sample: its step per batch over the samples in a batch as the trials counted them
+    (their rates are in those samples; a packing collate may count other than batch_size), else the loader's
+    batch_size; None where the loop was not timed."""
     step = (loop or {}).get("loop_step_s")
     if not isinstance(step, (int, float)) or isinstance(step, bool) or step <= 0:
         return None
-    size: float = batch_size if isinstance(batch_size, int) and batch_size > 0 else 0
+    samples = sum(t.get("samples") or 0 for t in trials if t.get("status") == "ok")
+    batches = sum(t.get("batches") or 0 for t in trials if t.get("status") == "ok")
+    size: float = samples / batches if samples and batches else 0.0
     if not size:
-        samples = sum(t.get("samples") or 0 for t in trials)
-        batches = sum(t.get("batches") or 0 for t in trials)
-        size = samples / batches if samples and batches else 1
+        size = batch_size if isinstance(batch_size, int) and batch_size > 0 else 1
     return float(step) / size
+
+
+def keeps_up(samples_per_s: float, loop_s: float | None, tolerance: float) -> bool:
+    """Whether a loader this fast keeps the loop fed: HEADROOM times what the loop takes, within `tolerance`."""
+    return bool(loop_s) and samples_per_s * (loop_s or 0.0) >= (1 - tolerance) * HEADROOM
 
 
 def loop_words(loop: dict[str, Any] | None, loop_s: float | None) -> str | None:
     """The note tune prints about the loop it timed, or why it has none."""
     loop = loop or {}
+    steps = loop.get("loop_steps")
     if loop_s is None:
-        if loop.get("loop_steps") == 0:
-            return (
-                "the script's loop was not timed (it asked for no batch after its first step before the take-over): "
-                "tune timed the loader alone, as if the training step took no time"
-            )
+        if isinstance(steps, int):
+            return (f"the script's loop was not timed: {steps} steady step(s) (3 needed, its first left out) before it "
+                    "stopped asking for batches or moved to another loader; tune timed the loader alone, as if the "
+                    "training step took no time")  # fmt: skip
         return None
     cpu = loop.get("loop_cpu_share")
     used = f", {100 * cpu:.0f}% of a core" if isinstance(cpu, (int, float)) else ""
     words = (
         f"the training loop's own step: {1000 * float(loop['loop_step_s']):.1f} ms a batch ({1 / loop_s:,.0f} "
-        f"samples/s{used}), timed over {loop.get('loop_steps')} step(s) before the trials; the trials time the "
-        "loader alone"
+        f"samples/s{used}), the median of {steps} step(s) timed before the trials (they ran for real); the trials "
+        "time the loader alone"
     )
     if isinstance(cpu, (int, float)) and cpu >= BUSY_LOOP_CPU:
         # A step on the CPU (a CPU model, augmentation in the loop) takes cores that the trials' workers had.

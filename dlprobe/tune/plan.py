@@ -11,7 +11,7 @@ DUPLICATE_SHARE = 0.2  # a trial whose samples repeat this often is an IterableD
 # What a restarted attempt is told of the trials before it: the search (tune/search.py) re-fits its model on them.
 SEARCH_FIELDS = ("key", "stage", "num_workers", "prefetch_factor", "pin_memory", "status", "samples_per_s",
                  "worker_busy_share", "worker_cpu_share", "worker_runq_share", "main_cpu_share", "main_handover_share",
-                 "workers_that_fit_memory", "predicted_samples_per_s", "repeats")  # fmt: skip
+                 "workers_that_fit_memory", "predicted_samples_per_s", "repeats", "samples", "batches")  # fmt: skip
 
 
 def trial_key(num_workers: int, prefetch_factor: int | None, pin_memory: bool) -> str:

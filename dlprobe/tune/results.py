@@ -11,6 +11,7 @@ from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.memory_reserve import worker_reserve as shared_reserve
 from dlprobe.rate_model import HEADROOM
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
+from dlprobe.tune.loop import keeps_up
 from dlprobe.tune.plan import DUPLICATE_SHARE
 
 MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to extend to an epoch
@@ -289,15 +290,18 @@ def worker_reserve(trials: list[dict[str, Any]]) -> int:
 
 
 def job_rate(trial: dict[str, Any], loop_s: float | None) -> float:
-    """The training job's samples/s with this trial's loader and a loop of `loop_s` seconds per sample of its own:
-    the slower of the two where workers load while the loop steps; their sum of times without workers (the same
-    process loads, then steps)."""
+    """The training job's samples/s with this trial's loader and a loop of `loop_s` seconds per sample of its own.
+    With workers, the slower of the loader and the loop's cycle: its step, and taking each batch off the result queue
+    (the hand-over, on the same thread, where the trial timed it). Without, their times add: the process loads,
+    then steps."""
     rate = float(trial["samples_per_s"])
     if not loop_s:
         return rate
     if not trial.get("num_workers"):
         return 1 / (1 / rate + loop_s)
-    return min(rate, 1 / loop_s)
+    share = trial.get("main_handover_share")
+    handover = float(share) / rate if isinstance(share, (int, float)) and not isinstance(share, bool) else 0.0
+    return min(rate, 1 / (loop_s + handover))
 
 
 def recommend(
@@ -331,36 +335,38 @@ def recommend(
     if loop_s:
         for t in ok:
             t["job_samples_per_s"] = round(job_rate(t, loop_s), 2)
-        enough = min(best_fit["samples_per_s"], HEADROOM / loop_s)
-        fed = [t for t in fitting if (t["samples_per_s"] >= (1 - tolerance) * enough if t["num_workers"]
-                                      else t["job_samples_per_s"] >= (1 - tolerance) / loop_s)]  # fmt: skip
-        close = fed if fed and enough < best_fit["samples_per_s"] else close
+        # Workers that keep ahead of the loop; without workers, a load too small to slow the loop's cycle.
+        fed = [t for t in fitting if (keeps_up(t["samples_per_s"], loop_s, tolerance) if t["num_workers"]
+                                      else t["job_samples_per_s"] * loop_s >= 1 - tolerance)]  # fmt: skip
+        close = fed or close
     # At a worker count, the default prefetch_factor=2 first: prefetch_factor=1 saves only n batches of /dev/shm,
     # and on a trial's few dozen batches "within tolerance" is noise (a skewed loader timed 36% slower with 1 by a
     # plain loop after tune had it within 5%).
     chosen = min(close, key=lambda t: (t["num_workers"], t["prefetch_factor"] not in (None, 2),
                                        t["prefetch_factor"] or 0, t["pin_memory"]))  # fmt: skip
-    loop_bound = bool(loop_s) and bool(fed) and close is fed
+    loop_bound = bool(fed)
     if loop_bound and loop_s:
         reason = (
             f"{_setting(chosen)} delivers {chosen['samples_per_s']:,.0f} samples/s, ahead of the {1 / loop_s:,.0f} "
-            f"samples/s the training loop's own step takes ({1000 * loop_s * _batch(chosen):.1f} ms a batch, timed "
-            f"before the trials): the loop, not the loader, bounds the job, and more workers would only wait for it "
-            f"(the fastest loader measured: {best['samples_per_s']:,.0f} samples/s with {_setting(best, pin=False)})"
-        )
+            "samples/s the training loop's own step takes (timed before the trials): the loop, not the loader, bounds "
+            f"the job, and more workers would only wait for it (the fastest loader measured: "
+            f"{best['samples_per_s']:,.0f} samples/s with {_setting(best, pin=False)}"
+            + (f", which needs {_mib(best.get('projected_epoch_bytes'))}, more than fits)" if best_fit is not best
+               else ")")
+        )  # fmt: skip
     else:
         reason = (
             f"{_setting(chosen)} reached {chosen['samples_per_s']:,.0f} samples/s, {100 * chosen['vs_best']:.0f}% of "
             f"the best measured ({best['samples_per_s']:,.0f} samples/s with {_setting(best, pin=False)}); it is the "
             f"smallest configuration within {100 * tolerance:.0f}% of the best"
         )
-    if best_fit is not best:
+    if best_fit is not best and not loop_bound:
         reason += f" among those whose memory fits (the fastest needs {_mib(best.get('projected_epoch_bytes'))})"
     slower = [t for t in fitting if t["num_workers"] < chosen["num_workers"] and t["stage"] == "workers"]
-    if slower and loop_bound and loop_s:
+    if slower and loop_bound:
         prev = max(slower, key=lambda t: t["num_workers"])
-        reason += (f"; with num_workers={prev['num_workers']} the job would run at {prev['job_samples_per_s']:,.0f} "
-                   f"samples/s, {100 * (1 - prev['job_samples_per_s'] * loop_s):.0f}% under the loop's")  # fmt: skip
+        reason += (f"; num_workers={prev['num_workers']} delivers {prev['samples_per_s']:,.0f} samples/s, short of "
+                   f"{HEADROOM:g}x the loop's rate (its headroom for a slow batch)")  # fmt: skip
     elif slower:
         prev = max(slower, key=lambda t: t["num_workers"])
         reason += f"; num_workers={prev['num_workers']} was {100 * (1 - prev['vs_best']):.0f}% slower than the best"
@@ -376,12 +382,6 @@ def _setting(trial: dict[str, Any], pin: bool = True) -> str:
     words = f"num_workers={trial['num_workers']}"
     words += f", prefetch_factor={trial['prefetch_factor']}" if trial["num_workers"] else ""
     return words + (", pin_memory=True" if pin and trial["pin_memory"] else "")
-
-
-def _batch(trial: dict[str, Any]) -> float:
-    """Samples per batch the trial counted (1 where it counted none)."""
-    samples, batches = trial.get("samples") or 0, trial.get("batches") or 0
-    return samples / batches if samples and batches else 1.0
 
 
 def _mib(n: int | None) -> str:

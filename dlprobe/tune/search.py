@@ -10,6 +10,7 @@ from dlprobe.rate_model import HEADROOM, limit_of, predicted_rate, rate_bounds
 from dlprobe.rate_model import cores_left as left_to_loader
 from dlprobe.rate_model import knee as knee_of
 from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
+from dlprobe.tune.loop import keeps_up
 
 # Two trials of the same count on a loaded machine differ by about this share: within it a measured rate agrees with
 # the model, and a rate this much below the model's is a bound the model missed.
@@ -263,7 +264,7 @@ def next_step(
     found = knee_of(model.rate, bound if enough is None else min(bound, enough), tolerance, 1, limit)
     knee = limit if found is None else found
     ok = {int(t["num_workers"]): t for t in trials if _ok(t) and t["num_workers"] > 0}
-    fed = [n for n in ok if enough is not None and ok[n]["samples_per_s"] >= (1 - tolerance) * enough]
+    fed = [n for n in ok if n <= limit and keeps_up(ok[n]["samples_per_s"], loop_s, tolerance)]
     if fed and loop_s:
         n = min(fed)
         stop = (f"stopped: num_workers={n} delivers {ok[n]['samples_per_s']:,.0f} samples/s, "

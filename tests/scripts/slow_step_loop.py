@@ -1,8 +1,9 @@
 """A training loop whose own step (30 ms a batch) is slower than its loader (cheap samples): the loop bounds the job.
 
-Args: MODE [num_workers]. MODE: `train` runs 2 epochs and prints TRAINED; `stops-early` takes 3 batches, breaks and
+Args: MODE [num_workers]. MODE: `train` runs 2 epochs and prints TRAINED; `stops-early` takes 6 batches, breaks and
 ends (prints STOPPED); `two-loaders` takes 2 batches of a check loader (as Lightning's sanity check does), then trains
-on a second loader and prints TRAINED.
+on a second loader and prints TRAINED; `swallows` catches every exception around its first epoch (SystemExit too),
+then trains and prints TRAINED; `raises` raises ValueError in its fourth step.
 """
 
 import sys
@@ -36,9 +37,21 @@ if __name__ == "__main__":
     if mode == "stops-early":
         for step, _batch in enumerate(loader):
             time.sleep(STEP_S)
-            if step == 2:
+            if step == 5:
                 break
         print("STOPPED", flush=True)
+    elif mode == "swallows":
+        try:
+            train(loader, epochs=1)
+        except BaseException:  # noqa: S110 - a catch-all around the loop, as some training frameworks write
+            pass
+        train(loader)
+        print("TRAINED", flush=True)
+    elif mode == "raises":
+        for step, _batch in enumerate(loader):
+            time.sleep(STEP_S)
+            if step == 3:
+                raise ValueError("loss is nan")
     elif mode == "two-loaders":
         check = DataLoader(Cheap(), batch_size=16, num_workers=num_workers)
         for step, _batch in enumerate(check):
