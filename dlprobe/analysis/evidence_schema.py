@@ -300,6 +300,19 @@ class IdleWorkersEvidence(InJob, total=False):
     condition: str
 
 
+class LoopBoundEvidence(InJob, total=False):
+    wait_share: float
+    mean_wait_s: float
+    step_s: float
+    steady_batches: int
+    batch_build_s: float  # a worker's mean wall time building one batch, by its own clock
+    num_workers: int | None
+    suggested_num_workers: int
+    surplus_workers: int
+    worker_uss_mean_bytes: int
+    surplus_bytes: int
+
+
 class PinMemoryEvidence(InJob, total=False):
     pin_memory: bool | None
     pin_effective: bool | None
@@ -463,6 +476,7 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "input-bound": InputBoundEvidence,
     "too-many-workers": TooManyWorkersEvidence,
     "idle-workers": IdleWorkersEvidence,
+    "loop-bound": LoopBoundEvidence,
     "pin-memory": PinMemoryEvidence,
     "dtype-waste": DtypeWasteEvidence,
     "iterable-duplicates": IterableDuplicatesEvidence,
@@ -498,6 +512,7 @@ class Evidence(  # every key of every code, each with its one type: what render/
     InputBoundEvidence,
     TooManyWorkersEvidence,
     IdleWorkersEvidence,
+    LoopBoundEvidence,
     PinMemoryEvidence,
     DtypeWasteEvidence,
     IterableDuplicatesEvidence,

@@ -343,3 +343,25 @@ def test_one_worker_of_many_small_tensors_is_advised_up_to_the_hand_over(probe):
     e = finding["evidence"]
     assert e["model_limit"] == "handover" and e["model_limits"]["handover"] < e["model_limits"]["main"], e
     assert "taking each batch off the workers' result queue" in finding["fix"]
+
+
+def test_workers_far_ahead_of_the_loop_get_loop_bound_with_the_count_that_keeps_it_fed(probe):
+    # 8 workers of 100 MiB each, cheap samples, a 20 ms step: the loop hardly waits, and one worker keeps it fed.
+    result = probe("surplus_workers.py", "8", "120")
+    assert result.returncode == 0, result.stderr
+    assert "total " in result.stdout  # the script ran to its end, as plain python would
+    [finding] = result.findings("loop-bound")
+    evidence = finding["evidence"]
+    assert evidence["wait_share"] < 0.05 and evidence["step_s"] >= 0.02  # the step sleeps 20 ms: never shorter
+    assert 1 <= evidence["suggested_num_workers"] <= 2
+    assert evidence["surplus_workers"] == 8 - evidence["suggested_num_workers"]
+    assert evidence["worker_uss_mean_bytes"] >= 100 * 2**20  # each worker's own table
+    assert evidence["surplus_bytes"] == evidence["surplus_workers"] * evidence["worker_uss_mean_bytes"]
+    assert f"DataLoader(..., num_workers={evidence['suggested_num_workers']})" in finding["fix"]
+    assert result.findings("input-bound") == [] and result.findings("too-many-workers") == []
+
+
+def test_two_workers_ahead_of_the_loop_are_no_surplus_worth_a_word(probe):
+    result = probe("surplus_workers.py", "2", "60")
+    assert result.returncode == 0, result.stderr
+    assert result.findings("loop-bound") == []
