@@ -188,7 +188,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
             k: v for k, v in (info or {}).items() if k not in ("ev", "t", "pid", "notes", "accelerator", "loop")
         },  # fmt: skip
         # loop_steps None: not asked to time the loop (--loop-steps 0); 0: asked, and the loop gave no steady step
-        "loop": dict.fromkeys(("loop_steps", "loop_step_s", "loop_cpu_share", "loop_wait_s"))
+        "loop": dict.fromkeys(("loop_steps", "loop_step_s", "loop_cpu_share"))
         | (loop or {})
         | {"samples_per_s": round(1 / loop_s, 2) if loop_s else None},
         "notes": notes,

@@ -8,6 +8,9 @@ from dlprobe.rate_model import HEADROOM
 
 LOOP_STEPS = 8  # steady steps of the script's loop tune times before its trials (--loop-steps)
 BUSY_LOOP_CPU = 0.5  # a loop whose step keeps this share of a core busy competes with the workers for the cores
+# A step this short is a loop that takes whatever comes (its CPU share over a few microseconds is the clock's noise:
+# an HF stream's loop read "0.03 ms, 112% of a core"); it bounds nothing and its CPU is not said.
+NEGLIGIBLE_STEP_S = 0.001
 
 
 def loop_seconds(loop: dict[str, Any] | None, batch_size: Any, trials: list[dict[str, Any]]) -> float | None:
@@ -40,10 +43,14 @@ def loop_words(loop: dict[str, Any] | None, loop_s: float | None) -> str | None:
                     "stopped asking for batches or moved to another loader; tune timed the loader alone, as if the "
                     "training step took no time")  # fmt: skip
         return None
+    step = float(loop["loop_step_s"])
+    if step < NEGLIGIBLE_STEP_S:
+        return (f"the training loop's own step: {1000 * step:.2f} ms a batch, the median of {steps} step(s) timed "
+                "before the trials: a loop that takes whatever the loader gives, so it bounds nothing")  # fmt: skip
     cpu = loop.get("loop_cpu_share")
     used = f", {100 * cpu:.0f}% of a core" if isinstance(cpu, (int, float)) else ""
     words = (
-        f"the training loop's own step: {1000 * float(loop['loop_step_s']):.1f} ms a batch ({1 / loop_s:,.0f} "
+        f"the training loop's own step: {1000 * step:.1f} ms a batch ({1 / loop_s:,.0f} "
         f"samples/s{used}), the median of {steps} step(s) timed before the trials (they ran for real); the trials "
         "time the loader alone"
     )

@@ -36,6 +36,10 @@ def test_the_note_names_the_step_and_warns_when_the_step_itself_takes_the_cores(
     assert busy is not None and "the step's 0.9 core(s) of CPU are not the workers' to use" in busy
     assert "not timed: 1 steady step(s)" in (loop_words({"loop_steps": 1}, None) or "")
     assert loop_words({}, None) is None  # not asked to time the loop: nothing to say
+    # A loop that takes whatever comes (a few microseconds a step): its CPU share is noise and is not said.
+    quick = loop_words({"loop_step_s": 2.9e-05, "loop_steps": 8, "loop_cpu_share": 1.12}, 2.9e-05 / 16)
+    assert quick is not None and "0.03 ms a batch" in quick and "bounds nothing" in quick
+    assert "core" not in quick
 
 
 class _Clocks:
