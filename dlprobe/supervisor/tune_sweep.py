@@ -141,7 +141,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
             attempts.append({"run_dir": str(outcome.run_dir), "exit_code": outcome.exit_code, "trials": 0})
             continue
         if loader_info is None:
-            _no_takeover(run, options, outcome.exit_code)
+            _no_takeover(run, options, outcome.exit_code, timing_loop=TAKEOVER_STEPS_ENV in env)
         info = info or loader_info
         loop = loop if loop is not None else ((loader_info or {}).get("loop") or None)
         memory = memory or memory_available(run, _own_memory())
@@ -219,11 +219,12 @@ def _public(trial: dict[str, Any] | None) -> dict[str, Any] | None:
                                       "projected_epoch_bytes")}  # fmt: skip
 
 
-def _no_takeover(run: RunData, options: TuneOptions, exit_code: int) -> None:
-    """The script ended before iterating the loader to tune: explain why, with the run kept for a look."""
+def _no_takeover(run: RunData, options: TuneOptions, exit_code: int, timing_loop: bool) -> None:
+    """The script ended before iterating the loader to tune, or in the loop steps timed over it (`timing_loop`: this
+    attempt was asked to time them): explain why, with the run kept for a look."""
     loaders = len(run.loaders)
     error = run.script_error
-    if error is not None and run.loaders and options.loop_steps > 0:
+    if error is not None and timing_loop and loaders > options.loader:  # the loader to tune was iterated: its loop
         message = (f"the script raised {error['type']}: {error.get('message', '')} in the steps of its loop that tune "
                    "times before its trials")  # fmt: skip
         hint = f"fix the script (its output is in {run.path / STDERR_FILE}), or time the loader alone: --loop-steps 0"

@@ -64,17 +64,13 @@ def parse_run_delay(data: bytes) -> float | None:
         return None
 
 
-def read_schedstat(pid: int) -> tuple[float, float] | None:
-    """(seconds on a CPU, seconds waiting on a run queue) from /proc/PID/schedstat, in nanoseconds: a short trial's
-    CPU time to the microsecond, where /proc/PID/stat counts 10 ms ticks. None where the kernel has no schedstats."""
-    return read_schedstat_path(f"/proc/{pid}/schedstat")
-
-
 def read_process_schedstat(pid: int) -> tuple[float, float] | None:
-    """read_schedstat summed over every thread of the process (/proc/PID/task/*/schedstat): /proc/PID/schedstat is
-    its main thread's alone, and a DataLoader worker's queue feeder thread pickles each batch into shared memory
-    (on a loader of 64 small tensors a sample, half the worker's CPU). A thread that ended takes its time with it,
-    so over a window the sum may read a little short, never long. None where the kernel has no schedstats."""
+    """(seconds on a CPU, seconds waiting on a run queue) summed over every thread of the process, from
+    /proc/PID/task/*/schedstat in nanoseconds: a short trial's CPU time to the microsecond, where /proc/PID/stat
+    counts 10 ms ticks. Every thread, because /proc/PID/schedstat is its main thread's alone, and a DataLoader
+    worker's queue feeder thread pickles each batch into shared memory (on a loader of 64 small tensors a sample,
+    half the worker's CPU). A thread that ended takes its time with it, so over a window the sum may read a little
+    short, never long. None where the kernel has no schedstats."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -82,13 +78,13 @@ def read_process_schedstat(pid: int) -> tuple[float, float] | None:
     cpu = runq = 0.0
     read = False
     for tid in tids:
-        one = read_schedstat_path(f"/proc/{pid}/task/{tid}/schedstat")
+        one = read_task_schedstat(f"/proc/{pid}/task/{tid}/schedstat")
         if one is not None:
             cpu, runq, read = cpu + one[0], runq + one[1], True
     return (cpu, runq) if read else None
 
 
-def read_schedstat_path(path: str) -> tuple[float, float] | None:
+def read_task_schedstat(path: str) -> tuple[float, float] | None:
     """(seconds on a CPU, seconds on a run queue) from one task's schedstat file; None where it cannot be read."""
     try:
         with open(path, "rb") as f:

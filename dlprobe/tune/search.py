@@ -273,8 +273,8 @@ def next_step(
         return Step(None, stop, model=model, limit_reason="loop")
     if knee not in tried:
         words = _knee_words(model, knee, bound, limit)
-        if enough is not None and enough < bound:
-            words += f"; the training loop's own step takes {1 / loop_s:,.0f} samples/s" if loop_s else ""
+        if loop_s and enough is not None and enough < bound:
+            words += f"; the training loop's own step takes {1 / loop_s:,.0f} samples/s"
         return Step(knee, words, model.rate(knee), model, kind)
     best_n = max(ok, key=lambda n: ok[n]["samples_per_s"])
     best = float(ok[best_n]["samples_per_s"])

@@ -83,7 +83,7 @@ def test_descriptors_are_not_kept_when_told_not_to_and_closed_at_the_end():
 
 
 def test_a_process_cpu_counts_every_thread_where_its_main_threads_schedstat_misses_a_busy_one():
-    from dlprobe.system.procmem import read_process_schedstat, read_schedstat
+    from dlprobe.system.procmem import read_process_schedstat, read_task_schedstat
 
     # A DataLoader worker's queue feeder thread pickles each batch into shared memory while the main thread sleeps
     # in the queue's get: the worker's CPU is the sum over its threads.
@@ -100,7 +100,7 @@ def test_a_process_cpu_counts_every_thread_where_its_main_threads_schedstat_miss
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline() == b"done\n"
-        leader, whole = read_schedstat(child.pid), read_process_schedstat(child.pid)
+        leader, whole = read_task_schedstat(f"/proc/{child.pid}/schedstat"), read_process_schedstat(child.pid)
         if leader is None:
             pytest.skip("this kernel keeps no schedstats")
         assert whole is not None
