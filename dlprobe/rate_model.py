@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -20,6 +21,12 @@ BOUNDS = ("workers", "cores", "main", "handover", "loop", "measured")
 # How much faster than the loop needs them the loader's batches should come, so a slow batch does not stall it: the
 # workers `run` advises, and the loader rate at which `tune` calls the loop, not the loader, the bound.
 HEADROOM = 1.25
+
+
+def workers_to_feed(batch_s: float, step_s: float) -> int:
+    """Workers, each building a batch in `batch_s` of its own time, that deliver HEADROOM times the batches a loop of
+    `step_s` a batch takes (1 for a loop with no measured step: nothing to size against)."""
+    return max(1, math.ceil(HEADROOM * batch_s / step_s)) if step_s > 0 else 1
 
 
 def cores_left(cores: int, cpu_share: float | None, runq_share: float | None, busy_share: float | None) -> float:

@@ -3,14 +3,13 @@ keep it fed hold memory for no speed."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from dlprobe.analysis.loop_timing import loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stats import metric_summary
 from dlprobe.analysis.timed_batches import timed_batches
-from dlprobe.rate_model import HEADROOM
+from dlprobe.rate_model import HEADROOM, workers_to_feed
 from dlprobe.units import format_bytes
 
 # The loop waits for data under this share of its steady time: not input-bound (the TensorFlow profiler's lower band).
@@ -20,14 +19,6 @@ MIN_SPAN_S = 0.5
 MIN_TIMED_BUILDS = 10  # batches the workers timed themselves past each one's first
 SURPLUS_WORKERS = 2  # workers beyond those needed before it is said...
 SURPLUS_BYTES = 512 * 2**20  # ...and the private memory they hold together
-
-
-def workers_needed(build_s: float, step_s: float) -> int:
-    """Workers that deliver HEADROOM times the batches a loop of `step_s` a batch takes, each building one batch in
-    `build_s` (its own wall time: fetch and collate)."""
-    if step_s <= 0:
-        return 1
-    return max(1, math.ceil(HEADROOM * build_s / step_s))
 
 
 def find_loop_bound(run: RunData) -> list[Finding]:
@@ -56,7 +47,7 @@ def _loop_bound(run: RunData, loader: LoaderRecord) -> Finding | None:
     build_s = _build_seconds(run, loader.loader_id)
     if build_s is None:
         return None  # the workers' own timing is missing: how many keep up is not known, so nothing is advised
-    needed = workers_needed(build_s, timing.step_s)
+    needed = workers_to_feed(build_s, timing.step_s)
     peaks = [p for p in (metric_summary(w.series, "uss")["peak"] for w in run.workers(loader.loader_id)) if p]
     if nw - needed < SURPLUS_WORKERS or not peaks:
         return None

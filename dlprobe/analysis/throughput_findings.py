@@ -23,7 +23,15 @@ from dlprobe.analysis.worker_cpu import (
     main_cpu_share,
 )
 from dlprobe.analysis.worker_reserve import RESERVE_KEYS, Reserve, measured_reserve
-from dlprobe.rate_model import HEADROOM, cores_left, knee, predicted_rate, queued_rate, rate_bounds
+from dlprobe.rate_model import (
+    HEADROOM,
+    cores_left,
+    knee,
+    predicted_rate,
+    queued_rate,
+    rate_bounds,
+    workers_to_feed,
+)
 from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS, WORKER_CAP
 from dlprobe.units import format_bytes
 
@@ -47,7 +55,7 @@ NO_ACCELERATOR_WARNING = (
 def suggest_workers(current: int, per_batch_load_s: float, step_s: float, cores: int) -> int:
     """Workers needed so that batches are ready as fast as the loop consumes them, within the usable cores."""
     # A loop with no work of its own always waits: only the cores bound it.
-    needed = cores if step_s <= 1e-4 else math.ceil(HEADROOM * per_batch_load_s / step_s)
+    needed = cores if step_s <= 1e-4 else workers_to_feed(per_batch_load_s, step_s)
     return max(current + 1, min(needed, cores)) if current < cores else current
 
 
