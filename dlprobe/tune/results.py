@@ -363,10 +363,15 @@ def recommend(
     if best_fit is not best and not loop_bound:
         reason += f" among those whose memory fits (the fastest needs {_mib(best.get('projected_epoch_bytes'))})"
     slower = [t for t in fitting if t["num_workers"] < chosen["num_workers"] and t["stage"] == "workers"]
-    if slower and loop_bound:
+    if slower and loop_bound and loop_s:
         prev = max(slower, key=lambda t: t["num_workers"])
-        reason += (f"; num_workers={prev['num_workers']} delivers {prev['samples_per_s']:,.0f} samples/s, short of "
-                   f"{HEADROOM:g}x the loop's rate (its headroom for a slow batch)")  # fmt: skip
+        if prev["num_workers"]:
+            reason += (f"; num_workers={prev['num_workers']} delivers {prev['samples_per_s']:,.0f} samples/s, short "
+                       f"of {HEADROOM:g}x the loop's rate (its headroom for a slow batch)")  # fmt: skip
+        else:  # however fast it loads, it loads between the steps, not beside them
+            job = prev["job_samples_per_s"]
+            reason += (f"; with num_workers=0 the process loads between its steps, and the job would run at {job:,.0f} "
+                       f"samples/s, {100 * (1 - job * loop_s):.0f}% under the loop's rate")  # fmt: skip
     elif slower:
         prev = max(slower, key=lambda t: t["num_workers"])
         reason += f"; num_workers={prev['num_workers']} was {100 * (1 - prev['vs_best']):.0f}% slower than the best"
