@@ -305,6 +305,7 @@ class LoopBoundEvidence(InJob, total=False):
     mean_wait_s: float
     step_s: float
     steady_batches: int
+    handover_ms_per_batch: float | None
     batch_build_s: float  # a worker's mean wall time building one batch, by its own clock
     num_workers: int | None
     suggested_num_workers: int
