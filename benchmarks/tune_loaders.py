@@ -107,8 +107,9 @@ def timed(
                 time.sleep(step)
         rate = samples / (time.perf_counter() - t0)
         status = "ok"
-    except RuntimeError as exc:  # a worker the OOM killer took: "exited unexpectedly" / "killed by signal"
-        rate, status = None, f"failed: {str(exc).splitlines()[0][:120]}"
+    except Exception as exc:  # noqa: BLE001 - a worker the OOM killer took: "exited unexpectedly" / "killed by
+        # signal", or, once in a full sweep, torch's SIGCHLD handler raising inside iter()'s queue-thread start
+        rate, status = None, f"failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]}"
         if it is not None and hasattr(it, "_shutdown_workers"):
             # Now, not when garbage collected: a later iterator given the same id() would find this one's worker
             # pids still registered ("_set_worker_pids should be called only once").
@@ -138,8 +139,9 @@ def main() -> None:
     for num_workers, pf in specs:
         killed = [n for n, count in failed.items() if n < num_workers and count == sum(1 for m, _ in specs if m == n)]
         if killed:
-            # A count that failed at every prefetch_factor (the OOM killer) fails above it too, as in tune; running
-            # each one would take minutes of a cgroup thrashing at its limit, for no rate.
+            # A count that failed at every prefetch_factor (the OOM killer) fails above it too. Run on in this process,
+            # a sweep of the memory loader hung past 600 s at num_workers=20 (a killed worker's queue left locked):
+            # tune_regret.py runs each of these alone, in a process of its own with a time limit.
             row = {"num_workers": num_workers, "prefetch_factor": pf, "samples_per_s": None, "wall_s": 0.0,
                    "status": f"not run: num_workers={min(killed)} failed at every prefetch_factor"}  # fmt: skip
         else:

@@ -44,6 +44,9 @@ KINDS = ("cpu", "io", "mixed", "consumer", "memory", "skewed", "shards")
 # survived 2 sweeps in 3 (the kernel reclaims the page cache first): a best that fits by chance. 760 MiB leaves three
 # ~100 MiB to spare and puts four ~40 MiB over.
 MEMORY_LIMIT = 760 * 2**20
+# A configuration run alone (one the in-process sweep leaves out, above a count the OOM killer took at every
+# prefetch_factor) that gives no result in this long hung: a hand sweep would wait on it longer.
+ALONE_TIMEOUT_S = 60.0
 
 
 @contextlib.contextmanager
@@ -74,12 +77,33 @@ def memory_cgroup(limit: int) -> Iterator[Path]:
                 time.sleep(0.1)
 
 
-def _run(cmd: list[str], group: Path | None) -> tuple[subprocess.CompletedProcess[str], float]:
+def _run(cmd: list[str], group: Path | None, timeout: float = 600) -> tuple[subprocess.CompletedProcess[str], float]:
     if group is not None:
         cmd = ["sh", "-c", f"echo $$ > {group}/cgroup.procs && exec " + " ".join(cmd)]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=HERE)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE)
     return proc, time.perf_counter() - start
+
+
+def run_alone(kind: str, rows: list[dict[str, Any]], group: Path | None) -> tuple[int, float]:
+    """Run each configuration the in-process sweep left out (above a count that failed at every prefetch_factor) in a
+    process of its own, as a hand sweep would, each within ALONE_TIMEOUT_S; returns how many, and their time."""
+    count, total = 0, 0.0
+    for i, row in enumerate(rows):
+        if not str(row["status"]).startswith("not run"):
+            continue
+        one = spec(row["num_workers"], row["prefetch_factor"])
+        start = time.perf_counter()
+        try:
+            proc, wall = _run([PYTHON, str(LOADERS), "sweep", kind, one], group, ALONE_TIMEOUT_S)
+            lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+            new = json.loads(lines[-1]) if lines else {**row, "status": f"failed: exit {proc.returncode}"}
+        except subprocess.TimeoutExpired:
+            wall = time.perf_counter() - start
+            new = {**row, "samples_per_s": None, "status": f"hung: no result in {ALONE_TIMEOUT_S:g} s"}
+        rows[i] = {**new, "wall_s": round(wall, 3), "alone": True}
+        count, total = count + 1, total + wall
+    return count, total
 
 
 def sweep(
@@ -133,6 +157,9 @@ def one(kind: str, budget: float, cap: int, out: Path) -> dict[str, Any]:
         return {"kind": kind, "skipped": "needs root: a memory cgroup"}
     with memory_cgroup(MEMORY_LIMIT) if kind == "memory" else contextlib.nullcontext() as group:
         swept, sweep_s = sweep(kind, exhaustive(cap), group)
+        shortened_s = sweep_s
+        alone, alone_s = run_alone(kind, swept, group)
+        sweep_s += alone_s
         (out / f"{kind}_sweep.json").write_text(json.dumps(swept, indent=1))
         result, tune_s = tune(kind, budget, cap, group, out)
         ok = [r for r in swept if r["samples_per_s"]]
@@ -162,6 +189,8 @@ def one(kind: str, budget: float, cap: int, out: Path) -> dict[str, Any]:
         "regret": None if not pick_rate else 1 - pick_rate / top,
         "tune_s": tune_s,
         "sweep_s": sweep_s,
+        "shortened_s": shortened_s,
+        "alone": alone,
         "sparse_s": sparse_time(swept, sweep_s),
         "configurations": len(swept),
         "median_error": (result.get("prediction") or {}).get("median_error"),
@@ -197,9 +226,13 @@ def table(rows: list[dict[str, Any]]) -> str:
         rates = "-" if not r["pick_rate"] else f"{r['pick_rate']:,.0f} / {r['best_rate'] or 0:,.0f}"
         oom = f" ({', '.join(map(str, r['oom_trials']))} oom)" if r["oom_trials"] else ""
         fits = "-" if r["fits"] is None else ("yes" if r["fits"] else "NO")
+        configurations = str(r["configurations"])
+        if r["alone"]:  # and what tune takes of the sweep that stops at the count the OOM killer took
+            configurations += (f", {r['alone']} run alone; {r['shortened_s']:.0f} s without them: tune "
+                               f"{_pct(r['tune_s'] / r['shortened_s'])}")  # fmt: skip
         lines.append(
             f"| {r['kind']} | {r['best']}{_counts(r['failed'])} | {pick} | {rates} | {_pct(r['regret'])} | "
-            f"{r['tune_s']:.0f} s | {r['sweep_s']:.0f} s ({r['configurations']}) | {_pct(r['tune_s'] / r['sweep_s'])} "
+            f"{r['tune_s']:.0f} s | {r['sweep_s']:.0f} s ({configurations}) | {_pct(r['tune_s'] / r['sweep_s'])} "
             f"| {r['sparse_s']:.0f} s | {_pct(r['tune_s'] / r['sparse_s'])} | {_pct(r['median_error'])} | "
             f"{r['trials']}{oom} | {fits} |"
         )
