@@ -78,6 +78,7 @@ class LoaderProbe:
         self.dupes: DuplicateCounter | None = None
         self.last_batch: int | None = None  # the count of batches at the epoch's last one: workers read once more
         self.worker_pids: list[int] = []
+        self.read_last_in = -1  # the epoch whose workers were read once more, at its last batch or as they stopped
         # Batches each worker delivered this epoch (by worker id); None where the iterator does not say which
         # worker a batch came from. A worker with none read nothing: an IterableDataset with fewer shards than workers.
         self.worker_batches: list[int] | None = None
@@ -102,6 +103,8 @@ class LoaderProbe:
                 return  # an iterator made before the probe saw it: no counts rather than half of them
             import inspect  # here, once per loader: at the top it would cost every probed script's start-up
 
+            if not inspect.ismethod(original):
+                return  # not the iterator's own method: nothing to wrap without holding the iterator
             try:
                 params = list(inspect.signature(original).parameters)
             except (TypeError, ValueError):
@@ -210,13 +213,29 @@ class LoaderProbe:
         if time.perf_counter() - self.last_flush >= FLUSH_INTERVAL_S:
             self.flush()
 
-    def read_workers_last(self) -> None:
-        """The workers' memory once they have served the epoch's last batch (one smaps_rollup each per epoch)."""
+    def read_workers_last(self, pids: list[int] | None = None) -> None:
+        """The workers' memory once they have served the epoch's last batch, or as they are stopped before it (one
+        smaps_rollup each, once per epoch)."""
+        self.read_last_in = self.epoch
         try:
-            readings = [{"pid": pid, "memory": read_smaps_rollup(pid)} for pid in self.worker_pids]
+            readings = [{"pid": pid, "memory": read_smaps_rollup(pid)} for pid in pids or self.worker_pids]
             _emit(EV_WORKERS_LAST, loader=self.loader_id, epoch=self.epoch, workers=readings)
         except Exception as exc:  # never break training for a reading
             probe_errors.record("hooks.workers_last", exc, f"loader {self.loader_id}'s last worker readings")
+
+    def read_workers_stopping(self, iterator: Any) -> None:
+        """An epoch left before its end (a loop that breaks, an iterator dropped): torch is about to stop its
+        workers, and the supervisor's last reading of them may be seconds old; read them once more now."""
+        if (
+            not self.epoch_open
+            or self.threads
+            or self.read_last_in == self.epoch
+            or getattr(iterator, "_shutdown", True)
+        ):
+            return
+        pids = [w.pid for w in getattr(iterator, "_workers", None) or [] if w.pid is not None]
+        if pids:
+            self.read_workers_last(pids)
 
     def end_epoch(self) -> None:
         if self.epoch_open:
@@ -255,10 +274,15 @@ class LoaderProbe:
 
 
 def _count_by_worker(probe: LoaderProbe, original: Any) -> Any:
-    """The iterator's _process_data, counting the batch for its worker once torch has accepted it."""
+    """The iterator's _process_data, counting the batch for its worker once torch has accepted it.
+
+    The wrapper lives in the iterator's own __dict__, so it holds the iterator weakly: the bound method would make
+    a cycle, and a loop that breaks out of an epoch would leave its workers running until the next garbage
+    collection instead of stopping them at once, as torch does without the probe."""
+    function, owner = original.__func__, weakref.ref(original.__self__)
 
     def _process_data(data: Any, worker_id: int, *rest: Any) -> Any:
-        result = original(data, worker_id, *rest)  # raises the worker's error as before, uncounted
+        result = function(owner(), data, worker_id, *rest)  # raises the worker's error as before, uncounted
         counts = probe.worker_batches
         if counts is not None and 0 <= worker_id < len(counts):
             counts[worker_id] += 1
@@ -490,6 +514,24 @@ def _probed_next(self: Any, probe: LoaderProbe, original_next: Any) -> Any:
     return batch
 
 
+def _wrap_shutdown(original_shutdown: Any) -> Any:
+    """An iterator's _shutdown_workers (its end, or its __del__ when the loop left the epoch): the workers are read
+    once more first if the epoch was left before its last batch."""
+
+    @functools.wraps(original_shutdown)
+    def _shutdown_workers(self: Any) -> Any:
+        probe = _iterators.get(self)
+        if probe is not None:
+            try:
+                probe.read_workers_stopping(self)
+            except Exception as exc:  # never stand in the way of stopping workers
+                probe_errors.record("hooks.workers_last", exc, f"loader {probe.loader_id}'s stopping workers unread")
+        return original_shutdown(self)
+
+    _shutdown_workers._dlprobe_wrapper = True  # type: ignore[attr-defined]
+    return _shutdown_workers
+
+
 def _wrap_own(cls: type, name: str, wrap: Any) -> None:
     """Wrap `name` where `cls` defines it itself (subclasses that only inherit it get the base's wrapper)."""
     own = cls.__dict__.get(name)
@@ -531,6 +573,7 @@ def patch_dataloader(module: ModuleType) -> None:
     _patch_family(loader_cls, "__init__", _wrap_init)  # StatefulDataLoader's __init__ never calls DataLoader's
     _patch_family(loader_cls, "__iter__", _wrap_iter)
     _patch_family(base_iter_cls, "__next__", _wrap_next)
+    _patch_family(base_iter_cls, "_shutdown_workers", _wrap_shutdown)
     loader_cls._dlprobe_patched = True
     _register_atexit()
     if script_errors.launched_rank():  # an error before its first DataLoader is a rank's failure too

@@ -95,12 +95,17 @@ def _left_out(thread: threading.Thread) -> bool:
 
 def _python_threads() -> list[dict[str, Any]]:
     main = threading.main_thread()
-    frames = sys._current_frames()
-    return [
-        {"name": t.name, "daemon": t.daemon, **_thread_state(frames.get(t.ident or -1))}
-        for t in threading.enumerate()
-        if t is not main and not _left_out(t) and _alive(t)
-    ]
+    frames = sys._current_frames()  # this frame among them: a cycle, cleared below
+    try:
+        return [
+            {"name": t.name, "daemon": t.daemon, **_thread_state(frames.get(t.ident or -1))}
+            for t in threading.enumerate()
+            if t is not main and not _left_out(t) and _alive(t)
+        ]
+    finally:
+        # Left in place, the cycle keeps every caller's frame alive until a garbage collection: the DataLoader
+        # iterator being made in __iter__ among them, whose workers then outlive a loop that breaks out of its epoch.
+        frames.clear()
 
 
 def _counted_os_threads() -> int:

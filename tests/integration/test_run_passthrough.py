@@ -204,3 +204,18 @@ def test_dlprobe_run_exits_with_the_scripts_code_without_the_interpreters_teardo
     assert f"Run saved in {run_dir}" in result.stderr.replace("\n", "")
     assert "teardown ran" not in result.stderr  # no time spent freeing the supervisor's modules
     assert json.loads((run_dir / "report.json").read_text())["exit_code"] == 3
+
+
+def test_a_loop_that_breaks_out_of_its_epoch_stops_its_workers_at_once_and_they_are_read_as_they_stop(probe):
+    # A reference cycle of the probe's (its own frames kept by a snapshot of the threads' frames, the per-worker
+    # counter's bound method) held the iterator until a garbage collection: workers outlived the loop that left them.
+    plain = _plain("breaks_mid_epoch.py")
+    result = probe("breaks_mid_epoch.py")
+    assert result.returncode == 0, result.stderr
+    assert plain.stdout == result.stdout == "workers alive after the break: 0\n"
+    events = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()]
+    [started] = [e for e in events if e["ev"] == "epoch"]
+    [last] = [e for e in events if e["ev"] == "workers_last"]  # read before torch stopped them, mid-epoch
+    assert last["epoch"] == 0
+    assert sorted(w["pid"] for w in last["workers"]) == sorted(w["pid"] for w in started["workers"])
+    assert all(w["memory"] and w["memory"]["uss"] > 0 for w in last["workers"])
