@@ -297,7 +297,7 @@ class WorkerStart(_WorkerIds, total=False):
 
 
 class WorkerReading(TypedDict, total=False):
-    """EV_WORKERS_LAST: one worker's memory as the epoch's last batch arrived."""
+    """EV_WORKERS_LAST: one worker's memory as the epoch's last batch arrived, or as torch stopped it mid-epoch."""
 
     pid: int
     memory: dict[str, int] | None
