@@ -25,7 +25,9 @@ class EventLog:
         except OSError as exc:
             # A full disk must never break the training run: count what is lost and say so once writes work again.
             self.lost += 1
-            self.lost_error = exc
+            # Without its traceback: the frames it holds (the training loop's, the DataLoader iterator in them) would
+            # stay alive for the rest of the run, and that iterator's workers with them.
+            self.lost_error = exc.with_traceback(None)
             return
         if self.lost:
             lost, self.lost = self.lost, 0
@@ -65,6 +67,6 @@ def get_log() -> EventLog | None:
             try:
                 _log = EventLog(run_dir)
             except OSError as exc:
-                open_error = exc  # tried once: a per-batch retry would cost a failing open() per event
+                open_error = exc.with_traceback(None)  # tried once: a per-event retry would cost a failing open()
                 return None
     return _log

@@ -79,6 +79,7 @@ class LoaderProbe:
         self.last_batch: int | None = None  # the count of batches at the epoch's last one: workers read once more
         self.worker_pids: list[int] = []
         self.read_last_in = -1  # the epoch whose workers were read once more, at its last batch or as they stopped
+        self.epoch_iterator: weakref.ref[Any] | None = None  # the iterator of the epoch now open
         # Batches each worker delivered this epoch (by worker id); None where the iterator does not say which
         # worker a batch came from. A worker with none read nothing: an IterableDataset with fewer shards than workers.
         self.worker_batches: list[int] | None = None
@@ -129,6 +130,10 @@ class LoaderProbe:
         self.flush()
         self.epoch += 1
         self.epoch_open = True
+        try:
+            self.epoch_iterator = weakref.ref(iterator)
+        except TypeError:  # an iterator that takes no weak reference: never read as it stops
+            self.epoch_iterator = None
         self.described_batch = False
         self.dupes = (
             DuplicateCounter(
@@ -193,7 +198,7 @@ class LoaderProbe:
 
     def record_batch(self, wait_s: float, batch: Any) -> None:
         self.batches += 1
-        if self.batches == self.last_batch:
+        if self.batches == self.last_batch and self.read_last_in != self.epoch:
             self.read_workers_last()
         self.pending.append(wait_s)  # rounded once per chunk in flush(), not on every batch
         if self.clock_timed:
@@ -225,12 +230,15 @@ class LoaderProbe:
 
     def read_workers_stopping(self, iterator: Any) -> None:
         """An epoch left before its end (a loop that breaks, an iterator dropped): torch is about to stop its
-        workers, and the supervisor's last reading of them may be seconds old; read them once more now."""
+        workers, and the supervisor's last reading of them may be seconds old; read them once more now. Only the
+        open epoch's own iterator: an older one dropped after the next was made is not this epoch's."""
         if (
             not self.epoch_open
             or self.threads
             or self.read_last_in == self.epoch
             or getattr(iterator, "_shutdown", True)
+            or self.epoch_iterator is None
+            or self.epoch_iterator() is not iterator
         ):
             return
         pids = [w.pid for w in getattr(iterator, "_workers", None) or [] if w.pid is not None]
@@ -520,16 +528,35 @@ def _wrap_shutdown(original_shutdown: Any) -> Any:
 
     @functools.wraps(original_shutdown)
     def _shutdown_workers(self: Any) -> Any:
-        probe = _iterators.get(self)
-        if probe is not None:
-            try:
-                probe.read_workers_stopping(self)
-            except Exception as exc:  # never stand in the way of stopping workers
-                probe_errors.record("hooks.workers_last", exc, f"loader {probe.loader_id}'s stopping workers unread")
+        try:
+            _read_stopping_workers(self)
+        except Exception:  # noqa: S110 - at interpreter exit even the recording may fail: stopping the workers first
+            pass
         return original_shutdown(self)
 
     _shutdown_workers._dlprobe_wrapper = True  # type: ignore[attr-defined]
     return _shutdown_workers
+
+
+def _read_stopping_workers(iterator: Any) -> None:
+    """Not when the epoch ran out (torch stops the workers inside __next__, before its StopIteration: they are done,
+    often gone), not at interpreter exit (torch leaves them to multiprocessing then), not in a take-over (tune reads
+    its trials' workers itself), and not from the garbage collector (the iterator's weak references are cleared by
+    then: no probe is found)."""
+    if getattr(_inside, "next", False) or os.environ.get(TAKEOVER_ENV) or _python_exiting():
+        return
+    probe = _iterators.get(iterator)
+    if probe is not None:
+        try:
+            probe.read_workers_stopping(iterator)
+        except Exception as exc:  # never stand in the way of stopping workers
+            probe_errors.record("hooks.workers_last", exc, f"loader {probe.loader_id}'s stopping workers unread")
+
+
+def _python_exiting() -> bool:
+    """torch's own flag, set by its atexit handler: from then on its _shutdown_workers leaves the workers alone."""
+    utils = sys.modules.get("torch.utils.data._utils")
+    return utils is None or getattr(utils, "python_exit_status", False) is not False
 
 
 def _wrap_own(cls: type, name: str, wrap: Any) -> None:

@@ -66,3 +66,27 @@ def test_a_left_out_thread_still_alive_at_fork_is_no_native_thread_either():
         feeder.join()
     assert state["python_threads"] == [] and state["os_threads"] == baseline["os_threads"]
     assert _fork_finding(LoaderRecord(0, {"num_workers": 2}, 0.0, "fork"), state) is None
+
+
+class _Marker:
+    """Something only the caller's frame holds, weakly watched."""
+
+
+def test_the_snapshot_keeps_no_frame_of_its_caller_alive():
+    # sys._current_frames() includes the snapshot's own frame: kept in a local, the cycle held every caller's frame
+    # (the DataLoader iterator being made among its locals) until a garbage collection.
+    import gc
+    import weakref
+
+    def caller() -> weakref.ref[_Marker]:
+        marker = _Marker()
+        fork_snapshot()
+        return weakref.ref(marker)
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        assert caller()() is None
+    finally:
+        if enabled:
+            gc.enable()
