@@ -295,7 +295,12 @@ def next_step(
     # (its bound is too low here, so the count above may beat it too).
     # Or the best's workers sat idle with cores to spare: something the model has no term for held them.
     worth = model.rate(up) >= (1 + NOISE) * model.rate(best_n) or best > (1 + NOISE) * _predicted(ok[best_n], model)
-    if up > best_n and up not in tried and (worth or held):
+    # Or the curve is capped at a rate measured at or below the best, and the best is the most workers measured: the
+    # cap says nothing measured about more workers. A skewed loader's 30 workers read 15,400 samples/s twice and capped
+    # the curve there, where 31 and 32 ran 19,000 (its dear samples fall on every 5th batch: 30 workers each get the
+    # same kind of batch, and the dear ones hold the in-order queue): one count past the best checks the cap.
+    unchecked = model.measured_cap is not None and best_n == max(ok)
+    if up > best_n and up not in tried and (worth or held or unchecked):
         step = (
             "doubling while the workers wait"
             if waiting
@@ -303,6 +308,8 @@ def next_step(
             if held
             else "one more while the workers compute"
         )
+        if not (worth or held):
+            step = f"the cap of {model.measured_cap:,.0f} samples/s was measured up to num_workers={best_n} only"
         return Step(up, f"past the best ({step}): {state}", model.rate(up), model, kind)
     if best_n >= limit or (up >= limit and up not in tried):
         bounded = "" if best_n >= limit else f"; the model predicts under {100 * NOISE:.0f}% more up to the limit"

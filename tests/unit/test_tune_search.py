@@ -483,3 +483,25 @@ def test_no_workers_is_turned_down_under_a_loop_for_loading_between_its_steps_ho
         in why
     )
     assert "short of" not in why  # 1,610 samples/s is 3x the loop's rate: not what turned it down
+
+
+def test_a_cap_measured_only_at_the_most_workers_tried_is_checked_one_count_past_it():
+    # A skewed loader's tune on 2 cores (its dear samples on every 5th batch): 30 workers read 15,421 samples/s twice,
+    # 17,472 predicted, so the curve was capped there; 24 agreed with the cap, and tune stopped at 30 with "under 8%
+    # more up to the limit". A plain loop ran 31 and 32 workers at 19,113 and 19,890: the cap was 30's alone.
+    shares = {"worker_runq_share": 0.065, "worker_busy_share": 0.1, "main_cpu_share": 0.33}
+    trials = [
+        _rated(0, 645.77),
+        _rated(1, 638.01, worker_cpu_share=0.04, worker_runq_share=0.015, worker_busy_share=0.055,
+               main_cpu_share=0.023, main_handover_share=0.02),
+        _rated(30, 15421.48, worker_cpu_share=0.031, main_handover_share=0.626, repeats=1, **shares),
+        _rated(24, 14089.21, worker_cpu_share=0.033, main_handover_share=0.533, **shares),
+    ]  # fmt: skip
+    model = fit(trials, cores=2)
+    assert model is not None and model.measured_cap == pytest.approx(15421.48)
+    step = next_step(trials, 2, 32, 0.05)
+    assert step.num_workers == 32 and "measured up to num_workers=30 only" in step.reason, step.reason
+    measured = [*trials, _rated(32, 18711.0, worker_cpu_share=0.03, main_handover_share=0.7, **shares)]
+    assert next_step(measured, 2, 32, 0.05).num_workers is None  # at the limit: nothing past it to check
+    flat = [*trials, _rated(31, 15300.0, worker_cpu_share=0.031, main_handover_share=0.63, **shares)]
+    assert next_step(flat, 2, 32, 0.05).num_workers is None  # 31 held the cap: more workers than the best, checked
