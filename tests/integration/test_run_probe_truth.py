@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,10 @@ def _probe(tmp_path: Path, script: str, *args: str) -> tuple[subprocess.Complete
     ],
 )
 def test_tracebacks_show_no_probe_frames_and_exit_like_python(tmp_path, mode, last_line):
+    if mode == "interrupt" and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # Inherited: a suite started in the background by a non-interactive shell (`(cmd &)`) ignores SIGINT, and so
+        # does every Python it starts, plain or probed: nothing to compare (seen once, plain exit code 0).
+        pytest.skip("SIGINT is ignored in this test process, so no child can be interrupted, with or without dlprobe")
     plain = _plain(RAISES, mode)
     proc, _report = _probe(tmp_path, RAISES, mode)
     # a signal death (Ctrl-C) comes back as a shell reports it: 128 + the signal
