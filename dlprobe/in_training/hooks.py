@@ -237,8 +237,7 @@ class LoaderProbe:
             or self.threads
             or self.read_last_in == self.epoch
             or getattr(iterator, "_shutdown", True)
-            or self.epoch_iterator is None
-            or self.epoch_iterator() is not iterator
+            or (self.epoch_iterator and self.epoch_iterator()) is not iterator
         ):
             return
         pids = [w.pid for w in getattr(iterator, "_workers", None) or [] if w.pid is not None]

@@ -302,14 +302,14 @@ def next_step(
     unchecked = model.measured_cap is not None and best_n == max(ok)
     if up > best_n and up not in tried and (worth or held or unchecked):
         step = (
-            "doubling while the workers wait"
+            f"the cap of {model.measured_cap:,.0f} samples/s was measured up to num_workers={best_n} only"
+            if not (worth or held)
+            else "doubling while the workers wait"
             if waiting
             else "doubling: the workers sat idle with cores to spare"
             if held
             else "one more while the workers compute"
         )
-        if not (worth or held):
-            step = f"the cap of {model.measured_cap:,.0f} samples/s was measured up to num_workers={best_n} only"
         return Step(up, f"past the best ({step}): {state}", model.rate(up), model, kind)
     if best_n >= limit or (up >= limit and up not in tried):
         bounded = "" if best_n >= limit else f"; the model predicts under {100 * NOISE:.0f}% more up to the limit"
