@@ -17,6 +17,7 @@ from dlprobe.rundir.schema import (
     EV_TRIAL_END,
     EV_TRIAL_SKIPPED,
     EV_TRIAL_START,
+    EV_TUNE_CONFIRM,
     EV_TUNE_LOADER,
     EV_TUNE_WORKERS_STOP,
     EXIT_NO_BATCHES,
@@ -27,7 +28,7 @@ from dlprobe.rundir.schema import (
 from dlprobe.system import cgroup, kernlog, procmem
 from dlprobe.tune.loop import keeps_up, loop_seconds
 from dlprobe.tune.plan import DUPLICATE_SHARE, later_stages, trial
-from dlprobe.tune.search import next_step
+from dlprobe.tune.search import next_step, to_confirm
 
 IN_FLIGHT_ROUNDS = 3  # a trial times this many times the batches in flight (or --batches, if more)...
 # A trial ends once its steady rate is known to this relative standard error (2%: well inside the search's 8% noise
@@ -428,14 +429,7 @@ def run_trials(loader: Any) -> int:
         memory_bound = step.limit_reason == "memory"
         spec = None if step.num_workers is None else trial(step.num_workers, 2, False, "workers")
         if spec is not None and step.repeat and spec["key"] in done:
-            first = done.pop(spec["key"])
-            _run_one(loader, spec | {k: first.get(k) for k in ("predicted_samples_per_s", "search_reason")}, done,
-                     batches, deadline, SEARCH_TRIALS_LEFT)  # fmt: skip
-            again = done.get(spec["key"]) or {}
-            # Other work only slows a trial: the faster of the two is the loader's (both rates kept).
-            keep = again if (again.get("samples_per_s") or 0) > (first.get("samples_per_s") or 0) else first
-            done[spec["key"]] = keep | {"repeats": 1, "repeated_rates": [first.get("samples_per_s"),
-                                                                        again.get("samples_per_s")]}  # fmt: skip
+            _measure_again(loader, spec["key"], done, batches, deadline, SEARCH_TRIALS_LEFT)
             continue
         if spec is None or spec["key"] in done:  # a count tried in an earlier attempt and lost with its process
             why = step.reason if spec is None else f"stopped: num_workers={step.num_workers} was tried and did not " \
@@ -458,7 +452,42 @@ def run_trials(loader: Any) -> int:
         later = [t for t in later_stages(best, accelerator, memory_bound) if t["key"] not in done]
         for left, spec in zip(range(len(later), 0, -1), later, strict=True):
             _run_one(loader, spec, done, batches, deadline, left)
+        _confirm(loader, done, cap, tolerance, loop_s, batches, deadline)
     return 0
+
+
+def _confirm(
+    loader: Any,
+    done: dict[str, dict[str, Any]],
+    cap: int,
+    tolerance: float,
+    loop_s: float | None,
+    batches: int,
+    deadline: float,
+) -> None:
+    """The pick and the best, each measured once more where the pick is a smaller configuration read once
+    (tune/search.py to_confirm), alternately, while the budget holds two trials."""
+    again = to_confirm(list(done.values()), cap, tolerance, loop_s)
+    if not again or deadline - time.time() < len(again) * MIN_TRIAL_S:
+        return
+    keys = [t["key"] for t in again]
+    _emit(EV_TUNE_CONFIRM, keys=keys, rates=[t["samples_per_s"] for t in again], tolerance=tolerance)
+    for left, key in zip(range(len(keys), 0, -1), keys, strict=True):
+        _measure_again(loader, key, done, batches, deadline, left)
+
+
+def _measure_again(
+    loader: Any, key: str, done: dict[str, dict[str, Any]], batches: int, deadline: float, left: int
+) -> None:
+    """Measure a trial in `done` once more and keep the faster reading: other work only slows a trial (both rates
+    kept, as repeated_rates)."""
+    first = done.pop(key)
+    spec = {k: first.get(k) for k in ("key", "num_workers", "prefetch_factor", "pin_memory", "stage",
+                                      "predicted_samples_per_s", "search_reason")}  # fmt: skip
+    _run_one(loader, spec, done, batches, deadline, left)
+    again = done.get(key) or {}
+    keep = again if (again.get("samples_per_s") or 0) > (first.get("samples_per_s") or 0) else first
+    done[key] = keep | {"repeats": 1, "repeated_rates": [first.get("samples_per_s"), again.get("samples_per_s")]}
 
 
 def _run_one(

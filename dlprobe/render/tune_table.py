@@ -34,6 +34,7 @@ def prediction_line(result: dict[str, Any]) -> str | None:
     left = model.get("cores_left")
     cores = (
         f", {cpu:.2f} ms of a worker's CPU"
+        + (f" (read at num_workers={model['cpu_read_at_workers']})" if model.get("cpu_read_at_workers", 1) > 1 else "")
         + (f" and {main:.2f} ms of the main process's" if main else "")
         + f" per sample, so {left:g} of {model['usable_cores']} core(s)"
         + (" (the rest busy with other work)" if left is not None and left < model["usable_cores"] else "")

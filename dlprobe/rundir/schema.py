@@ -159,6 +159,8 @@ EV_TUNE_LOOP = "tune_loop"  # the script's loop timed, written at exit where it 
 EV_TRIAL_START = "trial_start"
 EV_TRIAL_END = "trial_end"
 EV_TRIAL_SKIPPED = "trial_skipped"
+# The pick and the best measured once more before tune recommends (keys, their first rates, the tolerance)
+EV_TUNE_CONFIRM = "tune_confirm"
 EV_TUNE_WORKERS_STOP = "tune_workers_stop"  # why tune tried no more worker counts (reason, top: the highest planned)
 EV_SCAN_START = "scan_start"
 EV_SCAN_PROGRESS = "scan_progress"

@@ -15,6 +15,7 @@ from dlprobe.analysis.model import RunData, load_run
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import DEFAULT_ROOT, create_run_dir, write_json
 from dlprobe.rundir.schema import (
+    EV_TUNE_CONFIRM,
     EV_TUNE_LOADER,
     EV_TUNE_LOOP,
     EV_TUNE_WORKERS_STOP,
@@ -35,7 +36,7 @@ from dlprobe.system.proctree import kill_tree
 from dlprobe.tune.loop import LOOP_STEPS, loop_seconds, loop_words
 from dlprobe.tune.plan import SEARCH_FIELDS
 from dlprobe.tune.predict import annotate
-from dlprobe.tune.results import batches_per_epoch, collect_trials, memory_available, recommend
+from dlprobe.tune.results import batches_per_epoch, collect_trials, confirm_words, memory_available, recommend
 
 RUNNER = "dlprobe.in_training.tune_trials:run_trials"
 MAX_ATTEMPTS = 4  # a trial that kills the process costs one restart of the script
@@ -97,6 +98,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
     # The search goes past twice the cores while more workers still pay, up to --max-workers if given.
     cap = options.max_workers if options.max_workers is not None else WORKER_CAP
     workers_stop: dict[str, Any] | None = None
+    confirmed: dict[str, Any] | None = None
     started = time.time()
     deadline = started + options.budget_s
     trials: list[dict[str, Any]] = []
@@ -147,6 +149,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         memory = memory or memory_available(run, _own_memory())
         rows, lost = collect_trials(run, batches_per_epoch(info), timed_out=limit.hit)
         workers_stop = next((e for e in reversed(run.events) if e.get("ev") == EV_TUNE_WORKERS_STOP), workers_stop)
+        confirmed = next((e for e in reversed(run.events) if e.get("ev") == EV_TUNE_CONFIRM), confirmed)
         trials += rows
         attempts.append({"run_dir": str(outcome.run_dir), "exit_code": outcome.exit_code, "trials": len(rows)})
         if outcome.exit_code == EXIT_NO_BATCHES:
@@ -168,6 +171,9 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         notes.append(said)
     if workers_stop is not None:
         notes.append(f"worker counts: {workers_stop.get('reason')}")
+    again = confirm_words(trials, list((confirmed or {}).get("keys") or []), options.tolerance)
+    if again:
+        notes.append(again)
     if cpus["usable_cores"] == 1:
         notes.append("1 usable core: workers share it with the training loop, so extra workers rarely pay off")
     result = {

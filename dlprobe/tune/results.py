@@ -12,7 +12,7 @@ from dlprobe.memory_reserve import worker_reserve as shared_reserve
 from dlprobe.rate_model import HEADROOM
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 from dlprobe.tune.loop import keeps_up
-from dlprobe.tune.plan import DUPLICATE_SHARE
+from dlprobe.tune.plan import DUPLICATE_SHARE, preference
 
 MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to extend to an epoch
 
@@ -339,11 +339,7 @@ def recommend(
         fed = [t for t in fitting if (keeps_up(t["samples_per_s"], loop_s, tolerance) if t["num_workers"]
                                       else t["job_samples_per_s"] * loop_s >= 1 - tolerance)]  # fmt: skip
         close = fed or close
-    # At a worker count, the default prefetch_factor=2 first: prefetch_factor=1 saves only n batches of /dev/shm,
-    # and on a trial's few dozen batches "within tolerance" is noise (a skewed loader timed 36% slower with 1 by a
-    # plain loop after tune had it within 5%).
-    chosen = min(close, key=lambda t: (t["num_workers"], t["prefetch_factor"] not in (None, 2),
-                                       t["prefetch_factor"] or 0, t["pin_memory"]))  # fmt: skip
+    chosen = min(close, key=preference)
     loop_bound = bool(fed)
     if loop_bound and loop_s:
         reason = (
@@ -387,6 +383,21 @@ def _setting(trial: dict[str, Any], pin: bool = True) -> str:
     words = f"num_workers={trial['num_workers']}"
     words += f", prefetch_factor={trial['prefetch_factor']}" if trial["num_workers"] else ""
     return words + (", pin_memory=True" if pin and trial["pin_memory"] else "")
+
+
+def confirm_words(trials: list[dict[str, Any]], keys: list[str], tolerance: float) -> str | None:
+    """The note on the pick and the best measured once more before the recommendation (their readings in order)."""
+    read = []
+    for key in keys:
+        trial = next((t for t in trials if t.get("key") == key), None)
+        rates = [r for r in (trial or {}).get("repeated_rates") or [] if isinstance(r, (int, float))]
+        if trial is not None and rates:
+            read.append(f"{_setting(trial)}: " + " then ".join(f"{r:,.0f}" for r in rates) + " samples/s")
+    if not read:
+        return None
+    return (f"measured again before recommending, since the smallest configuration within {100 * tolerance:.0f}% "
+            f"of the best was a single reading against a single reading: {'; '.join(read)} (other work only slows a "
+            "trial, so the faster reading of each counts)")  # fmt: skip
 
 
 def _mib(n: int | None) -> str:

@@ -11,6 +11,7 @@ from dlprobe.rate_model import cores_left as left_to_loader
 from dlprobe.rate_model import knee as knee_of
 from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
 from dlprobe.tune.loop import keeps_up
+from dlprobe.tune.plan import preference
 
 # Two trials of the same count on a loaded machine differ by about this share: within it a measured rate agrees with
 # the model, and a rate this much below the model's is a bound the model missed.
@@ -46,6 +47,7 @@ class Model:
     measured_cap: float | None = None  # the best rate where trials fell below the model, confirmed: a missed bound
     main_fixed: float = 0.0  # the share of a core the main process uses at any rate (main_cost)
     handover_s: float | None = None  # the main process's wall time per sample taking batches off the result queue
+    cpu_read_at: int = 1  # the worker count worker_cpu_s was read at (worker_cpu)
 
     def bounds(self, n: int) -> dict[str, float]:
         # The bounds are dlprobe/rate_model.py's, which `run`'s advice uses too: the two never disagree.
@@ -64,6 +66,7 @@ class Model:
         return {
             "worker_samples_per_s": round(1 / self.worker_s, 2),
             "cpu_ms_per_sample": round(1000 * self.worker_cpu_s, 4) if self.worker_cpu_s is not None else None,
+            "cpu_read_at_workers": self.cpu_read_at,
             "main_cpu_ms_per_sample": round(1000 * self.main_cpu_s, 4) if self.main_cpu_s is not None else None,
             "main_fixed_share": round(self.main_fixed, 3),
             "usable_cores": self.cores,
@@ -84,9 +87,11 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
     cpu_share, runq_share = _num(one.get("worker_cpu_share")), _num(one.get("worker_runq_share"))
     main_cpu_s, main_fixed = main_cost(trials)
     cores_left = left_to_loader(cores, cpu_share, runq_share, _num(one.get("worker_busy_share")))
+    cpu_at, worker_cpu_s = worker_cpu(trials)
     model = Model(
         worker_s=1 / rate,
-        worker_cpu_s=cpu_share / rate if cpu_share is not None else None,
+        worker_cpu_s=worker_cpu_s,
+        cpu_read_at=cpu_at,
         main_cpu_s=main_cpu_s,
         cores=cores,
         cores_left=min(float(cores), cores_left),
@@ -104,6 +109,19 @@ def fit(trials: list[dict[str, Any]], cores: int) -> Model | None:
     if _confirmed(_below(trials, model)):
         model.measured_cap = max(r for _, r in measured)  # flat from there: the best any trial reached
     return model
+
+
+def worker_cpu(trials: list[dict[str, Any]]) -> tuple[int, float | None]:
+    """A worker's CPU seconds per sample, and the count it was read at: the most workers measured with their CPU read,
+    where the cores are nearest full, which is what the cores bound is about. One worker that sleeps between samples
+    pays more per sample than many that keep the cores busy: a skewed loader's read 0.094 ms at 1 worker and 0.065 at
+    29, and the cores bound from the first stopped tune at 29 workers where 32 ran 9% faster."""
+    read = [t for t in trials if _ok(t) and t["num_workers"] > 0 and _num(t.get("worker_cpu_share")) is not None]
+    if not read:
+        return 1, None
+    most = max(read, key=lambda t: int(t["num_workers"]))
+    n = int(most["num_workers"])
+    return n, float(most["worker_cpu_share"]) * n / float(most["samples_per_s"])
 
 
 def main_cost(trials: list[dict[str, Any]]) -> tuple[float | None, float]:
@@ -322,6 +340,26 @@ def next_step(
     outcome = "did not pay" if status in ("ok", "duplicates") else f"did not complete ({status})"
     stop = f"stopped at num_workers={best_n}: {state}, and num_workers={up} {outcome}"
     return Step(None, stop, model=model, limit_reason=kind)
+
+
+def to_confirm(
+    trials: list[dict[str, Any]], cap: int, tolerance: float, loop_s: float | None = None
+) -> list[dict[str, Any]]:
+    """The trials to measure once more before tune recommends: the pick (the preferred configuration within
+    `tolerance` of the best, as tune/results.py's recommend() chooses) and the best, where they differ, each not yet
+    measured twice. Other work on the machine only ever slows a trial, so one low reading of the best makes a smaller
+    configuration look as fast: a skewed loader's 29 workers read within 5% of 32, where a plain loop timed them 9%
+    apart in every round. None where the loop bounds the job (the pick is then the fewest workers that keep up with
+    it), and none past the workers that the memory holds or the OOM killer left."""
+    limit = worker_limit(trials, cap)[0]
+    ok = [t for t in trials if t.get("status") == "ok" and t.get("samples_per_s") and t["num_workers"] <= limit]
+    if not ok or any(t["num_workers"] and keeps_up(t["samples_per_s"], loop_s, tolerance) for t in ok):
+        return []
+    best = max(ok, key=lambda t: t["samples_per_s"])
+    pick = min((t for t in ok if t["samples_per_s"] >= (1 - tolerance) * best["samples_per_s"]), key=preference)
+    if pick is best:
+        return []
+    return [t for t in (pick, best) if not t.get("repeats")]
 
 
 def _suspect(trials: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -88,8 +88,10 @@ def test_a_best_that_beats_the_model_is_followed_past_it():
     # the first model caps the line at one core; more workers take more of the machine and beat it, up to 1.85 cores.
     def busy_machine(n: int) -> dict[str, Any]:
         rate = {0: 300.0, 1: 500.0, 2: 1300.0, 3: 1600.0, 4: 1800.0}.get(n, 1850.0)
-        return {"samples_per_s": rate, "worker_cpu_share": 0.5, "worker_runq_share": 0.5 if n == 1 else 0.1,
-                "worker_busy_share": 1.0 if n == 1 else 0.6, "main_cpu_share": 0.0}  # fmt: skip
+        # 1 ms of CPU a sample at any count: a worker's CPU share is the rate's share of it
+        return {"samples_per_s": rate, "worker_cpu_share": rate * 0.001 / max(n, 1),
+                "worker_runq_share": 0.5 if n == 1 else 0.1, "worker_busy_share": 1.0 if n == 1 else 0.6,
+                "main_cpu_share": 0.0}  # fmt: skip
 
     trials, _ = _search(busy_machine)
     # One more while each step beat the model; re-fitted on 3 (1.6 cores), the queueing curve's knee is 5.
@@ -502,6 +504,33 @@ def test_a_cap_measured_only_at_the_most_workers_tried_is_checked_one_count_past
     step = next_step(trials, 2, 32, 0.05)
     assert step.num_workers == 32 and "measured up to num_workers=30 only" in step.reason, step.reason
     measured = [*trials, _rated(32, 18711.0, worker_cpu_share=0.03, main_handover_share=0.7, **shares)]
-    assert next_step(measured, 2, 32, 0.05).num_workers is None  # at the limit: nothing past it to check
+    after = next_step(measured, 2, 32, 0.05)  # at the limit: nothing past it to check
+    assert after.num_workers is None or (after.num_workers < 32 and "measured up to" not in after.reason), after
     flat = [*trials, _rated(31, 15300.0, worker_cpu_share=0.031, main_handover_share=0.63, **shares)]
     assert next_step(flat, 2, 32, 0.05).num_workers is None  # 31 held the cap: more workers than the best, checked
+
+
+def test_a_smaller_pick_and_the_best_read_once_each_are_measured_again_and_then_believed():
+    from dlprobe.tune.search import to_confirm
+
+    # The skewed loader: a plain loop timed 29 workers 9% under 32 in every round; one low reading of 32 put 29 within
+    # 5% of it, and tune picked 29.
+    trials = [_rated(0, 640.0), _rated(1, 646.0), _rated(29, 18_000.0), _rated(32, 18_600.0)]
+    again = to_confirm(trials, cap=32, tolerance=0.05)
+    assert [t["num_workers"] for t in again] == [29, 32]
+    trials[3] |= {"samples_per_s": 19_700.0, "repeats": 1}  # its second reading
+    trials[2] |= {"repeats": 1}
+    assert to_confirm(trials, cap=32, tolerance=0.05) == []  # measured twice each: not a third time
+    chosen, _ = recommend(trials, None, 0.05)
+    assert chosen is not None and chosen["num_workers"] == 32
+
+
+def test_nothing_is_measured_again_where_the_pick_is_the_best_the_loop_bounds_or_the_best_does_not_fit():
+    from dlprobe.tune.search import to_confirm
+
+    assert to_confirm([_rated(0, 640.0), _rated(1, 646.0), _rated(31, 19_000.0)], cap=32, tolerance=0.05) == []
+    close = [_rated(0, 640.0), _rated(1, 646.0), _rated(16, 9_900.0), _rated(32, 10_000.0)]
+    assert to_confirm(close, cap=32, tolerance=0.05, loop_s=1 / 5_000) == []  # 16 keep ahead of the loop's step
+    unfit = [*close[:3], close[3] | {"workers_that_fit_memory": 20}]  # the best is past what the memory holds
+    assert to_confirm(unfit, cap=32, tolerance=0.05) == []
+    assert [t["num_workers"] for t in to_confirm(close, cap=32, tolerance=0.05)] == [16, 32]
