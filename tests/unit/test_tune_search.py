@@ -534,3 +534,19 @@ def test_nothing_is_measured_again_where_the_pick_is_the_best_the_loop_bounds_or
     unfit = [*close[:3], close[3] | {"workers_that_fit_memory": 20}]  # the best is past what the memory holds
     assert to_confirm(unfit, cap=32, tolerance=0.05) == []
     assert [t["num_workers"] for t in to_confirm(close, cap=32, tolerance=0.05)] == [16, 32]
+
+
+def test_a_workers_cpu_per_sample_is_read_where_the_most_workers_ran():
+    # The skewed benchmark loader on 2 cores: one worker, asleep between samples, read 0.097 ms of CPU a sample; 24
+    # and 29 workers 0.060. The first's cores bound (~16,000 samples/s) stopped tune at 29, "under 8% more up to the
+    # limit", where a plain loop ran 32 workers 9% faster than 29 (19,700 samples/s).
+    def rated(n: int, rate: float, cpu_ms: float, runq: float, busy: float, main: float) -> dict[str, Any]:
+        return _rated(n, rate, worker_cpu_share=cpu_ms / 1000 * rate / n, worker_runq_share=runq,
+                      worker_busy_share=busy, main_cpu_share=main, main_handover_share=rate * 0.045 / 1000)  # fmt: skip
+
+    trials = [_rated(0, 644.0), rated(1, 626.0, 0.0974, 0.025, 0.087, 0.038),
+              rated(24, 14293.0, 0.0604, 0.074, 0.111, 0.321), rated(29, 16169.0, 0.061, 0.081, 0.114, 0.349)]  # fmt: skip
+    model = fit(trials, cores=2)
+    assert model is not None and model.worker_cpu_s == pytest.approx(0.061e-3) and model.cpu_read_at == 29
+    step = next_step(trials, 2, 32, 0.05)
+    assert step.num_workers is not None and step.num_workers > 29, step.reason
