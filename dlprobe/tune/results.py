@@ -395,9 +395,9 @@ def confirm_words(trials: list[dict[str, Any]], keys: list[str], tolerance: floa
             read.append(f"{_setting(trial)}: " + " then ".join(f"{r:,.0f}" for r in rates) + " samples/s")
     if not read:
         return None
-    return (f"measured again before recommending, since the smallest configuration within {100 * tolerance:.0f}% "
-            f"of the best was a single reading against a single reading: {'; '.join(read)} (other work only slows a "
-            "trial, so the faster reading of each counts)")  # fmt: skip
+    return (f"the pick (the smallest configuration within {100 * tolerance:.0f}% of the best) and the best had one "
+            f"reading each, so both were measured again: {'; '.join(read)}; other work only slows a trial, so the "
+            "faster reading of each counts")  # fmt: skip
 
 
 def _mib(n: int | None) -> str:

@@ -544,8 +544,12 @@ def test_a_workers_cpu_per_sample_is_read_where_the_most_workers_ran():
         return _rated(n, rate, worker_cpu_share=cpu_ms / 1000 * rate / n, worker_runq_share=runq,
                       worker_busy_share=busy, main_cpu_share=main, main_handover_share=rate * 0.045 / 1000)  # fmt: skip
 
-    trials = [_rated(0, 644.0), rated(1, 626.0, 0.0974, 0.025, 0.087, 0.038),
-              rated(24, 14293.0, 0.0604, 0.074, 0.111, 0.321), rated(29, 16169.0, 0.061, 0.081, 0.114, 0.349)]  # fmt: skip
+    trials = [
+        _rated(0, 644.0),
+        rated(1, 626.0, 0.0974, 0.025, 0.087, 0.038),
+        rated(24, 14293.0, 0.0604, 0.074, 0.111, 0.321),
+        rated(29, 16169.0, 0.061, 0.081, 0.114, 0.349),
+    ]
     model = fit(trials, cores=2)
     assert model is not None and model.worker_cpu_s == pytest.approx(0.061e-3) and model.cpu_read_at == 29
     step = next_step(trials, 2, 32, 0.05)
