@@ -223,13 +223,17 @@ def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
         failures = run.launcher_failures  # read from stderr.log at load time (model.load_failure_records)
         # The ranks torchrun stopped because of the root cause (SIGTERM) are its consequence, not more failures.
         roots = [f for f in failures if f["root_cause"]] or failures
-        for failure in roots:
+        # The root cause last: a finding of several ranks (a merged cow-growth) keeps torchrun's record of it.
+        for failure in [f for f in failures if f not in roots] + roots:
             view = next((v for v in job.ranks if v.node == node and v.rank == failure["rank"]), None)
             label = job.label(view) if view else f"rank {failure['rank']}"
-            explained = [f for f in found if f.severity == "error" and label in _rank_labels(f)]
+            # A rank's own error, or its error read as a later rank's consequence (_later_rank_errors): torchrun
+            # stamps a failure without an error file in whole seconds and names the smallest rank of a tie, so
+            # its root cause may be the rank that raised second. What each rank raised, and when, says more.
+            explained = [f for f in found if label in _rank_labels(f) and (f.severity == "error" or _consequence(f))]
             for f in explained:
                 f.evidence["launcher"] = failure
-            if explained:
+            if explained or failure not in roots:
                 continue
             how = f"signal {failure['signal']}" if failure["signal"] else f"exit code {failure['exit_code']}"
             findings.append(
@@ -258,6 +262,11 @@ def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _consequence(finding: Finding) -> bool:
+    """A rank's script error read as the consequence of another rank's earlier one (_later_rank_errors)."""
+    return finding.code == "script-error" and "after_rank" in finding.evidence
 
 
 def _rank_labels(finding: Finding) -> set[str]:

@@ -278,6 +278,50 @@ def test_a_rank_that_raised_after_another_did_is_its_consequence():
     assert both.severity == "error" and both.title.startswith("On ranks 0-1: The script raised ValueError")
 
 
+TIED = """
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-23_13:17:51
+  host      : node-a
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 20) \n  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_13:17:51
+  host      : node-a
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 10) \n  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def test_torchruns_root_cause_in_the_same_second_does_not_overrule_the_rank_that_raised_first(tmp_path):
+    # torchrun stamps a failure without an error file in whole seconds and names the smallest rank of a tie: rank 0,
+    # whose "Connection closed by peer" came 0.4 s after rank 1's own error, read as its root cause. Each rank's own
+    # error keeps its own record of torchrun's, and no "failed first" is said of the rank that raised second.
+    (tmp_path / "stderr.log").write_text(TIED)
+    run = two_ranks(path=str(tmp_path))
+    run.meta["started_at"] = 100.0
+    run.launcher_failures = read_launcher_failures(tmp_path)
+    assert [(f["rank"], f["root_cause"]) for f in run.launcher_failures] == [(1, False), (0, True)]
+    run.events += [
+        {"ev": "script_error", "t": 104.0, "pid": 20, "type": "ValueError", "message": "bad shard"},
+        {"ev": "script_error", "t": 104.4, "pid": 10, "type": "RuntimeError", "message": "Connection closed by peer"},
+    ]
+    findings = analyze_job(split_job([run]))
+    first, later = sorted((f for f in findings if f.code == "script-error"), key=lambda f: f.evidence["raised_at_s"])
+    assert first.severity == "error" and first.evidence["launcher"]["rank"] == 1
+    assert later.severity == "warning" and later.evidence["launcher"]["rank"] == 0
+    assert [f.title for f in findings if f.code == "rank-failed"] == []
+
+
 def test_ranks_text():
     assert ranks_text(["rank 0", "rank 1", "rank 2", "rank 5"]) == "ranks 0-2, 5"
     assert ranks_text(["rank 3"]) == "rank 3"
