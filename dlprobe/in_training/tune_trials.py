@@ -27,7 +27,7 @@ from dlprobe.rundir.schema import (
 )
 from dlprobe.system import cgroup, kernlog, procmem
 from dlprobe.tune.loop import keeps_up, loop_seconds
-from dlprobe.tune.plan import DUPLICATE_SHARE, later_stages, trial
+from dlprobe.tune.plan import DUPLICATE_SHARE, later_stages, merge_repeat, oom_killed, trial
 from dlprobe.tune.search import next_step, to_confirm
 
 IN_FLIGHT_ROUNDS = 3  # a trial times this many times the batches in flight (or --batches, if more)...
@@ -468,7 +468,8 @@ def _confirm(
     """The pick and the best, each measured once more where the pick is a smaller configuration read once
     (tune/search.py to_confirm), alternately, while the budget holds two trials."""
     again = to_confirm(list(done.values()), cap, tolerance, loop_s)
-    if not again or deadline - time.time() < len(again) * MIN_TRIAL_S:
+    # Each as long as its first reading took (32 workers take seconds to start), or not at all.
+    if not again or deadline - time.time() < sum(max(MIN_TRIAL_S, float(t.get("trial_s") or 0)) for t in again):
         return
     keys = [t["key"] for t in again]
     _emit(EV_TUNE_CONFIRM, keys=keys, rates=[t["samples_per_s"] for t in again], tolerance=tolerance)
@@ -479,22 +480,19 @@ def _confirm(
 def _measure_again(
     loader: Any, key: str, done: dict[str, dict[str, Any]], batches: int, deadline: float, left: int
 ) -> None:
-    """Measure a trial in `done` once more and keep the faster reading: other work only slows a trial (both rates
-    kept, as repeated_rates)."""
+    """Measure a trial in `done` once more and keep its faster completed reading (tune/plan.py merge_repeat)."""
     first = done.pop(key)
     spec = {k: first.get(k) for k in ("key", "num_workers", "prefetch_factor", "pin_memory", "stage",
                                       "predicted_samples_per_s", "search_reason")}  # fmt: skip
     _run_one(loader, spec, done, batches, deadline, left)
-    again = done.get(key) or {}
-    keep = again if (again.get("samples_per_s") or 0) > (first.get("samples_per_s") or 0) else first
-    done[key] = keep | {"repeats": 1, "repeated_rates": [first.get("samples_per_s"), again.get("samples_per_s")]}
+    done[key] = merge_repeat(first, done.get(key) or spec | {"status": "skipped"})
 
 
 def _run_one(
     loader: Any, spec: dict[str, Any], done: dict[str, dict[str, Any]], batches: int, deadline: float, left: int
 ) -> bool:
     """Measure one trial into `done` (skipped past an OOM-killed count or with the budget spent: False then)."""
-    killed = [r["num_workers"] for r in done.values() if r.get("status") == "oom"]
+    killed = [r["num_workers"] for r in done.values() if oom_killed(r)]
     if killed and spec["num_workers"] >= min(killed):
         reason = f"num_workers={min(killed)} was killed by the kernel's OOM killer"
         _emit(EV_TRIAL_SKIPPED, **spec, reason=reason)
@@ -511,8 +509,9 @@ def _run_one(
     held = {"cgroup_usage_bytes": state.get("usage"), "cgroup_limit_dir": state.get("limit_dir"),
             "cgroup_reclaimable_bytes": cgroup.reclaimable_cache(where) if state.get("limit") else None}  # fmt: skip
     _emit(EV_TRIAL_START, **spec, **held)
+    started = time.time()
     result = measure(loader, spec, batches, max(MIN_TRIAL_S, remaining / left), deadline)
-    record = spec | result
+    record = spec | result | {"trial_s": round(time.time() - started, 3)}
     done[spec["key"]] = record
     _emit(EV_TRIAL_END, **record)
     return True

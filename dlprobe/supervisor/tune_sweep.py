@@ -36,7 +36,14 @@ from dlprobe.system.proctree import kill_tree
 from dlprobe.tune.loop import LOOP_STEPS, loop_seconds, loop_words
 from dlprobe.tune.plan import SEARCH_FIELDS
 from dlprobe.tune.predict import annotate
-from dlprobe.tune.results import batches_per_epoch, collect_trials, confirm_words, memory_available, recommend
+from dlprobe.tune.results import (
+    batches_per_epoch,
+    best_of_repeats,
+    collect_trials,
+    confirm_words,
+    memory_available,
+    recommend,
+)
 
 RUNNER = "dlprobe.in_training.tune_trials:run_trials"
 MAX_ATTEMPTS = 4  # a trial that kills the process costs one restart of the script
@@ -150,7 +157,8 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         rows, lost = collect_trials(run, batches_per_epoch(info), timed_out=limit.hit)
         workers_stop = next((e for e in reversed(run.events) if e.get("ev") == EV_TUNE_WORKERS_STOP), workers_stop)
         confirmed = next((e for e in reversed(run.events) if e.get("ev") == EV_TUNE_CONFIRM), confirmed)
-        trials += rows
+        # A configuration an earlier attempt measured and this one measured again (its confirmation) is one row.
+        trials = best_of_repeats(trials + rows)
         attempts.append({"run_dir": str(outcome.run_dir), "exit_code": outcome.exit_code, "trials": len(rows)})
         if outcome.exit_code == EXIT_NO_BATCHES:
             break

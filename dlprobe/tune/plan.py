@@ -11,7 +11,8 @@ DUPLICATE_SHARE = 0.2  # a trial whose samples repeat this often is an IterableD
 # What a restarted attempt is told of the trials before it: the search (tune/search.py) re-fits its model on them.
 SEARCH_FIELDS = ("key", "stage", "num_workers", "prefetch_factor", "pin_memory", "status", "samples_per_s",
                  "worker_busy_share", "worker_cpu_share", "worker_runq_share", "main_cpu_share", "main_handover_share",
-                 "workers_that_fit_memory", "predicted_samples_per_s", "repeats", "samples", "batches")  # fmt: skip
+                 "workers_that_fit_memory", "predicted_samples_per_s", "repeats", "repeated_statuses", "trial_s",
+                 "samples", "batches")  # fmt: skip
 
 
 def trial_key(num_workers: int, prefetch_factor: int | None, pin_memory: bool) -> str:
@@ -22,6 +23,25 @@ def trial(num_workers: int, prefetch_factor: int | None, pin_memory: bool, stage
     pf = prefetch_factor if num_workers > 0 else None
     return {"key": trial_key(num_workers, pf, pin_memory), "num_workers": num_workers, "prefetch_factor": pf,
             "pin_memory": pin_memory, "stage": stage}  # fmt: skip
+
+
+def completed(trial: dict[str, Any]) -> bool:
+    return trial.get("status") == "ok" and bool(trial.get("samples_per_s"))
+
+
+def merge_repeat(first: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]:
+    """One record of a trial measured twice: the faster completed reading (other work on the machine only ever slows
+    a trial; one that did not complete never replaces one that did), with every reading's rate and status kept."""
+    rates = [*(first.get("repeated_rates") or [first.get("samples_per_s")]), again.get("samples_per_s")]
+    statuses = [*(first.get("repeated_statuses") or [first.get("status")]), again.get("status")]
+    faster = completed(again) and (not completed(first) or again["samples_per_s"] > first["samples_per_s"])
+    return (again if faster else first) | {"repeated_rates": rates, "repeated_statuses": statuses,
+                                           "repeats": len(rates) - 1}  # fmt: skip
+
+
+def oom_killed(trial: dict[str, Any]) -> bool:
+    """Whether the kernel's OOM killer ended this trial, in any of its readings."""
+    return trial.get("status") == "oom" or "oom" in (trial.get("repeated_statuses") or [])
 
 
 def preference(trial: dict[str, Any]) -> tuple[int, bool, int, bool]:

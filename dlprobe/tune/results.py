@@ -12,7 +12,7 @@ from dlprobe.memory_reserve import worker_reserve as shared_reserve
 from dlprobe.rate_model import HEADROOM
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 from dlprobe.tune.loop import keeps_up
-from dlprobe.tune.plan import DUPLICATE_SHARE, preference
+from dlprobe.tune.plan import DUPLICATE_SHARE, merge_repeat, oom_killed, preference
 
 MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to extend to an epoch
 
@@ -196,21 +196,16 @@ def collect_trials(
             workers = {p.pid for p in run.workers(end.get("loader_id"))} if end.get("loader_id") is not None else set()
             row.update(oom_death(run, workers, ev["t"], end["t"]) or {})
         rows.append(row)
-    return _best_of_repeats(rows), lost
+    return best_of_repeats(rows), lost
 
 
-def _best_of_repeats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per trial key: of a count measured twice, the faster (other work only slows a trial), with both
-    rates kept as repeated_rates."""
+def best_of_repeats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per trial key: of a configuration measured more than once, its faster completed reading, with every
+    reading's rate and status kept (tune/plan.py merge_repeat)."""
     by_key: dict[str, dict[str, Any]] = {}
     for row in rows:
         kept = by_key.get(row["key"])
-        if kept is None:
-            by_key[row["key"]] = row
-            continue
-        rates = [*(kept.get("repeated_rates") or [kept.get("samples_per_s")]), row.get("samples_per_s")]
-        faster = row if (row.get("samples_per_s") or 0) > (kept.get("samples_per_s") or 0) else kept
-        by_key[row["key"]] = faster | {"repeated_rates": rates, "repeats": len(rates) - 1}
+        by_key[row["key"]] = row if kept is None else merge_repeat(kept, row)
     return list(by_key.values())
 
 
@@ -313,7 +308,7 @@ def recommend(
     ok = [t for t in trials if t.get("status") == "ok" and t.get("samples_per_s")]
     if not ok:
         return None, "no trial completed, so there is nothing to recommend (see each trial's status and error)"
-    killed = [t["num_workers"] for t in trials if t.get("status") == "oom" and t.get("num_workers")]
+    killed = [t["num_workers"] for t in trials if oom_killed(t) and t.get("num_workers")]
     per_worker = worker_reserve(trials)
     for t in trials:
         projected = t.get("projected_epoch_bytes")
@@ -386,18 +381,21 @@ def _setting(trial: dict[str, Any], pin: bool = True) -> str:
 
 
 def confirm_words(trials: list[dict[str, Any]], keys: list[str], tolerance: float) -> str | None:
-    """The note on the pick and the best measured once more before the recommendation (their readings in order)."""
+    """The note on the configurations measured once more before the recommendation: each one's readings in order."""
     read = []
     for key in keys:
         trial = next((t for t in trials if t.get("key") == key), None)
-        rates = [r for r in (trial or {}).get("repeated_rates") or [] if isinstance(r, (int, float))]
-        if trial is not None and rates:
-            read.append(f"{_setting(trial)}: " + " then ".join(f"{r:,.0f}" for r in rates) + " samples/s")
+        rates, statuses = (trial or {}).get("repeated_rates") or [], (trial or {}).get("repeated_statuses") or []
+        if trial is None or len(rates) < 2:
+            continue
+        readings = [f"{r:,.0f}" if isinstance(r, (int, float)) and r else f"no rate ({status})"
+                    for r, status in zip(rates, [*statuses, *[None] * len(rates)], strict=False)]  # fmt: skip
+        read.append(f"{_setting(trial)}: " + " then ".join(readings) + " samples/s")
     if not read:
         return None
-    return (f"the pick (the smallest configuration within {100 * tolerance:.0f}% of the best) and the best had one "
-            f"reading each, so both were measured again: {'; '.join(read)}; other work only slows a trial, so the "
-            "faster reading of each counts")  # fmt: skip
+    return (f"measured again before recommending, since the pick (the smallest configuration within "
+            f"{100 * tolerance:.0f}% of the best) stood against the best on single readings: {'; '.join(read)}; "
+            "other work only slows a trial, so each one's faster completed reading counts")  # fmt: skip
 
 
 def _mib(n: int | None) -> str:

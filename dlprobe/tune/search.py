@@ -11,7 +11,7 @@ from dlprobe.rate_model import cores_left as left_to_loader
 from dlprobe.rate_model import knee as knee_of
 from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
 from dlprobe.tune.loop import keeps_up
-from dlprobe.tune.plan import preference
+from dlprobe.tune.plan import oom_killed, preference
 
 # Two trials of the same count on a loaded machine differ by about this share: within it a measured rate agrees with
 # the model, and a rate this much below the model's is a bound the model missed.
@@ -229,7 +229,7 @@ def worker_limit(trials: list[dict[str, Any]], cap: int) -> tuple[int, str, str]
         n = min(failed)
         limit, kind = max(1, n // 2), "unfinished"
         why = f"num_workers={n} did not complete ({failed[n]})"
-    killed = [int(t["num_workers"]) for t in trials if t.get("status") == "oom"]
+    killed = [int(t["num_workers"]) for t in trials if oom_killed(t)]
     if killed and min(killed) - 1 < limit:
         limit, kind = min(killed) - 1, "oom"
         why = f"num_workers={min(killed)} was killed by the kernel's OOM killer, so more would be too"
@@ -346,18 +346,20 @@ def to_confirm(
     trials: list[dict[str, Any]], cap: int, tolerance: float, loop_s: float | None = None
 ) -> list[dict[str, Any]]:
     """The trials to measure once more before tune recommends: the pick (the preferred configuration within
-    `tolerance` of the best, as tune/results.py's recommend() chooses) and the best, where they differ, each not yet
-    measured twice. Other work on the machine only ever slows a trial, so one low reading of the best makes a smaller
+    `tolerance` of the best) and the best, where they differ and the best was read once, the pick too where it was
+    read once. Other work on the machine only ever slows a trial, so one low reading of the best makes a smaller
     configuration look as fast: a skewed loader's 29 workers read within 5% of 32, where a plain loop timed them 9%
-    apart in every round. None where the loop bounds the job (the pick is then the fewest workers that keep up with
-    it), and none past the workers that the memory holds or the OOM killer left."""
+    apart in every round. (A best read twice keeps the pick within tolerance whatever the pick reads again.) None
+    where the loop bounds the job (the pick is then the fewest workers that keep up with it), and none past the
+    workers the memory holds, as the search knows it (tune/results.py's recommend() has the projected epoch too), or
+    the OOM killer left."""
     limit = worker_limit(trials, cap)[0]
     ok = [t for t in trials if t.get("status") == "ok" and t.get("samples_per_s") and t["num_workers"] <= limit]
     if not ok or any(t["num_workers"] and keeps_up(t["samples_per_s"], loop_s, tolerance) for t in ok):
         return []
     best = max(ok, key=lambda t: t["samples_per_s"])
     pick = min((t for t in ok if t["samples_per_s"] >= (1 - tolerance) * best["samples_per_s"]), key=preference)
-    if pick is best:
+    if pick is best or best.get("repeats"):
         return []
     return [t for t in (pick, best) if not t.get("repeats")]
 

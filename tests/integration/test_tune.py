@@ -147,10 +147,12 @@ def test_a_smaller_pick_and_the_best_are_each_measured_twice_before_tune_recomme
     assert pick["num_workers"] == 3, [(t["key"], t.get("samples_per_s")) for t in result["trials"]]
     twice = {t["key"]: t["repeated_rates"] for t in result["trials"] if t.get("repeated_rates")}
     best = max((t for t in result["trials"] if t["status"] == "ok"), key=lambda t: t["samples_per_s"])
-    assert set(twice) == {"w3-p2-nopin", best["key"]} and all(len(r) == 2 for r in twice.values()), twice
-    note = next(n for n in result["notes"] if "measured again" in n)
-    assert "num_workers=3, prefetch_factor=2: " in note and " then " in note, note
-    assert "had one reading each" in " ".join(proc.stderr.split())
+    # Both read twice: by this confirmation, or the pick by the search's own re-measuring on a busy machine.
+    assert {"w3-p2-nopin", best["key"]} <= set(twice) and all(len(r) == 2 for r in twice.values()), twice
+    note = next(n for n in result["notes"] if "measured again before recommending" in n)
+    best_words = f"num_workers={best['num_workers']}, prefetch_factor={best['prefetch_factor']}: "
+    assert best_words in note and " then " in note, note
+    assert "stood against the best on single readings" in " ".join(proc.stderr.split())
 
 
 def test_tune_on_a_cpu_bound_loader_stops_at_the_cores_and_says_why(tmp_path):
