@@ -394,7 +394,7 @@ def confirm_words(trials: list[dict[str, Any]], keys: list[str], tolerance: floa
     if not read:
         return None
     return (f"measured again before recommending, since the pick (the smallest configuration within "
-            f"{100 * tolerance:.0f}% of the best) stood against the best on single readings: {'; '.join(read)}; "
+            f"{100 * tolerance:.0f}% of the best) was within it on a single reading of the best: {'; '.join(read)}; "
             "other work only slows a trial, so each one's faster completed reading counts")  # fmt: skip
 
 

@@ -152,7 +152,7 @@ def test_a_smaller_pick_and_the_best_are_each_measured_twice_before_tune_recomme
     note = next(n for n in result["notes"] if "measured again before recommending" in n)
     best_words = f"num_workers={best['num_workers']}, prefetch_factor={best['prefetch_factor']}: "
     assert best_words in note and " then " in note, note
-    assert "stood against the best on single readings" in " ".join(proc.stderr.split())
+    assert "was within it on a single reading of the best" in " ".join(proc.stderr.split())
 
 
 def test_tune_on_a_cpu_bound_loader_stops_at_the_cores_and_says_why(tmp_path):
