@@ -170,29 +170,29 @@ def test_a_hang_without_a_collective_on_the_other_rank_says_no_wait():
     assert hang.evidence["waiting_ranks"] == [{"rank": "rank 0", "pid": 10, "collective": None, "stack_seen": True}]
 
 
-CHILD_FAILED = """
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
-============================================================
-train.py FAILED
-------------------------------------------------------------
-Failures:
-[1]:
-  time      : 2026-11-23_13:17:51
-  host      : node-a
-  rank      : 0 (local_rank: 0)
-  exitcode  : -15 (pid: 10)  (SIGTERM)
-  error_file: <N/A>
-  traceback : Signal 15 (SIGTERM) received by PID 10
-------------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  time      : 2026-11-23_13:17:51
-  host      : node-a
-  rank      : 1 (local_rank: 1)
-  exitcode  : 1 (pid: 20) \n  error_file: <N/A>
-  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
-============================================================
-"""
+NO_TRACEBACK = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+
+
+def _failure(rank: int, local_rank: int, exitcode: str, traceback: str = NO_TRACEBACK) -> str:
+    """One failed process in torchrun's summary, as torch 2.13 prints it (the exit code's trailing spaces included)."""
+    return (
+        f"  time      : 2026-11-23_13:17:51\n  host      : node-a\n"
+        f"  rank      : {rank} (local_rank: {local_rank})\n"
+        f"  exitcode  : {exitcode}\n  error_file: <N/A>\n  traceback : {traceback}\n"
+    )
+
+
+def _child_failed(other: str, root: str) -> str:
+    """torchrun's ChildFailedError summary: the other failures, then the root cause (the first observed)."""
+    rule = "-" * 60
+    return (
+        f"\ntorch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n{'=' * 60}\ntrain.py FAILED\n"
+        f"{rule}\nFailures:\n[1]:\n{other}{rule}\nRoot Cause (first observed failure):\n[0]:\n{root}{'=' * 60}\n"
+    )
+
+
+CHILD_FAILED = _child_failed(_failure(0, 0, "-15 (pid: 10)  (SIGTERM)", "Signal 15 (SIGTERM) received by PID 10"),
+                             _failure(1, 1, "1 (pid: 20) "))  # fmt: skip
 
 
 def test_torchruns_failure_summary_is_read():
@@ -278,28 +278,8 @@ def test_a_rank_that_raised_after_another_did_is_its_consequence():
     assert both.severity == "error" and both.title.startswith("On ranks 0-1: The script raised ValueError")
 
 
-TIED = """
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
-============================================================
-train.py FAILED
-------------------------------------------------------------
-Failures:
-[1]:
-  time      : 2026-11-23_13:17:51
-  host      : node-a
-  rank      : 1 (local_rank: 1)
-  exitcode  : 1 (pid: 20) \n  error_file: <N/A>
-  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
-------------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  time      : 2026-11-23_13:17:51
-  host      : node-a
-  rank      : 0 (local_rank: 0)
-  exitcode  : 1 (pid: 10) \n  error_file: <N/A>
-  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
-============================================================
-"""
+# torchrun's tie: rank 1 raised first, rank 0 failed on the collective it left, in the same second
+TIED = _child_failed(_failure(1, 1, "1 (pid: 20) "), _failure(0, 0, "1 (pid: 10) "))
 
 
 def test_torchruns_root_cause_in_the_same_second_does_not_overrule_the_rank_that_raised_first(tmp_path):
