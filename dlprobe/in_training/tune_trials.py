@@ -465,8 +465,9 @@ def _confirm(
     batches: int,
     deadline: float,
 ) -> None:
-    """The pick and the best, each measured once more where the pick is a smaller configuration read once
-    (tune/search.py to_confirm), alternately, while the budget holds two trials."""
+    """The best, read once, and the pick where it was read once, measured once more in turn where a smaller pick is
+    within tolerance of the best (tune/search.py to_confirm), if the budget holds them at their first readings'
+    length."""
     again = to_confirm(list(done.values()), cap, tolerance, loop_s)
     # Each as long as its first reading took (32 workers take seconds to start), or not at all.
     if not again or deadline - time.time() < sum(max(MIN_TRIAL_S, float(t.get("trial_s") or 0)) for t in again):
