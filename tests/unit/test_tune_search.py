@@ -576,3 +576,12 @@ def test_a_workers_cpu_per_sample_is_read_where_the_most_workers_ran():
     assert model is not None and model.worker_cpu_s == pytest.approx(0.061e-3) and model.cpu_read_at == 29
     step = next_step(trials, 2, 32, 0.05)
     assert step.num_workers is not None and step.num_workers > 29, step.reason
+
+
+def test_a_count_the_oom_killer_ended_in_its_second_reading_bounds_the_search_below_it():
+    from dlprobe.tune.search import worker_limit
+
+    once_killed = _rated(8, 4000.0, repeats=1, repeated_rates=[4000.0, None], repeated_statuses=["ok", "oom"])
+    limit, kind, why = worker_limit([_rated(0, 640.0), _rated(1, 500.0), once_killed], cap=32)
+    assert (limit, kind) == (7, "oom") and "num_workers=8 was killed" in why
+
