@@ -584,4 +584,3 @@ def test_a_count_the_oom_killer_ended_in_its_second_reading_bounds_the_search_be
     once_killed = _rated(8, 4000.0, repeats=1, repeated_rates=[4000.0, None], repeated_statuses=["ok", "oom"])
     limit, kind, why = worker_limit([_rated(0, 640.0), _rated(1, 500.0), once_killed], cap=32)
     assert (limit, kind) == (7, "oom") and "num_workers=8 was killed" in why
-
