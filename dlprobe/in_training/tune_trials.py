@@ -27,7 +27,7 @@ from dlprobe.rundir.schema import (
 )
 from dlprobe.system import cgroup, kernlog, procmem
 from dlprobe.tune.loop import keeps_up, loop_seconds
-from dlprobe.tune.plan import DUPLICATE_SHARE, later_stages, merge_repeat, oom_killed, trial
+from dlprobe.tune.plan import DUPLICATE_SHARE, completed, later_stages, merge_repeat, oom_killed, trial
 from dlprobe.tune.search import next_step, to_confirm
 
 IN_FLIGHT_ROUNDS = 3  # a trial times this many times the batches in flight (or --batches, if more)...
@@ -442,7 +442,7 @@ def run_trials(loader: Any) -> int:
         if not _run_one(loader, spec, done, batches, deadline, SEARCH_TRIALS_LEFT):
             _emit(EV_TUNE_WORKERS_STOP, reason="stopped: the budget is spent", top=step.num_workers)
             break
-    ok = [r for r in done.values() if r.get("status") == "ok" and r.get("samples_per_s") and r["stage"] == "workers"]
+    ok = [r for r in done.values() if completed(r) and r["stage"] == "workers"]
     if ok:
         best = max(ok, key=lambda r: r["samples_per_s"])
         loop_s = loop_seconds(loop, info.get("batch_size"), list(done.values()))

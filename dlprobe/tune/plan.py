@@ -26,6 +26,7 @@ def trial(num_workers: int, prefetch_factor: int | None, pin_memory: bool, stage
 
 
 def completed(trial: dict[str, Any]) -> bool:
+    """Whether a trial ran to a rate: status ok, with samples/s."""
     return trial.get("status") == "ok" and bool(trial.get("samples_per_s"))
 
 

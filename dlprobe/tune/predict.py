@@ -5,11 +5,12 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from dlprobe.tune.plan import completed
 from dlprobe.tune.search import fit
 
 
 def _ok(trial: dict[str, Any]) -> bool:
-    return trial.get("status") == "ok" and bool(trial.get("samples_per_s")) and trial.get("num_workers", 0) > 0
+    return completed(trial) and trial.get("num_workers", 0) > 0
 
 
 def annotate(trials: list[dict[str, Any]], cores: int) -> dict[str, Any] | None:

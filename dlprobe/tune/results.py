@@ -12,7 +12,7 @@ from dlprobe.memory_reserve import worker_reserve as shared_reserve
 from dlprobe.rate_model import HEADROOM
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 from dlprobe.tune.loop import keeps_up
-from dlprobe.tune.plan import DUPLICATE_SHARE, merge_repeat, oom_killed, preference
+from dlprobe.tune.plan import DUPLICATE_SHARE, completed, merge_repeat, oom_killed, preference
 
 MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to extend to an epoch
 
@@ -305,7 +305,7 @@ def recommend(
     """The smallest configuration within `tolerance` of the best throughput whose projected memory fits; with the
     script's loop timed (`loop_s`, its seconds per sample), the smallest that delivers HEADROOM times what the loop
     takes where one does (more workers would only wait for the loop, and cost memory)."""
-    ok = [t for t in trials if t.get("status") == "ok" and t.get("samples_per_s")]
+    ok = [t for t in trials if completed(t)]
     if not ok:
         return None, "no trial completed, so there is nothing to recommend (see each trial's status and error)"
     killed = [t["num_workers"] for t in trials if oom_killed(t) and t.get("num_workers")]
@@ -388,6 +388,7 @@ def confirm_words(trials: list[dict[str, Any]], keys: list[str], tolerance: floa
         rates, statuses = (trial or {}).get("repeated_rates") or [], (trial or {}).get("repeated_statuses") or []
         if trial is None or len(rates) < 2:
             continue
+        # statuses padded: a record of an older dlprobe has rates only
         readings = [f"{r:,.0f}" if isinstance(r, (int, float)) and r else f"no rate ({status})"
                     for r, status in zip(rates, [*statuses, *[None] * len(rates)], strict=False)]  # fmt: skip
         read.append(f"{_setting(trial)}: " + " then ".join(readings) + " samples/s")

@@ -11,7 +11,7 @@ from dlprobe.rate_model import cores_left as left_to_loader
 from dlprobe.rate_model import knee as knee_of
 from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
 from dlprobe.tune.loop import keeps_up
-from dlprobe.tune.plan import oom_killed, preference
+from dlprobe.tune.plan import completed, oom_killed, preference
 
 # Two trials of the same count on a loaded machine differ by about this share: within it a measured rate agrees with
 # the model, and a rate this much below the model's is a bound the model missed.
@@ -25,7 +25,7 @@ UNFINISHED = ("too-slow", "hung", "crashed")  # a count that gave no rate: the s
 
 
 def _ok(trial: dict[str, Any]) -> bool:
-    return trial.get("status") == "ok" and bool(trial.get("samples_per_s")) and trial.get("stage") == "workers"
+    return completed(trial) and trial.get("stage") == "workers"
 
 
 def _num(value: Any) -> float | None:
@@ -354,7 +354,7 @@ def to_confirm(
     workers the memory holds, as the search knows it (tune/results.py's recommend() has the projected epoch too), or
     the OOM killer left."""
     limit = worker_limit(trials, cap)[0]
-    ok = [t for t in trials if t.get("status") == "ok" and t.get("samples_per_s") and t["num_workers"] <= limit]
+    ok = [t for t in trials if completed(t) and t["num_workers"] <= limit]
     if not ok or any(t["num_workers"] and keeps_up(t["samples_per_s"], loop_s, tolerance) for t in ok):
         return []
     best = max(ok, key=lambda t: t["samples_per_s"])
