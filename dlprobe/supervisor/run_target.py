@@ -64,6 +64,11 @@ class RunOutcome:
 
 def check_script(script: str) -> None:
     path = Path(script)
+    if script.startswith("-") and not path.exists():
+        # Unknown options reach here as the script (everything from the script on is the script's own).
+        raise DlprobeError(
+            f"no such option: {script}", hint="dlprobe's own options go before the script; see the command's --help"
+        )
     if not path.exists():
         raise DlprobeError(f"script not found: {script}", hint="give the path of your training script, e.g. train.py")
     if path.is_dir():

@@ -43,6 +43,17 @@ USAGE_ERRORS = {
     "extra-argument": (["cache", "clear", "a", "b"], "got unexpected extra argument(s) (b)",
                        "dlprobe cache clear [OPTIONS] [KEY]; see dlprobe cache clear --help"),
 }  # fmt: skip
+# An unknown option before the script: the script's own options follow it, so dlprobe sees it where the script goes.
+USAGE_ERRORS.update(
+    {
+        f"unknown-option-before-script-{command}": (
+            [command, "--bogus", "train.py"],
+            "no such option: --bogus",
+            "dlprobe's own options go before the script; see the command's --help",
+        )
+        for command in ("run", "check", "scan", "tune")
+    }
+)
 
 
 @pytest.mark.parametrize(("args", "error", "hint"), USAGE_ERRORS.values(), ids=USAGE_ERRORS.keys())

@@ -228,9 +228,18 @@ def test_a_loader_of_many_small_tensors_is_bounded_by_the_main_process_taking_th
     assert timed and all(t["main_handover_share"] is not None for t in timed), timed
     assert result["prediction"]["handover_ms_per_sample"] > 0
     assert "ms a sample to receive batches" in " ".join(proc.stderr.split())  # the line wraps at the terminal's width
-    # the first count the model chose past one worker: its bound, set before any larger count was measured
+    # The hand-over, timed, bounds the rate below what the main process's CPU time alone would say.
+    model = result["prediction"]
+    assert model["main_cpu_ms_per_sample"] is None or (
+        model["handover_ms_per_sample"] > model["main_cpu_ms_per_sample"]
+    ), model
+    # The first count the model chose past one worker: its bound, set before any larger count was measured, is the
+    # hand-over; on a machine whose other work left the loader fewer cores (a busy CI runner), the cores come first.
+    # Never the main process's CPU time, which is what the hand-over's timing corrects.
     knee = next(t for t in result["trials"] if t["num_workers"] > 1)
-    assert "(set by handover)" in knee["search_reason"], knee["search_reason"]
+    assert "(set by handover)" in knee["search_reason"] or "(set by cores)" in knee["search_reason"], knee[
+        "search_reason"
+    ]
 
 
 def test_a_loop_slower_than_its_loader_is_timed_first_and_tune_stops_where_the_loader_keeps_ahead_of_it(tmp_path):
