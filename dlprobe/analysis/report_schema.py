@@ -118,7 +118,7 @@ class ProcessEntry(_ProcessEntry, total=False):
 
 
 class FindingEntry(TypedDict):
-    code: str  # stable, kebab-case (the README's table of codes)
+    code: str  # stable, kebab-case (the table of codes in docs/findings.md)
     severity: str  # error | warning | info
     title: str
     detail: str

@@ -1,4 +1,5 @@
-"""The README's Thresholds table names every constant it quotes, and each value is the code's."""
+"""The Thresholds table (docs/thresholds.md, linked from the README) names every constant it quotes, and each value is
+the code's."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+THRESHOLDS = Path(__file__).resolve().parents[2] / "docs" / "thresholds.md"
 # `module.NAME = value` in the table; module is under dlprobe/analysis/ unless it is a path from dlprobe/
 _QUOTED = re.compile(r"`((?:dlprobe/)?[a-z_/]+)\.([A-Z][A-Z_]+) = ([^`]+)`")
 _UNITS = {"MiB": 1024 * 1024, "KiB": 1024}
 
 
 def _section() -> str:
-    text = README.read_text()
-    start = text.index("## Thresholds")
-    return text[start : text.index("\n## ", start + 1)]
+    text = THRESHOLDS.read_text()
+    start = text.index("# Thresholds")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
 
 
 def _quoted() -> list[tuple[str, str, str]]:
@@ -39,7 +41,7 @@ def test_the_table_quotes_constants():
 def test_each_quoted_threshold_is_the_codes(module, name, written):
     path = module.replace("/", ".") if module.startswith("dlprobe/") else f"dlprobe.analysis.{module}"
     actual = getattr(importlib.import_module(path), name)
-    assert _value(written) == pytest.approx(actual), f"README says {module}.{name} = {written}; the code has {actual}"
+    assert _value(written) == pytest.approx(actual), f"docs says {module}.{name} = {written}; the code has {actual}"
 
 
 # Numbers in the findings' modules that decide no finding: sizes of what is shown, the trace's layout, timings of
@@ -67,4 +69,4 @@ def test_every_number_a_finding_is_decided_by_is_in_the_table():
             key = f"{path.stem}.{name}"
             if key not in quoted and key not in NOT_THRESHOLDS:
                 missing.append(key)
-    assert missing == [], f"thresholds missing from the README's table: {missing}"
+    assert missing == [], f"thresholds missing from docs/thresholds.md's table: {missing}"
