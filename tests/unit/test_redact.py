@@ -155,3 +155,18 @@ def test_environment_variables() -> None:
         "RANK": "0",
         "NOTE": "hf_***",
     }
+
+
+def test_scan_and_tune_results_show_no_credential() -> None:
+    from dlprobe.render.html_results import render_tune_html
+    from dlprobe.scan.result import ScanResult
+
+    result = ScanResult("train.py", [], None)
+    bad = {"ev": "scan_bad", "index": 3, "kind": "exception", "detail": "HTTPError: 401 https://me:pw1234@h/x.tar"}
+    error = {"ev": "script_error", "type": "RuntimeError", "message": f"refused {HF}"}
+    result.feed([{"ev": "scan_start", "loader": 0, "total": 8}, bad, error])
+    assert result.bad[0]["detail"] == "HTTPError: 401 https://me:***@h/x.tar"
+    assert result.script_error is not None and result.script_error["message"] == "refused hf_***"
+    # a tune.json written before redaction: its page's title still shows none
+    page = render_tune_html({"script": "train.py", "argv": ["--hf-token", "tok123"], "trials": []})
+    assert "tok123" not in page and "<title>dlprobe tune: train.py --hf-token ***</title>" in page
