@@ -15,7 +15,7 @@ from dlprobe.rundir.schema import AttachRecord, Meta
 
 # Event fields that hold a command line, and those that hold free text from the script (exceptions it raised).
 _ARGV_FIELDS = ("argv",)
-_TEXT_FIELDS = ("message", "cause", "hint")
+_TEXT_FIELDS = ("message", "cause", "hint", "consequence", "detail")
 
 
 def _argv(value: Any) -> Any:
