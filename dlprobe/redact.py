@@ -43,6 +43,7 @@ _SECRET_WORDS = frozenset(
         "cookie",
         "bearer",
         "apikey",
+        "jwt",
     }
 )
 # Joined spellings (hftoken, dbpassword, clientsecret, wandbapikey, accesskey): the word ends with one of these.
@@ -157,7 +158,7 @@ _TOKEN_SHAPES = (
 # scheme://user:password@host -> scheme://user:***@host (the password runs to the last @ before the path)
 _URL_PASSWORD = r"(?P<url>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*):(?P<pw>[^/?#\s]*)@"
 # ?token=...&sig=... in a URL
-_QUERY = r"(?P<q>[?&;])(?P<qname>[A-Za-z0-9_.\-]+)=(?P<qval>[^&#\s\"'<>]*)"
+_QUERY = r"(?P<q>[?&;])(?P<qname>[A-Za-z0-9_.\-]+)=(?P<qval>[^&;#\s\"'<>]*)"
 _QUERY_NAMES = frozenset({"sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "code"})
 # `Authorization: Basic dXNlcjpwdw==`, `Bearer eyJ...`: a Bearer value needs a digit and some length, so prose
 # ("bearer authentication") stays
@@ -171,6 +172,12 @@ _PEM = r"-----BEGIN (?P<pem>[A-Z0-9 ]*PRIVATE KEY)-----.*?-----END [A-Z0-9 ]*PRI
 _VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&'\"()\[\]{}<>]+)"
 _TEXT_OPTION = r"(?P<opt>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|[ \t]+)(?P<optval>" + _VALUE + ")"
 _TEXT_ASSIGN = r"(?P<name>(?<![\w.\-/])[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<val>" + _VALUE + ")"
+# JSON, YAML or a dict's repr: "api_key": "abc", 'token': 'abc' (a quoted value only: prose like
+# "password: incorrect" stays)
+_TEXT_KEYED = (
+    r"(?P<kq>[\"']?)(?P<key>(?<![\w.\-])[A-Za-z_][A-Za-z0-9_.\-]*)(?P=kq)(?P<ksep>\s*:\s*)"
+    r"(?P<kval>\"[^\"\n]*\"|'[^'\n]*')"
+)
 
 
 @cache
@@ -183,7 +190,7 @@ def _text_pattern() -> re.Pattern[str]:
 
 @cache
 def _named_pattern() -> re.Pattern[str]:
-    return re.compile(f"{_TEXT_OPTION}|{_TEXT_ASSIGN}")
+    return re.compile(f"{_TEXT_OPTION}|{_TEXT_ASSIGN}|{_TEXT_KEYED}")
 
 
 def _quoted(value: str) -> str:
@@ -235,6 +242,10 @@ def _named(match: re.Match[str]) -> str:
         if not is_secret_name(match["opt"]) or (match["sep"] != "=" and value.startswith("-")):
             return match.group(0)
         return f"{match['opt']}{match['sep']}{_quoted(value)}"
+    if match["key"] is not None:
+        if not is_secret_name(match["key"]):
+            return match.group(0)
+        return f"{match['kq']}{match['key']}{match['kq']}{match['ksep']}{_quoted(match['kval'])}"
     if not is_secret_name(match["name"]):
         return match.group(0)
     return f"{match['name']}={_quoted(match['val'])}"
@@ -242,7 +253,8 @@ def _named(match: re.Match[str]) -> str:
 
 def redact_text(text: str) -> str:
     """Free text (an exception message, a log's tail, a shell command): the shapes above, and the values of
-    credential options and assignments written in it (`--token abc`, `api_key='abc'`, `HF_TOKEN=abc`)."""
+    credential options, assignments and quoted keys written in it (`--token abc`, `api_key='abc'`, `HF_TOKEN=abc`,
+    `{"api_key": "abc"}`)."""
     if not text:
         return text
     return _named_pattern().sub(_named, redact_shapes(text))
@@ -273,8 +285,10 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
             value_next = True
             out.append(word)
             continue
-        # a word with spaces is a command of its own (`bash -c "python train.py --token X"`): read as text
-        out.append(redact_text(word) if any(c.isspace() for c in word) else redact_shapes(word))
+        # a word with spaces is a command of its own (`bash -c "python train.py --token X"`), one with quotes
+        # JSON (`--config '{"api_key":"X"}'`): read as text
+        text_like = any(c.isspace() for c in word) or '"' in word or "'" in word
+        out.append(redact_text(word) if text_like else redact_shapes(word))
     return out
 
 

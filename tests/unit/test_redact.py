@@ -48,6 +48,9 @@ AWS = "AKIA" + "IOSFODNN7EXAMPLE"
         (["https://h/x?token=abc&page=2"], ["https://h/x?token=***&page=2"]),
         ([HF, f"--model={GHP}", OPENAI, AWS], ["hf_***", "--model=ghp_***", "sk-***", "AKIA***"]),
         (["bash", "-c", "python train.py --token abc --lr 1"], ["bash", "-c", "python train.py --token *** --lr 1"]),
+        (["--config", '{"api_key":"abc","lr":0.1}'], ["--config", '{"api_key":"***","lr":0.1}']),
+        (["--jwt", "x", "--sas-token=y"], ["--jwt", "***", "--sas-token=***"]),
+        (["--conn", "AccountName=a;AccountKey=abc==;Suffix=x"], ["--conn", "AccountName=a;AccountKey=***;Suffix=x"]),
     ],
 )
 def test_credentials_on_a_command_line_are_redacted(argv: list[str], expected: list[str]) -> None:
@@ -133,6 +136,8 @@ def test_token_shapes_inside_free_text() -> None:
         "ValueError: 401 for hf_*** at https://u:***@hub.example.com/x (key AKIA***), "
         "header Authorization: Bearer ***, api_key='***', HF_TOKEN=***"
     )
+    config = "{'token': 'abc', 'password' : \"p\", 'name': 'n'} Password: incorrect"
+    assert redact_text(config) == "{'token': '***', 'password' : \"***\", 'name': 'n'} Password: incorrect"
     pem = "before\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nAAAA\n-----END RSA PRIVATE KEY-----\nafter"
     assert redact_text(pem) == "before\n-----BEGIN RSA PRIVATE KEY----- *** -----END RSA PRIVATE KEY-----\nafter"
 
