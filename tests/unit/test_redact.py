@@ -175,3 +175,21 @@ def test_scan_and_tune_results_show_no_credential() -> None:
     # a tune.json written before redaction: its page's title still shows none
     page = render_tune_html({"script": "train.py", "argv": ["--hf-token", "tok123"], "trials": []})
     assert "tok123" not in page and "<title>dlprobe tune: train.py --hf-token ***</title>" in page
+
+
+def test_triage_quotes_the_logs_lines_without_their_credentials(tmp_path) -> None:
+    import json
+    from pathlib import Path
+
+    from dlprobe.triage.result import triage
+
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "logs" / "torchrun_worker_oom_rank1.log"
+    log = tmp_path / "train.log"
+    log.write_text(
+        fixture.read_text().replace(
+            "exited unexpectedly\n", "exited unexpectedly while reading https://me:SECRETPW42@host/shard-0.tar\n"
+        )
+    )
+    result = json.dumps(triage(str(log), machine_check=False))
+    assert "SECRETPW42" not in result
+    assert "exited unexpectedly while reading https://me:***@host/shard-0.tar" in result
