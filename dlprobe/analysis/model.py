@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from dlprobe.analysis import run_secrets
 from dlprobe.analysis.fault_records import FaultRecord, read_fault_records
 from dlprobe.analysis.stackfile import StackProfile, load_stacks
 from dlprobe.analysis.stderr_log import read_launcher_failures, stderr_tail
@@ -345,9 +346,11 @@ def load_run(path: Path) -> RunData:
     read (rundir/validate.py); what could not be used is listed in `read_problems`, never raised."""
     problems = ReadProblems()
     meta = cast(Meta, read_checked_json(path / META_FILE, field_checker(Meta), problems))
+    meta = run_secrets.redact_meta(meta)  # a run recorded before redaction, or by another tool: not in the report
     # No result.json: the run is still going, or its supervisor was killed; that alone is no damage.
     result = cast(Result, read_checked_json(path / RESULT_FILE, field_checker(Result), problems, required=False))
     events = read_checked_jsonl(path / EVENTS_FILE, event_problem, problems)
+    run_secrets.redact_events(events)
     samples = read_checked_jsonl(path / SAMPLES_FILE, sample_problem, problems)
     loaders, worker_of = loaders_from_events(events)
     # Each worker's own reading as it started (EV_WORKER_START), before the user's worker_init_fn.
@@ -437,9 +440,11 @@ def load_failure_records(run: RunData, problems: ReadProblems | None = None) -> 
             run.hangs.append(cast(HangRecord, record))
     run.kernel = read_checked_json(run.path / KERNEL_FILE, field_checker(KernelFile), problems, required=False)
     run.faults = read_fault_records(run.path, problems)
-    run.attach = cast(
-        AttachRecord | None,
-        read_checked_json(run.path / ATTACH_FILE, field_checker(AttachRecord), problems, required=False),
+    run.attach = run_secrets.redact_attach(
+        cast(
+            AttachRecord | None,
+            read_checked_json(run.path / ATTACH_FILE, field_checker(AttachRecord), problems, required=False),
+        )
     )
-    run.stderr_tail = stderr_tail(run.path)
+    run.stderr_tail = run_secrets.redact_log_text(stderr_tail(run.path))
     run.launcher_failures = read_launcher_failures(run.path)

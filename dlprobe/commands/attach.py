@@ -24,6 +24,8 @@ def attach(
     Ctrl-C ends the watch and still writes the report. Batch wait times, the indices in flight and dataset
     suspects need the in-process hooks: the report names the `dlprobe run` command that gives them.
     """
+    from rich.markup import escape
+
     from dlprobe.commands.outputs import write_outputs
     from dlprobe.console import err_console
     from dlprobe.errors import DlprobeError
@@ -38,5 +40,8 @@ def attach(
     if seconds <= 0:
         raise DlprobeError(f"--duration must be more than 0, not {duration}", hint="e.g. --duration 30s")
     console = err_console()
-    run_dir = attach_to(AttachOptions(pid, seconds, out), lambda text: console.print(f"[dim]\\[dlprobe][/] {text}"))
+    # a note may quote the job's processes (their names are another user's text): printed, never read as markup
+    run_dir = attach_to(
+        AttachOptions(pid, seconds, out), lambda text: console.print(f"[dim]\\[dlprobe][/] {escape(text)}")
+    )
     write_outputs(run_dir, console, json_path)

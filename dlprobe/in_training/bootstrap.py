@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dlprobe.in_training import hooks, quiet_signals, script_errors
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.tracebacks import clean_chain, install_excepthook
+from dlprobe.redact import redact_argv
 from dlprobe.rundir.schema import EV_START
 
 MODULE_FLAG = "-m"
@@ -25,7 +26,8 @@ def main() -> None:
     hooks.install()
     log = get_log()
     if log is not None:
-        log.emit(EV_START, script=script, argv=args, python=sys.version.split()[0], module=module is not None)
+        argv = redact_argv(args)  # credentials on the command line never reach events.jsonl
+        log.emit(EV_START, script=script, argv=argv, python=sys.version.split()[0], module=module is not None)
     if module is not None:
         # As `python -m`: the current directory first on the path; runpy sets argv[0] to the module's file.
         sys.argv = [module, *args]

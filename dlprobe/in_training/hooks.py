@@ -31,6 +31,7 @@ from dlprobe.in_training.hand_over import HandOverClock, attach_to
 from dlprobe.in_training.loop_clock import LoopClock
 from dlprobe.in_training.run_limits import LIMITS
 from dlprobe.in_training.sample_hashes import ROW_BYTES, SKETCH_ROW_BYTES, DuplicateCounter
+from dlprobe.redact import redact_text
 from dlprobe.rundir.schema import (
     EV_ACCEL,
     EV_BATCH_INFO,
@@ -260,8 +261,8 @@ class LoaderProbe:
             loader=self.loader_id,
             epoch=self.epoch,
             type=type(exc).__name__,
-            message=str(exc)[:4000],
-            cause=f"{type(cause).__name__}: {cause}"[:2000] if cause is not None else None,
+            message=redact_text(str(exc)[:4000]),
+            cause=redact_text(f"{type(cause).__name__}: {cause}"[:2000]) if cause is not None else None,
         )
 
     def _per_worker(self) -> dict[str, list[int]]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from dlprobe.in_training import probe_errors
 from dlprobe.in_training.event_log import get_log
+from dlprobe.redact import redact_argv
 from dlprobe.rundir.schema import EV_PROCESS
 
 _last: tuple[Any, ...] | None = None
@@ -45,7 +46,7 @@ def current() -> dict[str, Any]:
         "world_size": world_size if world_size is not None else _env_int("WORLD_SIZE"),
         "node_rank": _env_int("GROUP_RANK", "NODE_RANK"),
         "host": os.uname().nodename,  # what socket.gethostname() says, without importing socket at start-up
-        "argv": list(sys.argv),
+        "argv": redact_argv(sys.argv),  # a rank's command line: credentials never reach events.jsonl
     }
 
 

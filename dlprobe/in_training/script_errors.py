@@ -12,6 +12,7 @@ from typing import Any
 from dlprobe.in_training import identity, probe_errors, quiet_signals
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.tracebacks import clean_chain, is_dlprobe_frame, user_frames
+from dlprobe.redact import redact_text
 from dlprobe.rundir.schema import EV_SCRIPT_ERROR
 
 # The process whose sys.excepthook records; a forked child (a DataLoader worker) inherits the hook but never
@@ -37,7 +38,7 @@ def record(exc: BaseException) -> None:
         rank=who.get("rank"),
         node_rank=who.get("node_rank"),
         type=type(exc).__name__,
-        message=str(exc)[:4000],
+        message=redact_text(str(exc)[:4000]),  # a token in the message (a 401 naming it) stays out of the run
         file=where.filename if where else getattr(exc, "filename", None),
         line=where.lineno if where else getattr(exc, "lineno", None),
     )

@@ -6,6 +6,7 @@ from typing import Any, cast
 
 from dlprobe import __version__
 from dlprobe.analysis.report_schema import FindingEntry
+from dlprobe.redact import redact_argv
 from dlprobe.render.html import findings_section
 from dlprobe.render.html_page import esc, page, scroll_box, value_html
 from dlprobe.render.svg import PALETTE, Chart, Line, chart_svg, legend_html
@@ -14,9 +15,9 @@ MAX_BAD_ROWS = 500  # bad samples listed on a scan's page; the --json file has e
 
 
 def _title(kind: str, result: dict[str, Any]) -> str:
-    return f"dlprobe {kind}: " + " ".join(
-        [str(result.get("script") or "?"), *(str(a) for a in result.get("argv") or [])]
-    )
+    # tune.json and scan.json are written redacted; one written before that still never shows a credential
+    words = redact_argv([str(result.get("script") or "?"), *(str(a) for a in result.get("argv") or [])])
+    return f"dlprobe {kind}: " + " ".join(words)
 
 
 def _verdict(headline: str, ok: bool | None, rows: list[tuple[str, Any]]) -> str:

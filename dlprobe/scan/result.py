@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlprobe.redact import redact_text
 from dlprobe.rundir.schema import (
     EV_LOADER,
     EV_SCAN_BAD,
@@ -86,6 +87,11 @@ class LoaderScan:
         }
 
 
+def _redacted(message: Any) -> Any:
+    """A message from the script's data (a sample's exception, the script's own) without credentials in it."""
+    return redact_text(message) if isinstance(message, str) else message
+
+
 @dataclass
 class ScanResult:
     """What one `dlprobe scan` found over one or more loaders; complete or not, it is always written out."""
@@ -121,6 +127,8 @@ class ScanResult:
                 self.scans[-1].scanned = int(ev["done"])
             elif kind == EV_SCAN_BAD and self.scans:
                 entry = {k: ev[k] for k in ("index", "kind", "detail", "path", "where") if ev.get(k) is not None}
+                if "detail" in entry:  # a sample's exception may quote a URL with its password
+                    entry["detail"] = _redacted(entry["detail"])
                 self.scans[-1].bad_by_index[int(ev["index"])] = entry
             elif kind == EV_SCAN_END and self.scans:
                 scan = self.scans[-1]
@@ -131,11 +139,12 @@ class ScanResult:
                 scan.note = ev.get("note")
                 self.interrupted = self.interrupted or scan.interrupted
             elif kind == EV_SCAN_ERROR:
-                self.error = (str(ev.get("message")), str(ev.get("hint") or ""))
+                self.error = (_redacted(str(ev.get("message"))), str(ev.get("hint") or ""))
             elif kind == EV_SCAN_SKIPPED:
-                self.skipped.append({k: ev.get(k) for k in ("dataset_type", "message", "hint")})
+                skipped = {k: ev.get(k) for k in ("dataset_type", "message", "hint")}
+                self.skipped.append({**skipped, "message": _redacted(skipped["message"])})
             elif kind == EV_SCRIPT_ERROR:
-                self.script_error = ev
+                self.script_error = {**ev, "message": _redacted(ev.get("message"))}
 
     @property
     def started(self) -> bool:

@@ -3,7 +3,12 @@
 A training process is a Python process of the tree that is not a DataLoader worker and has no training process
 below it; a process above training processes (torchrun's agent, a shell, accelerate) is a launcher. A worker is a
 process torch named `pt_data_worker`, a spawned child (`multiprocessing.spawn`), or a forked child with its
-parent's command line; it belongs to the nearest training process above it."""
+parent's command line; it belongs to the nearest training process above it.
+
+Only PID's own tree is read: its descendants, found through /proc/PID/task/TID/children (and PID's parent when PID
+is a worker). PID 1 and kernel threads are refused: their tree is the whole machine, other users' jobs included.
+Command lines are kept redacted (dlprobe/redact.py) from the moment they are read; environments only for their
+rank variables, and only where the kernel lets this user read them."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from typing import Any
 import psutil
 
 from dlprobe.errors import DlprobeError
+from dlprobe.redact import redact_argv
 from dlprobe.system import procinfo, procmem
 from dlprobe.system.proctree import descendant_pids
 
@@ -24,6 +30,9 @@ ROLE_OTHER = "other"
 # Python helper processes of multiprocessing that are neither workers nor training processes.
 HELPER_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver", "from multiprocessing.forkserver")
 FIND_HINT = "give the pid of the training process or its launcher (`ps -ef --forest`, `pgrep -af python`)"
+# PID 1 (init) and the kernel's threads (children of kthreadd, pid 2) are above every job on the machine.
+INIT_PID = 1
+KTHREADD_PID = 2
 
 
 @dataclass
@@ -37,6 +46,7 @@ class Proc:
     role: str = ROLE_OTHER
     main_pid: int | None = None  # a worker's training process
     env: dict[str, str] | None = None  # RANK, LOCAL_RANK, ... (None: /proc/PID/environ not readable)
+    uid: int | None = None  # the process's owner (None: gone before it was read)
 
     def to_dict(self) -> dict[str, Any]:
         rank = _int((self.env or {}).get("RANK"))
@@ -51,6 +61,7 @@ class Proc:
             "local_rank": _int((self.env or {}).get("LOCAL_RANK")),
             "world_size": _int((self.env or {}).get("WORLD_SIZE")),
             "env_readable": self.env is not None,
+            "uid": self.uid,
             "started": self.started,
         }
 
@@ -70,9 +81,12 @@ def read_proc(pid: int) -> Proc | None:
         started: float | None = psutil.Process(pid).create_time()
     except psutil.Error:
         started = None
-    return Proc(
-        pid, procinfo.read_ppid(pid), procmem.read_comm(pid), cmdline, procinfo.is_python(pid, cmdline), started
-    )
+    python = procinfo.is_python(pid, cmdline)
+    # redacted once, here: attach.json, the events, meta.json and every message read this copy (workers still
+    # compare equal to the parent they were forked from: the same words redact the same way)
+    proc = Proc(pid, procinfo.read_ppid(pid), procmem.read_comm(pid), redact_argv(cmdline), python, started)
+    proc.uid = procinfo.owner(pid)
+    return proc
 
 
 def _is_helper(proc: Proc) -> bool:
@@ -136,7 +150,7 @@ def tree_pids(root: int) -> list[int]:
     """The root and its descendants, less dlprobe itself and what it started (py-spy): attaching to the shell that
     runs both the job and `dlprobe attach` must not watch the watcher."""
     pids = descendant_pids(root)
-    if pids is None:
+    if pids is None:  # a kernel without /proc/PID/task/TID/children: psutil reads every process's parent pid, only
         try:
             pids = [child.pid for child in psutil.Process(root).children(recursive=True)]
         except psutil.Error:
@@ -177,6 +191,7 @@ class Target:
             for proc in new:
                 if proc.role == ROLE_MAIN:
                     proc.env = procinfo.read_environ(proc.pid)
+            self.notes.extend(other_users([p for p in new if p.role != ROLE_WORKER]))
         return new
 
 
@@ -185,8 +200,38 @@ def _rank_order(proc: Proc) -> tuple[int, int]:
     return (rank if rank is not None else 1 << 30, proc.pid)
 
 
+def other_users(procs: list[Proc]) -> list[str]:
+    """One note per process of the tree that another user runs: it is watched as part of the tree (the user asked
+    for this tree), and what the kernel would not let us read of it is said, not guessed."""
+    me = os.geteuid()
+    notes = []
+    for proc in procs:
+        if proc.uid is None or proc.uid == me:
+            continue
+        unread = (
+            "; its environment may not be read by this user, so its rank is not known"
+            if proc.role == ROLE_MAIN and proc.env is None
+            else ""
+        )
+        who = f"pid {proc.pid} ({proc.comm or '?'})"
+        notes.append(f"{who} in the tree belongs to another user (uid {proc.uid}){unread}")
+    return notes
+
+
+def refuse_machine_wide(pid: int, what: str = "") -> None:
+    """PID 1 and kernel threads: their tree is every process on the machine, other users' jobs included."""
+    if pid == INIT_PID:
+        raise DlprobeError(
+            f"pid 1{what} is the system's init process: its tree is every process on the machine",
+            hint=FIND_HINT + "; where the training script itself is pid 1 (a container), run it under `dlprobe run`",
+        )
+    if pid == KTHREADD_PID or procinfo.read_ppid(pid) == KTHREADD_PID or procinfo.is_kernel_thread(pid):
+        raise DlprobeError(f"pid {pid}{what} is a kernel thread, not a training job", hint=FIND_HINT)
+
+
 def resolve(pid: int) -> Target:
     """The tree to watch for PID, or a DlprobeError (exit 2) saying why there is none."""
+    refuse_machine_wide(pid)
     asked = read_proc(pid)
     if asked is None:
         raise DlprobeError(f"no process with pid {pid}", hint=FIND_HINT)
@@ -195,6 +240,7 @@ def resolve(pid: int) -> Target:
     if asked.ppid and is_worker(pid):
         parent = read_proc(asked.ppid)
         if parent is not None:
+            refuse_machine_wide(parent.pid, f" (the parent of worker {pid})")
             notes.append(
                 f"pid {pid} is a DataLoader worker; attached to its training process, pid {parent.pid}, "
                 "and all its workers"
@@ -221,12 +267,14 @@ def resolve(pid: int) -> Target:
         )
     for proc in mains:
         proc.env = procinfo.read_environ(proc.pid)
-    if root.role == ROLE_MAIN and root.ppid:
-        launcher = read_proc(root.ppid)
-        env = procinfo.read_environ(root.pid) or {}
-        if launcher is not None and "RANK" in env and "WORLD_SIZE" in env and env.get("WORLD_SIZE") != "1":
+    notes.extend(other_users([p for p in procs.values() if p.role != ROLE_WORKER]))
+    top = procs.get(root.pid)  # as classified in the tree (`root` was read before the tree was)
+    if top is not None and top.role == ROLE_MAIN and top.ppid:
+        env = top.env or {}
+        # the launcher is outside the tree: named by its pid only, nothing of it is read
+        if procinfo.exists(top.ppid) and "RANK" in env and "WORLD_SIZE" in env and env.get("WORLD_SIZE") != "1":
             notes.append(
-                f"pid {root.pid} is rank {env['RANK']} of {env['WORLD_SIZE']}; to cover every rank attach to its "
-                f"launcher: dlprobe attach {launcher.pid} ({' '.join(launcher.cmdline)[:80]})"
+                f"pid {top.pid} is rank {env['RANK']} of {env['WORLD_SIZE']}; to cover every rank attach to its "
+                f"launcher: dlprobe attach {top.ppid}"
             )
     return target

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError
+from dlprobe.redact import redact_argv
 from dlprobe.rundir.files import create_run_dir
 from dlprobe.rundir.schema import (
     EVENTS_FILE,
@@ -131,10 +132,11 @@ def run_script(options: RunOptions) -> RunOutcome:
     meta: Meta = {
         "schema_version": RUN_SCHEMA_VERSION,
         "dlprobe_version": __version__,
-        "script": options.script,
-        "argv": options.args,
+        # credentials on the command line (--token X, HF_TOKEN=X, a URL's password) never reach a file
+        "script": redact_argv([options.script])[0],
+        "argv": redact_argv(options.args),
         "launch": options.launch,
-        "command": [options.script, *options.args] if options.launch == LAUNCH_COMMAND else command[3:],
+        "command": redact_argv([options.script, *options.args] if options.launch == LAUNCH_COMMAND else command[3:]),
         "node_rank": launch.node_rank([options.script, *options.args]),
         "cwd": os.getcwd(),
         "started_at": started,

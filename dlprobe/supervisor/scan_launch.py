@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dlprobe.errors import DlprobeError
+from dlprobe.redact import redact_argv
 from dlprobe.rundir.files import JsonlTail
 from dlprobe.rundir.schema import (
     EVENTS_FILE,
@@ -55,7 +56,8 @@ def run_scan(
 ) -> ScanResult:
     """Scan the dataset of the script's (or module's) DataLoader number `loader` (None: every one before training)."""
     check_target(script, launch, args)
-    result = ScanResult(script, args, loader, options.selection_text())
+    # what scan.json, its page and the 'next loader' line show: credentials redacted (the command runs with args)
+    result = ScanResult(script, redact_argv(args), loader, options.selection_text())
     interrupts = 0
     with tempfile.TemporaryDirectory(prefix="dlprobe-scan-") as run_dir:
         events = Path(run_dir) / EVENTS_FILE

@@ -13,6 +13,7 @@ from typing import Any
 from dlprobe import __version__
 from dlprobe.analysis.model import RunData, load_run
 from dlprobe.errors import DlprobeError
+from dlprobe.redact import redact_argv
 from dlprobe.rundir.files import DEFAULT_ROOT, create_run_dir, write_json
 from dlprobe.rundir.schema import (
     EV_TUNE_CONFIRM,
@@ -188,7 +189,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         "schema_version": 1,
         "dlprobe_version": __version__,
         "script": options.script,
-        "argv": options.args,
+        "argv": redact_argv(options.args),
         "loader": options.loader,
         "dir": str(root),
         "budget_s": options.budget_s,

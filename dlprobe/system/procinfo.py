@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from dlprobe.redact import redact_env
+
 # torch names each DataLoader worker's main thread this (torch/utils/data/_utils/worker.py, torch >= 2.2), which
 # is the process's comm.
 TORCH_WORKER_COMM = "pt_data_worker"
@@ -47,7 +49,28 @@ def read_environ(pid: int, names: tuple[str, ...] = RANK_VARS) -> dict[str, str]
         name = key.decode(errors="replace")
         if sep and name in names:
             found[name] = value.decode(errors="replace")
-    return found
+    return redact_env(found)  # only rank variables are asked for today; a credential never leaves this reader
+
+
+# PF_KTHREAD in /proc/PID/stat's flags (include/linux/sched.h): the process is one of the kernel's own threads.
+PF_KTHREAD = 0x00200000
+
+
+def is_kernel_thread(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return bool(int(data[data.rindex(b")") + 2 :].split()[6]) & PF_KTHREAD)
+    except (OSError, IndexError, ValueError):
+        return False
+
+
+def owner(pid: int) -> int | None:
+    """The uid that owns the process (its /proc directory); None once it is gone."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
 
 
 def exe_name(pid: int) -> str | None:

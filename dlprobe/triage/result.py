@@ -9,6 +9,7 @@ from typing import Any
 
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError
+from dlprobe.redact import redact_text
 from dlprobe.rundir.schema import STDERR_FILE
 from dlprobe.triage.logscan import LogScan, open_log, scan_stream
 from dlprobe.triage.machine import KernelLog, MachineFacts, check_machine, log_time, read_kernel_log
@@ -80,14 +81,27 @@ def triage(path: str, machine_check: bool = True, kernel_log: str | None = None)
         machine = MachineFacts(checked=False, kernel=kernel)
     findings = diagnose(scan, machine, log_time(None if path == STDIN else Path(path)))
     failures = [f for f in findings if f.severity == "error"]
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "triage",
-        "dlprobe_version": __version__,
-        "log": scan.to_dict(),
-        "failure_found": bool(failures),
-        "no_failure_reason": None if failures else _no_failure_reason(scan),
-        "machine": machine.to_dict(),
-        "findings": [f.to_dict() for f in findings],
-        "reproduce": reproduce(scan, findings) if failures else None,
-    }
+    # the log's lines are quoted in the summary, --json and --html: a credential it printed is not
+    return _without_credentials(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "triage",
+            "dlprobe_version": __version__,
+            "log": scan.to_dict(),
+            "failure_found": bool(failures),
+            "no_failure_reason": None if failures else _no_failure_reason(scan),
+            "machine": machine.to_dict(),
+            "findings": [f.to_dict() for f in findings],
+            "reproduce": reproduce(scan, findings) if failures else None,
+        }
+    )
+
+
+def _without_credentials(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {key: _without_credentials(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_credentials(item) for item in value]
+    return value

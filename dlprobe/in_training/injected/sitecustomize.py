@@ -72,8 +72,10 @@ class DataLoaderFinder:
             hooks = _import_hooks()
             return hooks.patched_spec(fullname, path, target, self)
         except Exception as exc:
+            # the program only: its arguments may hold a credential, and dlprobe's redaction cannot be imported here
+            program = sys.argv[0] if sys.argv else "?"
             _record_failure(
-                "sitecustomize.hooks", exc, f"process {os.getpid()} {sys.argv[:3]} is not probed: no DataLoader events"
+                "sitecustomize.hooks", exc, f"process {os.getpid()} ({program}) is not probed: no DataLoader events"
             )
             return None
 
