@@ -78,7 +78,7 @@ def _refuse(what: str, why: str, hint: str) -> UnsafeCacheError:
     return UnsafeCacheError(f"refusing to use the dlprobe.fixes cache {what}: {why}", hint)
 
 
-def _check_dir(root: Path, is_default: bool) -> None:
+def check_dir(root: Path, is_default: bool) -> None:
     """Refuse a cache directory that another user could have filled or could fill (see the module's docstring)."""
     st = os.lstat(root)
     elsewhere = f"set {CACHE_DIR_ENV} to a directory only you can write (`mkdir -m 700 DIR`)"
@@ -119,7 +119,7 @@ def open_cache_dir(explicit: str | os.PathLike[str] | None = None, create: bool 
         with contextlib.suppress(FileExistsError):
             os.mkdir(root, 0o700)  # only ever narrowed by the umask
     try:
-        _check_dir(root, is_default=not given)
+        check_dir(root, is_default=not given)
     except FileNotFoundError:
         if create:
             raise

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlprobe.fixes import PackedMapping, PackedRecords, shm_array
+from dlprobe.fixes import PackedMapping, PackedRecords, build_file_index, shm_array
 from dlprobe.fixes import cache_dir as layout
 from dlprobe.fixes.records import pack
 from dlprobe.fixes.shm_cache import UnsafeCacheError
+from tests.unit.test_fixes_file_index import cached_tree, image_folder_walk, make_tree
 
 OTHER_UID = 65534  # nobody: the second user on the machine
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: makes files owned by another user with os.chown")
@@ -202,3 +203,39 @@ def test_an_array_of_python_objects_in_the_cache_is_refused_without_unpickling_i
     with pytest.raises(UnsafeCacheError, match="holds Python objects"):
         shm_array("objs-v1", None)
     assert not marker.exists()
+
+
+@as_root
+def test_a_file_index_cache_file_of_another_user_is_not_read(tmp_path: Path):
+    """Another user's index could name any files as the dataset's samples: it is ignored, with a warning."""
+    root, cache, cached = cached_tree(tmp_path)
+    planted_root = tmp_path / "planted"
+    make_tree(planted_root)
+    (planted_root / "cat" / "planted.jpg").write_bytes(b"")
+    build_file_index(planted_root, cache_dir=tmp_path / "elsewhere")
+    [planted] = list((tmp_path / "elsewhere").iterdir())
+    os.chown(planted, OTHER_UID, OTHER_UID)
+    os.replace(planted, cached)  # same name: the cache file of `root`, now another user's
+    with pytest.warns(UserWarning, match=f"ignoring the unreadable file index cache .*belongs to uid {OTHER_UID}"):
+        index = build_file_index(root, cache_dir=cache)
+    assert index.from_cache is False and list(index) == image_folder_walk(str(root))[1]
+    assert cached.stat().st_uid == os.geteuid()  # rebuilt: the user's own file replaced it
+
+
+def test_a_file_index_cache_folder_others_may_write_is_not_used(tmp_path: Path):
+    root, cache, cached = cached_tree(tmp_path)
+    cache.chmod(0o777)
+    with pytest.warns(UserWarning, match="not using the file index cache: .* mode 0777 lets group or other"):
+        index = build_file_index(root, cache_dir=cache)
+    assert index.from_cache is False and list(index) == image_folder_walk(str(root))[1]
+
+
+def test_a_file_index_cache_write_follows_no_link(tmp_path: Path):
+    root, cache, cached = cached_tree(tmp_path)
+    cached.unlink()
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    Path(f"{cached}.{os.getpid()}.tmp").symlink_to(victim)  # where this process writes its temporary file
+    assert build_file_index(root, cache_dir=cache).from_cache is False
+    assert victim.read_text() == "keep me" and cached.is_file() and not cached.is_symlink()
+    assert stat.S_IMODE(cached.stat().st_mode) == 0o600
