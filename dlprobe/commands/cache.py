@@ -35,10 +35,16 @@ def list_cache() -> None:
     from dlprobe.fixes import cache_dir as layout
     from dlprobe.render.cache_table import cache_summary
 
-    root = layout.cache_dir()
+    root = layout.open_cache_dir(create=False) or layout.cache_dir()  # refuses another user's directory
     free, total = _free(root if root.exists() else root.parent)
-    entries = [{**asdict(e), "age_s": e.age_s} for e in layout.entries(root)]
-    out_console().print(cache_summary({"dir": str(root), "free_bytes": free, "total_bytes": total, "entries": entries}))
+    found = layout.entries(root) if root.exists() else []
+    entries = [{**asdict(e), "age_s": e.age_s} for e in found if e.problem is None]
+    console = out_console()
+    console.print(cache_summary({"dir": str(root), "free_bytes": free, "total_bytes": total, "entries": entries}))
+    for e in found:
+        if e.problem is not None:
+            console.print(f"untrusted entry {e.key}: {e.problem}; remove it with `dlprobe cache clear {e.key}`",
+                          soft_wrap=True, markup=False, highlight=False)  # fmt: skip
 
 
 @app.command("clear", cls=DlprobeCommand)
@@ -51,8 +57,8 @@ def clear(
     from dlprobe.fixes import cache_dir as layout
     from dlprobe.units import format_bytes
 
-    root = layout.cache_dir()
-    entries = layout.entries(root)
+    root = layout.open_cache_dir(create=False) or layout.cache_dir()  # refuses another user's directory
+    entries = layout.entries(root) if root.exists() else []
     if key is not None:
         try:
             layout.check_key(key)
@@ -72,6 +78,7 @@ def clear(
             console.print(f"kept {e.key}: a process is building it right now")
             continue
         note = f" (still mapped by {len(e.pids)} processes: freed when they exit)" if e.pids else ""
+        note += " (untrusted: not this user's file)" if e.problem else ""
         console.print(f"removed {e.key} ({format_bytes(e.nbytes)}){note}", soft_wrap=True)
     mapped = [e for e in kept if e.pids]
     if mapped:

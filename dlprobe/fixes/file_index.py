@@ -24,9 +24,12 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, overload
 
 import numpy as np
+
+from dlprobe.fixes import cache_dir as layout
 
 # torchvision.datasets.folder.IMG_EXTENSIONS; matched case-insensitively against the end of each file name
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -187,9 +190,11 @@ def _still_valid(saved_mtimes: dict[str, int]) -> bool:
 
 
 def _load_cache(path: str, root: str, real_root: str) -> FileIndex | None:
-    """The cached index if every folder it read (the root included) still has the same mtime, else None."""
+    """The cached index if every folder it read (the root included) still has the same mtime, else None. The file
+    is read only if it is the user's own (opened without following a link, owned by this uid, not writable by
+    others): anyone else's file could name other files as the dataset's samples."""
     try:
-        with np.load(path, allow_pickle=False) as saved:
+        with open(path, "rb", opener=layout.entry_opener) as f, np.load(f, allow_pickle=False) as saved:
             meta = json.loads(saved["meta"].tobytes().decode())
             if meta["root"] != real_root or not _still_valid(meta["mtimes"]):
                 return None
@@ -197,12 +202,25 @@ def _load_cache(path: str, root: str, real_root: str) -> FileIndex | None:
             index = FileIndex(root, meta["classes"], meta["folders"], arrays)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError) as exc:  # a damaged or foreign file: rebuild it, and say so
+    except (OSError, ValueError, KeyError, layout.UnsafeCacheError) as exc:  # damaged or foreign: rebuild, say so
         warnings.warn(f"dlprobe.fixes: ignoring the unreadable file index cache {path} ({exc}); rebuilding it",
                       stacklevel=3)  # fmt: skip
         return None
     index.from_cache = True
     return index
+
+
+def _trusted_cache_dir(cache_dir: str) -> bool:
+    """Whether the cache folder is the user's own and only theirs to write (or does not exist yet); otherwise the
+    index is built without a cache, with a warning naming why."""
+    try:
+        layout.check_dir(Path(cache_dir), is_default=False)
+    except FileNotFoundError:
+        return True
+    except layout.UnsafeCacheError as exc:
+        warnings.warn(f"dlprobe.fixes: not using the file index cache: {exc}", stacklevel=3)
+        return False
+    return True
 
 
 def _remove_stale_tmp(path: str) -> None:
@@ -225,14 +243,18 @@ def _remove_stale_tmp(path: str) -> None:
 def _save_cache(path: str, index: FileIndex, real_root: str, mtimes: dict[str, int]) -> None:
     meta = json.dumps({"root": real_root, "classes": index.classes, "folders": index.folders, "mtimes": mtimes})
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        # A temporary file renamed into place: a reader never sees half an index, and concurrent builders
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        if not _trusted_cache_dir(os.path.dirname(path)):
+            return
+        # A private temporary file renamed into place: a reader never sees half an index, and concurrent builders
         # (ranks of one job) each write their own file and the last rename wins with identical content. It is
         # named by the builder's pid, so the files of builders killed mid-write are known and removed here.
         _remove_stale_tmp(path)
         tmp = f"{path}.{os.getpid()}.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # left by an earlier process with this pid
         try:
-            with open(tmp, "wb") as f:
+            with os.fdopen(layout.create_private(Path(tmp)), "wb") as f:
                 arrays: dict[str, Any] = {"meta": np.frombuffer(meta.encode(), dtype=np.uint8), **index.arrays}
                 np.savez(f, **arrays)
             os.replace(tmp, path)
@@ -259,6 +281,8 @@ def build_file_index(
     `workers` threads (os.scandir releases the GIL while it waits on storage). The cache (in `cache_dir`,
     default ~/.cache/dlprobe/file-index) is keyed by root's real path and the extensions, and used only while
     the modification time of every folder it read is unchanged (adding or removing a file changes its folder's).
+    It is used only when the folder and the file are the user's own and not writable by others (a warning says
+    why otherwise, and the index is built without it).
 
     Raises FileNotFoundError like ImageFolder: no class folder in root, or (unless allow_empty) a class folder
     with no file of an allowed extension.
@@ -266,7 +290,8 @@ def build_file_index(
     root_str = os.path.expanduser(os.fspath(root))
     real_root = os.path.realpath(root_str)
     exts = tuple(e.lower() for e in ([extensions] if isinstance(extensions, str) else extensions))
-    cache_path = _cache_file(os.fspath(cache_dir or default_cache_dir()), real_root, exts) if cache else None
+    folder = os.fspath(cache_dir or default_cache_dir())
+    cache_path = _cache_file(folder, real_root, exts) if cache and _trusted_cache_dir(folder) else None
     if cache_path is not None:
         cached = _load_cache(cache_path, root_str, real_root)
         if cached is not None:

@@ -26,9 +26,10 @@ class PackedBuffer:
         if share is None:
             self._attach(pack())
             return
-        from dlprobe.fixes.shm_cache import shm_array
+        from dlprobe.fixes.shm_cache import cached_array
 
-        self._attach(shm_array(share, pack, cache_dir=cache_dir))
+        # signed: the buffer holds pickled records, so only one the user's own key signed is ever mapped
+        self._attach(cached_array(share, pack, cache_dir=cache_dir, signed=True))
 
     def _attach(self, packed: np.ndarray) -> None:
         raise NotImplementedError
@@ -61,10 +62,11 @@ def _from_packed(cls: type[PackedBuffer], packed: np.ndarray) -> PackedBuffer:
 
 
 def _attach_shared(cls: type[PackedBuffer], key: str, cache_dir: str | None) -> PackedBuffer:
-    """Unpickling in a spawn worker: map the pages the parent already put in /dev/shm."""
-    from dlprobe.fixes.shm_cache import shm_array
+    """Unpickling in a spawn worker: map the pages the parent already put in /dev/shm (checked and verified again
+    here: the entry may have been replaced since the parent mapped it)."""
+    from dlprobe.fixes.shm_cache import cached_array
 
     obj = cls.__new__(cls)
     obj._key, obj._cache_dir = key, cache_dir
-    obj._attach(shm_array(key, None, cache_dir=cache_dir))
+    obj._attach(cached_array(key, None, cache_dir=cache_dir, signed=True))
     return obj

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dlprobe.fixes.records import pack
 from tests.conftest import run_dlprobe
+from tests.unit.test_fix_cache_trust import OTHER_UID, Planted, as_root, plant_entry
 
 HOLDER = """
 import sys, numpy as np
@@ -50,3 +52,27 @@ def test_list_and_clear_show_sizes_and_mappers_and_refuse_mapped_entries(tmp_pat
     cleared = run_dlprobe(["cache", "clear"], tmp_path, env=env)
     assert cleared.returncode == 0 and "removed held-v1 (8.0 MiB)" in cleared.stdout
     assert list(cache.iterdir()) == []
+
+
+@as_root
+def test_another_users_entry_is_listed_as_untrusted_and_cleared_and_another_users_directory_is_refused(tmp_path: Path):
+    cache = tmp_path / "cache"
+    env = {"DLPROBE_CACHE_DIR": str(cache)}
+    marker = tmp_path / "planted-code-ran"
+    plant_entry(cache, "train-records-v1", pack([Planted(marker)]))
+    listed = run_dlprobe(["cache", "list"], tmp_path, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "untrusted entry train-records-v1: refusing to use the dlprobe.fixes cache entry" in listed.stdout
+    assert f"belongs to uid {OTHER_UID}" in listed.stdout and "dlprobe cache clear train-records-v1" in listed.stdout
+
+    cleared = run_dlprobe(["cache", "clear", "train-records-v1"], tmp_path, env=env)
+    assert cleared.returncode == 0, cleared.stderr
+    assert "removed train-records-v1" in cleared.stdout and "untrusted" in cleared.stdout
+    assert not (cache / "train-records-v1.npy").exists() and not marker.exists()
+
+    os.chown(cache, OTHER_UID, OTHER_UID)
+    refused = run_dlprobe(["cache", "list"], tmp_path, env=env)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"error: refusing to use the dlprobe.fixes cache directory {cache}: it belongs "
+                                     f"to uid {OTHER_UID}")  # fmt: skip
+    assert "hint: " in refused.stderr and "Traceback" not in refused.stderr

@@ -48,8 +48,12 @@ def test_shared_packed_records_reach_spawn_workers_as_mapped_pages_not_copies(tm
     assert shared.findings("spawn-copy") == []
     assert shared.stdout.count("worker maps cache: True") == 2  # both workers map the one file in the cache
     assert shared.stdout.splitlines()[-1] == plain.stdout.splitlines()[-1]  # same total
-    assert sorted(p.name for p in cache.iterdir()) == ["spawn-records-v1.json", "spawn-records-v1.lock",
-                                                       "spawn-records-v1.npy"]  # fmt: skip
+    assert sorted(p.name for p in cache.iterdir()) == [
+        ".mac-key",
+        "spawn-records-v1.json",
+        "spawn-records-v1.lock",
+        "spawn-records-v1.npy",
+    ]  # fmt: skip (the key signs the records)
 
 
 def test_ranks_on_one_node_share_one_copy_packed_by_one_of_them(tmp_path: Path):

@@ -83,11 +83,12 @@ def test_too_little_room_names_the_numbers_and_how_to_grow_it(cache: Path, monke
 
 @needs_small_shm
 def test_a_real_full_dev_shm_is_refused_before_writing(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delenv(layout.CACHE_DIR_ENV)  # the default, /dev/shm/dlprobe-cache, in a private 1 MiB tmpfs
+    monkeypatch.delenv(layout.CACHE_DIR_ENV)  # the default, /dev/shm/dlprobe-cache-<uid>, in a private 1 MiB tmpfs
     code = "import numpy as np; from dlprobe.fixes import shm_array; shm_array('big', lambda: np.zeros(4 << 20, 'u1'))"
     proc = run_with_small_shm("1M", f'{sys.executable} -c "{code}"')
     assert proc.returncode == 1
-    assert "ShmCacheError: [Errno 28] no room for cached array 'big' in /dev/shm/dlprobe-cache" in proc.stderr
+    uid = os.geteuid()
+    assert f"ShmCacheError: [Errno 28] no room for cached array 'big' in /dev/shm/dlprobe-cache-{uid}" in proc.stderr
     assert "needs 4.0 MiB but only 1.0 MiB of 1.0 MiB is free" in proc.stderr
 
 
