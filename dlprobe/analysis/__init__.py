@@ -54,7 +54,14 @@ ANALYZERS: list[Analyzer] = [
 # The codes each analyzer can give: what a report lacks when that analyzer fails (tests check the list is complete).
 ANALYZER_CODES: dict[str, tuple[str, ...]] = {
     "find_hangs": ("worker-hang", "main-hang"),
-    "find_worker_deaths": ("worker-killed", "bad-sample", "too-few-shards", "shm-exhausted"),
+    "find_worker_deaths": (
+        "worker-killed",
+        "bad-sample",
+        "worker-error",
+        "sampler-out-of-range",
+        "too-few-shards",
+        "shm-exhausted",
+    ),  # fmt: skip
     "find_run_problems": ("script-error", "no-loader"),
     "find_cow_growth": ("cow-growth", "mapped-pages"),
     "find_spawn_copy": ("spawn-copy",),
