@@ -16,6 +16,7 @@ from typing import Any
 
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stack_causes import indices_text
+from dlprobe.analysis.text_cut import first_line as cut_line
 from dlprobe.rundir.schema import (
     EV_SAMPLE_CHECK,
     SAMPLE_CHECK_FAILS,
@@ -107,16 +108,7 @@ def verified_text(evidence: dict[str, Any], index: int) -> str:
     )
 
 
-def _cut(text: str, limit: int = 90) -> str:
-    """The first line of an error, cut at a word (never mid-path) when it is long."""
-    line = text.splitlines()[0] if text else ""
-    if len(line) <= limit:
-        return line
-    cut = line[:limit].rsplit(" ", 1)[0]
-    return cut + " ..."
-
-
-def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], first_line: str, exc_type: str) -> Finding:
+def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], error_line: str, exc_type: str) -> Finding:
     """worker-error: the index loads alone, fails like every other, or could not be checked."""
     index, worker_id = evidence.get("index"), evidence.get("worker_id")
     outcome = evidence.get("sample_alone")
@@ -130,7 +122,7 @@ def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], first_line: str, 
     raised = f"Worker {worker_id} raised {exc_type} on index {index}" + (
         f" in {evidence['raised_in']}" if evidence.get("raised_in") else ""
     )
-    error = _cut(first_line)
+    error = cut_line(error_line)
     if outcome == SAMPLE_CHECK_LOADS:
         title = (
             f"{error} in worker {worker_id} on index {index}, which loads alone: not the sample (loader {lo.loader_id})"
@@ -171,7 +163,7 @@ def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], first_line: str, 
 
 
 def sampler_out_of_range(
-    lo: LoaderRecord, evidence: dict[str, Any], first_line: str, exc_type: str, length: int
+    lo: LoaderRecord, evidence: dict[str, Any], error_line: str, exc_type: str, length: int
 ) -> Finding:
     index, worker_id = evidence.get("index"), evidence.get("worker_id")
     custom_batches = bool(lo.config.get("custom_batch_sampler"))
@@ -193,7 +185,8 @@ def sampler_out_of_range(
         else ""
     )
     detail = (
-        f"Worker {worker_id} raised {exc_type} ({_cut(first_line)}) on index {index}, but len(dataset) is {length}: "
+        f"Worker {worker_id} raised {exc_type} ({cut_line(error_line)}) on index {index}, but len(dataset) is "
+        f"{length}: "
         f"valid indices are 0 to {length - 1}.{off_by_one} The indices come from {who}, so it is at fault, not the "
         f"dataset.{why}"
     )
