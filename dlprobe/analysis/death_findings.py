@@ -376,9 +376,8 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
         if length is not None and not 0 <= index < length:
             return sample_checks.sampler_out_of_range(lo, evidence, first_line, exc_type, length)
         indices_failed = sample_checks.failed_indices(run, lo, exc_type, index)
-        evidence.update(
-            sample_checks.check_evidence(sample_checks.sample_check(run, lo.loader_id, index), indices_failed)
-        )
+        check = sample_checks.sample_check(run, lo.loader_id, index, worker_id)
+        evidence.update(sample_checks.check_evidence(check, indices_failed))
         if not sample_checks.blames_the_sample(evidence):
             return sample_checks.not_the_sample(lo, evidence, first_line, exc_type)
         verified = sample_checks.verified_text(evidence, index)

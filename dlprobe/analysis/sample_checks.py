@@ -12,6 +12,7 @@ loads, unverified), for any other finding that needs to know the sample was not 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
@@ -39,13 +40,36 @@ SHARED_STATE_FIX = (
 )
 
 
-def sample_check(run: RunData, loader_id: int, index: int) -> dict[str, Any] | None:
-    """The training process's check of this index (the last one, if it was checked more than once)."""
-    found = None
+# The process ran out of descriptors (EMFILE: its own limit; ENFILE: the system's)
+_EXHAUSTED = re.compile(r"\[Errno (24|23)\]|Too many open files")
+DESCRIPTORS_FIX = (
+    "Close what __getitem__ opens (a `with` block, or np.load(path) rather than an open file kept in a list or a "
+    "cache without a bound): each worker keeps every descriptor it never closes until it hits its open-file limit "
+    "(`ulimit -n`). Do not skip or drop this sample: it loads."
+)
+
+
+def _causes(error_line: str) -> str:
+    if _EXHAUSTED.search(error_line):
+        return (
+            "the worker ran out of file descriptors (its open-file limit): files, sockets or pipes opened while "
+            f"loading and never closed pile up in each worker until any load fails; or else {SHARED_STATE_CAUSES}"
+        )
+    return SHARED_STATE_CAUSES
+
+
+def sample_check(run: RunData, loader_id: int, index: int, worker_id: Any = None) -> dict[str, Any] | None:
+    """The training process's check of this index (the last one, if it was checked more than once), else its word
+    that it checked none for this worker's error (thread workers, past the cap: no index, a reason)."""
+    found = unindexed = None
     for ev in run.events:
-        if ev.get("ev") == EV_SAMPLE_CHECK and ev.get("loader") == loader_id and ev.get("index") == index:
+        if ev.get("ev") != EV_SAMPLE_CHECK or ev.get("loader") != loader_id:
+            continue
+        if ev.get("index") == index:
             found = ev
-    return found
+        elif ev.get("index") is None and ev.get("worker_id") == worker_id:
+            unindexed = ev
+    return found or unindexed
 
 
 def failed_indices(run: RunData, lo: LoaderRecord, exc_type: str, index: int) -> list[int]:
@@ -123,6 +147,9 @@ def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], error_line: str, 
         f" in {evidence['raised_in']}" if evidence.get("raised_in") else ""
     )
     error = cut_line(error_line)
+    fix = SHARED_STATE_FIX
+    if _EXHAUSTED.search(error_line):  # EMFILE, ENFILE: the descriptors ran out, whatever opened them
+        fix = DESCRIPTORS_FIX
     if outcome == SAMPLE_CHECK_LOADS:
         title = (
             f"{error} in worker {worker_id} on index {index}, which loads alone: not the sample (loader {lo.loader_id})"
@@ -130,9 +157,8 @@ def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], error_line: str, 
         detail = (
             f"{raised}. dlprobe loaded dataset[{index}] again alone, in a process forked from the training process "
             f"once the workers were quiet, and it loaded.{many} So the error comes from the workers loading together, "
-            f"not from the data: {SHARED_STATE_CAUSES}."
+            f"not from the data: {_causes(error_line)}."
         )
-        fix = SHARED_STATE_FIX
     elif outcome == SAMPLE_CHECK_FAILS_ANY:
         control = evidence.get("control_index")
         title = (
@@ -144,20 +170,19 @@ def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], error_line: str, 
             f"and so does dataset[{control}], which the worker had loaded fine just before, with the same error "
             f"({evidence.get('control_error') or evidence.get('error_alone')}).{many} Every load fails in a forked "
             "process: the dataset holds state from before the fork that a forked process cannot use "
-            f"({SHARED_STATE_CAUSES})."
+            f"({_causes(error_line)})."
         )
-        fix = SHARED_STATE_FIX
     else:
         reason = evidence.get("sample_check_reason") or "no reason recorded"
         title = f"{error} in worker {worker_id} on index {index} (loader {lo.loader_id}); the sample was not checked"
         detail = (
             f"{raised}. dlprobe could not load dataset[{index}] again alone ({reason}), so it does not know whether "
             f"the sample is at fault.{many} If it loads alone, the error comes from what the workers share or use up "
-            f"together: {SHARED_STATE_CAUSES}."
+            f"together: {_causes(error_line)}."
         )
         fix = (
             f"Load dataset[{index}] alone (num_workers=0, or in a Python shell). If it fails, fix that sample or the "
-            f"code that reads it; if it loads, do not skip it: {SHARED_STATE_FIX}"
+            f"code that reads it; if it loads, do not skip it: {fix}"
         )
     return Finding("worker-error", "error", title, detail, fix, evidence, lo.loader_id)
 

@@ -264,8 +264,8 @@ class LoaderProbe:
             message=str(exc)[:4000],
             cause=f"{type(cause).__name__}: {cause}"[:2000] if cause is not None else None,
         )
-        if iterator is not None and not self.threads:  # a thread worker shares this process: nothing to fork apart
-            sample_check.check_worker_error(self.loader_id, self.epoch, iterator, exc)
+        if iterator is not None:
+            sample_check.check_worker_error(self.loader_id, self.epoch, iterator, exc, self.threads)
 
     def _per_worker(self) -> dict[str, list[int]]:
         return {} if self.worker_batches is None else {"worker_batches": list(self.worker_batches)}

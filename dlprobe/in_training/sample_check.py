@@ -45,10 +45,19 @@ QUIET_S = 0.3
 _checked: set[tuple[int, int]] = set()
 
 
-def check_worker_error(loader_id: int, epoch: int, iterator: Any, exc: BaseException) -> None:
+def check_worker_error(loader_id: int, epoch: int, iterator: Any, exc: BaseException, threads: bool = False) -> None:
     """A worker's exception reached the loop: load its index alone and record the outcome (never raises)."""
     caught = _CAUGHT.search(str(exc))
-    if caught is None or len(_checked) >= MAX_CHECKS or os.environ.get(RUN_DIR_ENV) is None:
+    if caught is None or os.environ.get(RUN_DIR_ENV) is None:
+        return
+    head = {"loader": loader_id, "epoch": epoch, "worker_id": int(caught.group(2)), "exception": caught.group(1)}
+    if threads or len(_checked) >= MAX_CHECKS:
+        why = (
+            "the workers are threads of the training process: no process of their own to load it apart from"
+            if threads
+            else f"the probe loads at most {MAX_CHECKS} failing indices again per process"
+        )
+        _emit(**head, index=None, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
         return
     try:
         with quiet_signals.held_back():  # our child's exit, or a worker's, must not raise from the probe's frames

@@ -93,3 +93,9 @@ def test_an_index_past_the_end_is_the_samplers_and_no_catch_advice():
 def test_an_index_inside_the_dataset_is_not_the_samplers():
     finding = _finding(_check("fails", control_index=12, control_loads=True), length=4000, index=13)
     assert finding.code == "bad-sample"
+
+
+def test_a_check_the_probe_did_not_make_says_why():
+    threads = _check("unverified", index=None, reason="the workers are threads of the training process: ...")
+    finding = _finding(threads)
+    assert finding.code == "worker-error" and "threads of the training process" in finding.detail
