@@ -14,11 +14,13 @@ raise) stays in it; the parent only waits, bounded, and writes one `sample_check
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import re
 import select
 import signal
+import sys
 import time
 from typing import Any
 
@@ -107,9 +109,13 @@ def _check(loader_id: int, epoch: int, iterator: Any, exc_type: str, worker_id: 
         why = f"workers {busy} were still loading after {IDLE_WAIT_S:.0f} s: a load now would not be alone"
         _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
         return
+    # The control: an index this worker loaded fine, the one before it in the batch, else the first of a batch it
+    # finished (its slot's ring of recent batches); index 0 or 1 only when it loaded none.
     pos = held.get("pos") or 0
-    before = [i for i in (held.get("indices") or [])[:pos] if isinstance(i, int)]
-    control = before[-1] if before else next((i for i in (0, 1) if i != index and (length or 0) > i), None)
+    known_good = [i for i in (held.get("indices") or [])[:pos] if isinstance(i, int)][::-1]
+    known_good += [row[4] for row in reversed(slot.get("recent") or []) if isinstance(row[4], int) and row[4] >= 0]
+    known_good += [i for i in (0, 1) if (length or 0) > i]
+    control = next((i for i in known_good if i != index and (length is None or 0 <= i < length)), None)
     head["control_index"] = control
     _emit(**head, **_load_in_child(dataset, index, control))
 
@@ -159,6 +165,13 @@ def _child(dataset: Any, index: int, control: int | None, out: int) -> None:
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
+        # The script's own streams may not be fds 1 and 2 (a tee, a logger's file, a notebook's): replaced too, and
+        # its log records dropped, so the load leaves no line anywhere the training writes.
+        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the child ends in os._exit
+        faulthandler.disable()  # a crash here is reported by its signal, not by a dump on the training's stderr
+        logging = sys.modules.get("logging")
+        if logging is not None:
+            logging.disable(logging.CRITICAL)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(int(LOAD_LIMIT_S) + 2)  # a backstop: the parent kills the child at LOAD_LIMIT_S anyway
         result: dict[str, Any] = {}
