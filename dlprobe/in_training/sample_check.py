@@ -22,6 +22,7 @@ import select
 import signal
 import sys
 import time
+import warnings
 from typing import Any
 
 from dlprobe.in_training import probe_errors, quiet_signals
@@ -142,7 +143,7 @@ def _activity(run_dir: str, workers: list[Any]) -> dict[int, tuple[Any, ...]]:
     out: dict[int, tuple[Any, ...]] = {}
     for worker_id, worker in enumerate(workers):
         pid = worker.pid
-        if pid is None or not worker.is_alive():
+        if pid is None:  # never is_alive(): it reaps a dead worker, and torch's SIGCHLD check would then miss it
             continue
         slot = read_slot(slot_path(run_dir, pid)) or {}
         try:
@@ -198,7 +199,9 @@ def _child(dataset: Any, index: int, control: int | None, out: int) -> None:
 def _load_in_child(dataset: Any, index: int, control: int | None) -> dict[str, Any]:
     read_end, write_end = os.pipe()
     start = time.monotonic()
-    pid = os.fork()
+    with warnings.catch_warnings():  # 3.12+ warns on fork() with threads: not on their stderr
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # pragma: no cover - the child ends in os._exit
         os.close(read_end)
         _child(dataset, index, control, write_end)
