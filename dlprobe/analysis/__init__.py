@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -54,7 +55,14 @@ ANALYZERS: list[Analyzer] = [
 # The codes each analyzer can give: what a report lacks when that analyzer fails (tests check the list is complete).
 ANALYZER_CODES: dict[str, tuple[str, ...]] = {
     "find_hangs": ("worker-hang", "main-hang"),
-    "find_worker_deaths": ("worker-killed", "bad-sample", "too-few-shards", "shm-exhausted"),
+    "find_worker_deaths": (
+        "worker-killed",
+        "bad-sample",
+        "worker-error",
+        "sampler-out-of-range",
+        "too-few-shards",
+        "shm-exhausted",
+    ),  # fmt: skip
     "find_run_problems": ("script-error", "no-loader"),
     "find_cow_growth": ("cow-growth", "mapped-pages"),
     "find_spawn_copy": ("spawn-copy",),
@@ -76,6 +84,49 @@ ANALYZER_CODES: dict[str, tuple[str, ...]] = {
     "find_attached_workers_gone": ("attached-workers-gone",),
     "find_attached_outside_view": ("attached-no-stacks", "attached-shm-full", "attached-outside-view"),
 }
+
+
+# torch's wrapper for an exception raised in a worker, as the script re-raised it
+_CAUGHT = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
+# The findings that explain one worker's exception: the script's error is that same exception, re-raised.
+WORKER_EXCEPTION_CODES = ("bad-sample", "worker-error", "sampler-out-of-range")
+
+
+def _same_process(a: Finding, b: Finding) -> bool:
+    """In a job, both findings are of the same rank (labelled by the merge); in a single run, always."""
+    ranks_a = {str(a.evidence.get("rank") or "")} | {str(r.get("rank")) for r in a.evidence.get("ranks") or []}
+    ranks_b = {str(b.evidence.get("rank") or "")} | {str(r.get("rank")) for r in b.evidence.get("ranks") or []}
+    return bool(ranks_a & ranks_b)
+
+
+def fold_script_errors(findings: list[Finding]) -> list[Finding]:
+    """One finding per failure: a script-error that is a worker's exception re-raised by torch ("Caught OSError in
+    DataLoader worker process 2.") is dropped when a worker finding explains that exception, which takes the line
+    where the script stopped. A script-error read as another rank's consequence ("after rank 1 failed") stays."""
+    kept: list[Finding] = []
+    for finding in findings:
+        caught = _CAUGHT.search(str(finding.evidence.get("message") or "")) if finding.code == "script-error" else None
+        match = None
+        if caught is not None and "after_rank" not in finding.evidence:
+            match = next(
+                (
+                    f
+                    for f in findings
+                    if f.code in WORKER_EXCEPTION_CODES
+                    and f.evidence.get("exception") == caught.group(1)
+                    and f.evidence.get("worker_id") == int(caught.group(2))
+                    and _same_process(f, finding)
+                ),
+                None,
+            )
+        if match is None:
+            kept.append(finding)
+            continue
+        if finding.evidence.get("file"):
+            where = f"{str(finding.evidence['file']).rsplit('/', 1)[-1]}:{finding.evidence.get('line')}"
+            match.evidence["script_stopped_at"] = where
+            match.detail += f" The script stopped with it ({where})."
+    return kept
 
 
 def failure_where(exc: BaseException) -> str:
@@ -119,8 +170,10 @@ def analysis_failed(part: str, exc: Exception, missing: tuple[str, ...] | list[s
     )
 
 
-def analyze(run: RunData) -> list[Finding]:
-    """Every finding for a run, most severe first; an analyzer that raises becomes a probe-degraded finding."""
+def analyze(run: RunData, fold: bool = True) -> list[Finding]:
+    """Every finding for a run, most severe first; an analyzer that raises becomes a probe-degraded finding.
+    `fold`: a script-error that is a worker's exception re-raised goes into that worker's finding (a job folds
+    once its ranks' errors are ordered: analyze_job)."""
     findings: list[Finding] = []
     for analyzer in ANALYZERS:
         name = getattr(analyzer, "__name__", repr(analyzer))
@@ -128,4 +181,6 @@ def analyze(run: RunData) -> list[Finding]:
             findings.extend(analyzer(run))
         except Exception as exc:  # one analyzer's bug must not take every other finding down with it
             findings.append(analysis_failed(name, exc, ANALYZER_CODES.get(name, ()), "analyzer"))
+    if fold:
+        findings = fold_script_errors(findings)
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dlprobe.analysis import sample_checks
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.analysis.stack_causes import indices_text
@@ -368,6 +369,21 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
     if entry is not None and entry["entry"] < len(indices) and indices[entry["entry"]] is not None:
         return _collate_mismatch(lo, evidence, held, entry, first_line)
     index = held.get("index")
+    verified = ""
+    if isinstance(index, int) and held.get("kind") != "iterable" and held.get("phase") != "collate":
+        # Blame the sample only once it failed alone; an index outside the dataset is the sampler's.
+        length = sample_checks.dataset_length(run, lo, index)
+        if length is not None and not 0 <= index < length:
+            return sample_checks.sampler_out_of_range(lo, evidence, first_line, exc_type, length)
+        indices_failed = sample_checks.failed_indices(run, lo, exc_type, index)
+        check = sample_checks.sample_check(run, lo.loader_id, index, worker_id)
+        evidence.update(sample_checks.check_evidence(check, indices_failed))
+        if not sample_checks.blames_the_sample(evidence):
+            return sample_checks.not_the_sample(lo, evidence, first_line, exc_type)
+        verified = sample_checks.verified_text(evidence, index)
+        others = [i for i in indices_failed if i != index]
+        if others:
+            verified += f" Other indices failed with {exc_type} too: {indices_text(others)}."
     what = "stream position" if held.get("kind") == "iterable" else "index"
     title = f"Sample {what} {index} raises {first_line} (loader {lo.loader_id}, worker {worker_id})"
     if index is None and indices:
@@ -384,7 +400,7 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
         f"Worker {worker_id} raised {exc_type} on {on}{indices_text(indices)}, during {held.get('phase')})"
         + (f" in {where}" if where else "")
         + f"; PyTorch re-raised it in the training loop as 'Caught {exc_type} in DataLoader worker process "
-        f"{worker_id}.', which does not say which sample it was."
+        f"{worker_id}.', which does not say which sample it was." + verified
     )
     look = (
         f"Look at sample {index}: reproduce with dataset[{index}]"

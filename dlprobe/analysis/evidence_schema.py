@@ -168,7 +168,19 @@ class BadSampleEvidence(InJob, _Batch, _Shm, total=False):
     cause: str  # exception | shm | no-shards
     exception: str
     error: str | None
-    raised_in: str | None
+    raised_in: str | None  # the innermost frame of the user's code: "function (file.py:line)"
+    # The failing index loaded again alone (analysis/sample_checks.py): fails | fails-any | loads | unverified.
+    # Only "fails" blames the sample (bad-sample); the rest are worker-error: not the sample, or not known.
+    sample_alone: str | None
+    sample_check_reason: str | None  # unverified: why it was not loaded alone
+    error_alone: str | None  # what it raised alone
+    control_index: int | None  # an index the worker loaded fine, loaded after it in the same check
+    control_loads: bool | None
+    control_error: str | None
+    failed_indices: list[int]  # every index the loader's workers failed on with this exception, this one first
+    script_stopped_at: str | None  # the script's own error was this exception, re-raised here (file.py:line)
+    sampler: str | None  # sampler-out-of-range: the class that yielded the index
+    dataset_len: int | None
     collate_entry: int
     entry_0_index: int | None
     entry_0: str | None
@@ -176,6 +188,14 @@ class BadSampleEvidence(InJob, _Batch, _Shm, total=False):
 
 
 class TooFewShardsEvidence(BadSampleEvidence, total=False):
+    pass
+
+
+class WorkerErrorEvidence(BadSampleEvidence, total=False):
+    pass
+
+
+class SamplerOutOfRangeEvidence(BadSampleEvidence, total=False):
     pass
 
 
@@ -466,6 +486,8 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "main-hang": MainHangEvidence,
     "worker-killed": WorkerKilledEvidence,
     "bad-sample": BadSampleEvidence,
+    "worker-error": WorkerErrorEvidence,
+    "sampler-out-of-range": SamplerOutOfRangeEvidence,
     "too-few-shards": TooFewShardsEvidence,
     "shm-exhausted": ShmExhaustedEvidence,
     "script-error": ScriptErrorEvidence,

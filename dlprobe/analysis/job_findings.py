@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dlprobe.analysis import analysis_failed, analyze
+from dlprobe.analysis import analysis_failed, analyze, fold_script_errors
 from dlprobe.analysis.job import Job, RankView
 from dlprobe.analysis.job_hang import job_hang
 from dlprobe.analysis.job_merge import merge_rank_findings, ranks_text
@@ -350,7 +350,7 @@ def _guarded(failures: list[Finding], name: str, missing: tuple[str, ...], check
 
 def analyze_job(job: Job) -> list[Finding]:
     """Every finding of a job, most severe first: per-rank findings merged across ranks, then the job's own."""
-    per_rank = [(view, analyze(view.run)) for view in job.ranks]
+    per_rank = [(view, analyze(view.run, fold=False)) for view in job.ranks]
     failures: list[Finding] = []
     _guarded(failures, "_node_cow", ("cow-growth judged on the node's total",), lambda: _node_cow(job, per_rank))
     _guarded(failures, "job_hang", ("the other ranks waiting in a collective",), lambda: job_hang(job, per_rank))
@@ -367,5 +367,6 @@ def analyze_job(job: Job) -> list[Finding]:
                          lambda: _other_processes(job), [])  # fmt: skip
     _guarded(failures, "_later_rank_errors", ("which rank's error came first",), lambda: _later_rank_errors(findings))
     findings += _guarded(failures, "find_rank_failed", ("rank-failed",), lambda: find_rank_failed(job, findings), [])
+    findings = fold_script_errors(findings)  # once the ranks' errors are ordered and rank-failed explained
     findings += failures
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))

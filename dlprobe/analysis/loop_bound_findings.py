@@ -22,7 +22,9 @@ SURPLUS_BYTES = 512 * 2**20  # ...and the private memory they hold together
 
 
 def find_loop_bound(run: RunData) -> list[Finding]:
-    findings = []
+    findings: list[Finding] = []
+    if run.ended_in_error:  # as input-bound: no worker count advised from a failing run
+        return findings
     for loader in run.loaders:
         finding = _loop_bound(run, loader)
         if finding is not None:

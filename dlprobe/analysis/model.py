@@ -250,6 +250,15 @@ class RunData:
         error = next((e for e in self.events if e.get("ev") == EV_SCRIPT_ERROR), None)
         return cast(ScriptErrorEvent, error)
 
+    @property
+    def ended_in_error(self) -> bool:
+        """The script ended with an exception, or a loader's error and a failing exit: its last seconds are a
+        failure's, not a measure of how fast it loads (no throughput advice from them)."""
+        if self.script_error is not None:
+            return True
+        failed = self.result.get("exit_code") not in (0, None) or self.result.get("signal") is not None
+        return failed and any(lo.errors for lo in self.loaders)
+
     def workers(self, loader_id: int | None = None) -> list[ProcessRecord]:
         return [p for p in self.processes if p.role == "worker" and (loader_id is None or p.loader_id == loader_id)]
 

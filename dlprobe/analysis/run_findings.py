@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dlprobe.analysis.model import Finding, RunData
+from dlprobe.analysis.text_cut import first_line
 
 
 def find_run_problems(run: RunData) -> list[Finding]:
@@ -15,7 +16,7 @@ def find_run_problems(run: RunData) -> list[Finding]:
             Finding(
                 code="script-error",
                 severity="error",
-                title=f"The script raised {error['type']}: {error.get('message', '')}"[:200],
+                title=f"The script raised {error['type']}: {first_line(error.get('message') or '', 150)}",
                 detail=f"The training script stopped with an uncaught {error['type']}{where}; "
                 "its traceback is in the script's stderr above and in stderr.log of the run directory.",
                 fix="Fix the error in the script (run it with plain `python` to compare), then probe it again.",

@@ -191,6 +191,12 @@ def _restart_cost(loader: LoaderRecord) -> float:
     return sum(later) / len(later) if later else 0.0
 
 
+def _unplaced_in_a_crash(run: RunData, construct_stacks: list[dict[str, Any]], before_s: float) -> bool:
+    """Set-up time the sampler saw too little of to place, in a run that ended in an error: the error is the news,
+    and a cause that is not known is no finding (a run that ends well still gets it, as a note)."""
+    return run.ended_in_error and sum(s["seconds"] for s in construct_stacks) < HOT_SHARE * before_s
+
+
 def find_slow_start(run: RunData) -> list[Finding]:
     findings: list[Finding] = []
     notes: list[Finding] = []  # remedy-cost, after the warnings
@@ -224,7 +230,9 @@ def find_slow_start(run: RunData) -> list[Finding]:
             construct_stacks = [s for s in construct_stacks if not _remedy(s)]
             # Imports are timed (phases) but never a cause on their own: torch alone takes seconds, and no loader
             # setting changes that.
-            if phases["before_loader_s"] - remedy_s >= SLOW_CONSTRUCT_S:
+            if phases["before_loader_s"] - remedy_s >= SLOW_CONSTRUCT_S and not _unplaced_in_a_crash(
+                run, construct_stacks, phases["before_loader_s"] - remedy_s
+            ):
                 before_s = phases["before_loader_s"] - remedy_s
                 sampled_s = sum(s["seconds"] for s in construct_stacks)
                 path = hot_path(construct_stacks)

@@ -36,7 +36,7 @@ from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS, WORKER_CAP
 from dlprobe.units import format_bytes
 
 INPUT_BOUND_SHARE = 0.3  # the loop waits for data at least this share of its steady time
-INPUT_BOUND_MIN_SPAN_S = 0.5
+INPUT_BOUND_MIN_SPAN_S = 1.0  # seconds of steady time before the loop's pace is advice (a 0.28 s run advised 6 workers)
 # The advised count where the cores bound: the fewest workers the queueing curve brings within this share of it (as
 # `dlprobe tune`'s default --tolerance finds its knee).
 KNEE_SHORT = 0.05
@@ -260,7 +260,9 @@ def _head_of_line_fix(hol: HeadOfLine) -> str:
 
 
 def find_input_bound(run: RunData) -> list[Finding]:
-    findings = []
+    findings: list[Finding] = []
+    if run.ended_in_error:  # a dying job's last batches say nothing about how fast it loads
+        return findings
     cores = recorded_usable_cores(run)
     for loader in run.loaders:
         timing = loop_timing(loader)
@@ -508,7 +510,9 @@ def _input_bound_settings_unknown(run: RunData, loader: LoaderRecord, timing: Lo
 
 
 def find_too_many_workers(run: RunData) -> list[Finding]:
-    findings = []
+    findings: list[Finding] = []
+    if run.ended_in_error:  # as input-bound: no worker count advised from a failing run
+        return findings
     cores = recorded_usable_cores(run)
     for loader in run.loaders:
         nw = loader.num_workers

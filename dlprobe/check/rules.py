@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dlprobe.analysis import failure_message, failure_where
+from dlprobe.analysis import WORKER_EXCEPTION_CODES, failure_message, failure_where
 from dlprobe.analysis.model import SEVERITIES
 from dlprobe.analysis.report_schema import FindingEntry, Report
 from dlprobe.check.config import BASELINE_METRICS, CheckConfig
@@ -66,7 +66,8 @@ def _script_rule(report: Report, stop: Stop | None) -> RuleResult:
         observed = f"stopped {STOP_WORDS.get(stop.reason, stop.reason)} ({batches:,} batches), {observed}"
         return RuleResult("script_exit", "exit 0", observed, PASS, "dlprobe ended the run at its limit")
     if script_failed(report, stop):
-        errors = [f for f in report["findings"] if f["code"] == "script-error"]
+        # a worker's exception the script re-raised is told by its worker finding (analysis.fold_script_errors)
+        errors = [f for f in report["findings"] if f["code"] in ("script-error", *WORKER_EXCEPTION_CODES)]
         why = errors[0]["title"] if errors else f"the script exited with {observed}"
         return RuleResult("script_exit", "exit 0", observed, FAIL, why)
     return RuleResult("script_exit", "exit 0", f"{observed} ({batches:,} batches)", PASS)

@@ -20,6 +20,7 @@ from dlprobe.in_training import (
     inflight,
     probe_errors,
     runtime_state,
+    sample_check,
     script_errors,
     startup_profile,
     worker_batches,
@@ -253,7 +254,7 @@ class LoaderProbe:
             self.epoch_open = False
             _emit(EV_EPOCH_END, loader=self.loader_id, epoch=self.epoch, batches=self.batches, **self._per_worker())
 
-    def record_error(self, exc: BaseException) -> None:
+    def record_error(self, exc: BaseException, iterator: Any = None) -> None:
         self.flush()
         cause = exc.__cause__
         _emit(
@@ -264,6 +265,8 @@ class LoaderProbe:
             message=redact_text(str(exc)[:4000]),
             cause=redact_text(f"{type(cause).__name__}: {cause}"[:2000]) if cause is not None else None,
         )
+        if iterator is not None:
+            sample_check.check_worker_error(self.loader_id, self.epoch, iterator, exc, self.threads)
 
     def _per_worker(self) -> dict[str, list[int]]:
         return {} if self.worker_batches is None else {"worker_batches": list(self.worker_batches)}
@@ -343,9 +346,19 @@ def _loader_config(loader: Any, loader_id: int) -> dict[str, Any]:
         "drop_last": bool(loader.drop_last),
         "collate_fn": getattr(loader.collate_fn, "__qualname__", type(loader.collate_fn).__name__),
         "custom_batch_sampler": loader.batch_sampler is not None and loader.batch_size is None,
+        # An index outside range(len(dataset)) is the sampler's: the report names its class
+        "sampler": _class_name(getattr(loader, "sampler", None)),
+        "batch_sampler": _class_name(getattr(loader, "batch_sampler", None)),
         "created_t": _created.get(loader),
         "dataset": _dataset_summary(loader, loader_id),
     }
+
+
+def _class_name(obj: Any) -> str | None:
+    if obj is None:
+        return None
+    cls = type(obj)
+    return cls.__qualname__ if cls.__module__ in ("__main__", "builtins") else f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _dataset_summary(loader: Any, loader_id: int) -> dict[str, Any]:
@@ -510,7 +523,7 @@ def _probed_next(self: Any, probe: LoaderProbe, original_next: Any) -> Any:
         probe.end_epoch()  # a loop still timed goes on timing in its next pass (new_pass)
         raise
     except BaseException as exc:
-        probe.record_error(exc)
+        probe.record_error(exc, self)
         raise
     finally:
         inflight.loop_outside(probe.loader_id, probe.batches)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from dlprobe.frames import is_user_file
 from dlprobe.in_training import identity, probe_errors, quiet_signals
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.tracebacks import clean_chain, is_dlprobe_frame, user_frames
@@ -27,7 +28,10 @@ def record(exc: BaseException) -> None:
     if log is None or isinstance(exc, KeyboardInterrupt):
         return
     tb = exc.__traceback__
-    where = traceback.extract_tb(tb)[-1] if tb is not None else None
+    frames = traceback.extract_tb(tb) if tb is not None else []
+    # Where the user's code raised it: the innermost frame of theirs (torch's re-raise of a worker's error, or a
+    # library's own raise, is not where they can fix it); the innermost frame when none is theirs.
+    where = next((f for f in reversed(frames) if is_user_file(f.filename)), frames[-1] if frames else None)
     try:  # which rank failed, for a rank that dies before it says who it is with its first loader
         who = identity.current()
     except Exception as exc_who:

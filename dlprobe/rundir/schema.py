@@ -134,6 +134,13 @@ EV_SCRIPT_ERROR = "script_error"
 EV_STOP = "stop"
 EV_LOADER = "loader"
 EV_LOADER_ERROR = "loader_error"
+# A worker's exception reached the loop: the index it failed on, loaded again alone in a forked child
+# (in_training/sample_check.py), and what happened. Outcomes:
+SAMPLE_CHECK_FAILS = "fails"  # fails alone (and a control index it loaded just before loads, where there was one)
+SAMPLE_CHECK_FAILS_ANY = "fails-any"  # fails alone, and so does the control index, with the same error: not the sample
+SAMPLE_CHECK_LOADS = "loads"  # loads alone: not the sample
+SAMPLE_CHECK_UNVERIFIED = "unverified"  # not loaded alone (`reason` says why)
+EV_SAMPLE_CHECK = "sample_check"
 EV_START_METHOD = "start_method"
 EV_EPOCH = "epoch"
 EV_BATCHES = "batches"
@@ -282,6 +289,8 @@ class LoaderEvent(Event, total=False):
     drop_last: bool
     collate_fn: str
     custom_batch_sampler: bool
+    sampler: str | None  # the index sampler's class (module.Qualname); None for an IterableDataset's
+    batch_sampler: str | None  # the batch sampler's class (torch's BatchSampler unless the script passed its own)
     created_t: float | None
     dataset: DatasetSummary
     inspect_error: str
@@ -385,6 +394,25 @@ class LoaderErrorEvent(Event, total=False):
     loader: int
     type: str
     message: str
+
+
+class SampleCheckEvent(Event, total=False):
+    """EV_SAMPLE_CHECK: the index a worker failed on, loaded again alone (in_training/sample_check.py)."""
+
+    loader: int
+    epoch: int
+    worker_id: int
+    exception: str  # the type the worker raised
+    index: int | None
+    length: int | None  # len(dataset) when it was checked
+    control_index: int | None  # an index loaded after it when it failed alone
+    outcome: str  # SAMPLE_CHECK_*
+    reason: str  # unverified: why
+    error_alone: str  # fails: the first line of what it raised alone
+    error_type_alone: str
+    control_loads: bool
+    control_error: str
+    seconds: float
 
 
 class ProbeErrorEvent(Event, total=False):

@@ -152,6 +152,7 @@ EVENT_TYPES: dict[str, type] = {
     schema.EV_WORKER_START: schema.WorkerStartEvent,
     schema.EV_BATCH_INFO: schema.BatchInfoEvent,
     schema.EV_LOADER_ERROR: schema.LoaderErrorEvent,
+    schema.EV_SAMPLE_CHECK: schema.SampleCheckEvent,
     schema.EV_PROBE_ERROR: schema.ProbeErrorEvent,
     schema.EV_DUPES: schema.DupesEvent,
     schema.EV_FORK_STATE: schema.ForkStateEvent,

@@ -170,9 +170,13 @@ def test_exception_is_a_bad_sample_from_the_first_failed_fetch():
     run = _dead_run({**_error(CAUGHT), "type": "ValueError"})
     failed = {"phase": "getitem", "kind": "map", "fetch": 4, "pos": 1, "index": 13, "indices": [12, 13]}
     run.inflight = {11: slot(11, 0, "done", [16, 17], 17, failed=failed)}  # the worker went on afterwards
+    run.events.append({"ev": "sample_check", "loader": 0, "index": 13, "exception": "ValueError", "outcome": "fails",
+                       "error_alone": "ValueError: corrupt record at index 13", "control_index": 12,
+                       "control_loads": True})  # fmt: skip
     [finding] = find_worker_deaths(run)
     ev = finding.evidence
     assert finding.code == "bad-sample" and (ev["index"], ev["worker_id"], ev["exception"]) == (13, 0, "ValueError")
+    assert ev["sample_alone"] == "fails" and "dataset[13] fails too" in finding.detail
     assert ev["error"] == "ValueError: corrupt record at index 13" and ev["raised_in"] == "misbehave (train.py:67)"
 
 
@@ -243,7 +247,9 @@ def test_webdataset_without_shards_for_every_worker_is_a_loader_setting_quoted_w
 
 def test_a_multi_line_exception_is_quoted_whole_with_its_first_line_in_the_title():
     message = "ValueError: record 13 is corrupt\nexpected 4 fields, got 3"
-    [finding] = find_worker_deaths(_dead_run(_error(_caught(message))))
+    run = _dead_run(_error(_caught(message)))
+    run.events.append({"ev": "sample_check", "loader": 0, "index": 13, "outcome": "fails"})  # it fails alone
+    [finding] = find_worker_deaths(run)
     assert finding.evidence["error"] == message
     assert "raises ValueError: record 13 is corrupt (loader" in finding.title
 

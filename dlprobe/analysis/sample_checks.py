@@ -1,0 +1,223 @@
+"""Whether the sample is at fault, for an exception a worker raised on one index.
+
+The training process loads that index again alone (in_training/sample_check.py: a `sample_check` event); here the
+outcome decides the finding. Only a sample that fails alone, while a neighbour loads, is a `bad-sample`. One that
+loads alone, or fails like every other index, is a `worker-error`: state the workers share or exhaust, never a sample
+to skip. Without a check the report says so and blames nothing. An index outside range(len(dataset)) is the
+sampler's (`sampler-out-of-range`), whatever the dataset raised.
+
+The outcome is the typed fact `sample_alone` in the evidence of `bad-sample` and `worker-error` (fails, fails-any,
+loads, unverified), for any other finding that needs to know the sample was not at fault.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from dlprobe.analysis.model import Finding, LoaderRecord, RunData
+from dlprobe.analysis.stack_causes import indices_text
+from dlprobe.analysis.text_cut import first_line as cut_line
+from dlprobe.rundir.schema import (
+    EV_SAMPLE_CHECK,
+    SAMPLE_CHECK_FAILS,
+    SAMPLE_CHECK_FAILS_ANY,
+    SAMPLE_CHECK_LOADS,
+    SAMPLE_CHECK_UNVERIFIED,
+)
+
+SHARED_STATE_CAUSES = (
+    "a file object, descriptor or connection opened in __init__, before the workers were forked, that every worker "
+    "then reads through (they share its offset and its library's state); a library that is not safe across fork or "
+    "across processes; or something the workers use up together: open files, readers, connections, memory or disk"
+)
+SHARED_STATE_FIX = (
+    "Open files, databases and clients in each worker, not in __init__: lazily on first use in __getitem__ "
+    "(`if self.h5 is None: self.h5 = h5py.File(self.path)`) or in worker_init_fn "
+    "(torch.utils.data.get_worker_info().dataset); close what you open (a `with` block) so descriptors do not pile "
+    "up, and compare the open-file limit (`ulimit -n`) with what the workers hold. Do not skip or drop this sample: "
+    "it loads."
+)
+
+
+# The process ran out of descriptors (EMFILE: its own limit; ENFILE: the system's)
+_EXHAUSTED = re.compile(r"\[Errno (24|23)\]|Too many open files")
+DESCRIPTORS_FIX = (
+    "Close what __getitem__ opens (a `with` block, or np.load(path) rather than an open file kept in a list or a "
+    "cache without a bound): each worker keeps every descriptor it never closes until it hits its open-file limit "
+    "(`ulimit -n`). Do not skip or drop this sample: it loads."
+)
+
+
+def _causes(error_line: str) -> str:
+    if _EXHAUSTED.search(error_line):
+        return (
+            "the worker ran out of file descriptors (its open-file limit): files, sockets or pipes opened while "
+            f"loading and never closed pile up in each worker until any load fails; or else {SHARED_STATE_CAUSES}"
+        )
+    return SHARED_STATE_CAUSES
+
+
+def sample_check(run: RunData, loader_id: int, index: int, worker_id: Any = None) -> dict[str, Any] | None:
+    """The training process's check of this index (the last one, if it was checked more than once), else its word
+    that it checked none for this worker's error (thread workers, past the cap: no index, a reason)."""
+    found = unindexed = None
+    for ev in run.events:
+        if ev.get("ev") != EV_SAMPLE_CHECK or ev.get("loader") != loader_id:
+            continue
+        if ev.get("index") == index:
+            found = ev
+        elif ev.get("index") is None and ev.get("worker_id") == worker_id:
+            unindexed = ev
+    return found or unindexed
+
+
+def failed_indices(run: RunData, lo: LoaderRecord, exc_type: str, index: int) -> list[int]:
+    """Every index this loader's workers failed on with this exception in the run (checks of errors that reached
+    the loop, and the first failed fetch each worker's slot kept), this one first."""
+    seen = [index]
+    for ev in run.events:
+        if ev.get("ev") == EV_SAMPLE_CHECK and ev.get("loader") == lo.loader_id and ev.get("exception") == exc_type:
+            other = ev.get("index")
+            if isinstance(other, int) and other not in seen:
+                seen.append(other)
+    for slot in run.inflight.values():
+        failed = slot.get("failed") or {}
+        other = failed.get("index")
+        ours = slot.get("loader_id") == lo.loader_id and failed.get("kind") in ("map", "unbatched", "getitems")
+        if ours and isinstance(other, int) and failed.get("phase") == "getitem" and other not in seen:
+            seen.append(other)
+    return seen
+
+
+def dataset_length(run: RunData, lo: LoaderRecord, index: int) -> int | None:
+    check = sample_check(run, lo.loader_id, index)
+    length = check.get("length") if check else None
+    if not isinstance(length, int):
+        length = lo.dataset.get("len")
+    return length if isinstance(length, int) and not isinstance(length, bool) else None
+
+
+def check_evidence(check: dict[str, Any] | None, indices: list[int]) -> dict[str, Any]:
+    if check is None:
+        return {"sample_alone": SAMPLE_CHECK_UNVERIFIED, "sample_check_reason": "no check was recorded",
+                "failed_indices": indices}  # fmt: skip
+    return {
+        "sample_alone": check.get("outcome"),
+        "sample_check_reason": check.get("reason"),
+        "error_alone": check.get("error_alone"),
+        "control_index": check.get("control_index") if check.get("outcome") != SAMPLE_CHECK_LOADS else None,
+        "control_loads": check.get("control_loads"),
+        "control_error": check.get("control_error"),
+        "failed_indices": indices,
+    }
+
+
+def blames_the_sample(evidence: dict[str, Any]) -> bool:
+    """A sample failed alone and a neighbour loaded: today's bad-sample stands."""
+    return evidence.get("sample_alone") == SAMPLE_CHECK_FAILS
+
+
+def verified_text(evidence: dict[str, Any], index: int) -> str:
+    """For a bad-sample: what the check saw."""
+    control = evidence.get("control_index")
+    after = (
+        f"; index {control}, loaded just before it, loads"
+        if control is not None and evidence.get("control_loads")
+        else ""
+    )
+    return (
+        f" Loaded again alone (in a process forked from the training process, with the workers quiet), "
+        f"dataset[{index}] fails too ({evidence.get('error_alone')}){after}: the sample is at fault."
+    )
+
+
+def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], error_line: str, exc_type: str) -> Finding:
+    """worker-error: the index loads alone, fails like every other, or could not be checked."""
+    index, worker_id = evidence.get("index"), evidence.get("worker_id")
+    outcome = evidence.get("sample_alone")
+    indices = [i for i in evidence.get("failed_indices") or [] if i != index]
+    many = (
+        f" Errors of this kind hit {len(indices) + 1} different indices in this run "
+        f"({indices_text([index, *indices])}): not one sample."
+        if indices
+        else ""
+    )
+    raised = f"Worker {worker_id} raised {exc_type} on index {index}" + (
+        f" in {evidence['raised_in']}" if evidence.get("raised_in") else ""
+    )
+    error = cut_line(error_line)
+    fix = SHARED_STATE_FIX
+    if _EXHAUSTED.search(error_line):  # EMFILE, ENFILE: the descriptors ran out, whatever opened them
+        fix = DESCRIPTORS_FIX
+    if outcome == SAMPLE_CHECK_LOADS:
+        title = (
+            f"{error} in worker {worker_id} on index {index}, which loads alone: not the sample (loader {lo.loader_id})"
+        )
+        detail = (
+            f"{raised}. dlprobe loaded dataset[{index}] again alone, in a process forked from the training process "
+            f"once the workers were quiet, and it loaded.{many} So the error comes from the workers loading together, "
+            f"not from the data: {_causes(error_line)}."
+        )
+    elif outcome == SAMPLE_CHECK_FAILS_ANY:
+        control = evidence.get("control_index")
+        title = (
+            f"{error} in worker {worker_id} on index {index}, and on index {control} too: not the sample "
+            f"(loader {lo.loader_id})"
+        )
+        detail = (
+            f"{raised}. Loaded again alone in a process forked from the training process, dataset[{index}] fails, "
+            f"and so does dataset[{control}], which the worker had loaded fine just before, with the same error "
+            f"({evidence.get('control_error') or evidence.get('error_alone')}).{many} Every load fails in a forked "
+            "process: the dataset holds state from before the fork that a forked process cannot use "
+            f"({_causes(error_line)})."
+        )
+    else:
+        reason = evidence.get("sample_check_reason") or "no reason recorded"
+        title = f"{error} in worker {worker_id} on index {index} (loader {lo.loader_id}); the sample was not checked"
+        detail = (
+            f"{raised}. dlprobe could not load dataset[{index}] again alone ({reason}), so it does not know whether "
+            f"the sample is at fault.{many} If it loads alone, the error comes from what the workers share or use up "
+            f"together: {_causes(error_line)}."
+        )
+        fix = (
+            f"Load dataset[{index}] alone (num_workers=0, or in a Python shell). If it fails, fix that sample or the "
+            f"code that reads it; if it loads, do not skip it: {fix}"
+        )
+    return Finding("worker-error", "error", title, detail, fix, evidence, lo.loader_id)
+
+
+def sampler_out_of_range(
+    lo: LoaderRecord, evidence: dict[str, Any], error_line: str, exc_type: str, length: int
+) -> Finding:
+    index, worker_id = evidence.get("index"), evidence.get("worker_id")
+    custom_batches = bool(lo.config.get("custom_batch_sampler"))
+    sampler = lo.config.get("batch_sampler" if custom_batches else "sampler")
+    role = "batch sampler (batch_sampler=)" if custom_batches else "sampler"
+    name = sampler.rsplit(".", 1)[-1] if isinstance(sampler, str) else None
+    evidence.update({"sampler": sampler, "dataset_len": length})
+    who = f"the {role} {name}" if name else f"the loader's {role}"
+    title = (
+        f"The {role.split(' (')[0]} {name or ''} yielded index {index}, outside the dataset's {length} samples "
+        f"(loader {lo.loader_id})"
+    ).replace("  ", " ")
+    off_by_one = f" Index {index} is len(dataset) itself: an off-by-one." if index == length else ""
+    torch_own = isinstance(sampler, str) and sampler.startswith("torch.")
+    why = (
+        " It is torch's own sampler, which draws from range(len(dataset)) as it was when the epoch began: the "
+        "dataset's length changed while the epoch ran."
+        if torch_own
+        else ""
+    )
+    detail = (
+        f"Worker {worker_id} raised {exc_type} ({cut_line(error_line)}) on index {index}, but len(dataset) is "
+        f"{length}: "
+        f"valid indices are 0 to {length - 1}.{off_by_one} The indices come from {who}, so it is at fault, not the "
+        f"dataset.{why}"
+    )
+    fix = (
+        f"Make {name or 'the sampler'} yield indices in range(len(dataset)) (0 to {length - 1})"
+        + ("; build the sampler and the DataLoader again after the dataset changes" if torch_own else "")
+        + ". Do not catch the error in __getitem__: that would hide the sampler's bug and drop samples silently."
+    )
+    return Finding("sampler-out-of-range", "error", title, detail, fix, evidence, lo.loader_id)

@@ -1,0 +1,252 @@
+"""Before a sample is blamed: load the index a worker failed on again, alone, in a throw-away child process.
+
+When a worker's exception reaches the training loop ("Caught OSError in DataLoader worker process 2"), the worker's
+in-flight slot says which index it was on. The training process then forks a child that loads `dataset[index]` once
+with nothing else reading (the workers are let go idle first), and, if that fails too, one index the worker loaded
+fine just before (a control): a sample at fault fails alone while its neighbour loads; state the workers share or
+exhaust (a handle opened before the fork, a pool of readers, descriptors) loads alone, or fails on every index.
+
+The training is unchanged: the child writes nothing (its stdout and stderr go to /dev/null), ends with os._exit (no
+atexit handler, no flushed buffer of the parent's), is killed past a time limit, and whatever it does (crash, hang,
+raise) stays in it; the parent only waits, bounded, and writes one `sample_check` event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import os
+import re
+import select
+import signal
+import sys
+import time
+import warnings
+from typing import Any
+
+from dlprobe.in_training import probe_errors, quiet_signals
+from dlprobe.in_training.event_log import get_log
+from dlprobe.rundir.inflight_format import read_slot, slot_path
+from dlprobe.rundir.schema import (
+    EV_SAMPLE_CHECK,
+    RUN_DIR_ENV,
+    SAMPLE_CHECK_FAILS,
+    SAMPLE_CHECK_FAILS_ANY,
+    SAMPLE_CHECK_LOADS,
+    SAMPLE_CHECK_UNVERIFIED,
+)
+
+# torch's wrapper for an exception raised in a worker (torch/_utils.py ExceptionWrapper.reraise)
+_CAUGHT = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
+MAX_CHECKS = 3  # per process: a loop that catches errors and goes on must not fork a child per batch
+IDLE_WAIT_S = 5.0  # how long the workers get to finish what they were loading before the check
+LOAD_LIMIT_S = 10.0  # one child, both loads: a slower load is "not verified", never a verdict
+_BUSY = ("getitem", "collate", "worker_init_fn")
+QUIET_S = 0.3
+
+_checked: set[tuple[int, int]] = set()
+
+
+def check_worker_error(loader_id: int, epoch: int, iterator: Any, exc: BaseException, threads: bool = False) -> None:
+    """A worker's exception reached the loop: load its index alone and record the outcome (never raises)."""
+    caught = _CAUGHT.search(str(exc))
+    if caught is None or os.environ.get(RUN_DIR_ENV) is None:
+        return
+    head = {"loader": loader_id, "epoch": epoch, "worker_id": int(caught.group(2)), "exception": caught.group(1)}
+    if threads or len(_checked) >= MAX_CHECKS:
+        why = (
+            "the workers are threads of the training process: no process of their own to load it apart from"
+            if threads
+            else f"the probe loads at most {MAX_CHECKS} failing indices again per process"
+        )
+        _emit(**head, index=None, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
+        return
+    try:
+        with quiet_signals.held_back():  # our child's exit, or a worker's, must not raise from the probe's frames
+            _check(loader_id, epoch, iterator, caught.group(1), int(caught.group(2)))
+    except Exception as probe_exc:  # the training's own exception goes on unchanged
+        probe_errors.record("sample_check", probe_exc, f"the sample loader {loader_id} failed on is not re-checked")
+
+
+def _emit(**fields: Any) -> None:
+    log = get_log()
+    if log is not None:
+        log.emit(EV_SAMPLE_CHECK, **fields)
+
+
+def _check(loader_id: int, epoch: int, iterator: Any, exc_type: str, worker_id: int) -> None:
+    head: dict[str, Any] = {"loader": loader_id, "epoch": epoch, "worker_id": worker_id, "exception": exc_type}
+    workers = list(getattr(iterator, "_workers", None) or [])
+    dataset = getattr(iterator, "_dataset", None)
+    run_dir = os.environ[RUN_DIR_ENV]
+    if not 0 <= worker_id < len(workers) or dataset is None:
+        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason="the failing worker is not known to the loop")
+        return
+    if getattr(iterator, "_dataset_kind", 0) != 0:  # _DatasetKind.Iterable: no index to load again
+        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason="an IterableDataset has no index to load alone")
+        return
+    slot = read_slot(slot_path(run_dir, workers[worker_id].pid)) or {}
+    held = slot.get("failed") or (slot if slot.get("phase") in _BUSY else {})
+    index = held.get("index")
+    head["index"] = index
+    if held.get("phase") == "collate" or index is None:
+        why = "the error came from collate, not one sample" if held.get("phase") == "collate" else "no index recorded"
+        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
+        return
+    if (loader_id, index) in _checked:
+        return
+    _checked.add((loader_id, index))
+    try:
+        length: int | None = len(dataset)
+    except Exception:
+        length = None
+    head["length"] = length
+    if length is not None and not 0 <= index < length:  # the sampler's index: loading it proves nothing more
+        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason="the index is outside range(len(dataset))")
+        return
+    busy = _wait_idle(run_dir, workers)
+    if busy:
+        why = f"workers {busy} were still loading after {IDLE_WAIT_S:.0f} s: a load now would not be alone"
+        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
+        return
+    # The control: an index this worker loaded fine, the one before it in the batch, else the first of a batch it
+    # finished (its slot's ring of recent batches); index 0 or 1 only when it loaded none.
+    pos = held.get("pos") or 0
+    known_good = [i for i in (held.get("indices") or [])[:pos] if isinstance(i, int)][::-1]
+    known_good += [row[4] for row in reversed(slot.get("recent") or []) if isinstance(row[4], int) and row[4] >= 0]
+    known_good += [i for i in (0, 1) if (length or 0) > i]
+    control = next((i for i in known_good if i != index and (length is None or 0 <= i < length)), None)
+    head["control_index"] = control
+    _emit(**head, **_load_in_child(dataset, index, control))
+
+
+def _wait_idle(run_dir: str, workers: list[Any]) -> list[int]:
+    """Wait (bounded) until the workers are quiet; the ids of those still busy.
+
+    A worker's slot keeps the phase of a fetch that raised until its next one begins, so the phase cannot tell a
+    worker loading from one waiting for work after its error: quiet is a slot (its sequence number, its fetch count)
+    and a CPU time that both stay unchanged over QUIET_S."""
+    deadline = time.monotonic() + IDLE_WAIT_S
+    before = _activity(run_dir, workers)
+    while True:
+        time.sleep(QUIET_S)
+        now = _activity(run_dir, workers)
+        busy = sorted(w for w in now if before.get(w) != now[w])
+        if not busy or time.monotonic() > deadline:
+            return busy
+        before = now
+
+
+def _activity(run_dir: str, workers: list[Any]) -> dict[int, tuple[Any, ...]]:
+    """What changes while a worker works: its slot's sequence number and fetch count, and its CPU time."""
+    out: dict[int, tuple[Any, ...]] = {}
+    for worker_id, worker in enumerate(workers):
+        pid = worker.pid
+        if pid is None:  # never is_alive(): it reaps a dead worker, and torch's SIGCHLD check would then miss it
+            continue
+        slot = read_slot(slot_path(run_dir, pid)) or {}
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[-1].split()
+            cpu = int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+        except (OSError, IndexError, ValueError):
+            cpu = -1
+        out[worker_id] = (slot.get("seq"), slot.get("fetches"), cpu)
+    return out
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300] if str(exc) else type(exc).__name__
+
+
+def _child(dataset: Any, index: int, control: int | None, out: int) -> None:
+    """In the forked child: silent, bounded, and never back into the parent's code (os._exit)."""
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        # The script's own streams may not be fds 1 and 2 (a tee, a logger's file, a notebook's): replaced too, and
+        # its log records dropped, so the load leaves no line anywhere the training writes.
+        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the child ends in os._exit
+        faulthandler.disable()  # a crash here is reported by its signal, not by a dump on the training's stderr
+        logging = sys.modules.get("logging")
+        if logging is not None:
+            logging.disable(logging.CRITICAL)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(int(LOAD_LIMIT_S) + 2)  # a backstop: the parent kills the child at LOAD_LIMIT_S anyway
+        result: dict[str, Any] = {}
+        try:
+            dataset[index]
+            result["outcome"] = SAMPLE_CHECK_LOADS
+        except Exception as exc:
+            result["outcome"], result["error_alone"] = SAMPLE_CHECK_FAILS, _describe(exc)
+            result["error_type_alone"] = type(exc).__name__
+            if control is not None:
+                try:
+                    dataset[control]
+                    result["control_loads"] = True
+                except Exception as control_exc:
+                    result["control_loads"] = False
+                    result["control_error"] = _describe(control_exc)
+                    if type(control_exc).__name__ == result["error_type_alone"]:
+                        result["outcome"] = SAMPLE_CHECK_FAILS_ANY
+        os.write(out, json.dumps(result).encode()[:60000])
+    finally:
+        os._exit(0)
+
+
+def _load_in_child(dataset: Any, index: int, control: int | None) -> dict[str, Any]:
+    read_end, write_end = os.pipe()
+    start = time.monotonic()
+    with warnings.catch_warnings():  # 3.12+ warns on fork() with threads: not on their stderr
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child ends in os._exit
+        os.close(read_end)
+        _child(dataset, index, control, write_end)
+    os.close(write_end)
+    data = b""
+    try:
+        deadline = start + LOAD_LIMIT_S
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([read_end], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(read_end)
+    status = _reap(pid, time.monotonic() >= start + LOAD_LIMIT_S and not data)
+    seconds = round(time.monotonic() - start, 3)
+    if data:
+        try:
+            return {**json.loads(data), "seconds": seconds}
+        except ValueError:  # cut short: the child died while writing it
+            data = b""
+    if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) != signal.SIGKILL:
+        name = signal.Signals(os.WTERMSIG(status)).name
+        return {"outcome": SAMPLE_CHECK_FAILS, "error_alone": f"the process loading it alone died of {name}",
+                "error_type_alone": name, "seconds": seconds}  # fmt: skip
+    return {"outcome": SAMPLE_CHECK_UNVERIFIED, "seconds": seconds,
+            "reason": f"loading it alone did not finish within {LOAD_LIMIT_S:.0f} s"}  # fmt: skip
+
+
+def _reap(pid: int, kill: bool) -> int | None:
+    """The child's wait status; a child still running past the limit is killed (SIGKILL: it cannot refuse)."""
+    for attempt in range(2):
+        if kill or attempt:
+            with contextlib.suppress(ProcessLookupError):  # already gone
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if done:
+                return status
+            time.sleep(0.01)
+    return None
