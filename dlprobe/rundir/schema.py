@@ -257,6 +257,8 @@ class Suspect(TypedDict, total=False):
     items: int
     objects: int
     est_bytes: int
+    item: str  # the type of the first value of an object array or Series (which remedy fits: numbers or strings)
+    columns: list[dict[str, Any]]  # a DataFrame's columns: name, dtype, python_objects, arrow, objects, est_bytes, item
 
 
 class DatasetSummary(TypedDict, total=False):
