@@ -10,6 +10,7 @@ from dlprobe.analysis import (
     attach_findings,
     batch_findings,
     death_findings,
+    fd_findings,
     hang_findings,
     hotspot_findings,
     loop_bound_findings,
@@ -28,6 +29,7 @@ Analyzer = Callable[[RunData], list[Finding]]
 ANALYZERS: list[Analyzer] = [
     hang_findings.find_hangs,  # the specific diagnoses first: they explain a script-error that follows
     death_findings.find_worker_deaths,
+    fd_findings.find_fd_leak,  # before script-error: it names the process a `Too many open files` came from
     run_findings.find_run_problems,
     memory_findings.find_cow_growth,
     memory_findings.find_spawn_copy,
@@ -55,6 +57,7 @@ ANALYZERS: list[Analyzer] = [
 ANALYZER_CODES: dict[str, tuple[str, ...]] = {
     "find_hangs": ("worker-hang", "main-hang"),
     "find_worker_deaths": ("worker-killed", "bad-sample", "too-few-shards", "shm-exhausted"),
+    "find_fd_leak": ("fd-leak",),
     "find_run_problems": ("script-error", "no-loader"),
     "find_cow_growth": ("cow-growth", "mapped-pages"),
     "find_spawn_copy": ("spawn-copy",),

@@ -461,6 +461,29 @@ class RankFailedEvidence(InJob, total=False):
     other_failures: list[LauncherFailure]
 
 
+class FdLeakRow(TypedDict, total=False):
+    """One process whose open descriptors climbed (analysis/fd_findings.py)."""
+
+    pid: int
+    role: str
+    worker_id: int | None
+    fds_first: int
+    fds_last: int
+    fds_peak: int
+    seconds: float
+    fds_per_s: float
+    fd_limit: int | None
+    seconds_to_limit: float | None
+    fd_targets: list[dict[str, Any]]  # {target: a path pattern or socket/pipe, count}, most first
+    fd_targets_at: int | None  # the count when the targets were read
+
+
+class FdLeakEvidence(InJob, total=False):
+    leaking: list[FdLeakRow]
+    hit_limit_pids: list[int]
+    error: str | None
+
+
 EVIDENCE_BY_CODE: dict[str, type] = {
     "worker-hang": WorkerHangEvidence,
     "main-hang": MainHangEvidence,
@@ -498,6 +521,7 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "rank-duplicates": RankDuplicatesEvidence,
     "rank-failed": RankFailedEvidence,
     "thread-workers": ThreadWorkersEvidence,
+    "fd-leak": FdLeakEvidence,
 }
 
 
@@ -531,6 +555,7 @@ class Evidence(  # every key of every code, each with its one type: what render/
     RankDuplicatesEvidence,
     RankFailedEvidence,
     ThreadWorkersEvidence,
+    FdLeakEvidence,
     total=False,
 ):
     pass

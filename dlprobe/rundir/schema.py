@@ -180,11 +180,13 @@ SAMPLE_PROC = "proc"  # a process seen for the first time
 SAMPLE_READING = "s"  # one round of readings (per process and for the system)
 SAMPLE_GONE = "gone"  # a process ended
 SAMPLE_THREAD = "thread"  # a worker thread (worker_method="thread") seen for the first time: pid, tid, comm
+SAMPLE_FD_TARGETS = "fdt"  # what a process's descriptors point to, read when its count climbed: pid, t, n, top
 # Fields of a process's reading besides its memory (rss, uss, ... in bytes): CPU seconds it has used (utime+stime,
 # /proc/PID/stat) and seconds it has waited for a core (/proc/PID/schedstat), both cumulative since it started;
 # absent where they could not be read (runs recorded before dlprobe read them too).
 SAMPLE_CPU = "cpu"
 SAMPLE_RUN_DELAY = "runq"
+SAMPLE_FDS = "fd"  # open file descriptors (len of /proc/PID/fd), read every few ticks
 
 # --- meta.json: how the target was started -----------------------------------------------------------------
 LAUNCH_SCRIPT = "script"  # dlprobe run train.py ARGS
@@ -486,6 +488,9 @@ class Sample(TypedDict, total=False):
     shm: dict[str, int]
     avail: int | None
     cg: CgroupReading
+    nofile: int | None  # proc: its soft RLIMIT_NOFILE (None: unlimited or not read)
+    n: int  # fdt: the descriptors open when their targets were read
+    top: list[list[Any]]  # fdt: [target pattern, count], most first (system/procfds.target_pattern)
 
 
 class HangRecord(TypedDict, total=False):
