@@ -11,6 +11,7 @@ from dlprobe.analysis import (
     batch_findings,
     death_findings,
     fd_findings,
+    fork_findings,
     hang_findings,
     hotspot_findings,
     loop_bound_findings,
@@ -29,6 +30,7 @@ Analyzer = Callable[[RunData], list[Finding]]
 ANALYZERS: list[Analyzer] = [
     hang_findings.find_hangs,  # the specific diagnoses first: they explain a script-error that follows
     death_findings.find_worker_deaths,
+    fork_findings.find_shared_handles,  # before a worker's error is read as a bad sample or the script's
     fd_findings.find_fd_leak,  # before script-error: it names the process a `Too many open files` came from
     run_findings.find_run_problems,
     memory_findings.find_cow_growth,
@@ -57,6 +59,7 @@ ANALYZERS: list[Analyzer] = [
 ANALYZER_CODES: dict[str, tuple[str, ...]] = {
     "find_hangs": ("worker-hang", "main-hang"),
     "find_worker_deaths": ("worker-killed", "bad-sample", "too-few-shards", "shm-exhausted"),
+    "find_shared_handles": ("shared-handle",),
     "find_fd_leak": ("fd-leak",),
     "find_run_problems": ("script-error", "no-loader"),
     "find_cow_growth": ("cow-growth", "mapped-pages"),

@@ -484,6 +484,15 @@ class FdLeakEvidence(InJob, total=False):
     error: str | None
 
 
+class SharedHandleEvidence(InJob, total=False):
+    handles: list[dict[str, Any]]  # fd, target, kind, pos, access, attribute, owner (rundir.schema.ForkHandle)
+    attributes: list[str]
+    libraries: list[str]
+    num_workers: int | None
+    error_type: str | None  # a worker's error tied to the handles (an I/O error, or one naming them)
+    tied_by: str | None  # why it is tied
+
+
 EVIDENCE_BY_CODE: dict[str, type] = {
     "worker-hang": WorkerHangEvidence,
     "main-hang": MainHangEvidence,
@@ -522,6 +531,7 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "rank-failed": RankFailedEvidence,
     "thread-workers": ThreadWorkersEvidence,
     "fd-leak": FdLeakEvidence,
+    "shared-handle": SharedHandleEvidence,
 }
 
 
@@ -556,6 +566,7 @@ class Evidence(  # every key of every code, each with its one type: what render/
     RankFailedEvidence,
     ThreadWorkersEvidence,
     FdLeakEvidence,
+    SharedHandleEvidence,
     total=False,
 ):
     pass

@@ -151,6 +151,7 @@ WORKER_BATCH_CAP = 5000  # rows a worker keeps at each stride before the stride 
 EV_BATCH_INFO = "batch_info"
 EV_DUPES = "dupes"
 EV_FORK_STATE = "fork_state"
+EV_FORK_HANDLES = "fork_handles"  # descriptors objects of the dataset hold as a loader forks (in_training/fork_handles)
 EV_ACCEL = "accel"
 EV_STARTUP_PROFILE = "startup_profile"
 EV_TAKEOVER = "takeover"
@@ -434,6 +435,25 @@ class ForkStateEvent(Event, total=False):
     torch_threads: int
     openmp: bool
     cuda_initialized: bool | None
+
+
+class ForkHandle(TypedDict, total=False):
+    fd: int
+    target: str  # the file's path, or socket:[inode]
+    kind: str  # file | socket
+    pos: int  # the offset every worker shares
+    access: str  # r | w | rw
+    attribute: str  # the path from the dataset to the object holding it: self.h5, self.dataset.env
+    owner: str  # the object's module and class: h5py._hl.files.File, lmdb.Environment
+
+
+class ForkHandlesEvent(Event, total=False):
+    """EV_FORK_HANDLES: the files and sockets objects of the dataset hold as a loader forks its workers."""
+
+    loader: int
+    epoch: int
+    fds: int | None
+    handles: list[ForkHandle]
 
 
 class ProfileStack(TypedDict, total=False):
