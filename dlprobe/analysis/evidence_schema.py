@@ -92,6 +92,9 @@ class _Kernel(TypedDict, total=False):
     cpu_share: float | None
     threads: int | None
     threads_at_fork: list[str]
+    native_library: str  # native-wait: the library whose native code the process waits in (stack_causes.native_wait)
+    native_object: str  # its shared object: tokenizers.abi3.so
+    native_function: str  # the innermost functions there, readable: rayon_core::latch::LockLatch::wait_and_reset
 
 
 class _Shm(TypedDict, total=False):
