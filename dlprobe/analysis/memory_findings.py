@@ -315,7 +315,7 @@ def _gc_fix(gc_state: dict[str, Any] | None) -> str:
     )
 
 
-SUSPECTS_LEAD_SHARE = 1 / 3  # suspects explaining this share of the copies lead the fix, gc.freeze() after them
+SUSPECTS_LEAD_SHARE = 0.33  # suspects explaining this share of the copies lead the fix, gc.freeze() after them
 
 
 def _cow_fix(suspects: list[dict[str, Any]], cow: int, gc_state: dict[str, Any] | None) -> str:
