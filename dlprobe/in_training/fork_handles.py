@@ -70,7 +70,7 @@ def _fdinfo(fd: int) -> dict[str, Any]:
 def _is_leaf(obj: Any) -> bool:
     if isinstance(obj, (str, bytes, bytearray, int, float, bool, complex, type(None), type)):
         return True
-    if callable(obj) and not hasattr(obj, "fileno"):  # functions, methods, transforms: no handle of their own
+    if callable(obj) and not _declared(obj, "fileno"):  # functions, methods, transforms: no handle of their own
         return True
     np = sys.modules.get("numpy")
     torch = sys.modules.get("torch")
@@ -92,7 +92,16 @@ def _children(obj: Any) -> list[tuple[str, Any]]:
     return [(f".{k}", v) for k, v in list(attrs.items())[:64] if isinstance(k, str)]
 
 
+def _declared(obj: Any, attr: str) -> bool:
+    """The attribute is the object's own or its class's: never one a `__getattr__` makes up (a proxy or an RPC client
+    would run a remote call for it)."""
+    own = getattr(obj, "__dict__", None)
+    return (isinstance(own, dict) and attr in own) or any(attr in vars(cls) for cls in type(obj).__mro__)
+
+
 def _fileno(obj: Any) -> int | None:
+    if not _declared(obj, "fileno"):
+        return None
     method = getattr(obj, "fileno", None)
     if not callable(method):
         return None
@@ -107,6 +116,8 @@ def _names(obj: Any) -> list[str]:
     """What the object calls itself: its file name or path, where it says one (a C object's method `path()` too)."""
     names = []
     for attr in NAME_ATTRIBUTES:
+        if not _declared(obj, attr):
+            continue
         try:
             value = getattr(obj, attr, None)
             if callable(value) and type(value).__name__ == "builtin_function_or_method":

@@ -86,3 +86,15 @@ def test_an_unrelated_main_process_error_or_spawned_workers_do_not_warn():
     main_error = {"type": "ValueError", "message": "bad shape in the training step"}
     assert find_shared_handles(_run([main_error]))[0].severity == "info"
     assert find_shared_handles(_run(start_method="spawn")) == []
+
+
+def test_attributes_a_proxy_makes_up_are_never_asked_for():
+    asked = []
+
+    class Proxy:  # an RPC client: every unknown attribute is a remote call
+        def __getattr__(self, name):
+            asked.append(name)
+            raise AttributeError(name)
+
+    assert dataset_handles(Holder(client=Proxy()))["handles"] == []
+    assert asked == []
