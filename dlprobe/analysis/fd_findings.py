@@ -112,6 +112,11 @@ def find_fd_leak(run: RunData) -> list[Finding]:
         "The count of /proc/PID/fd, read through the run, rose without falling back: something opens files (or "
         f"sockets) and never closes them. {_targets_text(top)}"
     )
+    leaking = {r["pid"] for r in rows}
+    for proc in run.processes:
+        counts = [n for _, n in proc.series.values("fds")]
+        if proc.role == "main" and proc.pid not in leaking and counts:
+            detail += f" The main process held {min(counts)} to {max(counts)} throughout: the leak is not its."
     if emfile:
         detail += (
             f" The run's error says `{emfile}`: "

@@ -39,13 +39,16 @@ def test_files_opened_once_at_start_and_kept_are_no_leak():
 
 def test_too_many_open_files_is_the_process_that_reached_its_limit():
     leaking = _worker(11, 0, [13, 90, 170, 255], nofile=320)
-    data = run([loader()], [leaking, _worker(12, 1, [15, 15, 16, 15], nofile=320)])
+    main = _worker(10, 0, [30, 31, 33, 31], nofile=20_000)
+    main.role, main.loader_id, main.worker_id = "main", None, None
+    data = run([loader()], [main, leaking, _worker(12, 1, [15, 15, 16, 15], nofile=320)])
     data.gone[11] = 104.0  # ended between two readings, climbing 80 a second: at its limit
     data.stderr_tail = "Traceback...\nOSError: [Errno 24] Too many open files\nEOFError"
     [finding] = find_fd_leak(data)
     assert finding.severity == "error" and finding.evidence["hit_limit_pids"] == [11]
     assert "loader 0 worker 0 (pid 11) reached its limit of 320 open files" in finding.title
     assert "`OSError: [Errno 24] Too many open files`: it came from loader 0 worker 0 (pid 11)" in finding.detail
+    assert "The main process held 30 to 33 throughout: the leak is not its." in finding.detail
 
 
 def test_the_reader_counts_this_process_and_folds_numbers_in_targets():
