@@ -11,6 +11,8 @@ from dlprobe.analysis import (
     attach_findings,
     batch_findings,
     death_findings,
+    fd_findings,
+    fork_findings,
     hang_findings,
     hotspot_findings,
     loop_bound_findings,
@@ -29,6 +31,8 @@ Analyzer = Callable[[RunData], list[Finding]]
 ANALYZERS: list[Analyzer] = [
     hang_findings.find_hangs,  # the specific diagnoses first: they explain a script-error that follows
     death_findings.find_worker_deaths,
+    fork_findings.find_shared_handles,  # before a worker's error is read as a bad sample or the script's
+    fd_findings.find_fd_leak,  # before script-error: it names the process a `Too many open files` came from
     run_findings.find_run_problems,
     memory_findings.find_cow_growth,
     memory_findings.find_spawn_copy,
@@ -63,6 +67,8 @@ ANALYZER_CODES: dict[str, tuple[str, ...]] = {
         "too-few-shards",
         "shm-exhausted",
     ),  # fmt: skip
+    "find_shared_handles": ("shared-handle",),
+    "find_fd_leak": ("fd-leak",),
     "find_run_problems": ("script-error", "no-loader"),
     "find_cow_growth": ("cow-growth", "mapped-pages"),
     "find_spawn_copy": ("spawn-copy",),

@@ -92,6 +92,9 @@ class _Kernel(TypedDict, total=False):
     cpu_share: float | None
     threads: int | None
     threads_at_fork: list[str]
+    native_library: str  # native-wait: the library whose native code the process waits in (stack_causes.native_wait)
+    native_object: str  # its shared object: tokenizers.abi3.so
+    native_function: str  # the innermost functions there, readable: rayon_core::latch::LockLatch::wait_and_reset
 
 
 class _Shm(TypedDict, total=False):
@@ -481,6 +484,38 @@ class RankFailedEvidence(InJob, total=False):
     other_failures: list[LauncherFailure]
 
 
+class FdLeakRow(TypedDict, total=False):
+    """One process whose open descriptors climbed (analysis/fd_findings.py)."""
+
+    pid: int
+    role: str
+    worker_id: int | None
+    fds_first: int
+    fds_last: int
+    fds_peak: int
+    seconds: float
+    fds_per_s: float
+    fd_limit: int | None
+    seconds_to_limit: float | None
+    fd_targets: list[dict[str, Any]]  # {target: a path pattern or socket/pipe, count}, most first
+    fd_targets_at: int | None  # the count when the targets were read
+
+
+class FdLeakEvidence(InJob, total=False):
+    leaking: list[FdLeakRow]
+    hit_limit_pids: list[int]
+    error: str | None
+
+
+class SharedHandleEvidence(InJob, total=False):
+    handles: list[dict[str, Any]]  # fd, target, kind, pos, access, attribute, owner (rundir.schema.ForkHandle)
+    attributes: list[str]
+    libraries: list[str]
+    num_workers: int | None
+    error_type: str | None  # a worker's error tied to the handles (an I/O error, or one naming them)
+    tied_by: str | None  # why it is tied
+
+
 EVIDENCE_BY_CODE: dict[str, type] = {
     "worker-hang": WorkerHangEvidence,
     "main-hang": MainHangEvidence,
@@ -520,6 +555,8 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "rank-duplicates": RankDuplicatesEvidence,
     "rank-failed": RankFailedEvidence,
     "thread-workers": ThreadWorkersEvidence,
+    "fd-leak": FdLeakEvidence,
+    "shared-handle": SharedHandleEvidence,
 }
 
 
@@ -553,6 +590,8 @@ class Evidence(  # every key of every code, each with its one type: what render/
     RankDuplicatesEvidence,
     RankFailedEvidence,
     ThreadWorkersEvidence,
+    FdLeakEvidence,
+    SharedHandleEvidence,
     total=False,
 ):
     pass

@@ -191,6 +191,16 @@ def _remedy_code(suspect: dict[str, Any], share: bool = False) -> tuple[str, str
     outer, _, inner = kind.partition("[")
     inner = inner.rstrip("]")
     key = _share_key(attr)
+    if outer == "pandas.DataFrame":
+        lines = [code for c in _object_columns(suspect) if (code := _column_remedy(f"{attr}[{c['name']!r}]", c))]
+        return ("; ".join(lines), "") if lines else None
+    if outer == "pandas.Series":
+        code = _column_remedy(attr, {"item": suspect.get("item")})
+        return (code, "") if code else None
+    if kind == "numpy.ndarray[object]" and suspect.get("item") in _NUMBERS:  # numbers boxed one by one
+        return f"{attr} = {attr}.astype({_NUMPY_DTYPES[str(suspect['item'])]!r})", ""
+    if outer == "deque":  # records appended in order and read by index: a packed buffer reads the same
+        return f"{attr} = PackedRecords(list({attr})" + (f", share={key!r})" if share else ")"), "PackedRecords"
     if outer == "dict":  # COCO-style annotations, JSON metadata: looked up by key through a key index
         return f"{attr} = PackedMapping({attr}" + (f", share={key!r})" if share else ")"), "PackedMapping"
     if outer in ("list", "tuple") and inner in _NUMBERS:
@@ -200,6 +210,44 @@ def _remedy_code(suspect: dict[str, Any], share: bool = False) -> tuple[str, str
     if outer in ("list", "tuple") or kind == "numpy.ndarray[object]":  # records, strings: one buffer plus offsets
         return f"{attr} = PackedRecords({attr}" + (f", share={key!r})" if share else ")"), "PackedRecords"
     return None
+
+
+_NUMPY_DTYPES = {"int": "int64", "float": "float64", "bool": "bool"}
+
+
+def _object_columns(suspect: dict[str, Any]) -> list[dict[str, Any]]:
+    """A DataFrame suspect's columns that hold Python objects, the most objects first."""
+    columns = [c for c in suspect.get("columns") or [] if c.get("python_objects")]
+    return sorted(columns, key=lambda c: int(c.get("objects") or 0), reverse=True)
+
+
+def _column_remedy(target: str, column: dict[str, Any]) -> str | None:
+    """One line that moves a pandas column's values out of Python objects: strings into an Arrow buffer, numbers into
+    a numeric dtype; None for records (dicts, lists), which a column cannot hold without Python objects."""
+    item = column.get("item")
+    if item == "str":
+        return f'{target} = {target}.astype("string[pyarrow]")'
+    if item in _NUMBERS:
+        return f"{target} = {target}.astype({_NUMPY_DTYPES[str(item)]!r})"
+    return None
+
+
+def _frame_columns_text(suspect: dict[str, Any]) -> str:
+    """Which columns of a DataFrame suspect hold the Python objects, and which are safe (numeric, Arrow-backed)."""
+    columns = suspect.get("columns") or []
+    held = _object_columns(suspect)
+    if not held:
+        return ""
+    text = "Its Python objects are in " + ", ".join(
+        f"`{c['name']}` ({c['dtype']} of {c.get('item') or 'objects'}, {int(c.get('objects') or 0):,} objects)"
+        for c in held
+    )
+    safe = [c for c in columns if not c.get("python_objects")]
+    if safe:
+        named = ", ".join(f"`{c['name']}` ({'Arrow-backed' if c.get('arrow') else c['dtype']})" for c in safe[:4])
+        verbs = ("hold", "are") if len(safe) > 1 else ("holds", "is")
+        text += f"; {named} {verbs[0]} no Python objects and {verbs[1]} safe"
+    return text + ". "
 
 
 def _imports(names: list[str], numpy: bool) -> str:
@@ -222,7 +270,7 @@ def _suspects_fix(suspects: list[dict[str, Any]]) -> str:
     text = (
         f"`{top['attribute']}` is a {top['type']} with {top['items']:,} items "
         f"(~{format_bytes(top['est_bytes'])} of Python objects); every worker that reads it copies the pages. "
-    )
+    ) + _frame_columns_text(top)
     others = suspects[1:SUSPECTS_FIXED]
     if others:
         text += (
@@ -240,9 +288,10 @@ def _suspects_fix(suspects: list[dict[str, Any]]) -> str:
     numpy = any("np.asarray" in code for _, (code, _) in fixes)
     reads = "lookups by key and indexing return" if any(n == "PackedMapping" for _, (_, n) in fixes) else (
         "indexing returns")  # fmt: skip
+    imports = _imports([name for _, (_, name) in fixes], numpy)
     return text + (
         f"Hold {'them in buffers' if len(fixes) > 1 else 'it in a buffer'} that workers read without copying: {lines} "
-        f"({_imports([name for _, (_, name) in fixes], numpy)}; {reads} the same values). "
+        f"({imports + '; ' if imports else ''}{reads} the same values). "
         "Or keep the data out of Python objects another way: numpy arrays of fixed-width bytes or numbers, a pyarrow "
         "table, or tensors."
     )
@@ -266,10 +315,15 @@ def _gc_fix(gc_state: dict[str, Any] | None) -> str:
     )
 
 
+SUSPECTS_LEAD_SHARE = 0.33  # suspects explaining this share of the copies lead the fix, gc.freeze() after them
+
+
 def _cow_fix(suspects: list[dict[str, Any]], cow: int, gc_state: dict[str, Any] | None) -> str:
     explained = sum(int(s.get("est_bytes") or 0) for s in suspects)
     if suspects and cow <= explained:
         return _suspects_fix(suspects)
+    if suspects and explained >= cow * SUSPECTS_LEAD_SHARE:  # the data the workers read first, the heap walk second
+        return _suspects_fix(suspects) + " " + _gc_fix(gc_state).strip()
     return _gc_fix(gc_state) + _suspects_fix(suspects)
 
 

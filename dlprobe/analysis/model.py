@@ -35,6 +35,8 @@ from dlprobe.rundir.schema import (
     META_FILE,
     RESULT_FILE,
     SAMPLE_CPU,
+    SAMPLE_FD_TARGETS,
+    SAMPLE_FDS,
     SAMPLE_GONE,
     SAMPLE_PROC,
     SAMPLE_READING,
@@ -93,6 +95,7 @@ class Series:
     # Cumulative CPU seconds (utime+stime) and seconds waited for a core (schedstat), None where not read.
     cpu: list[float | None] = field(default_factory=list)
     runq: list[float | None] = field(default_factory=list)
+    fds: list[int | None] = field(default_factory=list)  # open file descriptors, read every few ticks
 
     def values(self, metric: str) -> list[tuple[float, int]]:
         """(time, value) pairs where the metric was read."""
@@ -108,6 +111,9 @@ class ProcessRecord:
     comm: str | None = None
     ppid: int | None = None
     series: Series = field(default_factory=Series)
+    nofile: int | None = None  # its soft RLIMIT_NOFILE (None: unlimited, or not read)
+    # What its descriptors pointed to the last time their count had climbed: (t, count, [(pattern, n), ...]).
+    fd_targets: tuple[float, int, list[tuple[str, int]]] | None = None
 
 
 @dataclass
@@ -339,6 +345,7 @@ def _put(series: Series, at: int, t: float, values: dict[str, Any]) -> None:
         getattr(series, metric).insert(at, values.get(metric))
     series.cpu.insert(at, values.get(SAMPLE_CPU))
     series.runq.insert(at, values.get(SAMPLE_RUN_DELAY))
+    series.fds.insert(at, values.get(SAMPLE_FDS))
 
 
 def _append(series: Series, t: float, values: dict[str, Any]) -> None:
@@ -383,6 +390,7 @@ def load_run(path: Path) -> RunData:
                 role = "worker"
                 loader_id, worker_id, t_start, first = worker_of[pid]
             proc = ProcessRecord(pid, role, loader_id, worker_id, rec.get("comm"), rec.get("ppid"))
+            proc.nofile = rec.get("nofile")
             own = own_start.get(pid)
             if own is not None:  # the worker's own reading, before the user's worker_init_fn ran
                 _append(proc.series, *own)
@@ -416,6 +424,11 @@ def load_run(path: Path) -> RunData:
                 system.cgroup_limit = cg["limit"]
         elif kind == SAMPLE_GONE:
             gone[int(rec["pid"])] = rec["t"]
+        elif kind == SAMPLE_FD_TARGETS and int(rec["pid"]) in processes:
+            top = [
+                (str(p[0]), p[1]) for p in rec["top"] if isinstance(p, list) and len(p) == 2 and isinstance(p[1], int)
+            ]
+            processes[int(rec["pid"])].fd_targets = (float(rec["t"]), int(rec["n"]), top)
     for ev in events:
         if ev.get("ev") == EV_WORKERS_LAST:
             for w in ev.get("workers") or []:

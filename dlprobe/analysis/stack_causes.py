@@ -23,6 +23,76 @@ _READ_SYSCALLS = {"read", "pread64", "readv", "recvfrom", "recvmsg", "accept", "
 _SLEEP_SYSCALLS = {"nanosleep", "clock_nanosleep"}
 _QUEUE_FRAMES = re.compile(r"Queue\.get|_try_get_data|_get_data|Connection\._poll|Condition\.wait|select")
 BUSY_CPU_SHARE = 0.5
+# Shared objects every process runs through (the C library, the loader, the interpreter): a wait in them says nothing
+# about whose code waits; the first other shared object in the stack is the library that does.
+_SYSTEM_OBJECTS = re.compile(
+    r"(^|/)(libc|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libm|libdl|librt|libpython[\d.]*|python[\d.]*)"
+    r"(\.so|-|$)"
+)
+_MANGLED_PART = re.compile(r"(\d+)")
+_RUST_NOISE = re.compile(r"Cs[0-9A-Za-z]*_|B[0-9A-Za-z]*_|(?<=M)s[0-9A-Za-z]*_")
+
+
+@dataclass(frozen=True)
+class NativeWait:
+    """The library whose native code a thread waits in: its name, its shared object and the innermost function."""
+
+    library: str
+    shared_object: str
+    function: str
+
+
+def readable_symbol(name: str) -> str:
+    """A Rust (v0 `_R...`) or C++ (`_ZN...E`) symbol's length-prefixed parts joined: rayon_core::latch::LockLatch::
+    wait_and_reset. Not a full demangler: enough to read what waits. Other names come back as they are."""
+    if not name.startswith(("_R", "_ZN")):
+        return name
+    if name.startswith("_R"):  # crate hashes (Cs...), back-references (B..._) and impl disambiguators (Ms..._)
+        name = _RUST_NOISE.sub("", name)
+    parts, i = [], 0
+    while i < len(name):
+        match = _MANGLED_PART.match(name, i)
+        if match is None:
+            i += 1
+            continue
+        length, start = int(match.group(1)), match.end()
+        word = name[start : start + length]
+        if length and len(word) == length and (word[0].isalpha() or word[0] == "_"):
+            parts.append(word)
+            i = start + length
+        else:
+            i = match.end()
+    return "::".join(parts) if parts else name
+
+
+def library_of(path: str) -> str:
+    """The library a shared object belongs to: its package under site-packages (tokenizers/tokenizers.abi3.so ->
+    tokenizers), else the file's own name without `lib` and versions (libgomp.so.1 -> gomp)."""
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return path.split(marker, 1)[1].split("/", 1)[0].split(".", 1)[0]
+    name = path.rsplit("/", 1)[-1].split(".so", 1)[0]
+    return name[3:] if name.startswith("lib") else name
+
+
+def native_wait(thread: dict[str, Any] | None) -> NativeWait | None:
+    """The library whose native code the thread is in: the innermost native frame, before any Python frame, in a
+    shared object that is not the C library or the interpreter. None where the stack has no such frame."""
+    frames = _inner(thread, 16)
+    for i, frame in enumerate(frames):
+        if not frame.get("native"):
+            return None
+        path = frame.get("file") or ""
+        if ".so" not in path or _SYSTEM_OBJECTS.search(path):
+            continue
+        same = [f for f in frames[i : i + 3] if f.get("native") and f.get("file") == path]  # its next frames too
+        symbols = " <- ".join(readable_symbol(str(f.get("name") or "?")) for f in same)
+        return NativeWait(library_of(path), path.rsplit("/", 1)[-1], symbols)
+    return None
+
+
+def possessive(name: str) -> str:
+    return f"{name}'" if name.endswith("s") else f"{name}'s"
 
 
 @dataclass
@@ -187,6 +257,28 @@ def classify(proc: dict[str, Any], fork_threads: list[str] | None, start_method:
             "sleeping (time.sleep or a retry back-off) for longer than the hang timeout",
             "Bound the retries and their back-off, or raise --hang-timeout if this wait is expected.",
             kernel,
+        )
+    native = native_wait(thread)
+    if native is not None:
+        pool = start_method in ("fork", None) and (futex or cpu < 0.05)
+        return Cause(
+            "native-wait",
+            f"waiting inside {possessive(native.library)} native code ({native.shared_object}: {native.function})"
+            + (
+                ", most likely for its own thread pool: the pool was started in the parent before the workers "
+                "forked, and its threads do not exist in the worker"
+                if pool
+                else ""
+            ),
+            f"Keep {possessive(native.library)} thread pool out of the parent before the workers fork (do not use "
+            "it there, or turn its parallelism off with its thread-count setting or environment variable), or start "
+            "the workers with multiprocessing_context='forkserver' or 'spawn'.",
+            {
+                **kernel,
+                "native_library": native.library,
+                "native_object": native.shared_object,
+                "native_function": native.function,
+            },  # fmt: skip
         )
     return Cause(
         "unknown",

@@ -8,6 +8,7 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of, loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
+from dlprobe.analysis.stack_causes import main_thread, native_wait
 from dlprobe.frames import is_remedy_file, is_user_file
 from dlprobe.rundir.schema import EV_FORK_STATE, EV_START, EV_STARTUP_PROFILE
 
@@ -320,15 +321,37 @@ def find_fork_hazard(run: RunData) -> list[Finding]:
     for loader in run.loaders:
         if (loader.start_method or "fork") != "fork":
             continue
+        seen = hung_libraries(run, loader.loader_id)
         for state in events_of(run, EV_FORK_STATE, loader.loader_id):
-            finding = _fork_finding(loader, state)
+            finding = _fork_finding(loader, state, seen)
             if finding is not None:
                 findings.append(finding)
                 break  # the first risky fork is enough evidence
     return findings
 
 
-def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None:
+def hung_libraries(run: RunData, loader_id: int) -> list[str]:
+    """The libraries whose native code this loader's hung workers wait in (stack_causes.native_wait), from the hang
+    records: what the native threads at fork belonged to, where a hang showed it."""
+    found: list[str] = []
+    for record in run.hangs:
+        for proc in record.get("processes") or []:
+            if proc.get("role") != "worker" or proc.get("loader_id") not in (loader_id, None):
+                continue
+            native = native_wait(main_thread(proc.get("stack") or []))
+            if native is not None and native.library not in found:
+                found.append(native.library)
+    return found
+
+
+def _native_names(state: dict[str, Any]) -> str:
+    """The kernel's names of the threads at fork other than the interpreter's own name, which every thread a native
+    library starts without naming it inherits."""
+    names = {n: c for n, c in (state.get("os_thread_names") or {}).items() if not n.startswith("python")}
+    return ", ".join(f"{n} x{c}" if c > 1 else n for n, c in list(names.items())[:6])
+
+
+def _fork_finding(loader: LoaderRecord, state: dict[str, Any], seen: list[str] | None = None) -> Finding | None:
     threads = state.get("python_threads") or []
     baseline = state.get("baseline") or {}
     native = state.get("os_threads", 1) - 1 - len(threads)
@@ -365,13 +388,24 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None
         names = ", ".join(t["name"] for t in waiting[:6])
         causes.append(f"{len(waiting)} Python thread(s) idle in a wait or sleep ({names})")
     if native_extra:
-        what = "OpenMP/MKL intra-op pool after a parallel torch op" if openmp_pool else "native threads"
         # The parent's pool is not copied into workers (fork copies one thread); it only matters when the workers
-        # themselves run parallel ops, which this snapshot cannot see: info, not a warning.
-        causes.append(f"{native_extra} native thread(s) started since import ({what}: OpenCV, tokenizers, BLAS)")
+        # themselves run parallel ops, which this snapshot cannot see: info, not a warning. Whose threads they are
+        # is said only where something showed it: a hung worker waiting in a library's native code, or the names
+        # the threads were given; never a list of guesses.
+        if seen:
+            libraries = ", ".join(seen)
+            what = f"{libraries}: a hung worker waits in {'its' if len(seen) == 1 else 'their'} native code"
+        elif openmp_pool:
+            what = "OpenMP/MKL intra-op pool after a parallel torch op"
+        else:
+            named = _native_names(state)
+            what = f"named {named}" if named else "unnamed: the kernel gives them the interpreter's name"
+        causes.append(f"{native_extra} native thread(s) started since import ({what})")
         fixes.append(
-            "keep workers at one intra-op thread (no torch.set_num_threads(>1) in workers; cv2.setNumThreads(0); "
-            "TOKENIZERS_PARALLELISM=false)"
+            f"keep {', '.join(seen)} out of the parent before the workers fork, or turn off its parallelism"
+            if seen
+            else "keep workers at one intra-op thread (no torch.set_num_threads(>1) in workers; a library's own "
+            "thread-count setting, e.g. cv2.setNumThreads(0), TOKENIZERS_PARALLELISM=false)"
         )
     if cuda:
         causes.append("CUDA initialised in the parent")
@@ -385,7 +419,7 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any]) -> Finding | None
     fixes.append(
         f"or {alternative}" if fixes else f"nothing for threads idle in a wait; if workers hang at start, {alternative}"
     )
-    severity = "warning" if running or cuda else "info"
+    severity = "warning" if running or cuda or seen else "info"
     return Finding(
         code="fork-hazard",
         severity=severity,

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from dlprobe.in_training import (
+    fork_handles,
     identity,
     inflight,
     probe_errors,
@@ -40,6 +41,7 @@ from dlprobe.rundir.schema import (
     EV_DUPES,
     EV_EPOCH,
     EV_EPOCH_END,
+    EV_FORK_HANDLES,
     EV_FORK_STATE,
     EV_LOADER,
     EV_LOADER_ERROR,
@@ -446,6 +448,17 @@ def _wrap_iter(original_iter: Any) -> Any:
     return __iter__
 
 
+def _emit_fork_handles(loader: Any, loader_id: int, epoch: int) -> None:
+    """The files and sockets the dataset's objects hold as the workers fork (shared-handle reads them)."""
+    try:
+        found = fork_handles.dataset_handles(loader.dataset)
+    except Exception as exc:  # an exotic dataset must never break the user's training
+        probe_errors.record("hooks.fork_handles", exc, "the descriptors the dataset hands its workers are not known")
+        return
+    if found["handles"]:
+        _emit(EV_FORK_HANDLES, loader=loader_id, epoch=epoch, **found)
+
+
 def _probed_iter(self: Any, original_iter: Any) -> Any:
     startup_profile.stop("iter")  # before any worker is forked
     if _ended_with is not None:  # the script caught the take-over's SystemExit and went on: it must not train
@@ -465,6 +478,7 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
         # Threads, OpenMP and CUDA state right before the fork: a thread holding a lock now leaves it
         # locked forever in every worker (hang causes and the fork-hazard finding read this).
         _emit(EV_FORK_STATE, loader=probe.loader_id, epoch=probe.epoch + 1, **runtime_state.fork_snapshot())
+        _emit_fork_handles(self, probe.loader_id, probe.epoch + 1)
     start = time.perf_counter()
     try:
         iterator = original_iter(self)

@@ -158,6 +158,7 @@ WORKER_BATCH_CAP = 5000  # rows a worker keeps at each stride before the stride 
 EV_BATCH_INFO = "batch_info"
 EV_DUPES = "dupes"
 EV_FORK_STATE = "fork_state"
+EV_FORK_HANDLES = "fork_handles"  # descriptors objects of the dataset hold as a loader forks (in_training/fork_handles)
 EV_ACCEL = "accel"
 EV_STARTUP_PROFILE = "startup_profile"
 EV_TAKEOVER = "takeover"
@@ -187,11 +188,13 @@ SAMPLE_PROC = "proc"  # a process seen for the first time
 SAMPLE_READING = "s"  # one round of readings (per process and for the system)
 SAMPLE_GONE = "gone"  # a process ended
 SAMPLE_THREAD = "thread"  # a worker thread (worker_method="thread") seen for the first time: pid, tid, comm
+SAMPLE_FD_TARGETS = "fdt"  # what a process's descriptors point to, read when its count climbed: pid, t, n, top
 # Fields of a process's reading besides its memory (rss, uss, ... in bytes): CPU seconds it has used (utime+stime,
 # /proc/PID/stat) and seconds it has waited for a core (/proc/PID/schedstat), both cumulative since it started;
 # absent where they could not be read (runs recorded before dlprobe read them too).
 SAMPLE_CPU = "cpu"
 SAMPLE_RUN_DELAY = "runq"
+SAMPLE_FDS = "fd"  # open file descriptors (len of /proc/PID/fd), read every few ticks
 
 # --- meta.json: how the target was started -----------------------------------------------------------------
 LAUNCH_SCRIPT = "script"  # dlprobe run train.py ARGS
@@ -264,6 +267,8 @@ class Suspect(TypedDict, total=False):
     items: int
     objects: int
     est_bytes: int
+    item: str  # the type of the first value of an object array or Series (which remedy fits: numbers or strings)
+    columns: list[dict[str, Any]]  # a DataFrame's columns: name, dtype, python_objects, arrow, objects, est_bytes, item
 
 
 class DatasetSummary(TypedDict, total=False):
@@ -460,6 +465,25 @@ class ForkStateEvent(Event, total=False):
     cuda_initialized: bool | None
 
 
+class ForkHandle(TypedDict, total=False):
+    fd: int
+    target: str  # the file's path, or socket:[inode]
+    kind: str  # file | socket
+    pos: int  # the offset every worker shares
+    access: str  # r | w | rw
+    attribute: str  # the path from the dataset to the object holding it: self.h5, self.dataset.env
+    owner: str  # the object's module and class: h5py._hl.files.File, lmdb.Environment
+
+
+class ForkHandlesEvent(Event, total=False):
+    """EV_FORK_HANDLES: the files and sockets objects of the dataset hold as a loader forks its workers."""
+
+    loader: int
+    epoch: int
+    fds: int | None
+    handles: list[ForkHandle]
+
+
 class ProfileStack(TypedDict, total=False):
     phase: str  # before_loader | ...
     seconds: float
@@ -512,6 +536,9 @@ class Sample(TypedDict, total=False):
     shm: dict[str, int]
     avail: int | None
     cg: CgroupReading
+    nofile: int | None  # proc: its soft RLIMIT_NOFILE (None: unlimited or not read)
+    n: int  # fdt: the descriptors open when their targets were read
+    top: list[list[Any]]  # fdt: [target pattern, count], most first (system/procfds.target_pattern)
 
 
 class HangRecord(TypedDict, total=False):

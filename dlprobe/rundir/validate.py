@@ -29,6 +29,7 @@ SAMPLE_REQUIRED: dict[str, tuple[str, ...]] = {
     schema.SAMPLE_READING: ("t",),
     schema.SAMPLE_GONE: ("pid", "t"),
     schema.SAMPLE_THREAD: ("pid", "tid"),
+    schema.SAMPLE_FD_TARGETS: ("pid", "t", "n", "top"),
 }
 
 
@@ -156,6 +157,7 @@ EVENT_TYPES: dict[str, type] = {
     schema.EV_PROBE_ERROR: schema.ProbeErrorEvent,
     schema.EV_DUPES: schema.DupesEvent,
     schema.EV_FORK_STATE: schema.ForkStateEvent,
+    schema.EV_FORK_HANDLES: schema.ForkHandlesEvent,
     schema.EV_STARTUP_PROFILE: schema.StartupProfileEvent,
     schema.EV_ACCEL: schema.AccelEvent,
 }

@@ -244,3 +244,23 @@ def test_on_hang_wait_keeps_the_run_and_a_recovered_stall_is_a_warning(tmp_path)
     assert finding["severity"] == "warning" and finding["title"].startswith("(recovered later)")
     assert finding["evidence"]["cause"] == "sleep" and finding["evidence"]["index"] == 13
     assert "__getitem__" in finding["evidence"]["stuck_frame"]
+
+
+def test_a_worker_leaking_descriptors_is_named_with_its_limit_and_what_they_point_to(probe):
+    result = probe("worker_leaks_descriptors.py")
+    assert result.returncode != 0  # the script dies of it: Too many open files in a worker
+    [finding] = result.findings("fd-leak")
+    assert finding["severity"] == "error", finding["title"]
+    assert "leaks file descriptors" in finding["title"] and "limit of 320 open files" in finding["title"]
+    worker_pids = {w["pid"] for w in result.report["loaders"][0]["workers"]}
+    assert finding["evidence"]["hit_limit_pids"] and set(finding["evidence"]["hit_limit_pids"]) <= worker_pids
+    leaking = finding["evidence"]["leaking"]
+    assert {row["pid"] for row in leaking} <= worker_pids and all(row["fd_limit"] == 320 for row in leaking)
+    assert leaking[0]["fd_targets"][0]["target"].endswith("/shard_*.npy")
+    assert "Too many open files" in finding["evidence"]["error"]
+
+
+def test_a_dataset_closing_what_it_opens_has_no_descriptor_finding(probe):
+    result = probe("worker_leaks_descriptors.py", "closed")
+    assert result.returncode == 0, result.stderr
+    assert result.findings("fd-leak") == []

@@ -201,3 +201,21 @@ def test_a_table_each_worker_loads_at_start_under_a_memory_limit_is_not_projecte
     assert advice["evidence"]["memory_reserve"] == "measured", advice["evidence"]
     uncounted = advice["evidence"]["uncounted_per_worker_bytes"]
     assert uncounted is not None and uncounted < 64 * MiB, advice["evidence"]
+
+
+def test_pandas_object_columns_are_the_named_suspect_with_the_column_remedy(probe):
+    result = probe("pandas_object_columns.py")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("cow-growth")
+    [suspect] = finding["evidence"]["suspects"]
+    assert suspect["attribute"] == "self.frame" and suspect["type"] == "pandas.DataFrame"
+    assert {c["name"] for c in suspect["columns"] if c["python_objects"]} == {"path", "caption"}
+    assert finding["fix"].startswith("`self.frame` is a pandas.DataFrame with 200,000 items")
+    assert """self.frame['caption'] = self.frame['caption'].astype("string[pyarrow]")""" in finding["fix"]
+    assert "`label` (int64) holds no Python objects and is safe" in finding["fix"]
+
+
+def test_pandas_arrow_string_columns_are_no_suspect_and_copy_nothing(probe):
+    fixed = probe("pandas_object_columns.py", "fixed")
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.findings("cow-growth") == [] and fixed.report["loaders"][0]["suspects"] == []

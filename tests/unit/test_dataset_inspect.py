@@ -97,3 +97,59 @@ def test_a_dataset_summary_that_raises_keeps_the_loaders_settings(monkeypatch):
     assert (config["num_workers"], config["batch_size"]) == (2, 4)
     assert config["dataset"] == {"type": f"{__name__}.TensorAttribute"}
     assert recorded == ["hooks.dataset_summary"]
+
+
+class Holder(Dataset):
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, i):
+        return i
+
+
+class Record:
+    def __init__(self, i):
+        self.path = f"/d/{i}.jpg"
+        self.label = i
+
+
+def test_a_dataframe_is_a_suspect_by_its_object_columns_and_arrow_or_numeric_columns_are_safe():
+    import pandas as pd
+
+    n = 20_000
+    frame = pd.DataFrame({"path": pd.Series([f"/d/{i}.jpg" for i in range(n)], dtype=object), "label": np.arange(n)})
+    frame["caption"] = pd.Series([f"photo {i}" for i in range(n)]).astype("string[pyarrow]")
+    [suspect] = summarize_dataset(Holder(frame=frame))["suspects"]
+    assert suspect["attribute"] == "self.frame" and suspect["type"] == "pandas.DataFrame"
+    assert suspect["items"] == n and suspect["objects"] == n + 1
+    columns = {c["name"]: c for c in suspect["columns"]}
+    assert columns["path"]["python_objects"] and columns["path"]["item"] == "str" and columns["path"]["objects"] == n
+    assert not columns["label"]["python_objects"] and columns["label"]["dtype"] == "int64"
+    assert not columns["caption"]["python_objects"] and columns["caption"]["arrow"]
+    # the same frame with its strings in Arrow holds no Python objects: no suspect
+    frame["path"] = frame["path"].astype("string[pyarrow]")
+    assert summarize_dataset(Holder(frame=frame))["suspects"] == []
+
+
+def test_object_arrays_tuples_sets_deques_series_and_record_classes_are_counted():
+    import collections
+
+    import pandas as pd
+
+    n = 20_000
+    holder = Holder(
+        boxed=np.array(list(range(n)), dtype=object),
+        names=tuple(f"n{i}" for i in range(n)),
+        seen=set(range(n)),
+        queue=collections.deque({"i": i} for i in range(n)),
+        series=pd.Series([f"s{i}" for i in range(n)], dtype=object),
+    )
+    found = {s["attribute"]: s for s in summarize_dataset(holder)["suspects"]}
+    assert set(found) == {"self.boxed", "self.names", "self.seen", "self.queue", "self.series"}
+    assert found["self.boxed"]["item"] == "int" and found["self.series"]["item"] == "str"
+    assert found["self.queue"]["type"] == "deque[dict]" and found["self.queue"]["objects"] > 2 * n
+    [records] = summarize_dataset(Holder(records=[Record(i) for i in range(n)]))["suspects"]
+    assert records["type"] == "list[Record]" and records["objects"] > 2 * n  # each record's attributes counted

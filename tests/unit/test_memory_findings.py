@@ -399,3 +399,34 @@ def test_copies_of_an_epoch_still_running_are_judged_at_its_end():
     assert "320.0 MiB by the end of the epoch at this rate" in finding.title
     running.t_end = 110.0  # the same copies over a whole epoch stay under a quarter of the 1 GiB parent
     assert find_cow_growth(data) == []
+
+
+FRAME = {"attribute": "self.frame", "type": "pandas.DataFrame", "items": 200_000, "objects": 400_001,
+         "est_bytes": 60 * MiB, "columns": [
+             {"name": "path", "dtype": "object", "python_objects": True, "objects": 200_000, "item": "str"},
+             {"name": "size", "dtype": "object", "python_objects": True, "objects": 200_000, "item": "int"},
+             {"name": "label", "dtype": "int64", "python_objects": False, "objects": 0},
+             {"name": "caption", "dtype": "string", "python_objects": False, "arrow": True, "objects": 0}]}  # fmt: skip
+
+
+def test_a_dataframe_suspect_is_fixed_column_by_column_and_its_safe_columns_named():
+    lo = loader(suspects=[FRAME])
+    lo.gc_at_fork = {"enabled": True, "frozen": 0, "blocks": 1_300_000}
+    data = run([lo], [_growing(11, 0, 150 * MiB), _growing(12, 1, 140 * MiB)])
+    [finding] = find_cow_growth(data)
+    # the frame explains over a third of the copies: its remedy leads, gc.freeze() after it
+    assert finding.fix.startswith("`self.frame` is a pandas.DataFrame with 200,000 items"), finding.fix
+    assert "Its Python objects are in `path` (object of str, 200,000 objects), `size`" in finding.fix
+    assert "`label` (int64), `caption` (Arrow-backed) hold no Python objects and are safe" in finding.fix
+    assert """self.frame['path'] = self.frame['path'].astype("string[pyarrow]")""" in finding.fix
+    assert "self.frame['size'] = self.frame['size'].astype('int64')" in finding.fix
+    assert finding.fix.index("astype") < finding.fix.index("gc.freeze()")
+
+
+def test_object_arrays_of_numbers_get_a_real_dtype_and_deques_a_packed_buffer():
+    boxed = {**SUSPECT, "attribute": "self.sizes", "type": "numpy.ndarray[object]", "item": "float"}
+    queue = {**SUSPECT, "attribute": "self.queue", "type": "deque[dict]"}
+    data = run([loader(suspects=[boxed, queue])], [_growing(11, 0, 150 * MiB)])
+    [finding] = find_cow_growth(data)
+    assert "`self.sizes = self.sizes.astype('float64')`" in finding.fix
+    assert "`self.queue = PackedRecords(list(self.queue))`" in finding.fix

@@ -86,3 +86,26 @@ def test_main_waiting_on_the_queue_is_queue_wait_and_a_stuck_pin_thread_is_named
     }
     main["stack"].append(pin)  # fmt: skip
     assert main_wait_cause(main).cause == "pin-thread"
+
+
+TOKENIZERS_SO = "/venv/lib/python3.11/site-packages/tokenizers/tokenizers.abi3.so"
+
+
+def test_a_wait_in_a_librarys_native_code_names_the_library_not_unknown():
+    # as py-spy --native showed a worker of a fast tokenizer used in the parent with TOKENIZERS_PARALLELISM=true
+    frames = [
+        native("syscall", "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+        native("_RNvMNtNtNtNtCsgHYyB3hU8Ec_3std3sys4sync7condvar5futexNtB2_7Condvar4wait", TOKENIZERS_SO),
+        native("_RNvMs3_NtCsjpdOAJTRuNw_10rayon_core5latchNtB5_9LockLatch14wait_and_reset", TOKENIZERS_SO),
+        py("__getitem__", "self.tok.encode_batch(texts)"),
+    ]
+    cause = classify(worker(frames), [], "fork")
+    assert cause.cause == "native-wait"
+    assert cause.summary.startswith(
+        "waiting inside tokenizers' native code (tokenizers.abi3.so: std::sys::sync::"
+        "condvar::futex::Condvar::wait <- rayon_core::latch::LockLatch::wait_and_reset)"
+    )
+    assert "thread pool" in cause.summary and "Keep tokenizers' thread pool out of the parent" in cause.fix
+    assert cause.evidence["native_library"] == "tokenizers"
+    # a wait in the C library alone names nothing: still unknown, never a guess
+    assert classify(worker([native("syscall"), py("__getitem__", "x")]), [], "fork").cause == "unknown"

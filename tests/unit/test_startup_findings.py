@@ -177,3 +177,27 @@ def test_building_path_strings_is_cpu_work_not_a_walk():
     data = _slow_run(3.0, [{"seconds": 2.9, "frames": [MODULE, WALKED, JOIN]}])
     [finding] = find_slow_start(data)
     assert finding.evidence["directory_walk"] is False and "FileIndexDataset" not in finding.fix
+
+
+def test_fork_hazard_names_the_library_a_hung_worker_waits_in_instead_of_guessing():
+    from dlprobe.analysis.startup_findings import find_fork_hazard
+    from dlprobe.rundir.schema import EV_FORK_STATE
+    from tests.unit import fakes
+
+    state = {"ev": EV_FORK_STATE, "t": 1.0, "pid": 1, "loader": 0, "epoch": 0, "os_threads": 4,
+             "os_thread_names": {"python": 4}, "python_threads": [], "baseline": {"os_threads": 1,
+             "python_threads": 0}, "torch_threads": 1, "openmp": True, "cuda_initialized": False}  # fmt: skip
+    data = fakes.run([fakes.loader()], [], events=[state])
+    [plain] = find_fork_hazard(data)
+    assert plain.severity == "info" and "tokenizers" not in plain.title and "OpenCV" not in plain.title
+    assert "unnamed: the kernel gives them the interpreter's name" in plain.title
+    so = "/venv/lib/python3.11/site-packages/tokenizers/tokenizers.abi3.so"
+    stack = [{"name": "MainThread", "frames": [
+        {"name": "syscall", "file": "/usr/lib/libc.so.6", "native": True},
+        {"name": "_RNvMs3_NtCsjpdOAJTRuNw_10rayon_core5latchNtB5_9LockLatch14wait_and_reset", "file": so,
+         "native": True}]}]  # fmt: skip
+    data.hangs = [{"number": 1, "t": 2.0, "processes": [{"role": "worker", "loader_id": 0, "stack": stack}]}]
+    [seen] = find_fork_hazard(data)
+    assert seen.severity == "warning"
+    assert "3 native thread(s) started since import (tokenizers: a hung worker waits in its native code)" in seen.title
+    assert seen.fix.startswith("keep tokenizers out of the parent before the workers fork")

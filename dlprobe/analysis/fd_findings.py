@@ -1,0 +1,151 @@
+"""Descriptor findings: a process whose open file descriptors climb through the run (a leak), against its
+RLIMIT_NOFILE, and which process hit `Too many open files` when one did."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from dlprobe.analysis.labels import process_name
+from dlprobe.analysis.model import Finding, ProcessRecord, RunData
+
+FD_LEAK_MIN = 64  # descriptors a process gained over its readings before a climb counts as a leak
+FD_LEAK_SHARE = 0.5  # ... and at least half again what it started with (a worker opening its shards once is not)
+# Still climbing in the later half of its readings: a process that opened its files at start and kept them is not
+# leaking. The later half's rise is at least this share of the whole rise.
+FD_LATE_SHARE = 0.25
+FD_MIN_READINGS = 3
+NEAR_LIMIT_SHARE = 0.9  # a count this close to its limit is the process that hit `Too many open files`
+EMFILE = re.compile(r"Too many open files|\[Errno 24\]|EMFILE")
+
+
+def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
+    """The process's descriptor climb, or None where its count did not climb as a leak does."""
+    readings = proc.series.values("fds")
+    if len(readings) < FD_MIN_READINGS:
+        return None
+    (t0, first), (t1, last) = readings[0], readings[-1]
+    peak = max(n for _, n in readings)
+    rise = peak - first
+    if rise < max(FD_LEAK_MIN, first * FD_LEAK_SHARE) or last < first + rise * 0.8 or t1 <= t0:
+        return None
+    mid = readings[len(readings) // 2][1]
+    if last - mid < rise * FD_LATE_SHARE:
+        return None
+    rate = (last - first) / (t1 - t0)
+    row: dict[str, Any] = {
+        "pid": proc.pid,
+        "role": proc.role,
+        "worker_id": proc.worker_id,
+        "fds_first": first,
+        "fds_last": last,
+        "fds_peak": peak,
+        "seconds": round(t1 - t0, 1),
+        "fds_per_s": round(rate, 2),
+        "fd_limit": proc.nofile,
+        "seconds_to_limit": round((proc.nofile - last) / rate, 1) if proc.nofile and rate > 0 else None,
+        "fd_targets": [{"target": p, "count": n} for p, n in proc.fd_targets[2]] if proc.fd_targets else [],
+        "fd_targets_at": proc.fd_targets[1] if proc.fd_targets else None,
+    }
+    return row
+
+
+def _emfile_text(run: RunData) -> str | None:
+    """The `Too many open files` line the run's errors or stderr hold, if any."""
+    texts = [str(e.get(k) or "") for lo in run.loaders for e in lo.errors for k in ("message", "cause")]
+    texts.append(run.stderr_tail or "")
+    for text in texts:
+        for line in text.splitlines():
+            if EMFILE.search(line):
+                return line.strip()[:300]
+    return None
+
+
+def _reached_limit(run: RunData, proc: ProcessRecord, row: dict[str, Any] | None) -> bool:
+    """Whether the process's descriptors reached its limit: read near it, or climbing at the rate read until the
+    process ended (a worker opening 80 a second ends between two readings a second apart)."""
+    readings = proc.series.values("fds")
+    if not proc.nofile or not readings:
+        return False
+    count = max(n for _, n in readings)
+    ended = run.gone.get(proc.pid)
+    if row is not None and ended is not None and ended > readings[-1][0]:
+        count = max(count, int(readings[-1][1] + row["fds_per_s"] * (ended - readings[-1][0])))
+    return count >= proc.nofile * NEAR_LIMIT_SHARE
+
+
+def _targets_text(row: dict[str, Any]) -> str:
+    if not row["fd_targets"]:
+        return "What they point to was not read (the count never doubled while the sampler watched it)."
+    parts = ", ".join(f"{t['target']} ({t['count']})" for t in row["fd_targets"])
+    return f"At {row['fd_targets_at']} open, they pointed to: {parts}."
+
+
+def find_fd_leak(run: RunData) -> list[Finding]:
+    """fd-leak: open descriptors climbing through the run in a worker or the main process."""
+    names = {p.pid: process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
+    rows = [row for p in run.processes if (row := _climb(p)) is not None]
+    if not rows:
+        return []
+    rows.sort(key=lambda r: -r["fds_per_s"])
+    emfile = _emfile_text(run)
+    by_pid = {r["pid"]: r for r in rows}
+    hit = [p.pid for p in run.processes if _reached_limit(run, p, by_pid.get(p.pid))] if emfile else []
+    top = rows[0]
+    who = names[top["pid"]]
+    others = len(rows) - 1
+    limit = top["fd_limit"]
+    title = (
+        f"{who[0].upper()}{who[1:]} leaks file descriptors: {top['fds_first']} -> {top['fds_peak']} open over "
+        f"{top['seconds']:g} s (+{_rate(top['fds_per_s'])}/s)"
+        + (f", and {others} other process{'es' if others > 1 else ''} alike" if others else "")
+    )
+    if hit:
+        plural = len(hit) > 1
+        title += (
+            f"; {' and '.join(names[pid] for pid in hit)} reached {'their' if plural else 'its'} limit of "
+            f"{limit:,} open files ({'each ' if plural else ''}RLIMIT_NOFILE) as `Too many open files` was raised"
+        )
+    elif limit and top["seconds_to_limit"] is not None:
+        title += f"; at this rate it reaches its limit of {limit:,} in ~{_duration(top['seconds_to_limit'])}"
+    detail = (
+        "The count of /proc/PID/fd, read through the run, rose without falling back: something opens files (or "
+        f"sockets) and never closes them. {_targets_text(top)}"
+    )
+    leaking = {r["pid"] for r in rows}
+    for proc in run.processes:
+        counts = [n for _, n in proc.series.values("fds")]
+        if proc.role == "main" and proc.pid not in leaking and counts:
+            detail += f" The main process held {min(counts)} to {max(counts)} throughout: the leak is not its."
+    if emfile:
+        detail += (
+            f" The run's error says `{emfile}`: "
+            + (
+                f"it came from {' and '.join(names[pid] for pid in hit)}, whose descriptors reached the limit"
+                if hit
+                else "the leak is the likely cause, though no process was read near its limit"
+            )
+            + ", wherever it surfaced (torch's tensor sharing, a read, the main process's EOFError are where the "
+            "next descriptor was asked for, not the cause)."
+        )
+    fix = (
+        "Close what `__getitem__` (or the code it calls) opens: `with open(path, 'rb') as f:`, or keep at most one "
+        "handle per file in a bounded cache that closes what it evicts. A handle kept on `self` in a worker is "
+        "never closed by the parent. Raising the limit (`ulimit -n`) only delays the failure."
+    )
+    evidence = {"leaking": rows, "hit_limit_pids": hit, "error": emfile}
+    severity = "error" if hit else "warning"
+    loader_id = next((p.loader_id for p in run.processes if p.pid == top["pid"]), None)
+    return [Finding("fd-leak", severity, title, detail, fix, evidence, loader_id=loader_id)]
+
+
+def _rate(per_s: float) -> str:
+    return f"{per_s:.0f}" if per_s >= 10 else f"{per_s:.2g}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

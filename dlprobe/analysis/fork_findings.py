@@ -1,0 +1,107 @@
+"""What crosses the fork: files and sockets the dataset opened in the parent, inherited by every forked worker."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from dlprobe.analysis.loop_timing import events_of
+from dlprobe.analysis.model import Finding, LoaderRecord, RunData
+from dlprobe.rundir.schema import EV_FORK_HANDLES
+
+# Error types that are a read or a connection failing: with a shared handle in the dataset, the handle is the first
+# suspect, whatever index the failure landed on.
+IO_ERRORS = ("OSError", "IOError", "EOFError", "BlockingIOError", "ConnectionError", "BrokenPipeError",
+             "ConnectionResetError", "TimeoutError", "UnpicklingError", "DecodeError")  # fmt: skip
+_WORKER = re.compile(r"in DataLoader worker process (\d+)")
+
+
+def _library(owner: str) -> str:
+    """The library an object's class comes from: 'h5py._hl.files.File' -> 'h5py'; Python's own file objects -> 'io'."""
+    top = owner.split(".", 1)[0]
+    return "io" if top in ("_io", "io") else top
+
+
+def _worker_errors(loader: LoaderRecord) -> list[dict[str, Any]]:
+    return [e for e in loader.errors if _WORKER.search(str(e.get("message") or ""))]
+
+
+def _tied_error(error: dict[str, Any], handles: list[dict[str, Any]]) -> str | None:
+    """Why a worker's error points at the shared handles: an I/O error, or its traceback names the attribute or the
+    handle's library; None where it does not."""
+    text = f"{error.get('message') or ''}\n{error.get('cause') or ''}"
+    kind = str(error.get("type") or "")
+    for h in handles:
+        attr, library = h["attribute"], _library(h["owner"])
+        if re.search(re.escape(attr) + r"\b", text):
+            return f"its traceback reads `{attr}`"
+        if library != "io" and re.search(rf"(^|[\s/\"'.]){re.escape(library)}[./]", text):
+            return f"it is raised inside {library}"
+    if kind in IO_ERRORS:
+        return f"it is an {kind}, a read failing"
+    return None
+
+
+def _describe(h: dict[str, Any]) -> str:
+    what = "socket" if h.get("kind") == "socket" else h.get("target")
+    return f"`{h['attribute']}` ({h['owner']}: {what})"
+
+
+def find_shared_handles(run: RunData) -> list[Finding]:
+    """shared-handle: the dataset opened a file, a database or a connection before the workers forked."""
+    findings = []
+    for loader in run.loaders:
+        if loader.start_method != "fork" or not loader.config.get("num_workers"):
+            continue
+        events = events_of(run, EV_FORK_HANDLES, loader.loader_id)
+        if not events:
+            continue
+        handles: list[dict[str, Any]] = [h for h in events[0].get("handles") or [] if isinstance(h, dict)]
+        if not handles:
+            continue
+        attributes = list(dict.fromkeys(h["attribute"] for h in handles))
+        libraries = list(dict.fromkeys(_library(h["owner"]) for h in handles))
+        first = attributes[0]
+        errors = _worker_errors(loader)
+        tied = next(((e, why) for e in errors if (why := _tied_error(e, handles))), None)
+        n = int(loader.config.get("num_workers") or 0)
+        held = "; ".join(_describe(h) for h in handles[:6])
+        title = (
+            f"Loader {loader.loader_id}'s dataset opened {', '.join(f'`{a}`' for a in attributes[:3])} "
+            f"({', '.join(libraries)}) before its {n} workers forked: they all share "
+            f"{'its' if len(handles) == 1 else 'the same'} open descriptor{'s' if len(handles) > 1 else ''}"
+        )
+        detail = (
+            f"As the workers forked, the dataset held {held}. A forked worker inherits the parent's open file "
+            "description: one file offset, one set of locks and the library's in-memory state, read and moved by "
+            "every worker at once. Reads then fail or return the wrong bytes at whatever index a worker was on, a "
+            "different one each run."
+        )
+        severity = "info"
+        if tied is not None:
+            error, why = tied
+            worker = _WORKER.search(str(error.get("message") or ""))
+            severity = "warning"
+            title += f"; worker {worker.group(1) if worker else '?'} failed with {error.get('type')}"
+            detail += (
+                f" The run failed in a worker with {error.get('type')} ({why}): look at the shared handle before the "
+                "sample the worker was loading; the same index most likely loads when read alone."
+            )
+        else:
+            detail += " Nothing failed on this run; the sharing makes failures a matter of timing."
+        fix = (
+            f"Open it in each worker, not in `__init__`: keep the path in `__init__`, set `{first} = None`, and open "
+            f"it on first use in `__getitem__` (`if {first} is None:` open it as `__init__` did), or in a "
+            "`worker_init_fn` (`torch.utils.data.get_worker_info().dataset`). Or start the workers with "
+            "`multiprocessing_context='forkserver'` (or 'spawn') and open it after they start."
+        )
+        evidence = {
+            "handles": handles,
+            "attributes": attributes,
+            "libraries": libraries,
+            "num_workers": n,
+            "error_type": tied[0].get("type") if tied else None,
+            "tied_by": tied[1] if tied else None,
+        }
+        findings.append(Finding("shared-handle", severity, title, detail, fix, evidence, loader_id=loader.loader_id))
+    return findings

@@ -1,0 +1,61 @@
+"""fd-leak: a process whose open descriptors climb through the run, its limit, and who hit `Too many open files`."""
+
+from __future__ import annotations
+
+import os
+import resource
+
+from dlprobe.analysis.fd_findings import find_fd_leak
+from dlprobe.analysis.model import ProcessRecord, Series
+from dlprobe.system import procfds
+from tests.unit.fakes import loader, run, worker
+
+
+def _worker(pid: int, wid: int, counts: list[int], nofile: int | None = 1024) -> ProcessRecord:
+    n = len(counts)
+    proc = worker(pid, wid, Series(t=[100.0 + i for i in range(n)], rss=[1] * n, uss=[1] * n, pss=[1] * n))
+    proc.series.fds = list(counts)
+    proc.nofile = nofile
+    return proc
+
+
+def test_a_climbing_count_is_a_leak_with_its_rate_time_to_the_limit_and_targets():
+    leaking = _worker(11, 0, [20, 60, 100, 140, 180])
+    leaking.fd_targets = (103.0, 140, [("/data/shard_*.npy", 120), ("pipe", 8)])
+    [finding] = find_fd_leak(run([loader()], [leaking, _worker(12, 1, [20, 21, 20, 22, 21])]))
+    assert finding.code == "fd-leak" and finding.severity == "warning"
+    assert finding.title.startswith("Loader 0 worker 0 (pid 11) leaks file descriptors: 20 -> 180 open over 4 s")
+    assert "(+40/s)" in finding.title and "reaches its limit of 1,024 in ~21 s" in finding.title
+    assert "/data/shard_*.npy (120), pipe (8)" in finding.detail
+    [row] = finding.evidence["leaking"]
+    assert row["pid"] == 11 and row["fds_per_s"] == 40 and row["seconds_to_limit"] == 21.1
+
+
+def test_files_opened_once_at_start_and_kept_are_no_leak():
+    opened_at_start = _worker(11, 0, [20, 300, 301, 300, 302])
+    small = _worker(12, 1, [10, 20, 30, 40, 50])  # climbing, but by fewer than FD_LEAK_MIN
+    assert find_fd_leak(run([loader()], [opened_at_start, small])) == []
+
+
+def test_too_many_open_files_is_the_process_that_reached_its_limit():
+    leaking = _worker(11, 0, [13, 90, 170, 255], nofile=320)
+    main = _worker(10, 0, [30, 31, 33, 31], nofile=20_000)
+    main.role, main.loader_id, main.worker_id = "main", None, None
+    data = run([loader()], [main, leaking, _worker(12, 1, [15, 15, 16, 15], nofile=320)])
+    data.gone[11] = 104.0  # ended between two readings, climbing 80 a second: at its limit
+    data.stderr_tail = "Traceback...\nOSError: [Errno 24] Too many open files\nEOFError"
+    [finding] = find_fd_leak(data)
+    assert finding.severity == "error" and finding.evidence["hit_limit_pids"] == [11]
+    assert "loader 0 worker 0 (pid 11) reached its limit of 320 open files" in finding.title
+    assert "`OSError: [Errno 24] Too many open files`: it came from loader 0 worker 0 (pid 11)" in finding.detail
+    assert "The main process held 30 to 33 throughout: the leak is not its." in finding.detail
+
+
+def test_the_reader_counts_this_process_and_folds_numbers_in_targets():
+    before = procfds.fd_count(os.getpid())
+    with open(os.devnull) as _a, open(os.devnull) as _b:
+        assert procfds.fd_count(os.getpid()) == before + 2
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert procfds.nofile_limit(os.getpid()) == (None if soft == resource.RLIM_INFINITY else soft)
+    assert procfds.target_pattern("/tmp/tmpa8b/00012/shard_3.npy") == "/tmp/tmpa8b/*/shard_*.npy"
+    assert procfds.target_pattern("socket:[991]") == "socket"

@@ -1,0 +1,100 @@
+"""What crosses the fork: descriptors held by objects reachable from a dataset (in_training/fork_handles.py), and the
+shared-handle finding on them (analysis/fork_findings.py)."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+
+from dlprobe.analysis.fork_findings import find_shared_handles
+from dlprobe.in_training.fork_handles import dataset_handles
+from dlprobe.rundir.schema import EV_FORK_HANDLES
+from tests.unit.fakes import loader, run
+
+
+class Holder:
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+
+class Wrapper:  # an object of the user's that holds a handle one level down
+    def __init__(self, inner):
+        self.inner = inner
+
+
+def test_file_objects_sockets_and_library_objects_are_found_by_their_descriptor(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    lmdb = pytest.importorskip("lmdb")
+    path = tmp_path / "d.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.zeros(4))
+    fobj = open(path, "rb")  # noqa: SIM115
+    h5 = h5py.File(fobj, "r")
+    env = lmdb.open(str(tmp_path / "db"))
+    sock = socket.socket()
+    try:
+        found = dataset_handles(Holder(h5=h5, meta=Wrapper([env]), sock=sock, labels=np.arange(3), name="x"))
+        by_attr: dict[str, set[str]] = {}
+        for h in found["handles"]:
+            by_attr.setdefault(h["attribute"], set()).add(h["owner"])
+        assert by_attr == {"self.h5": {"h5py._hl.files.File"}, "self.meta.inner[0]": {"lmdb.Environment"},
+                           "self.sock": {"socket.socket"}}  # fmt: skip
+        env_files = {h["target"].rsplit("/", 1)[1] for h in found["handles"] if h["attribute"].endswith("[0]")}
+        assert env_files == {"data.mdb", "lock.mdb"}  # the environment's folder names them both
+        [h5_handle] = [h for h in found["handles"] if h["attribute"] == "self.h5"]
+        assert h5_handle["fd"] == fobj.fileno() and h5_handle["access"] == "r" and h5_handle["kind"] == "file"
+        assert found["fds"] >= 4
+    finally:
+        h5.close(), fobj.close(), env.close(), sock.close()
+
+
+def test_a_dataset_holding_only_paths_and_arrays_hands_over_nothing(tmp_path):
+    (tmp_path / "a.bin").write_bytes(b"x" * 10)
+    with open(tmp_path / "a.bin", "rb") as unrelated:  # open in the process, held by no object of the dataset
+        assert unrelated.fileno() > 2
+        assert (
+            dataset_handles(Holder(path=str(tmp_path / "a.bin"), rows=np.zeros(5), files=["a", "b"]))["handles"] == []
+        )
+
+
+HANDLE = {"fd": 6, "target": "/data/train.h5", "kind": "file", "pos": 8112, "access": "r", "attribute": "self.h5",
+          "owner": "h5py._hl.files.File"}  # fmt: skip
+
+
+def _run(errors=(), start_method="fork"):
+    lo = loader(num_workers=4, start_method=start_method)
+    lo.errors = list(errors)
+    return run([lo], [], events=[{"ev": EV_FORK_HANDLES, "t": 1.0, "pid": 1, "loader": 0, "epoch": 0, "fds": 9,
+                                  "handles": [HANDLE]}])  # fmt: skip
+
+
+def test_a_handle_shared_with_forked_workers_is_info_until_a_worker_fails_on_it():
+    [info] = find_shared_handles(_run())
+    assert info.severity == "info" and "`self.h5` (h5py) before its 4 workers forked" in info.title
+    assert "`self.h5` (h5py._hl.files.File: /data/train.h5)" in info.detail
+    assert "`if self.h5 is None:`" in info.fix and "forkserver" in info.fix
+    error = {"type": "OSError", "message": "Caught OSError in DataLoader worker process 2.\nOriginal Traceback ...\n"
+             '    return self.h5["x"][i]\nOSError: Can\'t synchronously read data'}  # fmt: skip
+    [warning] = find_shared_handles(_run([error]))
+    assert warning.severity == "warning" and warning.title.endswith("worker 2 failed with OSError")
+    assert warning.evidence["tied_by"] == "its traceback reads `self.h5`"
+
+
+def test_an_unrelated_main_process_error_or_spawned_workers_do_not_warn():
+    main_error = {"type": "ValueError", "message": "bad shape in the training step"}
+    assert find_shared_handles(_run([main_error]))[0].severity == "info"
+    assert find_shared_handles(_run(start_method="spawn")) == []
+
+
+def test_attributes_a_proxy_makes_up_are_never_asked_for():
+    asked = []
+
+    class Proxy:  # an RPC client: every unknown attribute is a remote call
+        def __getattr__(self, name):
+            asked.append(name)
+            raise AttributeError(name)
+
+    assert dataset_handles(Holder(client=Proxy()))["handles"] == []
+    assert asked == []
