@@ -232,8 +232,9 @@ def test_users_own_sitecustomize_still_runs_once(tmp_path: Path) -> None:
         run_dir = tmp_path / f"run{len(args)}"
         proc = run_dlprobe(["run", "-q", "--out", str(run_dir), *args], tmp_path, env=env)
         assert proc.returncode == 0, proc.stderr
-        # dlprobe's own python runs it too (same PYTHONPATH); the target's output, copied to stderr.log, has it once
-        assert (run_dir / "stderr.log").read_text().count("USER-SITECUSTOMIZE") == 1
+        # dlprobe's own python runs it too (same PYTHONPATH) and shares the stderr: once each, never twice in the target
+        assert proc.stderr.count("USER-SITECUSTOMIZE") == 2, proc.stderr
+        assert not (run_dir / "stderr.log").exists()  # stderr was a pipe: left to the script, not copied
         assert f"hello from {site / 'sitecustomize.py'}" in proc.stdout
 
 
