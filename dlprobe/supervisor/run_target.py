@@ -56,6 +56,9 @@ class RunOptions:
     # on a short script the two overlap instead of adding up.
     preload: tuple[str, ...] = ()
     stack_rate: int | None = None  # py-spy's samples/s; None: $DLPROBE_STACK_RATE or the default; 0: off
+    # Stop the workers still running after the target (tune's trials: processes of dlprobe's own making). Otherwise
+    # they are left running as python leaves them, unless dlprobe itself ended the run (--on-hang stop).
+    stop_leftovers: bool = False
 
 
 @dataclass

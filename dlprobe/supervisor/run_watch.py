@@ -14,6 +14,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import psutil
 from rich.text import Text
 
 from dlprobe.rundir.files import JsonlTail, write_json
@@ -134,10 +135,15 @@ def watch(
     guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, view.notice, problems=problems)
     stacks = StackRecorder(child.pid, run_dir, options.stack_rate)
     known: set[int] = set()
-    orphans: list[int] = []
+    orphans: list[psutil.Process] = []
+    stopped: list[int] = []
     budget = CpuBudget()
     try:
         known, orphans = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick, budget)
+        # dlprobe ended the run (--on-hang stop: "end the run and every worker") or started it for itself (tune):
+        # what is left is dlprobe's to stop. Else the workers are the script's, left running as python leaves them.
+        if orphans and (guard.watch.stopped or options.stop_leftovers):
+            stopped, orphans = _stop(orphans), []
     finally:
         stacks.stop()
         view.close()
@@ -165,12 +171,27 @@ def watch(
     if leftovers:
         result["shm_removed"] = [{"name": name, "bytes": size} for name, size in leftovers]
     if orphans:
-        result["orphans_left"] = orphans
+        result["orphans_left"] = [proc.pid for proc in orphans]
+    if stopped:
+        result["orphans_stopped"] = stopped
     if problems.as_list():
         result["problems"] = problems.as_list()
     write_json(run_dir / RESULT_FILE, result)
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
     return exit_code
+
+
+def _stop(procs: list[psutil.Process]) -> list[int]:
+    """SIGKILL the workers still running; the pids stopped (one that exited meanwhile is not counted; psutil checks
+    the start time, so a reused pid is never hit)."""
+    stopped = []
+    for proc in procs:
+        try:
+            proc.kill()
+            stopped.append(proc.pid)
+        except psutil.Error:  # noqa: S110 - it exited meanwhile: nothing left to stop
+            pass
+    return stopped
 
 
 def _preload(modules: tuple[str, ...]) -> None:
@@ -222,9 +243,9 @@ def _sample_until_exit(
     stacks: StackRecorder,
     on_tick: TickHook | None = None,
     budget: CpuBudget | None = None,
-) -> tuple[set[int], list[int]]:
+) -> tuple[set[int], list[psutil.Process]]:
     """Sample until the target exits and its workers with it; the pids seen, and the workers still running after it."""
-    orphans: list[int] = []
+    orphans: list[psutil.Process] = []
     cgroup_dir = cgroup.memory_dir(child.pid)
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
@@ -256,7 +277,7 @@ def _sample_until_exit(
             while sampler.live_workers() and time.time() < deadline:
                 time.sleep(TICK_S)
                 sampler.tick(time.time())
-            orphans = [proc.pid for proc in sampler.live_workers()]
+            orphans = list(sampler.live_workers())
         finally:
             sampler.close()
     return sampler.known, orphans

@@ -137,6 +137,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
                 on_tick=limit,
                 launch=options.launch,
                 stack_rate=0,
+                stop_leftovers=True,  # the trials' workers are tune's own, not the user's training
             )  # fmt: skip
         )
         run = load_run(outcome.run_dir)

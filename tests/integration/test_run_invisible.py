@@ -238,3 +238,52 @@ def test_the_script_runs_on_with_its_output_when_dlprobe_is_killed(tmp_path: Pat
     lines = out.read_text().splitlines()
     assert lines == ["started", *(f"after dlprobe {i}" for i in range(1000)), "script finished"]
     assert err.read_text().endswith("stderr still works\n")
+
+
+OWN_EXCEPTHOOK = """
+import sys
+def mine(exc_type, exc, tb):
+    print("the script's own hook:", exc_type.__name__, exc)
+sys.excepthook = mine  # replaces the hook without calling the one before it
+raise ValueError("bad config")
+"""
+
+
+def test_the_scripts_own_excepthook_is_kept_and_its_error_still_recorded(tmp_path: Path) -> None:
+    (tmp_path / "hooked.py").write_text(OWN_EXCEPTHOOK)
+    plain = subprocess.run([sys.executable, "hooked.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    run_dir = tmp_path / "run"
+    probed = subprocess.run(
+        [sys.executable, "-m", "dlprobe", "run", "-q", "--out", str(run_dir), "hooked.py"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert plain.returncode == probed.returncode == 1
+    assert probed.stdout == plain.stdout == "the script's own hook: ValueError bad config\n"
+    assert probed.stderr == plain.stderr == ""
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    [error] = [e for e in events if e["ev"] == "script_error"]  # python set sys.last_value before calling its hook
+    assert (error["type"], error["message"], error["line"]) == ("ValueError", "bad config", 6)
+
+
+def test_ctrl_c_in_the_script_ends_it_as_python_does(tmp_path: Path) -> None:
+    (tmp_path / "interrupted.py").write_text("raise KeyboardInterrupt\n")
+    plain = subprocess.run([sys.executable, "interrupted.py"], cwd=tmp_path, capture_output=True, text=True)
+    run_dir = tmp_path / "run"
+    probed = subprocess.run(
+        [sys.executable, "-m", "dlprobe", "run", "-q", "--out", str(run_dir), "interrupted.py"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert plain.returncode == -signal.SIGINT  # python re-raises SIGINT on itself after the traceback
+    assert probed.returncode == 128 + signal.SIGINT
+    assert probed.stderr == plain.stderr and "KeyboardInterrupt" in plain.stderr
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["signal"] == "SIGINT"
+    assert not [line for line in (run_dir / "events.jsonl").read_text().splitlines() if '"script_error"' in line]
