@@ -125,7 +125,7 @@ def build_report(run: RunData, findings: list[Finding]) -> Report:
         "findings": [finding_entry(f) for f in findings],
         "probe_cost": result.get("supervisor"),
         "shm_removed": result.get("shm_removed") or [],
-        "orphans_stopped": result.get("orphans_stopped") or [],  # an older dlprobe's run directory
+        "orphans_stopped": result.get("orphans_stopped") or [],  # where dlprobe ended the run itself
         "orphans_left": result.get("orphans_left") or [],
         # what of the run directory could not be read (also a finding)
         "read_problems": cast(list[ReadProblem], run.read_problems),

@@ -624,7 +624,7 @@ class Result(TypedDict, total=False):
     stop_reason: str  # for programs: STOP_REASON_HANG
     survivors: list[int]
     shm_removed: list[ShmRemoved]  # system/shm_files.py; absent when nothing was left
-    orphans_stopped: list[int]  # an older dlprobe's run directory: workers it stopped ORPHAN_GRACE_S after the exit
+    orphans_stopped: list[int]  # workers still running ORPHAN_GRACE_S after a run dlprobe ended (--on-hang stop, tune)
     orphans_left: list[int]  # workers still running ORPHAN_GRACE_S after the job's exit, left running as python does
     problems: list[SupervisorProblem]  # the supervisor's own failures (supervisor/problems.py); absent when none
     stderr: StderrKept  # what of the script's stderr stderr.log keeps (supervisor/stderr_copy.py)
