@@ -10,7 +10,7 @@ from typing import Any, cast
 from dlprobe.analysis import run_secrets
 from dlprobe.analysis.fault_records import FaultRecord, read_fault_records
 from dlprobe.analysis.stackfile import StackProfile, load_stacks
-from dlprobe.analysis.stderr_log import read_launcher_failures, stderr_tail
+from dlprobe.analysis.stderr_log import read_launcher_failures, stderr_not_kept, stderr_tail
 from dlprobe.rundir import inflight_format
 from dlprobe.rundir.files import ReadProblems, read_checked_json, read_checked_jsonl
 from dlprobe.rundir.schema import (
@@ -19,6 +19,7 @@ from dlprobe.rundir.schema import (
     EV_BATCHES,
     EV_EPOCH,
     EV_EPOCH_END,
+    EV_LAUNCHER_FAILURE,
     EV_LOADER,
     EV_LOADER_ERROR,
     EV_PROCESS,
@@ -231,8 +232,10 @@ class RunData:
     attach: AttachRecord | None = None  # `dlprobe attach`: the outside view (attach.json)
     # What load_run could not use, one {"file", "problem"} per file (a damaged or cut-short run directory).
     read_problems: list[dict[str, str]] = field(default_factory=list)
-    # From stderr.log: its tail (the page shows it) and torchrun's failure summary (`rank-failed`).
+    # From stderr.log: its tail (the page shows it) and torchrun's failure summary (`rank-failed`); why there is no
+    # tail where the script's stderr was not a file (a terminal, a pipe).
     stderr_tail: str | None = None
+    stderr_not_kept: str | None = None
     launcher_failures: list[dict[str, Any]] = field(default_factory=list)
     threads: list[ThreadRecord] = field(default_factory=list)  # workers that are threads (worker_method="thread")
     # analysis/timed_batches.py's rows per (loader id, events seen): read once for the analyzers that share them
@@ -244,8 +247,8 @@ class RunData:
         if self.meta.get("attached"):
             return True  # `dlprobe attach` runs no probe in the job: its events are its own
         script = str(self.meta.get("script") or "")
-        # A command after `--` starts no bootstrap (its Python processes are probed through sitecustomize, and it may
-        # start none): there is no start event to miss.
+        # A command after `--` has no start event (its Python processes are probed at their first DataLoader, and it
+        # may start none): there is no start event to miss.
         if not self.meta.get("target_pid") or script.startswith("<") or self.meta.get("launch") == LAUNCH_COMMAND:
             return True
         # A process probed through the environment (dlprobe run -- COMMAND) says who it is instead of "start".
@@ -469,4 +472,6 @@ def load_failure_records(run: RunData, problems: ReadProblems | None = None) -> 
         )
     )
     run.stderr_tail = run_secrets.redact_log_text(stderr_tail(run.path))
-    run.launcher_failures = read_launcher_failures(run.path)
+    run.stderr_not_kept = stderr_not_kept(run.result.get("stderr"))
+    summary = next((e.get("summary") for e in reversed(run.events) if e.get("ev") == EV_LAUNCHER_FAILURE), None)
+    run.launcher_failures = read_launcher_failures(run.path, run_secrets.redact_log_text(summary))

@@ -125,7 +125,8 @@ def build_report(run: RunData, findings: list[Finding]) -> Report:
         "findings": [finding_entry(f) for f in findings],
         "probe_cost": result.get("supervisor"),
         "shm_removed": result.get("shm_removed") or [],
-        "orphans_stopped": result.get("orphans_stopped") or [],
+        "orphans_stopped": result.get("orphans_stopped") or [],  # where dlprobe ended the run itself
+        "orphans_left": result.get("orphans_left") or [],
         # what of the run directory could not be read (also a finding)
         "read_problems": cast(list[ReadProblem], run.read_problems),
         # `dlprobe attach`: the run is a window on a job dlprobe did not start (no exit code, no hooks)
@@ -148,6 +149,13 @@ def _attached_entry(run: RunData) -> AttachedEntry | None:
 def cleanup_lines(report: Report) -> list[str]:
     """What dlprobe cleaned up after the job: workers that outlived it, files its killed processes left in /dev/shm."""
     lines = []
+    left = report.get("orphans_left") or []
+    if left:
+        lines.append(
+            f"{len(left)} DataLoader worker(s) still ran {ORPHAN_GRACE_S:.0f} s after their main process was gone, "
+            "left running as python leaves them (a worker blocked in __getitem__ never checks on its parent): "
+            f"pids {', '.join(map(str, left[:8]))}{', ...' if len(left) > 8 else ''}; `kill` them if they are stuck"
+        )
     orphans = report.get("orphans_stopped") or []
     if orphans:
         lines.append(
@@ -295,6 +303,7 @@ def build_job_report(job: Job, findings: list[Finding]) -> Report:
     removed = [entry for r in job.runs for entry in r.result.get("shm_removed") or []]
     report["shm_removed"] = [cast(ShmRemoved, dict(entry)) for entry in removed]
     report["orphans_stopped"] = [pid for r in job.runs for pid in r.result.get("orphans_stopped") or []]
+    report["orphans_left"] = [pid for r in job.runs for pid in r.result.get("orphans_left") or []]
     costs: list[dict[str, Any]] = [dict(r.result["supervisor"]) for r in job.runs if r.result.get("supervisor")]
     if len(costs) > 1:  # one supervisor per node: the costliest one, and every reading deferred anywhere
         costliest: dict[str, Any] = max(costs, key=lambda c: float(c.get("cpu_share") or 0.0))

@@ -224,7 +224,8 @@ class _Report(TypedDict):
     findings: list[FindingEntry]
     probe_cost: SupervisorCost | None
     shm_removed: list[ShmRemoved]
-    orphans_stopped: list[int]
+    orphans_stopped: list[int]  # the same, stopped because dlprobe ended the run (--on-hang stop, tune's trials)
+    orphans_left: list[int]  # DataLoader workers still running 6 s after their main process, left running
     read_problems: list[ReadProblem]
     attached: AttachedEntry | None
 

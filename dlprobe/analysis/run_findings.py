@@ -17,8 +17,12 @@ def find_run_problems(run: RunData) -> list[Finding]:
                 code="script-error",
                 severity="error",
                 title=f"The script raised {error['type']}: {first_line(error.get('message') or '', 150)}",
-                detail=f"The training script stopped with an uncaught {error['type']}{where}; "
-                "its traceback is in the script's stderr above and in stderr.log of the run directory.",
+                detail=f"The training script stopped with an uncaught {error['type']}{where}; its traceback is in "
+                + (
+                    "the script's stderr and in stderr.log of the run directory."
+                    if run.stderr_tail
+                    else "the script's stderr, where it was printed."
+                ),
                 fix="Fix the error in the script (run it with plain `python` to compare), then probe it again.",
                 evidence={
                     **{k: error.get(k) for k in ("type", "message", "file", "line")},

@@ -1,5 +1,7 @@
-"""What the analysis takes from stderr.log, read once at load time (`model.load_failure_records`): its tail for the
-page, and torchrun's ChildFailedError summary for `rank-failed`. No finding reads the file itself."""
+"""What the analysis takes from the script's stderr, read once at load time (`model.load_failure_records`): the tail
+of stderr.log for the page, and torchrun's ChildFailedError summary for `rank-failed` (from the launcher's own
+`launcher_failure` event, else stderr.log). stderr.log exists only where the script's stderr was a file dlprobe
+could read back (supervisor/stderr_copy.py); `stderr_not_kept` says why else. No finding reads the file itself."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dlprobe.rundir.schema import STDERR_FILE
+from dlprobe.rundir.schema import STDERR_FILE, StderrKept
 
 STDERR_TAIL_BYTES = 6000
 # torchrun prints its failure summary last, about 400 bytes a failed rank: the end of a long log holds it, and a
@@ -40,10 +42,42 @@ def stderr_tail(run_dir: Path) -> str | None:
     return text
 
 
-def read_launcher_failures(run_dir: Path) -> list[dict[str, Any]]:
-    """torchrun's summary in stderr.log; none without the file (in-process runs have no launcher summary)."""
+def read_launcher_failures(run_dir: Path, summary: str | None = None) -> list[dict[str, Any]]:
+    """torchrun's summary: the one the launcher recorded as it ended (`summary`), else the one in stderr.log; none
+    without either (in-process runs have no launcher summary)."""
+    if summary:
+        return launcher_failures(summary)
     read = _read_tail(run_dir, LAUNCHER_SUMMARY_BYTES)
     return launcher_failures(read[0]) if read is not None else []
+
+
+_WHERE = {
+    "terminal": "a terminal",
+    "pipe": "a pipe",
+    "socket": "a socket",
+    "closed": "closed",
+    "other": "neither a file nor a terminal",
+}
+
+
+def stderr_not_kept(kept: StderrKept | None) -> str | None:
+    """Why the run directory holds none of the script's stderr (None where stderr.log has it, or for a run directory
+    from before dlprobe stopped copying the output, whose stderr.log is its whole stderr)."""
+    if not kept or kept.get("kept_bytes"):
+        return None
+    kind = kept.get("kind") or "other"
+    if kind == "file":
+        problem = kept.get("problem")
+        if problem:
+            return (
+                f"The script's stderr was a file that dlprobe could not read back ({problem}): nothing of it is kept."
+            )
+        return "The script wrote nothing to stderr during the run."
+    return (
+        f"The script's stderr was {_WHERE.get(kind, kind)}, which dlprobe leaves to the script and does not copy: its "
+        "output is where it was printed. The run keeps it only when stderr is a file (2> train.log, a Slurm or CI "
+        "log)."
+    )
 
 
 _FAILURE = re.compile(

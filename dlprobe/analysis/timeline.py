@@ -59,6 +59,7 @@ class Timeline(TypedDict):
     hotspots: list[dict[str, Any]]
     hotspots_problem: str | None
     stderr_tail: str | None
+    stderr_not_kept: str | None  # why there is no tail: the script's stderr was a terminal or a pipe
 
 
 def rank_labels(report: Report | None) -> dict[int, str]:
@@ -277,6 +278,7 @@ def timeline_from_run(run: RunData, report: Report | None = None) -> Timeline:
         "hotspots": _hotspots(run),
         "hotspots_problem": _sampler_problem(run),
         "stderr_tail": run.stderr_tail,
+        "stderr_not_kept": run.stderr_not_kept,
     }
 
 

@@ -631,7 +631,7 @@ def patch_dataloader(module: ModuleType) -> None:
     loader_cls._dlprobe_patched = True
     _register_atexit()
     if script_errors.launched_rank():  # an error before its first DataLoader is a rank's failure too
-        script_errors.watch_uncaught(flush_all)
+        script_errors.watch_uncaught(ended_by_exception)
     try:  # loaders without workers fetch in this process: record those too
         inflight.patch_fetchers()
     except Exception as exc:
@@ -666,11 +666,18 @@ def loop_timed() -> dict[str, Any] | None:
 
 
 def script_ended(normally: bool) -> None:
-    """The bootstrap's word on how the script ended: after an exception (Ctrl-C included) or a non-zero exit, a loop
-    still being timed is forgotten, so nothing is taken over or recorded at exit: the error is the news."""
+    """How the script ended: after an exception (Ctrl-C included), a loop still being timed is forgotten, so nothing
+    is taken over or recorded at exit: the error is the news. (A non-zero sys.exit reaches no hook of python's before
+    the atexit handlers: tune reads the exit status itself and ignores a loop recorded by a failed script.)"""
     global _deferred
     if not normally:
         _deferred = None
+
+
+def ended_by_exception() -> None:
+    """Before an uncaught exception that ends the process is recorded: its loop's timing is void, its batches sent."""
+    script_ended(normally=False)
+    flush_all()
 
 
 def _take_over_deferred(iterator: Any) -> None:
@@ -777,7 +784,7 @@ def patched_spec(fullname: str, path: Any, target: Any, asking: object) -> impor
 
 
 # The loader and the finder follow importlib's protocols without its abstract base classes: importing importlib.abc
-# pulls in importlib.resources (tempfile, shutil, the compression modules), a tenth of the bootstrap's start-up.
+# pulls in importlib.resources (tempfile, shutil, the compression modules), a tenth of the target's start-up.
 class _PatchingLoader:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -807,14 +814,14 @@ _atexit_registered = False
 
 
 def _start_main_process() -> None:
-    """This process's own in-flight slot, once: at install (bootstrap), or when a process probed only through the
-    injected sitecustomize (a torchrun rank, a re-launched Lightning rank) builds its first DataLoader. DataLoader
-    workers never build one, so they keep exactly the worker path."""
+    """This process's own in-flight slot, once: at install (the target `dlprobe run` started), or when a process
+    probed only at its first DataLoader (a torchrun rank, a re-launched Lightning rank) builds it. DataLoader workers
+    never build one, so they keep exactly the worker path."""
     global _main_started
     if _main_started:
         return
     _main_started = True
-    script_errors.watch_uncaught(flush_all)
+    script_errors.watch_uncaught(ended_by_exception)
     run_dir = os.environ.get(RUN_DIR_ENV)
     if run_dir:
         inflight.start_main(run_dir)
@@ -841,8 +848,8 @@ def _register_atexit() -> None:
 def install() -> None:
     """Install the hooks (idempotent): patch now if torch's dataloader is already imported, else on import.
 
-    The bootstrap calls this before the script runs; the injected sitecustomize may have put its own lazy finder
-    in place already in the same process, in which case no second one is added.
+    in_training/target.py calls this before the script's first line; the injected sitecustomize has put its own
+    lazy finder in place already in the same process, in which case no second one is added.
     """
     _start_main_process()
     startup_profile.start()

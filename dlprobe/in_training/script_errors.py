@@ -19,14 +19,16 @@ from dlprobe.rundir.schema import EV_SCRIPT_ERROR
 # The process whose sys.excepthook records; a forked child (a DataLoader worker) inherits the hook but never
 # ends through it, and must not record as if it were the rank.
 _watching_pid: int | None = None
-_bootstrap_records = False  # the bootstrap catches the script's exception itself and records it there
+_recorded_pid: int | None = None  # the process that recorded its ending exception (once is enough)
 
 
 def record(exc: BaseException) -> None:
     """One script_error event for an exception that ends this process (never for Ctrl-C: that is the user's)."""
+    global _recorded_pid
     log = get_log()
     if log is None or isinstance(exc, KeyboardInterrupt):
         return
+    _recorded_pid = os.getpid()
     tb = exc.__traceback__
     frames = traceback.extract_tb(tb) if tb is not None else []
     # Where the user's code raised it: the innermost frame of theirs (torch's re-raise of a worker's error, or a
@@ -53,17 +55,14 @@ def launched_rank() -> bool:
     return "LOCAL_RANK" in os.environ or "RANK" in os.environ
 
 
-def recorded_by_bootstrap() -> None:
-    global _bootstrap_records
-    _bootstrap_records = True
-
-
 def watch_uncaught(flush: Callable[[], None]) -> None:
-    """In a process probed only through the injected sitecustomize (a torchrun rank, a rank Lightning re-launched,
-    a script under `dlprobe run -- ...`), wrap sys.excepthook so the exception that ends it is recorded and printed
-    without dlprobe's frames, as the bootstrap does for the script it runs. Once per process."""
+    """In a probed process (the script `dlprobe run` started, a torchrun rank, a rank Lightning re-launched, a script
+    under `dlprobe run -- ...`), wrap sys.excepthook so the exception that ends it is recorded and printed without
+    dlprobe's frames. Python calls the hook after the script's frames are gone, so python's own exit status follows
+    (1, or death by SIGINT for a KeyboardInterrupt), and a hook the script sets later wraps this one. Once per
+    process."""
     global _watching_pid
-    if _bootstrap_records or _watching_pid == os.getpid():
+    if _watching_pid == os.getpid():
         return
     _watching_pid = os.getpid()
     inner = sys.excepthook
@@ -72,7 +71,7 @@ def watch_uncaught(flush: Callable[[], None]) -> None:
         if os.getpid() == _watching_pid:
             try:
                 with quiet_signals.held_back():  # a worker dying meanwhile (torch's SIGCHLD) must not cut the record
-                    flush()  # the batches before the error come first in the log, as in the bootstrap
+                    flush()  # the batches before the error come first in the log
                     clean_chain(exc, is_dlprobe_frame)
                     tb = user_frames(tb, is_dlprobe_frame)
                     record(exc.with_traceback(tb))
@@ -81,3 +80,18 @@ def watch_uncaught(flush: Callable[[], None]) -> None:
         return inner(exc_type, exc, tb)
 
     sys.excepthook = hook
+
+
+def record_unhandled_at_exit(flush: Callable[[], None]) -> None:
+    """An atexit handler's fallback for a script that replaced sys.excepthook without calling the previous one:
+    python still sets sys.last_value to the uncaught exception before it calls the hook."""
+    exc = getattr(sys, "last_value", None)
+    if exc is None or _recorded_pid == os.getpid() or _watching_pid != os.getpid():
+        return
+    try:
+        with quiet_signals.held_back():
+            flush()
+            clean_chain(exc, is_dlprobe_frame)
+            record(exc)
+    except Exception as probe_exc:
+        probe_errors.record("script_errors.at_exit", probe_exc, "the exception that ended it is not recorded")

@@ -8,13 +8,12 @@ from types import TracebackType
 from typing import Any
 
 from dlprobe.frames import PROBE_DIR, is_probe_file
-from dlprobe.in_training import quiet_signals
 
 FrameFilter = Callable[[TracebackType], bool]
 
 
 def _is_own(tb: TracebackType) -> bool:
-    # dlprobe's frames, and runpy's, which are there because bootstrap runs the script
+    # dlprobe's frames, and runpy's (a spawned worker starts through it)
     return is_probe_file(tb.tb_frame.f_code.co_filename)
 
 
@@ -48,25 +47,6 @@ def clean_chain(exc: BaseException | None, drop: FrameFilter = _is_own) -> None:
         current.__traceback__ = user_frames(current.__traceback__, drop)
         todo.extend((current.__cause__, current.__context__))
         todo.extend(getattr(current, "exceptions", ()) or ())  # ExceptionGroup members
-
-
-def install_excepthook() -> None:
-    """Clean the traceback of an exception that ends the script, before whatever hook prints it.
-
-    Installed at the moment the script raised, so a hook the script set itself is wrapped, not replaced;
-    the interpreter then exits as it would have (1, or killed by SIGINT for a KeyboardInterrupt).
-    """
-    inner = sys.excepthook
-
-    def hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> Any:
-        # python's own hook prints without running Python code, so no signal handler runs in between; this one is
-        # Python code, where torch's SIGCHLD handler raising broke the printing ("lost sys.stderr").
-        with quiet_signals.held_back():
-            clean_chain(exc)
-            tb = user_frames(tb)
-        return inner(exc_type, exc, tb)
-
-    sys.excepthook = hook
 
 
 def patch_exception_wrapper() -> None:

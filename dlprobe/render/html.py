@@ -428,9 +428,12 @@ def render_html(
         except Exception as exc:  # one bad section must not cost the page: say what is missing instead
             notes.append(f"{name}: {type(exc).__name__}: {exc}")
     tail = timeline.get("stderr_tail") if timeline is not None else None
+    not_kept = timeline.get("stderr_not_kept") if timeline is not None else None
     if tail:
         body.append(f'<section id="stderr"><h2>Script output</h2><details><summary>The end of stderr.log</summary>'
                     f"<pre>{esc(tail)}</pre></details></section>")  # fmt: skip
+    elif not_kept:
+        body.append(f'<section id="stderr"><h2>Script output</h2><p>{esc(not_kept)}</p></section>')
     footer = f"from {esc(report['run_dir'])}. Every number here is also in report.json."
     return page(f"dlprobe report: {title}", body, notes, report["dlprobe_version"], footer)
 

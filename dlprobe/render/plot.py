@@ -5,12 +5,12 @@ It draws `analysis/memory_plot.py:memory_plot`'s data; `commands/outputs.py` bui
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from dlprobe.analysis.memory_plot import MemoryPlot, PlotProcess
 from dlprobe.analysis.report_schema import NodeEntry
+from dlprobe.own_process import python_module_command
 from dlprobe.units import MiB
 
 KIND_STYLES = (("pss_anon", "-", "anon"), ("pss_file", "--", "file"), ("pss_shmem", "-.", "shm"))
@@ -100,7 +100,7 @@ def plot_in_background(run_dir: Path) -> None:
     """Draw memory.png in a detached process (`commands/outputs.py:draw_run_plot`): importing matplotlib and drawing
     take 1-2 s that `dlprobe run` would otherwise add to every run after the script has finished."""
     subprocess.Popen(
-        [sys.executable, "-m", "dlprobe.commands.outputs", str(run_dir)],
+        python_module_command("dlprobe.commands.outputs", str(run_dir)),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -127,10 +127,19 @@ NO_STARTUP_PROFILE_ENV = "DLPROBE_NO_STARTUP_PROFILE"
 # Where the dlprobe package lives, for the sitecustomize injected on PYTHONPATH: a command may run a python that has
 # dlprobe on no path of its own (another venv, `python -I` aside); the hook appends this only if its import fails.
 PACKAGE_PATH_ENV = "DLPROBE_PACKAGE_PATH"
+# "SUPERVISOR_PID:LAUNCH:NAME", read by the injected sitecustomize: the Python process whose parent is that supervisor
+# is the target `dlprobe run` started (python SCRIPT, python -m NAME, or a command's first Python process), probed
+# from its first line without a frame of dlprobe's on its stack (in_training/target.py).
+TARGET_ENV = "DLPROBE_TARGET"
+# stderr.log keeps at most this much of what the run wrote to stderr (its end): the page's tail and torchrun's
+# summary are read from the end (analysis/stderr_log.py).
+STDERR_KEPT_BYTES = 1 << 20
 
 # --- events.jsonl: the "ev" field of each line ----------------------------------------------------------
 EV_START = "start"
 EV_SCRIPT_ERROR = "script_error"
+# torchrun's ChildFailedError summary, recorded by the launcher process itself as it ends (in_training/target.py)
+EV_LAUNCHER_FAILURE = "launcher_failure"
 EV_STOP = "stop"
 EV_LOADER = "loader"
 EV_LOADER_ERROR = "loader_error"
@@ -230,6 +239,10 @@ class StartEvent(Event, total=False):
     argv: list[str]
     python: str
     module: bool
+
+
+class LauncherFailureEvent(Event, total=False):
+    summary: str  # str(ChildFailedError): torchrun's failure summary (its end, at most STDERR_KEPT_BYTES)
 
 
 class ScriptErrorEvent(Event, total=False):
@@ -624,7 +637,7 @@ class SupervisorCost(TypedDict, total=False):
 
 
 # torch's workers check on their main process every MP_STATUS_CHECK_INTERVAL (5 s) and exit once it is gone; the
-# supervisor records workers that outlive the job this long, then stops them (result.json "orphans_stopped").
+# supervisor records workers that outlive the job this long, then names those left running (result.json "orphans_left").
 ORPHAN_GRACE_S = 6.0
 
 
@@ -645,6 +658,16 @@ class SupervisorProblem(TypedDict):
     count: int
 
 
+class StderrKept(TypedDict, total=False):
+    """Where the script's stderr went, and what stderr.log holds of it: dlprobe is never between the script and its
+    stderr, so only a regular file (a Slurm or CI log) can be read back after the run."""
+
+    kind: str  # "file", "terminal", "pipe", "socket", "closed", "other"
+    written_bytes: int | None  # what the run wrote to the file (kind "file")
+    kept_bytes: int  # what stderr.log holds: the end of it, at most STDERR_KEPT_BYTES
+    problem: str | None  # why a file could not be read back
+
+
 class Result(TypedDict, total=False):
     returncode: int
     exit_code: int
@@ -656,8 +679,10 @@ class Result(TypedDict, total=False):
     stop_reason: str  # for programs: STOP_REASON_HANG
     survivors: list[int]
     shm_removed: list[ShmRemoved]  # system/shm_files.py; absent when nothing was left
-    orphans_stopped: list[int]  # workers still running ORPHAN_GRACE_S after the job's exit, stopped by dlprobe
+    orphans_stopped: list[int]  # workers still running ORPHAN_GRACE_S after a run dlprobe ended (--on-hang stop, tune)
+    orphans_left: list[int]  # workers still running ORPHAN_GRACE_S after the job's exit, left running as python does
     problems: list[SupervisorProblem]  # the supervisor's own failures (supervisor/problems.py); absent when none
+    stderr: StderrKept  # what of the script's stderr stderr.log keeps (supervisor/stderr_copy.py)
 
 
 class AttachRecord(TypedDict, total=False):

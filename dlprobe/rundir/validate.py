@@ -141,6 +141,7 @@ def _json_type(value: Any) -> str:
 EVENT_TYPES: dict[str, type] = {
     schema.EV_START: schema.StartEvent,
     schema.EV_SCRIPT_ERROR: schema.ScriptErrorEvent,
+    schema.EV_LAUNCHER_FAILURE: schema.LauncherFailureEvent,
     schema.EV_STOP: schema.StopEvent,
     schema.EV_PROCESS: schema.ProcessEvent,
     schema.EV_LOADER: schema.LoaderEvent,

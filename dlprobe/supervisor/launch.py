@@ -1,5 +1,5 @@
-"""How `dlprobe run` starts its target: a script or a module under the bootstrap, or any command as given, with the
-hooks injected into every Python process of it through PYTHONPATH (a sitecustomize)."""
+"""How `dlprobe run` starts its target: a script or a module exactly as python starts it, or any command as given,
+with the hooks injected into every Python process of it through PYTHONPATH (a sitecustomize)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from pathlib import Path
 
 import dlprobe
 from dlprobe.errors import DlprobeError
-from dlprobe.rundir.schema import LAUNCH_COMMAND, LAUNCH_MODULE, LAUNCH_SCRIPT, PACKAGE_PATH_ENV
+from dlprobe.rundir.schema import LAUNCH_COMMAND, LAUNCH_MODULE, LAUNCH_SCRIPT, PACKAGE_PATH_ENV, TARGET_ENV
 
-BOOTSTRAP = "dlprobe.in_training.bootstrap"
 PACKAGE_DIR = Path(dlprobe.__file__).resolve().parent
 # The folder holding the injected sitecustomize (dlprobe/in_training/injected); found by path, because the
 # supervisor never imports the training side.
@@ -57,19 +56,21 @@ def check_command(command: list[str]) -> None:
 
 
 def target_command(launch: str, script: str, args: list[str]) -> list[str]:
-    """The command line that starts the target."""
+    """The command line that starts the target: plain python's, so the script's `__file__`, `sys.argv`, `sys.path`,
+    stack and exit status are what they are without dlprobe (the hooks come in through `inject`)."""
     if launch == LAUNCH_COMMAND:
         return [script, *args]
     if launch == LAUNCH_MODULE:
-        return [sys.executable, "-m", BOOTSTRAP, "-m", script, *args]
-    return [sys.executable, "-m", BOOTSTRAP, script, *args]
+        return [sys.executable, "-m", script, *args]
+    return [sys.executable, script, *args]
 
 
-def inject(env: dict[str, str]) -> None:
-    """Put the injected sitecustomize first on the target's PYTHONPATH, the user's own path after it.
+def inject(env: dict[str, str], launch: str, name: str) -> None:
+    """Put the injected sitecustomize first on the target's PYTHONPATH, the user's own path after it, and name the
+    target: the Python process this one starts (its parent's pid is ours) installs the hooks before its first line.
 
     In every launch mode: Lightning's DDP re-launches `python train.py` for ranks 1..N-1, torchrun starts its
-    ranks itself, and those processes never see the bootstrap.
+    ranks itself, and those processes are probed at their first DataLoader.
     """
     own = os.environ.get("PYTHONPATH")
     paths = [str(INJECTED_DIR)] + ([own] if own else [])
@@ -81,6 +82,7 @@ def inject(env: dict[str, str]) -> None:
         )
     env["PYTHONPATH"] = value
     env[PACKAGE_PATH_ENV] = str(PACKAGE_DIR.parent)
+    env[TARGET_ENV] = f"{os.getpid()}:{launch}:{name}"
 
 
 def node_rank(command: list[str]) -> int | None:

@@ -1,4 +1,9 @@
-"""The live view: a status line on a terminal, or a plain progress line now and then when piped."""
+"""The live view: a plain progress line now and then where stderr is not a terminal; on a terminal, nothing.
+
+The script writes to the terminal itself (dlprobe is not between them), so a status line drawn there would land in
+the middle of the script's own lines and progress bars: on a terminal dlprobe prints only its notices (a hang
+recorded) during the run, and its summary after it.
+"""
 
 from __future__ import annotations
 
@@ -8,67 +13,38 @@ import threading
 import time
 from typing import TextIO
 
-from rich.console import Console
 from rich.text import Text
 
 PLAIN_EVERY_S = 10.0
 
 
 class LiveView:
-    """Shares stderr with the training script: the status line is wiped before script output is written."""
+    """Shares stderr with the training script."""
 
     def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.enabled = enabled
-        self.tty = enabled and self.stream.isatty()
-        self.console = Console(file=self.stream, highlight=False) if self.tty else None
+        self.plain = enabled and not self.stream.isatty()
         self.lock = threading.Lock()
-        self.shown = False
-        self.at_line_start = True
         self.last_plain = time.monotonic()
-        self.status: Text = Text("")
 
-    def _erase(self) -> None:
-        if self.shown:
-            self.stream.write("\r\x1b[2K")
-            self.stream.flush()
-            self.shown = False
-
-    def _draw(self) -> None:
-        if self.console is not None and self.at_line_start and self.status.plain:
-            self.console.print(self.status, end="", overflow="ellipsis", no_wrap=True, crop=True)
-            self.stream.flush()
-            self.shown = True
-
-    def forward(self, fd: int, data: bytes) -> None:
-        """Write the script's own bytes unchanged, keeping the status line out of their way."""
-        with self.lock:
-            if self.tty:  # stdout and stderr usually share the terminal: clear the line either way
-                self._erase()
-            _write_all(fd, data)
-            if data:
-                self.at_line_start = data.endswith(b"\n")
-            if self.tty:
-                self._draw()
+    def notice(self, text: str) -> None:
+        """One line of dlprobe's own (a hang recorded), on a line of its own."""
+        if self.enabled:
+            with self.lock:
+                _write_all(self.stream.fileno(), f"[dlprobe] {text}\n".encode())
 
     def update(self, status: Text) -> None:
-        if not self.enabled:
+        if not self.plain:
             return
         with self.lock:
-            self.status = status
-            if self.tty:
-                self._erase()
-                self._draw()
-            elif time.monotonic() - self.last_plain >= PLAIN_EVERY_S:
+            if time.monotonic() - self.last_plain >= PLAIN_EVERY_S:
                 self.last_plain = time.monotonic()
-                self.stream.write(f"[dlprobe] {status.plain}\n")
-                self.stream.flush()
+                _write_all(self.stream.fileno(), f"[dlprobe] {status.plain}\n".encode())
 
     def close(self) -> None:
         with self.lock:
-            if self.tty:
-                self._erase()
-            self.enabled = False
+            self.enabled = self.plain = False
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -80,5 +56,5 @@ def _write_all(fd: int, data: bytes) -> None:
             time.sleep(0.01)
             continue
         except OSError:
-            return  # our own stdout went away (closed pipe); keep probing, drop the bytes
+            return  # our own stderr went away (closed pipe); keep probing, drop the line
         view = view[n:]

@@ -1,4 +1,5 @@
-"""`dlprobe run`: start the unmodified script under the hooks, sample it from outside, outlive it."""
+"""`dlprobe run`: start the unmodified script as python would (the hooks come in through the injected
+sitecustomize), with dlprobe's own stdin, stdout and stderr; sample it from outside, outlive it."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from dlprobe.rundir.schema import (
 )
 from dlprobe.supervisor import launch
 from dlprobe.supervisor.hang import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
+from dlprobe.supervisor.stderr_copy import stderr_origin
 from dlprobe.system import procmem
 from dlprobe.system.cpus import cpu_facts
 
@@ -55,6 +57,9 @@ class RunOptions:
     # on a short script the two overlap instead of adding up.
     preload: tuple[str, ...] = ()
     stack_rate: int | None = None  # py-spy's samples/s; None: $DLPROBE_STACK_RATE or the default; 0: off
+    # Stop the workers still running after the target (tune's trials: processes of dlprobe's own making). Otherwise
+    # they are left running as python leaves them, unless dlprobe itself ended the run (--on-hang stop).
+    stop_leftovers: bool = False
 
 
 @dataclass
@@ -126,7 +131,7 @@ def run_script(options: RunOptions) -> RunOutcome:
     check_hang_options(options)
     command = launch.target_command(options.launch, options.script, options.args)
     env = dict(os.environ)
-    launch.inject(env)
+    launch.inject(env, options.launch, options.script)
     run_dir = create_run_dir(options.out, launch.run_name(options.launch, options.script, options.args))
     started = time.time()
     meta: Meta = {
@@ -136,16 +141,15 @@ def run_script(options: RunOptions) -> RunOutcome:
         "script": redact_argv([options.script])[0],
         "argv": redact_argv(options.args),
         "launch": options.launch,
-        "command": redact_argv([options.script, *options.args] if options.launch == LAUNCH_COMMAND else command[3:]),
+        "command": redact_argv([options.script, *options.args] if options.launch == LAUNCH_COMMAND else command[1:]),
         "node_rank": launch.node_rank([options.script, *options.args]),
         "cwd": os.getcwd(),
         "started_at": started,
     }
     env[RUN_DIR_ENV] = str(run_dir.resolve())
-    # The script writes into pipes now; unbuffered keeps its output as timely as on a terminal.
-    env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(options.env)
     (run_dir / EVENTS_FILE).touch()
+    stderr_at_start = stderr_origin()  # before the script writes a byte
     child = _start(command, env)
     meta["target_pid"] = child.pid
     previous = {sig: signal.signal(sig, lambda s, _f: child.send_signal(s)) for sig in FORWARDED_SIGNALS}
@@ -159,12 +163,14 @@ def run_script(options: RunOptions) -> RunOutcome:
         child.kill()  # a broken install: no target left running unwatched
         child.wait()
         raise
-    return RunOutcome(run_dir, run_watch.watch(child, run_dir, options, meta, previous))
+    return RunOutcome(run_dir, run_watch.watch(child, run_dir, options, meta, previous, stderr_at_start))
 
 
 def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    # stdin, stdout and stderr are dlprobe's own, inherited: nothing of dlprobe's sits between the script and its
+    # terminal or pipe, and the script's output does not depend on dlprobe staying alive.
     try:
-        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return subprocess.Popen(command, env=env)
     except OSError as exc:  # checked before, but a command can vanish, lack a #! line, or meet E2BIG
         raise DlprobeError(
             f"cannot start {command[0]}: {exc.strerror or exc}",

@@ -1,5 +1,5 @@
-"""Watches a started target until it exits: its output, its process tree's memory, hangs, stacks and the live
-view; then writes result.json."""
+"""Watches a started target until it exits: its process tree's memory, hangs, stacks and the live view; then keeps
+what it can of the script's stderr and writes result.json."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ import os
 import select
 import signal
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import Any
 
 import psutil
 from rich.text import Text
@@ -30,7 +28,6 @@ from dlprobe.rundir.schema import (
     RESULT_FILE,
     SAMPLES_FILE,
     STDERR_FILE,
-    STDOUT_FILE,
     Meta,
     Result,
 )
@@ -41,43 +38,12 @@ from dlprobe.supervisor.problems import Problems
 from dlprobe.supervisor.run_target import RunOptions, TickHook, machine_facts, own_cost
 from dlprobe.supervisor.sampler import TICK_S, Sampler
 from dlprobe.supervisor.stack_recorder import StackRecorder
+from dlprobe.supervisor.stderr_copy import StderrOrigin, keep_stderr
 from dlprobe.system import cgroup, shm_files
 from dlprobe.units import format_bytes
 
 # A signal's previous handler, as signal.signal returns it.
 SignalHandler = Callable[[int, FrameType | None], Any] | int | None
-
-
-class _Pump(threading.Thread):
-    """Copies one of the script's output pipes to our own stream, byte for byte, and to a log file."""
-
-    def __init__(self, source: IO[bytes], target_fd: int, log_path: Path, view: LiveView, problems: Problems) -> None:
-        super().__init__(daemon=True)
-        self.source = source
-        self.target_fd = target_fd
-        self.log_path = log_path
-        self.view = view
-        self.problems = problems
-
-    def run(self) -> None:
-        # Unbuffered: a failing write raises here, where it is recorded, not again when the file is closed.
-        with self.log_path.open("wb", buffering=0) as log:
-            fd = self.source.fileno()
-            while True:
-                try:
-                    data = os.read(fd, 65536)
-                except OSError:
-                    break
-                if not data:
-                    break
-                self.view.forward(self.target_fd, data)
-                try:
-                    log.write(data)
-                    log.flush()
-                except OSError as exc:  # the script's output still passes through; only the copy is cut
-                    self.problems.record(
-                        f"{self.log_path.name} write", exc, f"{self.log_path.name} misses part of the script's output"
-                    )
 
 
 # A loader is known by (the pid of the process that built it, its id in that process): every rank has a loader 0.
@@ -151,6 +117,7 @@ def watch(
     options: RunOptions,
     meta: Meta,
     previous: dict[signal.Signals, SignalHandler],
+    stderr_at_start: StderrOrigin,
 ) -> int:
     """Record the started target until it exits (and its workers with it); write meta.json and result.json, restore
     the signal handlers in `previous`, and return the target's exit code."""
@@ -163,29 +130,22 @@ def watch(
     write_json(run_dir / META_FILE, meta)
 
     view = LiveView(options.live)
-    assert child.stdout is not None and child.stderr is not None
     problems = Problems()
-    pumps = [
-        _Pump(child.stdout, sys.stdout.fileno(), run_dir / STDOUT_FILE, view, problems),
-        _Pump(child.stderr, sys.stderr.fileno(), run_dir / STDERR_FILE, view, problems),
-    ]
-    for pump in pumps:
-        pump.start()
-
     _preload(options.preload)
-    guard = RunGuard(
-        run_dir, child, options.hang_timeout, options.on_hang, lambda text: _notice(view, text), problems=problems
-    )
+    guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, view.notice, problems=problems)
     stacks = StackRecorder(child.pid, run_dir, options.stack_rate)
     known: set[int] = set()
-    orphans: list[int] = []
+    orphans: list[psutil.Process] = []
+    stopped: list[int] = []
     budget = CpuBudget()
     try:
         known, orphans = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick, budget)
+        # dlprobe ended the run (--on-hang stop: "end the run and every worker") or started it for itself (tune):
+        # what is left is dlprobe's to stop. Else the workers are the script's, left running as python leaves them.
+        if orphans and (guard.watch.stopped or options.stop_leftovers):
+            stopped, orphans = _stop(orphans), []
     finally:
         stacks.stop()
-        for pump in pumps:
-            pump.join(timeout=5)
         view.close()
         for sig, handler in previous.items():
             if sig != signal.SIGINT:
@@ -194,6 +154,11 @@ def watch(
     exit_code = returncode if returncode >= 0 else 128 - returncode
     finished = guard.finish(known)
     leftovers = shm_files.remove_leftovers(known | {child.pid}, started)
+    try:
+        stderr_kept = keep_stderr(stderr_at_start, run_dir)
+    except OSError as exc:  # the run directory is full or gone: the script's output itself was never at stake
+        problems.record(f"{STDERR_FILE} write", exc, f"{STDERR_FILE} misses the end of the script's stderr")
+        stderr_kept = {"kind": stderr_at_start.kind, "written_bytes": None, "kept_bytes": 0, "problem": str(exc)}
     result: Result = {
         "returncode": returncode,
         "exit_code": exit_code,
@@ -201,16 +166,32 @@ def watch(
         "ended_at": time.time(),
         "supervisor": {**own_cost(), **budget.summary()},
         **finished,
+        "stderr": stderr_kept,
     }
     if leftovers:
         result["shm_removed"] = [{"name": name, "bytes": size} for name, size in leftovers]
     if orphans:
-        result["orphans_stopped"] = orphans
+        result["orphans_left"] = [proc.pid for proc in orphans]
+    if stopped:
+        result["orphans_stopped"] = stopped
     if problems.as_list():
         result["problems"] = problems.as_list()
     write_json(run_dir / RESULT_FILE, result)
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
     return exit_code
+
+
+def _stop(procs: list[psutil.Process]) -> list[int]:
+    """SIGKILL the workers still running; the pids stopped (one that exited meanwhile is not counted; psutil checks
+    the start time, so a reused pid is never hit)."""
+    stopped = []
+    for proc in procs:
+        try:
+            proc.kill()
+            stopped.append(proc.pid)
+        except psutil.Error:  # noqa: S110 - it exited meanwhile: nothing left to stop
+            pass
+    return stopped
 
 
 def _preload(modules: tuple[str, ...]) -> None:
@@ -222,11 +203,6 @@ def _preload(modules: tuple[str, ...]) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: S110 - the caller's own import after the run raises it again, and reports it
             pass
-
-
-def _notice(view: LiveView, text: str) -> None:
-    if view.enabled:
-        view.forward(sys.stderr.fileno(), f"[dlprobe] {text}\n".encode())
 
 
 def _exit_waiter(child: subprocess.Popen[bytes]) -> Callable[[float], bool]:
@@ -267,9 +243,9 @@ def _sample_until_exit(
     stacks: StackRecorder,
     on_tick: TickHook | None = None,
     budget: CpuBudget | None = None,
-) -> tuple[set[int], list[int]]:
-    """Sample until the target exits and its workers with it; the pids seen, and the workers that had to be stopped."""
-    orphans: list[int] = []
+) -> tuple[set[int], list[psutil.Process]]:
+    """Sample until the target exits and its workers with it; the pids seen, and the workers still running after it."""
+    orphans: list[psutil.Process] = []
     cgroup_dir = cgroup.memory_dir(child.pid)
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
@@ -293,19 +269,15 @@ def _sample_until_exit(
                     break
             # Workers can outlive their main process: for a moment at a normal exit, until their next status check
             # when it was killed (torchrun stopping a rank; torch checks every 5 s), forever when one is blocked in
-            # __getitem__. Keep recording them for that long, then stop the ones left: they serve no loader any more.
+            # __getitem__. Keep recording them for that long, then name the ones left: they are left running, as
+            # plain python leaves them (no signal of dlprobe's reaches a process of the script's).
             progress.feed(events.read_new(), sampler)
             sampler.tick(time.time())
             deadline = time.time() + ORPHAN_GRACE_S
             while sampler.live_workers() and time.time() < deadline:
                 time.sleep(TICK_S)
                 sampler.tick(time.time())
-            for proc in sampler.live_workers():
-                try:
-                    proc.kill()
-                    orphans.append(proc.pid)
-                except psutil.Error:  # noqa: S110 - it exited meanwhile: nothing left to stop
-                    pass
+            orphans = list(sampler.live_workers())
         finally:
             sampler.close()
     return sampler.known, orphans

@@ -29,7 +29,7 @@ from dlprobe.rundir.schema import (
 from dlprobe.scan.options import ScanOptions
 from dlprobe.scan.progress import ScanProgress
 from dlprobe.scan.result import ScanResult
-from dlprobe.supervisor.launch import target_command
+from dlprobe.supervisor.launch import inject, target_command
 from dlprobe.supervisor.run_target import check_target
 
 TAKEOVER_FUNCTION = "dlprobe.in_training.scan.engine:take_over"  # named here as text: this side never imports torch
@@ -71,6 +71,7 @@ def run_scan(
             "PYTHONUNBUFFERED": "1",
         }
         command = target_command(launch, script, args)
+        inject(env, launch, script)  # the script is started as python starts it; the hooks come in through this
         child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert child.stdout is not None and child.stderr is not None
         # The script's own output goes to stderr, above the bar: stdout is kept for the summary.

@@ -138,13 +138,16 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
                 on_tick=limit,
                 launch=options.launch,
                 stack_rate=0,
+                stop_leftovers=True,  # the trials' workers are tune's own, not the user's training
             )  # fmt: skip
         )
         run = load_run(outcome.run_dir)
         first_run = first_run or run
         loader_info = next((e for e in run.events if e.get("ev") == EV_TUNE_LOADER), None)
         stopped = next((e for e in run.events if e.get("ev") == EV_TUNE_LOOP), None)
-        if loader_info is None and stopped is not None and loop is None:
+        # A script that stopped with a non-zero status (sys.exit(1) reaches no hook before the loop is recorded at
+        # exit) did not stop its loop early: it failed, and _no_takeover says so.
+        if loader_info is None and stopped is not None and loop is None and outcome.exit_code == 0:
             # The loop stopped asking for batches before the take-over (it breaks after a few steps): what it timed
             # is kept, and the next attempt takes the loader over at its first iteration.
             loop = {k: stopped.get(k) for k in ("loop_steps", "loop_step_s", "loop_cpu_share")}
@@ -234,6 +237,13 @@ def _public(trial: dict[str, Any] | None) -> dict[str, Any] | None:
                                       "projected_epoch_bytes")}  # fmt: skip
 
 
+def _output_at(run: RunData) -> str:
+    """Where the failed script's output is: stderr.log where its stderr was a file, else where it was printed."""
+    if (run.path / STDERR_FILE).is_file():
+        return f"its output is in {run.path / STDERR_FILE}"
+    return "its traceback is above"
+
+
 def _no_takeover(run: RunData, options: TuneOptions, exit_code: int, timing_loop: bool) -> None:
     """The script ended before iterating the loader to tune, or in the loop steps timed over it (`timing_loop`: this
     attempt was asked to time them): explain why, with the run kept for a look."""
@@ -242,10 +252,10 @@ def _no_takeover(run: RunData, options: TuneOptions, exit_code: int, timing_loop
     if error is not None and timing_loop and loaders > options.loader:  # the loader to tune was iterated: its loop
         message = (f"the script raised {error['type']}: {error.get('message', '')} in the steps of its loop that tune "
                    "times before its trials")  # fmt: skip
-        hint = f"fix the script (its output is in {run.path / STDERR_FILE}), or time the loader alone: --loop-steps 0"
+        hint = f"fix the script ({_output_at(run)}), or time the loader alone: --loop-steps 0"
     elif error is not None:
         message = f"the script raised {error['type']}: {error.get('message', '')} before iterating a DataLoader"
-        hint = f"fix the script first (its output is in {run.path / STDERR_FILE})"
+        hint = f"fix the script first ({_output_at(run)})"
     elif loaders and options.loader >= loaders:
         message = f"the script iterated {loaders} DataLoader(s), so there is no loader {options.loader}"
         hint = f"pass --loader between 0 and {loaders - 1}"

@@ -191,16 +191,19 @@ def test_real_oom_kill_in_a_memory_cgroup_is_named_oom(tmp_path):
 @needs_small_shm
 def test_too_small_dev_shm_is_shm_exhausted(tmp_path):
     run_dir = tmp_path / "run"
-    command = f"exec {sys.executable} -m dlprobe run --quiet --out {run_dir} {FAULTY} shm"
+    log = tmp_path / "job.log"  # stderr a file, as in a Slurm job: dlprobe reads back what the run wrote to it
+    command = f"exec {sys.executable} -m dlprobe run --quiet --out {run_dir} {FAULTY} shm 2> {log}"
     proc = run_with_small_shm("8M", command, timeout=120)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 1, log.read_text()
     report = _report(run_dir)
     finding = _finding(report, "shm-exhausted")
     ev = finding["evidence"]
     assert ev["shm_total_bytes"] == 8 * 1024 * 1024
     assert ev["worker_id"] in (0, 1) and 13 in ev["batch_indices"] and ev["phase"] == "collate"
     assert "--shm-size" in finding["fix"] and "--ipc=host" in finding["fix"]
-    assert (run_dir / "stderr.log").read_bytes().count(b"unable to allocate shared memory") >= 1
+    kept = (run_dir / "stderr.log").read_bytes()
+    assert kept.count(b"unable to allocate shared memory") >= 1
+    assert log.read_bytes().startswith(kept)  # the script's own stderr, whole, in the file it wrote to (-q: only it)
     _assert_no_leftovers(report)
 
 

@@ -155,18 +155,31 @@ def test_a_killed_process_leaves_no_shared_memory_file_behind(probe):
     )
 
 
-def test_a_worker_blocked_after_its_main_process_died_is_stopped(probe):
-    result = probe("killed_with_a_blocked_worker.py", options=["--quiet"])
-    assert result.returncode == 137
-    assert result.stdout == "first batch [0.0, 1.0, 2.0, 3.0]\n"
-    report = result.report
+def test_a_worker_blocked_after_its_main_process_died_is_named_and_left_running_as_python_leaves_it(tmp_path):
+    # The worker left running keeps the script's stdout and stderr open, as it would without dlprobe: files, not
+    # pipes a test would wait on for their end.
+    run_dir, out = tmp_path / "run", tmp_path / "out.txt"
+    with out.open("wb") as sink:
+        command = [sys.executable, "-m", "dlprobe", "run", "--quiet", "--out", str(run_dir),
+                   str(SCRIPTS / "killed_with_a_blocked_worker.py")]  # fmt: skip
+        code = subprocess.run(command, cwd=tmp_path, stdout=sink, stderr=subprocess.DEVNULL, timeout=180).returncode
+    report = json.loads((run_dir / "report.json").read_text())
     workers = {p["pid"]: p for p in report["processes"] if p["role"] == "worker"}
     blocked = [pid for pid, p in workers.items() if p.get("worker_id") == 0]
-    assert blocked and set(blocked) <= set(report["orphans_stopped"]) <= set(workers)
-    assert not [pid for pid in workers if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
-    assert "DataLoader worker(s) still running 6 s after their main process was gone" in (
-        run_dlprobe(["report", str(result.run_dir)], result.run_dir.parent).stdout.replace("\n", " ")
-    )
+    alive = [pid for pid in blocked if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    try:
+        assert code == 137
+        assert out.read_text() == "first batch [0.0, 1.0, 2.0, 3.0]\n"
+        assert blocked and set(blocked) <= set(report["orphans_left"]) <= set(workers)
+        assert report["orphans_stopped"] == []
+        assert alive == blocked  # no signal of dlprobe's: the script's process runs on, as without dlprobe
+        said = run_dlprobe(["report", str(run_dir)], tmp_path).stdout.replace("\n", " ")
+        assert "DataLoader worker(s) still ran 6 s after their main process was gone, left running" in said
+        assert f"pids {blocked[0]}" in said
+    finally:
+        for pid in alive:  # the test's own clean-up: no process outlives the test
+            psutil.Process(pid).kill()
+        psutil.wait_procs([psutil.Process(pid) for pid in alive if psutil.pid_exists(pid)], timeout=30)
 
 
 # `dlprobe run` as the console script starts it, with an object whose finalizer says whether python's teardown ran

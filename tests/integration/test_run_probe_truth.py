@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from dlprobe.rundir.schema import LAUNCH_SCRIPT
+from dlprobe.supervisor import launch
 from tests.conftest import SCRIPTS, assert_no_probe_frames, run_dlprobe, traceback_files
 
 RAISES = "raises_through_loader.py"
@@ -104,7 +106,9 @@ def test_a_probe_that_cannot_open_its_event_log_leaves_training_alone(tmp_path):
     # A directory where the events file should be makes open() fail in the target (EISDIR), even for root.
     (tmp_path / "events.jsonl").mkdir()
     env = {**os.environ, "DLPROBE_RUN_DIR": str(tmp_path)}
-    command = [sys.executable, "-m", "dlprobe.in_training.bootstrap", str(SCRIPTS / "stateful_loader.py")]
+    script = str(SCRIPTS / "stateful_loader.py")
+    launch.inject(env, LAUNCH_SCRIPT, script)  # started as `dlprobe run` starts it: this process is its supervisor
+    command = launch.target_command(LAUNCH_SCRIPT, script, [])
     probed = subprocess.run(command, capture_output=True, text=True, env=env)
     plain = _plain("stateful_loader.py")
     assert probed.returncode == plain.returncode == 0, probed.stderr

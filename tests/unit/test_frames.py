@@ -7,7 +7,7 @@ import pytest
 
 import dlprobe
 from dlprobe import frames
-from dlprobe.in_training import bootstrap, startup_profile, tracebacks
+from dlprobe.in_training import startup_profile, target, tracebacks
 from dlprobe.supervisor.hang import stacks
 from dlprobe.triage.logscan import Frame
 
@@ -48,7 +48,7 @@ def test_every_side_uses_the_one_predicate():
 
 
 def test_probe_files_are_dlprobe_and_runpy_only():
-    assert frames.is_probe_file(bootstrap.__file__)
+    assert frames.is_probe_file(target.__file__)
     assert frames.is_probe_file("<frozen runpy>") and frames.is_probe_file(runpy.__file__)
     assert not frames.is_probe_file(os.__file__) and not frames.is_probe_file("/home/u/train.py")
 

@@ -13,7 +13,7 @@ from dlprobe.analysis import analyze
 from dlprobe.analysis.downsample import downsample
 from dlprobe.analysis.model import Epoch, Finding, RunData, Series, SystemSeries
 from dlprobe.analysis.report import build_report
-from dlprobe.analysis.stderr_log import stderr_tail
+from dlprobe.analysis.stderr_log import stderr_not_kept, stderr_tail
 from dlprobe.analysis.timeline import MAX_POINTS, timeline_from_run
 from dlprobe.commands.outputs import run_html_problem
 from dlprobe.render.html import render_html
@@ -114,6 +114,17 @@ def test_non_utf8_bytes_in_stderr_are_replaced_not_fatal(tmp_path):
     page = render_html(build_report(r, analyze(r)), timeline_from_run(r))
     text = "".join(parse_page(page).text)
     assert "\ufffd\ufffd " + PLANT in text
+
+
+def test_a_stderr_left_on_a_terminal_is_said_not_kept_rather_than_shown_empty(tmp_path):
+    r = _hostile_run()
+    r.path = tmp_path  # no stderr.log: dlprobe does not sit between the script and its terminal
+    r.result["stderr"] = {"kind": "terminal", "written_bytes": None, "kept_bytes": 0, "problem": None}
+    r.stderr_tail = stderr_tail(tmp_path)
+    r.stderr_not_kept = stderr_not_kept(r.result["stderr"])  # as load_run reads it
+    text = " ".join(parse_page(render_html(build_report(r, analyze(r)), timeline_from_run(r))).text)
+    assert "The script's stderr was a terminal, which dlprobe leaves to the script and does not copy" in text
+    assert "The end of stderr.log" not in text
 
 
 def test_a_long_run_is_downsampled_to_a_bounded_page_and_keeps_its_peaks():

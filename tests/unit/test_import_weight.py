@@ -7,7 +7,10 @@ import subprocess
 import sys
 import textwrap
 
-# Imported into every training process (bootstrap runs before the user's script) and every DataLoader worker,
+from dlprobe.rundir.schema import LAUNCH_SCRIPT
+from dlprobe.supervisor import launch
+
+# Imported into every training process (before the user's script's first line) and every DataLoader worker,
 # so an import here costs every user start-up time and memory; torch is imported lazily where it is needed.
 HEAVY = ("torch", "numpy", "matplotlib", "pandas")
 
@@ -64,18 +67,17 @@ def test_dlprobe_run_reaches_the_target_start_without_typer_the_watch_or_the_rep
     assert early & loaded == set()
 
 
-def test_the_bootstrap_imports_only_what_starting_a_script_needs(tmp_path) -> None:
+def test_the_target_imports_only_what_starting_a_script_needs(tmp_path) -> None:
     # The hooks are imported before the user's first line: importlib.abc (and through it tempfile, shutil and the
     # compression modules), inspect and socket are needed only once a DataLoader exists, or never.
     script = tmp_path / "modules.py"
     script.write_text("import sys\nprint(*sys.modules, sep='\\n')\n")
     env = {**os.environ, "DLPROBE_RUN_DIR": str(tmp_path)}
-    loaded = _modules_after(
-        "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_module('dlprobe.in_training.bootstrap', "
-        "run_name='__main__', alter_sys=True)",
-        "bootstrap",
-        str(script),
-        env=env,
+    launch.inject(env, LAUNCH_SCRIPT, str(script))  # as `dlprobe run` starts it: this process is its supervisor
+    proc = subprocess.run(
+        launch.target_command(LAUNCH_SCRIPT, str(script), []), capture_output=True, text=True, timeout=120, env=env
     )
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(proc.stdout.split())
     assert "dlprobe.in_training.hooks" in loaded
     assert {"importlib.abc", "inspect", "socket", "tempfile", "torch"} & loaded == set()

@@ -63,19 +63,21 @@ def test_run_names() -> None:
 def test_injected_pythonpath_keeps_the_users_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTHONPATH", raising=False)
     env: dict[str, str] = {}
-    launch.inject(env)
+    launch.inject(env, schema.LAUNCH_MODULE, "pkg.train")
     assert env["PYTHONPATH"] == str(launch.INJECTED_DIR)
+    # the process this one starts is the target: it installs the hooks before python runs pkg.train
+    assert env[schema.TARGET_ENV] == f"{os.getpid()}:module:pkg.train"
     assert (launch.INJECTED_DIR / "sitecustomize.py").is_file()
     assert env[schema.PACKAGE_PATH_ENV] == str(Path(__file__).resolve().parents[2])
     monkeypatch.setenv("PYTHONPATH", "/a:/b")
-    launch.inject(env)
+    launch.inject(env, schema.LAUNCH_SCRIPT, "train.py")
     assert env["PYTHONPATH"] == f"{launch.INJECTED_DIR}{os.pathsep}/a:/b"
 
 
 def test_a_pythonpath_too_long_to_extend_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", "/x" * (launch.MAX_ENV_STRING // 2))
     with pytest.raises(DlprobeError, match="PYTHONPATH is too long"):
-        launch.inject({})
+        launch.inject({}, schema.LAUNCH_SCRIPT, "train.py")
 
 
 def test_missing_commands_and_modules() -> None:
@@ -95,6 +97,7 @@ def test_the_injected_sitecustomize_spells_the_schema_names() -> None:
     # It cannot import dlprobe.rundir.schema (that would cost every Python process of the job), so it repeats them.
     assert sitecustomize.RUN_DIR_ENV == schema.RUN_DIR_ENV
     assert sitecustomize.PACKAGE_PATH_ENV == schema.PACKAGE_PATH_ENV
+    assert sitecustomize.TARGET_ENV == schema.TARGET_ENV
     assert sitecustomize.EVENTS_FILE == schema.EVENTS_FILE
     assert sitecustomize.EV_PROBE_ERROR == schema.EV_PROBE_ERROR
 
@@ -184,3 +187,15 @@ def test_hotspot_sampler_counts_the_wait_of_one_rank_not_the_sum(tmp_path: Path)
     recorder.observe(batches, 10.5)  # too soon to start py-spy: only the bookkeeping runs
     assert recorder.wait_s == 2.0  # each rank's first wait is start-up; three ranks waiting 2 s side by side
     assert not recorder.started
+
+
+def test_the_target_is_started_as_plain_python_starts_it() -> None:
+    # No wrapper module of dlprobe's: __file__, sys.argv, sys.path, the stack and the exit status are python's own.
+    assert launch.target_command(schema.LAUNCH_SCRIPT, "train.py", ["--lr", "1"]) == [
+        sys.executable,
+        "train.py",
+        "--lr",
+        "1",
+    ]
+    assert launch.target_command(schema.LAUNCH_MODULE, "pkg.train", ["x"]) == [sys.executable, "-m", "pkg.train", "x"]
+    assert launch.target_command(schema.LAUNCH_COMMAND, "torchrun", ["t.py"]) == ["torchrun", "t.py"]

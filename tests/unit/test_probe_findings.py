@@ -46,7 +46,7 @@ def test_a_clean_run_has_no_probe_finding():
 
 def test_a_probe_that_wrote_nothing_is_degraded_not_no_loader():
     run = fakes.run([], [], events=[])
-    run.meta["target_pid"] = 1234  # a `dlprobe run` target, whose bootstrap always writes "start"
+    run.meta["target_pid"] = 1234  # a `dlprobe run` target, whose probe always writes "start"
     codes = [f.code for f in analyze(run)]
     assert codes == ["probe-degraded"], codes
     run.events.append({"ev": "start", "t": 100.0, "pid": 1234})

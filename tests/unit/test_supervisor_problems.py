@@ -3,8 +3,6 @@ supervisor's (result.json "problems") and the training process's (probe_error ev
 
 from __future__ import annotations
 
-import io
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +10,7 @@ from pathlib import Path
 from dlprobe.analysis.probe_findings import find_probe_degraded
 from dlprobe.in_training import probe_errors, runtime_state
 from dlprobe.supervisor.hang.guard import RunGuard
-from dlprobe.supervisor.live import LiveView
 from dlprobe.supervisor.problems import Problems
-from dlprobe.supervisor.run_watch import _Pump
 from tests.unit import fakes
 
 
@@ -28,21 +24,6 @@ def test_a_kernel_json_that_cannot_be_written_is_a_problem_not_silence(tmp_path:
     [problem] = problems.as_list()
     assert (problem["where"], problem["type"], problem["count"]) == ("kernel.json write", "FileNotFoundError", 1)
     assert "outside signal" in problem["consequence"]
-
-
-def test_a_log_copy_that_cannot_be_written_is_a_problem_and_the_output_still_passes(tmp_path: Path):
-    read_fd, write_fd = os.pipe()
-    os.write(write_fd, b"hello\n")
-    os.close(write_fd)
-    out_r, out_w = os.pipe()
-    problems = Problems()
-    # /dev/full: every write fails with ENOSPC, as a full disk does
-    pump = _Pump(os.fdopen(read_fd, "rb"), out_w, Path("/dev/full"), LiveView(False, io.StringIO()), problems)
-    pump.run()
-    os.close(out_w)
-    assert os.read(out_r, 100) == b"hello\n"
-    [problem] = problems.as_list()
-    assert problem["where"] == "full write" and problem["type"] == "OSError"
 
 
 def test_supervisor_problems_in_result_json_are_probe_degraded_findings():

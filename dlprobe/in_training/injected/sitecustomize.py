@@ -16,6 +16,7 @@ from types import ModuleType
 # them equal.
 RUN_DIR_ENV = "DLPROBE_RUN_DIR"
 PACKAGE_PATH_ENV = "DLPROBE_PACKAGE_PATH"
+TARGET_ENV = "DLPROBE_TARGET"
 EVENTS_FILE = "events.jsonl"
 EV_PROBE_ERROR = "probe_error"
 DATALOADER_MODULE = "torch.utils.data.dataloader"
@@ -47,29 +48,32 @@ def _record_failure(where: str, exc: BaseException, consequence: str) -> None:
         pass
 
 
-def _import_hooks() -> ModuleType:
+def _import_probe(name: str) -> ModuleType:
+    """dlprobe.in_training.<name>. In the target process this runs before python puts the script's directory (or,
+    for -m, the current one) on sys.path: a `dlprobe` folder there is never what is imported."""
+    import importlib
+
     try:
-        from dlprobe.in_training import hooks
+        return importlib.import_module("dlprobe.in_training." + name)
     except ImportError:
         # This python has dlprobe on no path of its own (another environment): use the supervisor's copy.
         package_path = os.environ.get(PACKAGE_PATH_ENV)
         if not package_path:
             raise
         sys.path.append(package_path)
-        from dlprobe.in_training import hooks
-    return hooks
+        return importlib.import_module("dlprobe.in_training." + name)
 
 
 class DataLoaderFinder:
     """A meta-path finder that wakes only for torch's dataloader module and hands it to dlprobe's hooks."""
 
-    _dlprobe_finder = True  # hooks.install() (the bootstrap) then adds no second finder
+    _dlprobe_finder = True  # hooks.install() (in the target) then adds no second finder
 
     def find_spec(self, fullname: str, path: object, target: object = None) -> object:
         if fullname != DATALOADER_MODULE:
             return None
         try:
-            hooks = _import_hooks()
+            hooks = _import_probe("hooks")
             return hooks.patched_spec(fullname, path, target, self)
         except Exception as exc:
             # the program only: its arguments may hold a credential, and dlprobe's redaction cannot be imported here
@@ -90,6 +94,21 @@ def _install() -> None:
         _record_failure("sitecustomize.install", exc, f"process {os.getpid()} is not probed")
 
 
+def _start_target() -> None:
+    """The process `dlprobe run` started itself (its parent is the supervisor named in $DLPROBE_TARGET) is probed
+    from its first line, as plain python starts it: no wrapper of dlprobe's runs the script."""
+    supervisor, _, rest = os.environ.get(TARGET_ENV, "").partition(":")
+    if not supervisor.isdigit() or int(supervisor) != os.getppid():
+        return
+    launch, _, name = rest.partition(":")
+    try:
+        _import_probe("target").start(launch, name)
+    except Exception as exc:
+        _record_failure(
+            "sitecustomize.target", exc, f"process {os.getpid()} {sys.argv[:3]} is not probed from its start"
+        )
+
+
 def _chain() -> None:
     """Run the user's own sitecustomize (the next one on the path), exactly once, as Python would have."""
     rest = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != HERE]
@@ -107,4 +126,6 @@ def _chain() -> None:
 
 
 _install()
+if os.environ.get(RUN_DIR_ENV):
+    _start_target()
 _chain()

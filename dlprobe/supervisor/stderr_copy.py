@@ -1,0 +1,79 @@
+"""What dlprobe keeps of the script's stderr without standing between the script and it.
+
+The script inherits dlprobe's stdout and stderr: a terminal stays a terminal, a closed pipe reaches the script, and
+nothing of the script's output depends on dlprobe staying alive. Where stderr is a regular file (a Slurm or CI log,
+`2> train.log`), what the run wrote to it is read back once the target has exited, from the file's size at the start:
+its last STDERR_KEPT_BYTES go to stderr.log (the page's tail, torchrun's summary). A terminal, a pipe or a socket
+cannot be read back: nothing is kept, and result.json says why (`stderr`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlprobe.rundir.schema import STDERR_FILE, STDERR_KEPT_BYTES, StderrKept
+
+_KINDS = ((stat.S_ISFIFO, "pipe"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "terminal"))
+
+
+@dataclass(frozen=True)
+class StderrOrigin:
+    """Where fd 2 pointed when the target started, and the file's size then."""
+
+    kind: str
+    device: int = 0
+    inode: int = 0
+    size: int = 0
+
+
+def stderr_origin(fd: int = 2) -> StderrOrigin:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return StderrOrigin("closed")
+    if stat.S_ISREG(st.st_mode):
+        return StderrOrigin("file", st.st_dev, st.st_ino, st.st_size)
+    for test, kind in _KINDS:
+        if test(st.st_mode):
+            # A character device is a terminal only if it says so (/dev/null is one too, and keeps nothing either).
+            return StderrOrigin(kind if kind != "terminal" or os.isatty(fd) else "other")
+    return StderrOrigin("other")
+
+
+def keep_stderr(origin: StderrOrigin, run_dir: Path, fd: int = 2) -> StderrKept:
+    """Copy the end of what the run wrote to a stderr file into stderr.log; say what was kept and why not."""
+    if origin.kind != "file":
+        return {"kind": origin.kind, "written_bytes": None, "kept_bytes": 0, "problem": None}
+    try:
+        # Our own fd 2, opened again for reading: the same file the script wrote to (checked by its inode), never a
+        # path someone could swap meanwhile.
+        source = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        return _unread(f"cannot read it back: {exc.strerror or exc}")
+    try:
+        st = os.fstat(source)
+        if (st.st_dev, st.st_ino) != (origin.device, origin.inode):
+            return _unread("stderr is no longer the file it was at the start")
+        written = max(0, st.st_size - origin.size)  # a file truncated meanwhile (log rotation) reads from 0
+        start = max(origin.size if st.st_size >= origin.size else 0, st.st_size - STDERR_KEPT_BYTES)
+        data = os.pread(source, st.st_size - start, start)
+    except OSError as exc:
+        return _unread(f"cannot read it back: {exc.strerror or exc}")
+    finally:
+        os.close(source)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    out = os.open(run_dir / STDERR_FILE, flags, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view) :]
+    finally:
+        os.close(out)
+    return {"kind": "file", "written_bytes": written, "kept_bytes": len(data), "problem": None}
+
+
+def _unread(problem: str) -> StderrKept:
+    return {"kind": "file", "written_bytes": None, "kept_bytes": 0, "problem": problem}
