@@ -11,7 +11,7 @@ from dlprobe.analysis.fault_records import FaultRecord, read_fault_records
 from dlprobe.analysis.stackfile import StackProfile, load_stacks
 from dlprobe.analysis.stderr_log import read_launcher_failures, stderr_tail
 from dlprobe.rundir import inflight_format
-from dlprobe.rundir.files import ReadProblems, read_checked_json, read_checked_jsonl
+from dlprobe.rundir.files import ReadProblems, read_checked_json, read_checked_jsonl, run_subdir
 from dlprobe.rundir.schema import (
     ATTACH_FILE,
     EV_BATCH_INFO,
@@ -29,6 +29,7 @@ from dlprobe.rundir.schema import (
     EVENTS_FILE,
     HANG_RECORD_GLOB,
     HANGS_DIR,
+    INFLIGHT_DIR,
     KERNEL_FILE,
     LAUNCH_COMMAND,
     META_FILE,
@@ -430,8 +431,9 @@ def load_failure_records(run: RunData, problems: ReadProblems | None = None) -> 
     them; what could not be read of them goes to `problems` (a kernel.json unreadable turns an OOM kill into an
     unexplained one: the report says so)."""
     problems = problems if problems is not None else ReadProblems()
-    run.inflight = inflight_format.read_all(run.path)
-    for hang_file in sorted((run.path / HANGS_DIR).glob(HANG_RECORD_GLOB), key=_hang_number):
+    run.inflight = inflight_format.read_all(run.path) if run_subdir(run.path, INFLIGHT_DIR, problems) else {}
+    hangs = run_subdir(run.path, HANGS_DIR, problems)
+    for hang_file in sorted(hangs.glob(HANG_RECORD_GLOB) if hangs else [], key=_hang_number):
         record = read_checked_json(hang_file, field_checker(HangRecord), problems)
         if record:
             run.hangs.append(cast(HangRecord, record))
@@ -441,5 +443,5 @@ def load_failure_records(run: RunData, problems: ReadProblems | None = None) -> 
         AttachRecord | None,
         read_checked_json(run.path / ATTACH_FILE, field_checker(AttachRecord), problems, required=False),
     )
-    run.stderr_tail = stderr_tail(run.path)
+    run.stderr_tail = stderr_tail(run.path, problems)
     run.launcher_failures = read_launcher_failures(run.path)

@@ -37,6 +37,10 @@ def attach(
         raise DlprobeError(f"--duration: {exc}", hint="e.g. --duration 30s or --duration 2m") from None
     if seconds <= 0:
         raise DlprobeError(f"--duration must be more than 0, not {duration}", hint="e.g. --duration 30s")
+    from rich.markup import escape
+
     console = err_console()
-    run_dir = attach_to(AttachOptions(pid, seconds, out), lambda text: console.print(f"[dim]\\[dlprobe][/] {text}"))
+    run_dir = attach_to(
+        AttachOptions(pid, seconds, out), lambda text: console.print(f"[dim]\\[dlprobe][/] {escape(text)}", markup=True)
+    )
     write_outputs(run_dir, console, json_path)

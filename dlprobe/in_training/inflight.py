@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dlprobe import atomic
 from dlprobe.in_training import fatal_signals, probe_errors, tracebacks, worker_batches
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.inflight_format import (
@@ -102,7 +103,7 @@ class Slot:
         # A thread worker's slot is named by its thread id (the file), and its header holds the process's pid: the
         # process is what py-spy reads and a signal reaches.
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
             os.ftruncate(fd, SLOT_SIZE)
             self.mm = mmap.mmap(fd, SLOT_SIZE)
@@ -243,7 +244,7 @@ def _register_dump_signal(run_dir: str, slot: Slot) -> None:
     global _dump_file
     folder = Path(run_dir) / STACKS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    _dump_file = open(folder / FAULTHANDLER_FILE, "a")  # noqa: SIM115 - kept open for the handler
+    _dump_file = open(atomic.append_fd(folder / FAULTHANDLER_FILE), "a")  # noqa: SIM115 - kept open for the handler
     faulthandler.register(DUMP_SIGNAL, file=_dump_file, all_threads=True, chain=False)
     slot.set_faulthandler_signal(int(DUMP_SIGNAL))
 

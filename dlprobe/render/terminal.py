@@ -14,6 +14,7 @@ from rich.text import Text
 from dlprobe.analysis.evidence_schema import WorkerRow
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
 from dlprobe.analysis.report_schema import FindingEntry, ProcessEntry, Report
+from dlprobe.console import escaped_text
 from dlprobe.units import NOT_MEASURED, format_bytes
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
@@ -216,7 +217,7 @@ class KeepUnits:
         self.text = text
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        held = self.text.copy()
+        held = escaped_text(self.text).copy()  # escaped before it is wrapped, so every escape is shown
         held.plain = _NUMBER_AND_UNIT.sub(lambda m: f"{m[1]}{_HELD_SPACE}{m[2]}", held.plain)  # same length
         for line in held.wrap(console, options.max_width):
             line.plain = line.plain.replace(_HELD_SPACE, " ")

@@ -8,8 +8,9 @@ import threading
 import time
 from typing import TextIO
 
-from rich.console import Console
 from rich.text import Text
+
+from dlprobe.console import SafeConsole
 
 PLAIN_EVERY_S = 10.0
 
@@ -21,7 +22,7 @@ class LiveView:
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.tty = enabled and self.stream.isatty()
-        self.console = Console(file=self.stream, highlight=False) if self.tty else None
+        self.console = SafeConsole(file=self.stream) if self.tty else None
         self.lock = threading.Lock()
         self.shown = False
         self.at_line_start = True

@@ -17,7 +17,6 @@ from dlprobe import __version__
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import create_run_dir
 from dlprobe.rundir.schema import (
-    EVENTS_FILE,
     LAUNCH_COMMAND,
     LAUNCH_MODULE,
     LAUNCH_SCRIPT,
@@ -138,7 +137,6 @@ def run_script(options: RunOptions) -> RunOutcome:
     # The script writes into pipes now; unbuffered keeps its output as timely as on a terminal.
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(options.env)
-    (run_dir / EVENTS_FILE).touch()
     child = _start(command, env)
     meta["target_pid"] = child.pid
     previous = {sig: signal.signal(sig, lambda s, _f: child.send_signal(s)) for sig in FORWARDED_SIGNALS}

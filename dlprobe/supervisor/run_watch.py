@@ -19,6 +19,7 @@ from typing import IO, Any
 import psutil
 from rich.text import Text
 
+from dlprobe import atomic
 from dlprobe.rundir.files import JsonlTail, write_json
 from dlprobe.rundir.schema import (
     EV_BATCHES,
@@ -61,7 +62,7 @@ class _Pump(threading.Thread):
 
     def run(self) -> None:
         # Unbuffered: a failing write raises here, where it is recorded, not again when the file is closed.
-        with self.log_path.open("wb", buffering=0) as log:
+        with atomic.create_binary(self.log_path, buffering=0) as log:
             fd = self.source.fileno()
             while True:
                 try:
@@ -274,7 +275,7 @@ def _sample_until_exit(
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
     exited = _exit_waiter(child)
-    with (run_dir / SAMPLES_FILE).open("w") as samples:
+    with atomic.create_file(run_dir / SAMPLES_FILE) as samples:
         sampler = Sampler(child.pid, samples, cgroup_dir, budget)
         try:
             while True:
