@@ -40,6 +40,7 @@ from dlprobe.rundir.schema import (
     SAMPLE_READING,
     SAMPLE_RUN_DELAY,
     SAMPLE_THREAD,
+    SAMPLE_UNREAD,
     SAMPLES_FILE,
     STACKS_FILE,
     AttachRecord,
@@ -108,6 +109,11 @@ class ProcessRecord:
     comm: str | None = None
     ppid: int | None = None
     series: Series = field(default_factory=Series)
+    memory_unread: str | None = None  # why its smaps_rollup could not be read: its USS/PSS are unknown, not small
+
+
+# What smaps_rollup gives (RSS comes from the cheap statm reading too, and stays).
+SMAPS_METRICS = ("uss", "pss", "swap", "anon", "private_dirty", "private_clean", "pss_anon", "pss_file", "pss_shmem")
 
 
 @dataclass
@@ -360,6 +366,7 @@ def load_run(path: Path) -> RunData:
     thread_of = {tid: (lo.loader_id, wid) for lo in loaders for e in lo.epochs for tid, wid in e.worker_tids.items()}
     system = SystemSeries()
     gone: dict[int, float] = {}
+    unread: dict[int, str] = {}
     for line in samples:
         rec = cast(Sample, line)
         kind = rec.get("k")
@@ -405,12 +412,22 @@ def load_run(path: Path) -> RunData:
                 system.cgroup_limit = cg["limit"]
         elif kind == SAMPLE_GONE:
             gone[int(rec["pid"])] = rec["t"]
+        elif kind == SAMPLE_UNREAD:
+            unread.setdefault(int(rec["pid"]), str(rec["error"]))
     for ev in events:
         if ev.get("ev") == EV_WORKERS_LAST:
             for w in ev.get("workers") or []:
                 served = processes.get(int(w.get("pid") or 0))
                 if served is not None and w.get("memory"):
                     _insert(served.series, float(ev["t"]), w["memory"])
+    for pid, why in unread.items():
+        # Its memory was refused from some point on: what was read of it (its own start-up reading above all) would
+        # read as its peak. Unknown is said as unknown (the table's "not read", a probe-degraded finding).
+        unread_proc = processes.get(pid)
+        if unread_proc is not None:
+            unread_proc.memory_unread = why
+            for metric in SMAPS_METRICS:
+                setattr(unread_proc.series, metric, [None] * len(unread_proc.series.t))
     stacks = load_stacks(path)
     if stacks is not None and stacks.read_problem:
         problems.add(STACKS_FILE, stacks.read_problem)

@@ -9,6 +9,7 @@ thread id and held thread-locally, so it never writes the training process's slo
 
 from __future__ import annotations
 
+import errno
 import faulthandler
 import mmap
 import os
@@ -105,7 +106,14 @@ class Slot:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
-            os.ftruncate(fd, SLOT_SIZE)
+            # Its page is allocated now: a store into a mapped page that a full disk cannot back is a SIGBUS, which
+            # would kill the training. Here a full disk is an OSError, and the probe goes on without this slot.
+            try:
+                os.posix_fallocate(fd, 0, SLOT_SIZE)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                os.ftruncate(fd, SLOT_SIZE)
             self.mm = mmap.mmap(fd, SLOT_SIZE)
         finally:
             os.close(fd)

@@ -15,7 +15,7 @@ from dlprobe.analysis.evidence_schema import WorkerRow
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
 from dlprobe.analysis.report_schema import FindingEntry, ProcessEntry, Report
 from dlprobe.console import escaped_text
-from dlprobe.units import NOT_MEASURED, format_bytes
+from dlprobe.units import NOT_MEASURED, NOT_READ, format_bytes
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 MAX_EVIDENCE_ITEMS = 6
@@ -135,14 +135,16 @@ def processes_table(report: Report) -> Table:
         table.add_column(col, justify="left" if col == "process" else "right", no_wrap=True)
     for proc in report["processes"]:
         uss = proc["uss"]
+        # smaps_rollup refused: USS and PSS are unknown, and say so ("not read", with the reason in probe-degraded)
+        smaps = (lambda _v: NOT_READ) if proc.get("memory_unread") else format_bytes
         table.add_row(
             process_name(proc),
             str(proc["pid"]),
             format_bytes(proc["rss"]["peak"]),
-            format_bytes(uss["start"]),
-            format_bytes(uss["peak"]),
-            format_bytes(uss["end"]),
-            format_bytes(proc["pss"]["peak"]),
+            smaps(uss["start"]),
+            smaps(uss["peak"]),
+            smaps(uss["end"]),
+            smaps(proc["pss"]["peak"]),
         )
     return table
 

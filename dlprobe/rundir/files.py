@@ -41,18 +41,19 @@ def create_run_dir(out: str | None, script: str, claim: bool = True) -> Path:
             root = Path(DEFAULT_ROOT)
             _make_parent(root)
             path = _make_unique(root, f"{Path(script).stem}-{stamp}")
-        if os.path.lexists(path / META_FILE):
-            raise FileExistsError
-        if claim:
-            os.close(atomic.create_new_fd(path / EVENTS_FILE))
-        else:
+        try:
+            if os.path.lexists(path / META_FILE):
+                raise FileExistsError(errno.EEXIST, "holds a run", str(path / META_FILE))
+            if claim:
+                os.close(atomic.create_new_fd(path / EVENTS_FILE))
+        except FileExistsError:
+            raise DlprobeError(
+                f"{path} already holds a dlprobe run",
+                hint="pass a new --out directory, or remove the old run first",
+            ) from None
+        if not claim:
             os.close(atomic.create_fd(path / ".write-test"))
             os.unlink(path / ".write-test")
-    except FileExistsError:
-        raise DlprobeError(
-            f"{path} already holds a dlprobe run",
-            hint="pass a new --out directory, or remove the old run first",
-        ) from None
     except OSError as exc:
         raise DlprobeError(
             f"cannot write the run directory {out or DEFAULT_ROOT}: {exc.strerror or exc}",

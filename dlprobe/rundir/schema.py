@@ -179,6 +179,7 @@ EV_PROCESS = "process"
 SAMPLE_PROC = "proc"  # a process seen for the first time
 SAMPLE_READING = "s"  # one round of readings (per process and for the system)
 SAMPLE_GONE = "gone"  # a process ended
+SAMPLE_UNREAD = "unread"  # a process whose memory (smaps_rollup) could not be read: pid, t, error (once per process)
 SAMPLE_THREAD = "thread"  # a worker thread (worker_method="thread") seen for the first time: pid, tid, comm
 # Fields of a process's reading besides its memory (rss, uss, ... in bytes): CPU seconds it has used (utime+stime,
 # /proc/PID/stat) and seconds it has waited for a core (/proc/PID/schedstat), both cumulative since it started;
@@ -484,6 +485,7 @@ class Sample(TypedDict, total=False):
     shm: dict[str, int]
     avail: int | None
     cg: CgroupReading
+    error: str  # unread: why the process's smaps_rollup could not be read
 
 
 class HangRecord(TypedDict, total=False):

@@ -29,6 +29,7 @@ SAMPLE_REQUIRED: dict[str, tuple[str, ...]] = {
     schema.SAMPLE_READING: ("t",),
     schema.SAMPLE_GONE: ("pid", "t"),
     schema.SAMPLE_THREAD: ("pid", "tid"),
+    schema.SAMPLE_UNREAD: ("pid", "t", "error"),
 }
 
 
