@@ -172,7 +172,6 @@ def draw_run_plot(run_dir: Path) -> None:
     try:
         # report.json is written before this process starts; a job's report labels the ranks and the node total.
         report = read_json(run_dir / REPORT_FILE) if (run_dir / REPORT_FILE).exists() else None
-        os.close(atomic.create_fd(partial))  # matplotlib opens it by name: never through a link left there
         plot_memory(memory_plot(load_run(run_dir), report), partial)
         os.replace(partial, run_dir / PLOT_FILE)
     except Exception as exc:  # detached: no one reads this process's stderr, so the reason is kept in the run

@@ -32,12 +32,14 @@ def test_a_link_under_a_temporary_name_is_not_written_through(tmp_path: Path):
     run = _saved_run(tmp_path)
     victim = tmp_path / "bashrc"
     victim.write_text("export PS1='$ '\n")
-    for name in ("report.json", "report.html", "trace.json", "stacks.speedscope.json"):
+    for name in ("report.json", "report.html", "trace.json", "stacks.speedscope.json", "memory.png"):
         (run / f"{name}.tmp").symlink_to(victim)
+    (run / "memory.png").symlink_to(victim)  # the plot is written by name too: replaced, never written through
     proc = run_dlprobe(["report", str(run)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert victim.read_text() == "export PS1='$ '\n"
     assert json.loads((run / "report.json").read_text())["findings"]
+    assert not (run / "memory.png").is_symlink() and (run / "memory.png").read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.damaged
