@@ -65,7 +65,12 @@ class _Pump(threading.Thread):
 
     def run(self) -> None:
         # Unbuffered: a failing write raises here, where it is recorded, not again when the file is closed.
-        with atomic.create_binary(self.log_path, buffering=0) as log:
+        try:
+            log: IO[bytes] = atomic.create_binary(self.log_path, buffering=0)
+        except OSError as exc:  # no copy (a link in the way, a full disk): the script's output must still flow
+            self.problems.record(f"{self.log_path.name} write", exc, f"{self.log_path.name} was not kept")
+            log = open(os.devnull, "wb", buffering=0)  # noqa: SIM115 - closed by the with below
+        with log:
             fd = self.source.fileno()
             while True:
                 try:

@@ -175,3 +175,18 @@ def test_a_folder_every_user_may_write_without_the_sticky_bit_is_no_parent(tmp_p
         create_run_dir(str(shared / "run"), "train.py")
     os.chmod(shared, 0o1777)  # /tmp's mode: only the owner of an entry may rename or remove it
     assert stat.S_IMODE(create_run_dir(str(shared / "run"), "train.py").stat().st_mode) == 0o700
+
+
+def test_a_link_in_an_own_out_folder_is_not_written_through_and_the_output_still_flows(tmp_path: Path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "out"
+    out.mkdir(mode=0o700)
+    (out / "stdout.log").symlink_to(victim)
+    (tmp_path / "train.py").write_text("for i in range(3):\n    print('line', i)\n")
+    proc = run_dlprobe(["run", "-q", "--out", str(out), "train.py"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "line 0\nline 1\nline 2\n" and victim.read_text() == "precious\n"
+    problems = json.loads((out / "result.json").read_text())["problems"]
+    assert [p["where"] for p in problems] == ["stdout.log write"]
+    assert "symbolic link" in problems[0]["message"]
