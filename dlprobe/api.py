@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
-from dlprobe import __version__
+from dlprobe import __version__, atomic
 from dlprobe.errors import DlprobeError
 from dlprobe.in_training import event_log
 from dlprobe.rundir.files import JsonlTail, write_json
@@ -70,7 +70,7 @@ class Watch:
             if (run_dir / META_FILE).exists():
                 raise DlprobeError(f"{run_dir} already holds a dlprobe run", hint="pass a new out= directory")
             (run_dir / EVENTS_FILE).touch()
-            self._samples = (run_dir / SAMPLES_FILE).open("w")
+            self._samples = atomic.create_file(run_dir / SAMPLES_FILE)  # never through a link left there
         except OSError as exc:
             raise DlprobeError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}",
                                hint="pass out= with a directory you can write to") from None  # fmt: skip

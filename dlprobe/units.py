@@ -13,6 +13,7 @@ MiB = 1024 * 1024  # the unit every memory chart and threshold is drawn in
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 
+NOT_READ = "not read"  # a reading the probe was refused (a non-dumpable process): unknown, and why is reported
 NOT_MEASURED = "not measured"  # what a missing reading reads as: never a "-" a reader must decode
 
 

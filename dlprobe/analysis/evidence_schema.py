@@ -422,6 +422,7 @@ class ProbeDegradedEvidence(InJob, total=False):
     error: str | None
     events: int
     unreadable: list[dict[str, str]]
+    processes: list[dict[str, Any]]  # memory not read: each process's pid, name and why
 
 
 class AttachedStuckEvidence(InJob, _Kernel, total=False):

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlprobe.rundir.files import ReadProblems
+from dlprobe import atomic
+from dlprobe.rundir.files import ReadProblems, run_subdir
 from dlprobe.rundir.schema import FAULT_RECORD_SUFFIX, FAULTS_DIR
 
 # faulthandler's first line names the signal with the same strsignal() text torch uses ("Segmentation fault").
@@ -36,11 +37,12 @@ def parse_fault(pid: int, text: str) -> FaultRecord | None:
 def read_fault_records(run_path: Path, problems: ReadProblems) -> dict[int, FaultRecord]:
     """Every worker's record that says it crashed, by pid; an unreadable one is listed in `problems`."""
     records: dict[int, FaultRecord] = {}
-    for path in sorted((run_path / FAULTS_DIR).glob(f"*{FAULT_RECORD_SUFFIX}")):
+    folder = run_subdir(run_path, FAULTS_DIR, problems)
+    for path in sorted(folder.glob(f"*{FAULT_RECORD_SUFFIX}") if folder else []):
         if not path.stem.isdigit():
             continue
         try:
-            with open(path, "rb") as f:
+            with atomic.open_read(path) as f:
                 text = f.read(MAX_RECORD_BYTES).decode(errors="replace")
         except OSError as exc:
             problems.add(f"{FAULTS_DIR}/{path.name}", f"unreadable ({exc.strerror or exc})")

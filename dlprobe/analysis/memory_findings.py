@@ -160,6 +160,8 @@ def _same_load(rows: list[dict[str, Any]]) -> bool:
 def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
     rows = []
     for proc in sorted(run.workers(loader.loader_id), key=lambda p: p.worker_id or 0):
+        if proc.memory_unread is not None:  # unknown, not unchanged: probe-degraded names it
+            continue
         uss = metric_summary(proc.series, "uss")
         rss = metric_summary(proc.series, "rss")
         row: dict[str, Any] = {

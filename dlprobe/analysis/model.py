@@ -12,7 +12,7 @@ from dlprobe.analysis.fault_records import FaultRecord, read_fault_records
 from dlprobe.analysis.stackfile import StackProfile, load_stacks
 from dlprobe.analysis.stderr_log import read_launcher_failures, stderr_not_kept, stderr_tail
 from dlprobe.rundir import inflight_format
-from dlprobe.rundir.files import ReadProblems, read_checked_json, read_checked_jsonl
+from dlprobe.rundir.files import ReadProblems, read_checked_json, read_checked_jsonl, run_subdir
 from dlprobe.rundir.schema import (
     ATTACH_FILE,
     EV_BATCH_INFO,
@@ -31,6 +31,7 @@ from dlprobe.rundir.schema import (
     EVENTS_FILE,
     HANG_RECORD_GLOB,
     HANGS_DIR,
+    INFLIGHT_DIR,
     KERNEL_FILE,
     LAUNCH_COMMAND,
     META_FILE,
@@ -43,6 +44,7 @@ from dlprobe.rundir.schema import (
     SAMPLE_READING,
     SAMPLE_RUN_DELAY,
     SAMPLE_THREAD,
+    SAMPLE_UNREAD,
     SAMPLES_FILE,
     STACKS_FILE,
     AttachRecord,
@@ -115,6 +117,11 @@ class ProcessRecord:
     nofile: int | None = None  # its soft RLIMIT_NOFILE (None: unlimited, or not read)
     # What its descriptors pointed to the last time their count had climbed: (t, count, [(pattern, n), ...]).
     fd_targets: tuple[float, int, list[tuple[str, int]]] | None = None
+    memory_unread: str | None = None  # why its smaps_rollup could not be read: its USS/PSS are unknown, not small
+
+
+# What smaps_rollup gives (RSS comes from the cheap statm reading too, and stays).
+SMAPS_METRICS = ("uss", "pss", "swap", "anon", "private_dirty", "private_clean", "pss_anon", "pss_file", "pss_shmem")
 
 
 @dataclass
@@ -381,6 +388,7 @@ def load_run(path: Path) -> RunData:
     thread_of = {tid: (lo.loader_id, wid) for lo in loaders for e in lo.epochs for tid, wid in e.worker_tids.items()}
     system = SystemSeries()
     gone: dict[int, float] = {}
+    unread: dict[int, str] = {}
     for line in samples:
         rec = cast(Sample, line)
         kind = rec.get("k")
@@ -432,12 +440,22 @@ def load_run(path: Path) -> RunData:
                 (str(p[0]), p[1]) for p in rec["top"] if isinstance(p, list) and len(p) == 2 and isinstance(p[1], int)
             ]
             processes[int(rec["pid"])].fd_targets = (float(rec["t"]), int(rec["n"]), top)
+        elif kind == SAMPLE_UNREAD:
+            unread.setdefault(int(rec["pid"]), str(rec["error"]))
     for ev in events:
         if ev.get("ev") == EV_WORKERS_LAST:
             for w in ev.get("workers") or []:
                 served = processes.get(int(w.get("pid") or 0))
                 if served is not None and w.get("memory"):
                     _insert(served.series, float(ev["t"]), w["memory"])
+    for pid, why in unread.items():
+        # Its memory was refused from some point on: what was read of it (its own start-up reading above all) would
+        # read as its peak. Unknown is said as unknown (the table's "not read", a probe-degraded finding).
+        unread_proc = processes.get(pid)
+        if unread_proc is not None:
+            unread_proc.memory_unread = why
+            for metric in SMAPS_METRICS:
+                setattr(unread_proc.series, metric, [None] * len(unread_proc.series.t))
     stacks = load_stacks(path)
     if stacks is not None and stacks.read_problem:
         problems.add(STACKS_FILE, stacks.read_problem)
@@ -458,8 +476,9 @@ def load_failure_records(run: RunData, problems: ReadProblems | None = None) -> 
     them; what could not be read of them goes to `problems` (a kernel.json unreadable turns an OOM kill into an
     unexplained one: the report says so)."""
     problems = problems if problems is not None else ReadProblems()
-    run.inflight = inflight_format.read_all(run.path)
-    for hang_file in sorted((run.path / HANGS_DIR).glob(HANG_RECORD_GLOB), key=_hang_number):
+    run.inflight = inflight_format.read_all(run.path) if run_subdir(run.path, INFLIGHT_DIR, problems) else {}
+    hangs = run_subdir(run.path, HANGS_DIR, problems)
+    for hang_file in sorted(hangs.glob(HANG_RECORD_GLOB) if hangs else [], key=_hang_number):
         record = read_checked_json(hang_file, field_checker(HangRecord), problems)
         if record:
             run.hangs.append(cast(HangRecord, record))
@@ -471,7 +490,7 @@ def load_failure_records(run: RunData, problems: ReadProblems | None = None) -> 
             read_checked_json(run.path / ATTACH_FILE, field_checker(AttachRecord), problems, required=False),
         )
     )
-    run.stderr_tail = run_secrets.redact_log_text(stderr_tail(run.path))
+    run.stderr_tail = run_secrets.redact_log_text(stderr_tail(run.path, problems))
     run.stderr_not_kept = stderr_not_kept(run.result.get("stderr"))
     summary = next((e.get("summary") for e in reversed(run.events) if e.get("ev") == EV_LAUNCHER_FAILURE), None)
     run.launcher_failures = read_launcher_failures(run.path, run_secrets.redact_log_text(summary))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.model import Finding, RunData
+from dlprobe.analysis.model import Finding, ProcessRecord, RunData
 from dlprobe.rundir.schema import EV_PROBE_ERROR, SAMPLER_FAILED, SAMPLER_MISSING
 from dlprobe.system.pyspy import PERMISSION_ADVICE, PERMISSION_ERROR, PY_SPY_ENV
 
@@ -60,6 +60,9 @@ def find_probe_degraded(run: RunData) -> list[Finding]:
     sampler = _sampler_failure(run)
     if sampler is not None:
         findings.append(sampler)
+    unread = _memory_unread(run)
+    if unread is not None:
+        findings.append(unread)
     # The training process's own failures (probe_error events), then the supervisor's (result.json "problems").
     entries = [
         *_failures(run).values(),
@@ -109,6 +112,41 @@ def _sampler_failure(run: RunData) -> Finding | None:
             "error": stacks.error,
             "missing": ["worker-hotspots"],
         },  # fmt: skip
+    )
+
+
+# The findings that read the processes' USS/PSS (smaps_rollup): what a process whose memory was refused is left out of.
+MEMORY_CODES = ["cow-growth", "mapped-pages", "spawn-copy", "shm-pressure", "too-many-workers", "pin-memory"]
+
+
+def _process_label(proc: ProcessRecord) -> str:
+    if proc.role == "worker":
+        return f"loader {proc.loader_id} worker {proc.worker_id} (pid {proc.pid})"
+    return f"{proc.role} process (pid {proc.pid})"
+
+
+def _memory_unread(run: RunData) -> Finding | None:
+    """Processes whose memory (smaps_rollup) the sampler was refused: their growth is unknown, never zero."""
+    unread = [p for p in run.processes if p.memory_unread is not None]
+    if not unread:
+        return None
+    listed = "; ".join(f"{_process_label(p)}: {p.memory_unread}" for p in unread)
+    workers = sum(p.role == "worker" for p in unread)
+    return Finding(
+        code="probe-degraded",
+        severity="info",
+        title=f"The memory of {len(unread)} process(es) could not be read: {listed}"[:200],
+        detail=f"dlprobe was refused /proc/PID/smaps_rollup of {listed}. Their private (USS) and shared (PSS) "
+        'memory is unknown, so the memory table says "not read" for them'
+        + (f", the copy-on-write growth of {workers} worker(s) is not measured" if workers else "")
+        + f", and {', '.join(MEMORY_CODES)} leave them out. A process that made itself non-dumpable "
+        "(prctl PR_SET_DUMPABLE 0, some sandboxes and setuid helpers) or another user's is refused this way.",
+        fix="Run dlprobe as the user that runs the training (or as root), and leave the workers dumpable.",
+        evidence={
+            "where": "memory sampler (smaps_rollup)",
+            "processes": [{"pid": p.pid, "name": _process_label(p), "error": p.memory_unread} for p in unread],
+            "missing": MEMORY_CODES,
+        },
     )
 
 

@@ -91,6 +91,8 @@ def _process_entry(proc: Any) -> ProcessEntry:
         "comm": proc.comm,
         "samples": len(proc.series.t),
     }
+    if proc.memory_unread is not None:
+        entry["memory_unread"] = proc.memory_unread
     for metric in ("rss", "uss", "pss", "swap", *PAGE_KINDS):
         entry[metric] = metric_summary(proc.series, metric)
     return cast(ProcessEntry, entry)  # the metrics' keys are set in the loop above

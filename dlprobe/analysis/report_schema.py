@@ -115,6 +115,7 @@ class _ProcessEntry(TypedDict):
 
 class ProcessEntry(_ProcessEntry, total=False):
     rank: str | None  # in a job: the rank the process belongs to; null for the launcher and the rest of the tree
+    memory_unread: str  # why its smaps_rollup could not be read (USS, PSS and page kinds are null: not read)
 
 
 class FindingEntry(TypedDict):

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlprobe import atomic
 from dlprobe.rundir.schema import SAMPLER_OK, STACKS_FILE, STACKS_META_FILE
 
 _PROCESS = re.compile(r"^process (\d+):")
@@ -56,7 +57,7 @@ def load_stacks(run_dir: Path) -> StackProfile | None:
         return None
     problem = None
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = json.loads(atomic.read_bytes(meta_path))
     except (OSError, ValueError) as exc:
         meta, problem = {}, f"{STACKS_META_FILE} unreadable ({type(exc).__name__})"
     if not isinstance(meta, dict):
@@ -68,7 +69,7 @@ def load_stacks(run_dir: Path) -> StackProfile | None:
         status if isinstance(status, str) else None,
     )
     try:
-        profile.stacks = parse_stacks((run_dir / STACKS_FILE).read_text(errors="replace"))
+        profile.stacks = parse_stacks(atomic.read_text(run_dir / STACKS_FILE, errors="replace"))
     except FileNotFoundError:
         if profile.status == SAMPLER_OK:  # a sampler that failed or never ran saves no stacks: nothing is missing
             problem = "missing, though the sampler recorded stacks"

@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from dlprobe import atomic
+from dlprobe.rundir.files import ReadProblems
 from dlprobe.rundir.schema import STDERR_FILE, StderrKept
 
 STDERR_TAIL_BYTES = 6000
@@ -18,22 +20,27 @@ STDERR_TAIL_BYTES = 6000
 LAUNCHER_SUMMARY_BYTES = 1 << 20
 
 
-def _read_tail(run_dir: Path, limit: int) -> tuple[str, bool] | None:
-    """The last `limit` bytes of stderr.log as text, and whether the file was longer; None without the file."""
+def _read_tail(run_dir: Path, limit: int, problems: ReadProblems | None = None) -> tuple[str, bool] | None:
+    """The last `limit` bytes of stderr.log as text, and whether the file was longer; None without the file (a file
+    there that could not be read, a link above all, is named in `problems`)."""
     try:
-        with (run_dir / STDERR_FILE).open("rb") as f:
+        with atomic.open_read(run_dir / STDERR_FILE) as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
             f.seek(max(0, size - limit))
             data = f.read()
-    except OSError:
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if problems is not None:
+            problems.add(STDERR_FILE, f"unreadable ({exc.strerror or exc})")
         return None
     return data.decode("utf-8", errors="replace"), size > limit
 
 
-def stderr_tail(run_dir: Path) -> str | None:
+def stderr_tail(run_dir: Path, problems: ReadProblems | None = None) -> str | None:
     """The last STDERR_TAIL_BYTES of stderr.log (from a line start when cut), or None without one."""
-    read = _read_tail(run_dir, STDERR_TAIL_BYTES)
+    read = _read_tail(run_dir, STDERR_TAIL_BYTES, problems)
     if read is None:
         return None
     text, cut = read

@@ -39,9 +39,10 @@ def attach(
         raise DlprobeError(f"--duration: {exc}", hint="e.g. --duration 30s or --duration 2m") from None
     if seconds <= 0:
         raise DlprobeError(f"--duration must be more than 0, not {duration}", hint="e.g. --duration 30s")
+
     console = err_console()
     # a note may quote the job's processes (their names are another user's text): printed, never read as markup
     run_dir = attach_to(
-        AttachOptions(pid, seconds, out), lambda text: console.print(f"[dim]\\[dlprobe][/] {escape(text)}")
+        AttachOptions(pid, seconds, out), lambda text: console.print(f"[dim]\\[dlprobe][/] {escape(text)}", markup=True)
     )
     write_outputs(run_dir, console, json_path)

@@ -178,6 +178,8 @@ def _baseline_for(config: CheckConfig, update: bool) -> Report | None:
 
 
 def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
+    from rich.markup import escape
+
     """Everything `dlprobe check` does; bad configs and baselines fail before the script starts."""
     from dlprobe.analysis.model import load_run
     from dlprobe.check.baseline import save_baseline
@@ -228,7 +230,7 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
     if console is not None:
         console.print(check_summary(rows, code, str(outcome.run_dir)))
         for problem in page_problems:  # the page is a view: it must not change the verdict or its exit code
-            console.print(f"[yellow]warning:[/] {problem}")
+            console.print(f"[yellow]warning:[/] {escape(problem)}", markup=True)
     problems = []
     if junit_path is not None:
         try:
@@ -242,7 +244,8 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
             if console is not None:
                 console.print(f"Baseline written to {config.baseline}")
         elif console is not None:
-            console.print(f"[yellow]Baseline {config.baseline} not updated: the check did not pass.[/]")
+            console.print(f"[yellow]Baseline {escape(str(config.baseline))} not updated: the check did not pass.[/]",
+                          markup=True)  # fmt: skip
     if problems:
         raise DlprobeError("; ".join(problems), hint=f"the verdict is saved in {outcome.run_dir / CHECK_FILE}",
                            exit_code=USAGE)  # fmt: skip

@@ -37,20 +37,24 @@ def _worst_growth(report: Report) -> int:
 
 
 def run_demo(out: Path | None, console: Console) -> int:
+    from rich.text import Text
+
     from dlprobe.commands.outputs import write_outputs
     from dlprobe.supervisor.run_target import RunOptions, run_script
 
     root = out or Path(tempfile.mkdtemp(prefix="dlprobe-demo-"))
     results = {}
     for name, args in (("leaky", []), ("fixed", ["--fixed"])):
-        console.rule(f"[bold]dlprobe demo: {name} dataset[/]  (python {DEMO_SCRIPT.name} {' '.join(args)})")
+        console.rule(
+            Text.from_markup(f"[bold]dlprobe demo: {name} dataset[/]  (python {DEMO_SCRIPT.name} {' '.join(args)})")
+        )
         outcome = run_script(RunOptions(str(DEMO_SCRIPT), args, str(root / name)))
         report = write_outputs(outcome.run_dir, console)
         if outcome.exit_code != 0:
-            console.print(f"[red]the demo script failed with exit code {outcome.exit_code}[/]")
+            console.print(f"[red]the demo script failed with exit code {outcome.exit_code}[/]", markup=True)
             return outcome.exit_code
         results[name] = report
-    console.rule("[bold]what the demo shows[/]")
+    console.rule(Text.from_markup("[bold]what the demo shows[/]"))
     for name, report in results.items():
         codes = [f["code"] for f in report["findings"]] or ["no findings"]
         growth = format_bytes(_worst_growth(report))

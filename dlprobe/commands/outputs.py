@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from dlprobe import atomic
 from dlprobe.analysis import failure_message, failure_where
 from dlprobe.analysis.model import RunData, load_run
 from dlprobe.analysis.report import job_report_for, report_for
@@ -132,7 +133,7 @@ def write_outputs(
         _write_report(run_dir, report)
     if console is not None:
         for problem in problems:
-            console.print("[yellow]warning:[/] " + escape(problem["problem"]))
+            console.print("[yellow]warning:[/] " + escape(problem["problem"]), markup=True)
     if json_path:
         write_json_option(json_path, report, f"the report is still saved in {run_dir / REPORT_FILE}")
     return report
@@ -150,9 +151,10 @@ def write_job_outputs(
         problems += [{"output": html_path, "problem": line} for line in html_problem(Path(html_path), report)]
     if console is not None:
         _print_summary(console, report, None, problems)
-        console.print(f"[dim]Job report of {len(run_dirs)} run directories: {', '.join(map(str, run_dirs))}[/]")
+        dirs = escape(", ".join(map(str, run_dirs)))
+        console.print(f"[dim]Job report of {len(run_dirs)} run directories: {dirs}[/]", markup=True)
         for problem in problems:
-            console.print("[yellow]warning:[/] " + escape(problem["problem"]))
+            console.print("[yellow]warning:[/] " + escape(problem["problem"]), markup=True)
     if problems:
         report["output_problems"] = problems
     if json_path:
@@ -174,7 +176,7 @@ def draw_run_plot(run_dir: Path) -> None:
         os.replace(partial, run_dir / PLOT_FILE)
     except Exception as exc:  # detached: no one reads this process's stderr, so the reason is kept in the run
         partial.unlink(missing_ok=True)
-        (run_dir / PLOT_ERROR_FILE).write_text(f"could not draw {PLOT_FILE}: {exc}\n")
+        atomic.write_text_atomic(run_dir / PLOT_ERROR_FILE, f"could not draw {PLOT_FILE}: {exc}\n")
 
 
 if __name__ == "__main__":

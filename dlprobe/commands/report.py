@@ -33,7 +33,7 @@ def report(
     from dlprobe.commands.outputs import write_job_outputs, write_outputs
     from dlprobe.console import out_console
     from dlprobe.errors import DlprobeError
-    from dlprobe.rundir.files import open_run_dir
+    from dlprobe.rundir.files import check_own_dir, open_run_dir
     from dlprobe.rundir.schema import REPORT_HTML_FILE
 
     paths = [open_run_dir(run_dir) for run_dir in run_dirs]
@@ -46,6 +46,8 @@ def report(
         _write_trace(paths, report, trace_path)
         return
     path = paths[0]
+    # report.json, the page and the plot are written into it: only into a folder no one else can plant links in
+    check_own_dir(path, "the run directory")
     report = write_outputs(path, out_console(), json_path)
     _write_trace(paths, report, trace_path)
     if html_path:

@@ -9,9 +9,12 @@ import contextlib
 import errno
 import math
 import os
+import signal
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NoReturn
 
 from dlprobe.rundir.schema import LAUNCH_MODULE, LAUNCH_SCRIPT
@@ -90,17 +93,82 @@ def execute(args: RunArgs) -> int:
         preload=("dlprobe.commands.outputs", "dlprobe.console", "dlprobe.render.plot")
         + (() if args.quiet else ("rich._emoji_codes",)),
     )
-    outcome = run_script(options)
-    # Imported once the script has started (run_script preloads them meanwhile), never on the way to starting it.
-    from dlprobe.commands.outputs import write_outputs
-    from dlprobe.console import err_console, print_error
-    from dlprobe.errors import DlprobeError
+    stop = _SignalStop()
+    with stop.installed():
+        outcome = run_script(options)  # forwards SIGTERM and SIGHUP to the script meanwhile, then hands them back
+        # Imported once the script has started (run_script preloads them meanwhile), never on the way to starting it.
+        from dlprobe.commands.outputs import write_outputs
+        from dlprobe.console import err_console, print_error
+        from dlprobe.errors import DlprobeError
 
-    try:
-        write_outputs(outcome.run_dir, None if args.quiet else err_console(), args.json_path, plot_in_background=True)
-    except DlprobeError as exc:  # the script ran: its exit code is still the one to return, not dlprobe's 2
-        print_error(exc.message, exc.hint)
+        try:
+            stop.now()
+            write_outputs(
+                outcome.run_dir, None if args.quiet else err_console(), args.json_path, plot_in_background=True
+            )
+        except DlprobeError as exc:  # the script ran: its exit code is still the one to return, not dlprobe's 2
+            print_error(exc.message, exc.hint)
+        except _ReportStopped as stopped:
+            _say_report_stopped(outcome.run_dir, stopped.signum)
     return outcome.exit_code
+
+
+class _ReportStopped(Exception):
+    """A second SIGTERM (a scheduler's grace period running out) or a SIGHUP after the script has ended."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _SignalStop:
+    """SIGTERM and SIGHUP once the script has ended (while the run is recorded they are the script's: run_script
+    forwards them). One that comes while result.json is written is kept until it is; one during the report ends the
+    writing, not dlprobe: what is written stays (each file lands whole or not at all), one line says what is missing,
+    and the exit code is still the script's. Any signal after the first is ignored, so that line gets printed."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.raising = False
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        for sig in self.SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        self.signum = signum
+        if self.raising:
+            raise _ReportStopped(signum)
+
+    def now(self) -> None:
+        """From here on a signal stops the writing at once; one that came before stops it before it starts."""
+        self.raising = True
+        if self.signum is not None:
+            raise _ReportStopped(self.signum)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _say_report_stopped(run_dir: Path, signum: int) -> None:
+    from dlprobe.console import escape_controls
+    from dlprobe.rundir.schema import REPORT_FILE
+
+    written = (run_dir / REPORT_FILE).is_file()
+    what = "the page and plot were not written" if written else "the report was not written"
+    name = signal.Signals(signum).name
+    line = f"dlprobe: {name} while writing the report: {what}; `dlprobe report {run_dir}` makes it"
+    try:
+        sys.stderr.write(escape_controls(line) + "\n")
+        sys.stderr.flush()
+    except OSError:  # noqa: S110 - stderr is gone: the exit code still says how the script ended
+        pass
 
 
 def main(argv: list[str]) -> int | None:

@@ -89,6 +89,8 @@ def tune_and_report(
     loop_steps: int = LOOP_STEPS,
 ) -> int:
     """0 with a recommendation, 1 without one (every trial failed or none fits in memory)."""
+    from rich.markup import escape
+
     from dlprobe.render.tune_table import tune_summary
     from dlprobe.rundir.files import write_json_option
     from dlprobe.rundir.schema import REPORT_HTML_FILE, TUNE_PLOT_FILE
@@ -117,7 +119,7 @@ def tune_and_report(
     if console is not None:
         console.print(tune_summary(result, plot_path))
         for line in problems:
-            console.print(f"[yellow]warning:[/] {line}")
+            console.print(f"[yellow]warning:[/] {escape(line)}", markup=True)
     if json_path:
         write_json_option(json_path, result, f"the result is still saved in {result['dir']}/tune.json")
     return 0 if result["recommended"] else 1

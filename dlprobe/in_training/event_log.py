@@ -15,7 +15,7 @@ class EventLog:
 
     def __init__(self, run_dir: str) -> None:
         self.path = os.path.join(run_dir, EVENTS_FILE)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         self.lost = 0  # lines that could not be written, told in the next line that can
         self.lost_error: OSError | None = None
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import IO
 
+from dlprobe import atomic
 from dlprobe.rundir.schema import FAULTS_DIR, fault_record_name
 
 # Kept open for faulthandler's C handler, which writes to its fd as the worker dies; None where none is installed.
@@ -29,7 +30,7 @@ def record_in_worker(run_dir: str) -> bool:
     folder = Path(run_dir) / FAULTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / fault_record_name(os.getpid())
-    _record = open(path, "w")  # noqa: SIM115 - kept open for the handler
+    _record = atomic.create_file(path)  # kept open for the handler
     _path = path
     faulthandler.enable(file=_record, all_threads=False)
     os.register_at_fork(after_in_child=_off_in_child)

@@ -9,6 +9,7 @@ thread id and held thread-locally, so it never writes the training process's slo
 
 from __future__ import annotations
 
+import errno
 import faulthandler
 import mmap
 import os
@@ -20,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dlprobe import atomic
 from dlprobe.in_training import fatal_signals, probe_errors, tracebacks, worker_batches
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.inflight_format import (
@@ -102,9 +104,16 @@ class Slot:
         # A thread worker's slot is named by its thread id (the file), and its header holds the process's pid: the
         # process is what py-spy reads and a signal reaches.
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
-            os.ftruncate(fd, SLOT_SIZE)
+            # Its page is allocated now: a store into a mapped page that a full disk cannot back is a SIGBUS, which
+            # would kill the training. Here a full disk is an OSError, and the probe goes on without this slot.
+            try:
+                os.posix_fallocate(fd, 0, SLOT_SIZE)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                os.ftruncate(fd, SLOT_SIZE)
             self.mm = mmap.mmap(fd, SLOT_SIZE)
         finally:
             os.close(fd)
@@ -243,7 +252,7 @@ def _register_dump_signal(run_dir: str, slot: Slot) -> None:
     global _dump_file
     folder = Path(run_dir) / STACKS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    _dump_file = open(folder / FAULTHANDLER_FILE, "a")  # noqa: SIM115 - kept open for the handler
+    _dump_file = open(atomic.append_fd(folder / FAULTHANDLER_FILE), "a")  # noqa: SIM115 - kept open for the handler
     faulthandler.register(DUMP_SIGNAL, file=_dump_file, all_threads=True, chain=False)
     slot.set_faulthandler_signal(int(DUMP_SIGNAL))
 

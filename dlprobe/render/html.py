@@ -18,7 +18,7 @@ from dlprobe.analysis.report_schema import FindingEntry, Report
 from dlprobe.analysis.timeline import KIND_LINES, Timeline
 from dlprobe.render.html_page import _fmt, _rich_text, esc, page, scroll_box, value_html, write_page
 from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, legend_html
-from dlprobe.units import MiB, format_bytes
+from dlprobe.units import NOT_READ, MiB, format_bytes
 
 # --- the page: its sections (the primitives they share with the other pages are in html_page.py) --------------
 
@@ -389,7 +389,8 @@ def _processes(report: Report) -> str:
             name = f"{rank} {name}"
         uss, rss, pss = p["uss"], p["rss"], p["pss"]
         peaks = (rss["peak"], uss["start"], uss["peak"], uss["end"], pss["peak"])
-        cells = (name, p["pid"], *("not measured" if v is None else format_bytes(v) for v in peaks))
+        missing = NOT_READ if p.get("memory_unread") else "not measured"  # refused, or not taken
+        cells = (name, p["pid"], *(missing if v is None else format_bytes(v) for v in peaks))
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     table = f'<table class="ev"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     return f'<section id="processes"><h2>Memory per process</h2>{scroll_box(table)}</section>'

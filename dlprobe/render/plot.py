@@ -4,10 +4,12 @@ It draws `analysis/memory_plot.py:memory_plot`'s data; `commands/outputs.py` bui
 
 from __future__ import annotations
 
+import io
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from dlprobe import atomic
 from dlprobe.analysis.memory_plot import MemoryPlot, PlotProcess
 from dlprobe.analysis.report_schema import NodeEntry
 from dlprobe.own_process import python_module_command
@@ -91,8 +93,10 @@ def plot_memory(data: MemoryPlot, path: Path) -> Path:
     ax_shm.set_xlabel("seconds since start")
     ax_shm.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100, format="png")
+    png = io.BytesIO()
+    fig.savefig(png, dpi=100, format="png")
     plt.close(fig)
+    atomic.write_bytes_atomic(path, png.getvalue())  # never through a link left under the name
     return path
 
 

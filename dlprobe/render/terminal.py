@@ -14,7 +14,8 @@ from rich.text import Text
 from dlprobe.analysis.evidence_schema import WorkerRow
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
 from dlprobe.analysis.report_schema import FindingEntry, ProcessEntry, Report
-from dlprobe.units import NOT_MEASURED, format_bytes
+from dlprobe.console import escaped_text
+from dlprobe.units import NOT_MEASURED, NOT_READ, format_bytes
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 MAX_EVIDENCE_ITEMS = 6
@@ -134,14 +135,16 @@ def processes_table(report: Report) -> Table:
         table.add_column(col, justify="left" if col == "process" else "right", no_wrap=True)
     for proc in report["processes"]:
         uss = proc["uss"]
+        # smaps_rollup refused: USS and PSS are unknown, and say so ("not read", with the reason in probe-degraded)
+        smaps = (lambda _v: NOT_READ) if proc.get("memory_unread") else format_bytes
         table.add_row(
             process_name(proc),
             str(proc["pid"]),
             format_bytes(proc["rss"]["peak"]),
-            format_bytes(uss["start"]),
-            format_bytes(uss["peak"]),
-            format_bytes(uss["end"]),
-            format_bytes(proc["pss"]["peak"]),
+            smaps(uss["start"]),
+            smaps(uss["peak"]),
+            smaps(uss["end"]),
+            smaps(proc["pss"]["peak"]),
         )
     return table
 
@@ -216,7 +219,7 @@ class KeepUnits:
         self.text = text
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        held = self.text.copy()
+        held = escaped_text(self.text).copy()  # escaped before it is wrapped, so every escape is shown
         held.plain = _NUMBER_AND_UNIT.sub(lambda m: f"{m[1]}{_HELD_SPACE}{m[2]}", held.plain)  # same length
         for line in held.wrap(console, options.max_width):
             line.plain = line.plain.replace(_HELD_SPACE, " ")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
+from dlprobe import atomic
 from dlprobe.units import MiB
 
 
@@ -56,6 +58,8 @@ def plot_tune(result: dict[str, Any], path: Path) -> Path:
     if ax_mem.lines:
         ax_mem.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=100, format="png")
     plt.close(fig)
+    atomic.write_bytes_atomic(path, png.getvalue())  # never through a link left under the name
     return path

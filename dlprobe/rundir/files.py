@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from dlprobe import atomic
 from dlprobe.atomic import write_text_atomic
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.schema import EVENTS_FILE, META_FILE, RUN_SCHEMA_VERSION, SAMPLES_FILE, run_schema_version
@@ -15,33 +19,109 @@ from dlprobe.rundir.schema import EVENTS_FILE, META_FILE, RUN_SCHEMA_VERSION, SA
 DEFAULT_ROOT = "dlprobe-runs"
 
 
-def create_run_dir(out: str | None, script: str) -> Path:
-    """Make a fresh run directory (`--out` or ./dlprobe-runs/<script>-<time>) or explain why not."""
-    if out:
-        path = Path(out)
-    else:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        path = Path(DEFAULT_ROOT) / f"{Path(script).stem}-{stamp}"
-        suffix = 1
-        while path.exists():
-            suffix += 1
-            path = Path(DEFAULT_ROOT) / f"{Path(script).stem}-{stamp}-{suffix}"
+def create_run_dir(out: str | None, script: str, claim: bool = True) -> Path:
+    """Make a fresh run directory (`--out` or ./dlprobe-runs/<script>-<time>) or explain why not.
+
+    The directory is made by one `mkdir` (never `exist_ok`): runs started in the same second and folder (a job
+    array) each get their own, the next one `-2`, `-3`, ... It is private to the user (0700): the script's output,
+    command line and environment facts land in it. An existing `--out` is used when it is the user's own and no one
+    else may write to it. With `claim`, events.jsonl is created in it exclusively, so two runs given one `--out` at
+    once never share it either (the second is told the directory holds a run)."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe_file = path / ".write-test"
-        probe_file.write_text("")
-        probe_file.unlink()
+        if out:
+            path = Path(out)
+            _make_parent(path.parent)
+            try:
+                path.mkdir(mode=0o700)
+                os.chmod(path, 0o700)  # the umask may have taken bits away, never adds them: say it exactly
+            except FileExistsError:
+                check_own_dir(path, "--out")
+        else:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            root = Path(DEFAULT_ROOT)
+            _make_parent(root)
+            path = _make_unique(root, f"{Path(script).stem}-{stamp}")
+        try:
+            if os.path.lexists(path / META_FILE):
+                raise FileExistsError(errno.EEXIST, "holds a run", str(path / META_FILE))
+            if claim:
+                os.close(atomic.create_new_fd(path / EVENTS_FILE))
+        except FileExistsError:
+            raise DlprobeError(
+                f"{path} already holds a dlprobe run",
+                hint="pass a new --out directory, or remove the old run first",
+            ) from None
+        if not claim:
+            os.close(atomic.create_fd(path / ".write-test"))
+            os.unlink(path / ".write-test")
     except OSError as exc:
         raise DlprobeError(
-            f"cannot write the run directory {path}: {exc.strerror or exc}",
+            f"cannot write the run directory {out or DEFAULT_ROOT}: {exc.strerror or exc}",
             hint="pass --out DIR with a directory you can write to",
         ) from None
-    if (path / META_FILE).exists():
-        raise DlprobeError(
-            f"{path} already holds a dlprobe run",
-            hint="pass a new --out directory, or remove the old run first",
-        )
     return path
+
+
+def _make_unique(root: Path, name: str) -> Path:
+    """root/name, or root/name-2, -3, ...: the first that one `mkdir` creates (two runs never share one)."""
+    for suffix in range(1, 10_000):
+        path = root / (name if suffix == 1 else f"{name}-{suffix}")
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:  # noqa: S112 - another run took this name: the next suffix
+            continue
+        os.chmod(path, 0o700)
+        return path
+    raise OSError(errno.EMLINK, "10,000 run directories of this name and second already exist", str(root))
+
+
+def _make_parent(parent: Path) -> None:
+    """The folder the run directory goes in: made if missing; refused when someone else could move or replace
+    the run directory in it (owned by another user, or writable by every user without the sticky bit that /tmp has;
+    a group-writable project folder is the group's choice to share)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    info = os.stat(parent)
+    euid = os.geteuid()
+    if info.st_uid not in (euid, 0):
+        raise DlprobeError(
+            f"{parent} belongs to another user (uid {info.st_uid}); a run directory in it could be replaced by them",
+            hint="pass --out with a directory of your own, e.g. --out ~/dlprobe-runs/NAME",
+        )
+    if info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX:
+        raise DlprobeError(
+            f"{parent} is writable by every user without the sticky bit; anyone could replace the run directory in it",
+            hint=f"pass --out with a directory of your own, or `chmod o-w {parent}` (or `chmod +t`)",
+        )
+
+
+def _who_writes(mode: int) -> str:
+    return " and ".join(who for who, bit in (("its group", 0o020), ("every user", 0o002)) if mode & bit)
+
+
+def check_own_dir(path: Path, what: str) -> None:
+    """A directory dlprobe writes a run into must be the user's own and writable by no one else: whoever else can
+    write there can plant a link under the name of a file dlprobe is about to write. One error line, exit 2."""
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        raise DlprobeError(
+            f"cannot use {what} {path}: {exc.strerror or exc}", hint="pass a directory of your own"
+        ) from None
+    if stat.S_ISLNK(info.st_mode):
+        info = os.stat(path)  # a link the user made to their own folder is theirs to make; the folder is checked
+    if not stat.S_ISDIR(info.st_mode):
+        raise DlprobeError(f"{what} {path} is not a directory", hint="pass a new directory name")
+    if info.st_uid != os.geteuid():
+        raise DlprobeError(
+            f"{what} {path} belongs to another user (uid {info.st_uid}); dlprobe does not write a run into it",
+            hint="pass a new directory of your own (dlprobe makes it private), or copy the run first",
+        )
+    if info.st_mode & 0o022:
+        raise DlprobeError(
+            f"{what} {path} is writable by {_who_writes(info.st_mode)}; a file planted there could redirect "
+            f"what dlprobe writes",
+            hint=f"`chmod go-w {path}`, or pass a new directory (dlprobe makes it private)",
+        )
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -57,7 +137,8 @@ def write_json_option(json_path: str, data: Any, hint: str) -> None:
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
+    """A JSON file of a run directory (never through a link)."""
+    return json.loads(atomic.read_bytes(path))
 
 
 def _records(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
@@ -74,7 +155,7 @@ def _records(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Records of a JSON-lines file."""
     try:
-        f = path.open("rb")
+        f = atomic.open_read(path)
     except OSError:
         return
     with f:
@@ -96,6 +177,17 @@ class ReadProblems:
         return [{"file": name, "problem": "; ".join(problems)} for name, problems in self.by_file.items()]
 
 
+def run_subdir(run_dir: Path, name: str, problems: ReadProblems) -> Path | None:
+    """run_dir/name where it is a real folder of the run; None where it is missing, or a link (named in `problems`:
+    a link would lead the report out of the run directory, to files someone else chose)."""
+    path = run_dir / name
+    if atomic.real_subdir(path):
+        return path
+    if path.is_symlink():
+        problems.add(f"{name}/", "a symbolic link, not followed")
+    return None
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
@@ -106,7 +198,7 @@ def read_checked_jsonl(
     """The records of a JSON-lines file that `problem_of` accepts; lines that are no JSON object and records it
     rejects are skipped and counted in `problems` (with the first reason), as is a missing file when `required`."""
     try:
-        data = path.read_bytes()
+        data = atomic.read_bytes(path)
     except FileNotFoundError:
         if required:
             problems.add(path.name, "missing")
@@ -144,7 +236,7 @@ def read_checked_json(
     """A JSON object file, {} where it is missing, cut short or not an object; fields that `problem_of_field`
     rejects are dropped. Each of these is noted in `problems`."""
     try:
-        record = json.loads(path.read_bytes())
+        record = json.loads(atomic.read_bytes(path))
     except FileNotFoundError:
         if required:
             problems.add(path.name, "missing")
@@ -174,7 +266,7 @@ class JsonlTail:
 
     def read_new(self) -> list[dict[str, Any]]:
         try:
-            with self.path.open("rb") as f:
+            with atomic.open_read(self.path) as f:
                 f.seek(self.offset)
                 chunk = f.read()
         except OSError:
@@ -227,12 +319,14 @@ def open_run_dir(path: str) -> Path:
 
 __all__ = [
     "DEFAULT_ROOT",
+    "check_own_dir",
     "JsonlTail",
     "ReadProblems",
     "create_run_dir",
     "open_run_dir",
     "read_checked_json",
     "read_checked_jsonl",
+    "run_subdir",
     "read_json",
     "read_jsonl",
     "write_json",

@@ -147,7 +147,8 @@ def read_slot(path: Path, retries: int = 50) -> dict[str, Any] | None:
     read is returned with "torn": True.
     """
     try:
-        fd = os.open(path, os.O_RDONLY)
+        # never through a link; O_NONBLOCK: a FIFO under a slot's name must not block (pread then fails on it)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:

@@ -196,6 +196,7 @@ EV_PROCESS = "process"
 SAMPLE_PROC = "proc"  # a process seen for the first time
 SAMPLE_READING = "s"  # one round of readings (per process and for the system)
 SAMPLE_GONE = "gone"  # a process ended
+SAMPLE_UNREAD = "unread"  # a process whose memory (smaps_rollup) could not be read: pid, t, error (once per process)
 SAMPLE_THREAD = "thread"  # a worker thread (worker_method="thread") seen for the first time: pid, tid, comm
 SAMPLE_FD_TARGETS = "fdt"  # what a process's descriptors point to, read when its count climbed: pid, t, n, top
 # Fields of a process's reading besides its memory (rss, uss, ... in bytes): CPU seconds it has used (utime+stime,
@@ -552,6 +553,7 @@ class Sample(TypedDict, total=False):
     nofile: int | None  # proc: its soft RLIMIT_NOFILE (None: unlimited or not read)
     n: int  # fdt: the descriptors open when their targets were read
     top: list[list[Any]]  # fdt: [target pattern, count], most first (system/procfds.target_pattern)
+    error: str  # unread: why the process's smaps_rollup could not be read
 
 
 class HangRecord(TypedDict, total=False):

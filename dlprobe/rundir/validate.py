@@ -30,6 +30,7 @@ SAMPLE_REQUIRED: dict[str, tuple[str, ...]] = {
     schema.SAMPLE_GONE: ("pid", "t"),
     schema.SAMPLE_THREAD: ("pid", "tid"),
     schema.SAMPLE_FD_TARGETS: ("pid", "t", "n", "top"),
+    schema.SAMPLE_UNREAD: ("pid", "t", "error"),
 }
 
 

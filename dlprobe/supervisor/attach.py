@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlprobe import __version__
+from dlprobe import __version__, atomic
 from dlprobe.rundir.files import create_run_dir, write_json
 from dlprobe.rundir.schema import (
     ATTACH_FILE,
@@ -275,7 +275,6 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     run_dir = create_run_dir(options.out, f"attach-{name}-{options.pid}")
     started = time.time()
     write_json(run_dir / META_FILE, _meta(options, target, started))
-    (run_dir / EVENTS_FILE).touch()
     memcg = cgroup.memory_dir(mains[0].pid)
     budget = CpuBudget()
     stop = threading.Event()
@@ -286,7 +285,7 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     previous = signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
     sampler: Sampler | None = None
     try:
-        with (run_dir / SAMPLES_FILE).open("w") as samples:
+        with atomic.create_file(run_dir / SAMPLES_FILE) as samples:
             sampler = Sampler(target.root_pid, samples, memcg, budget)
             # The tree is walked by `Target.refresh` (which leaves dlprobe itself out); the sampler only reads.
             sampler.next_discover = math.inf
@@ -322,7 +321,7 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     write_json(run_dir / ATTACH_FILE, record)
     records = kernlog.read_records(fd=kmsg_fd) if kmsg_fd is not None else None
     write_json(run_dir / KERNEL_FILE, kernlog.oom_kills(set(window.first_seen), boot_start - 1.0, records))
-    with (run_dir / EVENTS_FILE).open("w") as f:
+    with atomic.create_file(run_dir / EVENTS_FILE) as f:
         for ev in synthetic_events(target, window.first_seen, started):
             f.write(json.dumps(ev, separators=(",", ":")) + "\n")
     result: Result = {"ended_at": ended, "supervisor": {**own_cost(), **budget.summary()}}

@@ -15,6 +15,8 @@ from typing import TextIO
 
 from rich.text import Text
 
+from dlprobe.console import escape_controls
+
 PLAIN_EVERY_S = 10.0
 
 
@@ -32,7 +34,7 @@ class LiveView:
         """One line of dlprobe's own (a hang recorded), on a line of its own."""
         if self.enabled:
             with self.lock:
-                _write_all(self.stream.fileno(), f"[dlprobe] {text}\n".encode())
+                _write_all(self.stream.fileno(), f"[dlprobe] {escape_controls(text)}\n".encode())
 
     def update(self, status: Text) -> None:
         if not self.plain:
@@ -40,7 +42,7 @@ class LiveView:
         with self.lock:
             if time.monotonic() - self.last_plain >= PLAIN_EVERY_S:
                 self.last_plain = time.monotonic()
-                _write_all(self.stream.fileno(), f"[dlprobe] {status.plain}\n".encode())
+                _write_all(self.stream.fileno(), f"[dlprobe] {escape_controls(status.plain)}\n".encode())
 
     def close(self) -> None:
         with self.lock:

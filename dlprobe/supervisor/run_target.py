@@ -19,7 +19,6 @@ from dlprobe.errors import DlprobeError
 from dlprobe.redact import redact_argv
 from dlprobe.rundir.files import create_run_dir
 from dlprobe.rundir.schema import (
-    EVENTS_FILE,
     LAUNCH_COMMAND,
     LAUNCH_MODULE,
     LAUNCH_SCRIPT,
@@ -148,7 +147,6 @@ def run_script(options: RunOptions) -> RunOutcome:
     }
     env[RUN_DIR_ENV] = str(run_dir.resolve())
     env.update(options.env)
-    (run_dir / EVENTS_FILE).touch()
     stderr_at_start = stderr_origin()  # before the script writes a byte
     child = _start(command, env)
     meta["target_pid"] = child.pid

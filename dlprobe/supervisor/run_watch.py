@@ -8,25 +8,30 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 
 import psutil
 from rich.text import Text
 
+from dlprobe import atomic
+from dlprobe.console import escape_controls
 from dlprobe.rundir.files import JsonlTail, write_json
 from dlprobe.rundir.schema import (
     EV_BATCHES,
     EV_EPOCH,
     EV_PROCESS,
     EVENTS_FILE,
+    HANGS_DIR,
     META_FILE,
     ORPHAN_GRACE_S,
     RESULT_FILE,
     SAMPLES_FILE,
+    STACKS_FILE,
     STDERR_FILE,
     Meta,
     Result,
@@ -127,10 +132,10 @@ def watch(
     meta["cgroup"] = str(memcg[0]) if memcg else None
     memory = cgroup.memory_state(memcg)
     meta["cgroup_limit_dir"] = memory.get("limit_dir") if memory else None  # where a parent's limit binds the run
-    write_json(run_dir / META_FILE, meta)
+    problems = Problems()
+    _write_or_record(problems, run_dir / META_FILE, meta, "the report lacks the script's command line and machine")
 
     view = LiveView(options.live)
-    problems = Problems()
     _preload(options.preload)
     guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, view.notice, problems=problems)
     stacks = StackRecorder(child.pid, run_dir, options.stack_rate)
@@ -139,13 +144,18 @@ def watch(
     stopped: list[int] = []
     budget = CpuBudget()
     try:
-        known, orphans = _sample_until_exit(child, run_dir, view, started, guard, stacks, options.on_tick, budget)
+        known, orphans = _sample_until_exit(
+            child, run_dir, view, started, guard, stacks, options.on_tick, budget, problems
+        )
         # dlprobe ended the run (--on-hang stop: "end the run and every worker") or started it for itself (tune):
         # what is left is dlprobe's to stop. Else the workers are the script's, left running as python leaves them.
         if orphans and (guard.watch.stopped or options.stop_leftovers):
             stopped, orphans = _stop(orphans), []
     finally:
-        stacks.stop()
+        try:
+            stacks.stop()
+        except OSError as exc:
+            problems.record(f"{STACKS_FILE} write", exc, "the stack samples are cut short or missing")
         view.close()
         for sig, handler in previous.items():
             if sig != signal.SIGINT:
@@ -176,7 +186,12 @@ def watch(
         result["orphans_stopped"] = stopped
     if problems.as_list():
         result["problems"] = problems.as_list()
-    write_json(run_dir / RESULT_FILE, result)
+    try:
+        write_json(run_dir / RESULT_FILE, result)
+    except OSError as exc:
+        problems.record(f"{RESULT_FILE} write", exc, "the report lacks the exit status")
+    if problems.disk_stop is not None:
+        _say_recording_stopped(problems.disk_stop, started, run_dir)
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
     return exit_code
 
@@ -192,6 +207,27 @@ def _stop(procs: list[psutil.Process]) -> list[int]:
         except psutil.Error:  # noqa: S110 - it exited meanwhile: nothing left to stop
             pass
     return stopped
+
+
+def _write_or_record(problems: Problems, path: Path, data: Any, consequence: str) -> None:
+    try:
+        write_json(path, data)
+    except OSError as exc:  # a full or read-only disk stops the recording, never the run
+        problems.record(f"{path.name} write", exc, consequence)
+
+
+def _say_recording_stopped(stop: tuple[str, OSError, float], started: float, run_dir: Path) -> None:
+    """One line on stderr: where the recording stopped and why (the script ran on; its exit code is dlprobe's)."""
+    where, exc, at = stop
+    line = (
+        f"dlprobe: the recording stopped {max(0.0, at - started):.1f} s into the run at {where}: "
+        f"{exc.strerror or exc} in {run_dir}; the script ran on and its exit code is kept"
+    )
+    try:
+        sys.stderr.write(escape_controls(line) + "\n")
+        sys.stderr.flush()
+    except OSError:  # noqa: S110 - stderr itself is gone: the exit code still says how the script ended
+        pass
 
 
 def _preload(modules: tuple[str, ...]) -> None:
@@ -243,6 +279,7 @@ def _sample_until_exit(
     stacks: StackRecorder,
     on_tick: TickHook | None = None,
     budget: CpuBudget | None = None,
+    problems: Problems | None = None,
 ) -> tuple[set[int], list[psutil.Process]]:
     """Sample until the target exits and its workers with it; the pids seen, and the workers still running after it."""
     orphans: list[psutil.Process] = []
@@ -250,18 +287,37 @@ def _sample_until_exit(
     events = JsonlTail(run_dir / EVENTS_FILE)
     progress = Progress()
     exited = _exit_waiter(child)
-    with (run_dir / SAMPLES_FILE).open("w") as samples:
-        sampler = Sampler(child.pid, samples, cgroup_dir, budget)
+    problems = problems if problems is not None else Problems()
+    recording = {"stacks": True, "hangs": True}  # what a full disk has stopped
+    try:
+        samples: IO[str] = atomic.create_file(run_dir / SAMPLES_FILE)
+    except OSError as exc:
+        problems.record(f"{SAMPLES_FILE} write", exc, "no memory or CPU samples: the report has no memory findings")
+        samples = open(os.devnull, "w")  # noqa: SIM115 - closed below; the readings still feed the guard and view
+    sampler = Sampler(child.pid, samples, cgroup_dir, budget)
+    try:
         try:
             while True:
                 now = time.time()
                 new_events = events.read_new()
                 progress.feed(new_events, sampler)
-                stacks.observe(new_events, now)  # py-spy only while the loop waits for data; start-up is sampled inside
+                if recording["stacks"]:
+                    try:  # py-spy only while the loop waits for data; start-up is sampled inside
+                        stacks.observe(new_events, now)
+                    except OSError as exc:
+                        recording["stacks"] = False
+                        problems.record(f"{STACKS_FILE} write", exc, "stack sampling stopped: the hotspots are partial")
                 if on_tick is not None:
                     on_tick(now, new_events, child)
                 sampler.tick(now)
-                guard.tick(now, sorted(sampler.known - sampler.gone), progress.workers, progress.mains(child.pid))
+                if recording["hangs"]:
+                    try:
+                        guard.tick(
+                            now, sorted(sampler.known - sampler.gone), progress.workers, progress.mains(child.pid)
+                        )
+                    except OSError as exc:
+                        recording["hangs"] = False
+                        problems.record(f"{HANGS_DIR}/ write", exc, "hangs from here on are not recorded")
                 if view.enabled:
                     view.update(progress.status(now - started, sampler))
                 # Wake for the next full round on time, so a moving worker's USS is read every ROUND_S.
@@ -280,4 +336,18 @@ def _sample_until_exit(
             orphans = list(sampler.live_workers())
         finally:
             sampler.close()
+            if sampler.out_error is not None:
+                at = sampler.out_stopped_at
+                problems.record(
+                    f"{SAMPLES_FILE} write",
+                    sampler.out_error,
+                    f"the memory and CPU samples stop {max(0.0, (at or started) - started):.1f} s into the run",
+                    at=at,
+                )
+    finally:
+        try:
+            samples.close()
+        except OSError as exc:  # its last buffer could not be written: a full disk must not end the watch
+            if sampler.out_error is None:
+                problems.record(f"{SAMPLES_FILE} write", exc, "the last samples are missing")
     return sampler.known, orphans

@@ -19,6 +19,7 @@ from dlprobe.rundir.schema import (
     SAMPLE_READING,
     SAMPLE_RUN_DELAY,
     SAMPLE_THREAD,
+    SAMPLE_UNREAD,
 )
 from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.system import cgroup, procfds, procmem
@@ -148,6 +149,9 @@ class Sampler:
         self.fd_cost_s = FIRST_FD_COST_S
         self.first_fds: dict[int, int] = {}  # each process's first descriptor count
         self.fds_at_targets: dict[int, int] = {}  # the count when its targets were last read
+        self.unread: dict[int, str] = {}  # processes whose smaps_rollup was refused, and why
+        self.out_error: OSError | None = None  # the write that stopped samples.jsonl (a full disk), and when
+        self.out_stopped_at: float | None = None
 
     def _next_interval(self, pid: int, values: dict[str, int]) -> float:
         """How soon a moving process is read again: ROUND_S after a read that found its memory moved by SETTLED_BYTES
@@ -166,7 +170,26 @@ class Sampler:
         self.files.close()
 
     def _write(self, record: dict[str, Any]) -> None:
-        self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        # A full or read-only disk stops the recording, never the run: the readings go on (the live view, the hang
+        # guard), the caller says where the samples stop (`out_error`, `out_stopped_at`).
+        if self.out_error is not None:
+            return
+        try:
+            self.out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        except OSError as exc:
+            self._stop_writing(exc)
+
+    def _flush(self) -> None:
+        if self.out_error is not None:
+            return
+        try:
+            self.out.flush()
+        except OSError as exc:
+            self._stop_writing(exc)
+
+    def _stop_writing(self, exc: OSError) -> None:
+        self.out_error = exc.with_traceback(None)
+        self.out_stopped_at = time.time()
 
     def add_pid(self, pid: int, worker: bool = False) -> None:
         if worker:
@@ -289,7 +312,10 @@ class Sampler:
             values = None
             if pid in chosen:
                 started = time.thread_time()
-                values = procmem.read_smaps_rollup(pid)
+                values, why = procmem.read_smaps_rollup_or_why(pid)
+                if why is not None and pid not in self.unread:  # said once: the report names it, never a silent gap
+                    self.unread[pid] = why
+                    self._write({"k": SAMPLE_UNREAD, "pid": pid, "t": round(now, 3), "error": why})
                 # CPU, not wall time: waiting for a busy target's memory-map lock costs the supervisor nothing.
                 self.read_cost_s = 0.8 * self.read_cost_s + 0.2 * (time.thread_time() - started)
                 if values is not None:
@@ -314,4 +340,4 @@ class Sampler:
             row["cg"] = cg
         self.last_system = row
         self._write(row)
-        self.out.flush()
+        self._flush()

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dlprobe import atomic
 from dlprobe.rundir.files import write_json
 from dlprobe.rundir.schema import (
     EV_BATCHES,
@@ -151,7 +152,7 @@ class StackRecorder:
             return
         self.exe = exe
         self.started_at = time.time() if now is None else now
-        (self.run_dir / STACKS_FILE).write_bytes(b"")  # the bursts append to it
+        os.close(atomic.create_fd(self.run_dir / STACKS_FILE))  # the bursts append to it
         self._next_burst()
 
     def _targets(self) -> list[int]:
@@ -176,11 +177,12 @@ class StackRecorder:
         command = [str(self.exe), "record", "--pid", str(pid), "--nonblocking", "--idle", "--rate", str(self.rate),
                    "--duration", str(BURST_S), "--format", "raw", "--output", str(self._burst_file())]  # fmt: skip
         try:
+            os.close(atomic.create_fd(self._burst_file()))  # py-spy writes it by name: never through a link there
             self.proc = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                stderr=(self.run_dir / PY_SPY_LOG_FILE).open("wb"),  # this burst's error only
+                stderr=atomic.create_binary(self.run_dir / PY_SPY_LOG_FILE),  # this burst's error only
                 start_new_session=True,  # a Ctrl-C for the script must not stop the sampler first
             )
         except OSError as exc:
@@ -228,7 +230,7 @@ class StackRecorder:
         if proc is None or pid is None:
             return
         try:
-            lines = burst.read_text(errors="replace").splitlines()
+            lines = atomic.read_text(burst, errors="replace").splitlines()
             burst.unlink()
         except OSError:
             lines = []
@@ -236,7 +238,7 @@ class StackRecorder:
         self.functions.update(functions)
         self.fetch_samples += sum(functions.values())
         if lines:
-            with (self.run_dir / STACKS_FILE).open("a") as out:
+            with open(atomic.append_fd(self.run_dir / STACKS_FILE), "a") as out:
                 # a thread with no Python frame (py-spy writes its count alone) says nothing of where time goes
                 out.writelines(f'process {pid}:"burst";{line}\n' for line in lines if line.rpartition(" ")[0].strip())
             self.sampled.append(pid)
@@ -302,6 +304,6 @@ def _fetch_functions(lines: list[str]) -> Counter[str]:
 
 def _log_error(path: Path) -> str | None:
     try:
-        return error_line(path.read_text(errors="replace"))
+        return error_line(atomic.read_text(path, errors="replace"))
     except OSError:
         return None

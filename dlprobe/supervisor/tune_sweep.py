@@ -14,7 +14,7 @@ from dlprobe import __version__
 from dlprobe.analysis.model import RunData, load_run
 from dlprobe.errors import DlprobeError
 from dlprobe.redact import redact_argv
-from dlprobe.rundir.files import DEFAULT_ROOT, create_run_dir, write_json
+from dlprobe.rundir.files import create_run_dir, write_json
 from dlprobe.rundir.schema import (
     EV_TUNE_CONFIRM,
     EV_TUNE_LOADER,
@@ -82,10 +82,8 @@ class _TimeLimit:
 
 
 def _tune_dir(options: TuneOptions) -> Path:
-    if options.out:
-        return create_run_dir(options.out, options.script)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return create_run_dir(str(Path(DEFAULT_ROOT) / f"{Path(options.script).stem}-tune-{stamp}"), options.script)
+    # No events of its own: each attempt is a run directory inside it.
+    return create_run_dir(options.out, f"{Path(options.script).stem}-tune", claim=False)
 
 
 def _validate(options: TuneOptions) -> None:

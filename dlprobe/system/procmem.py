@@ -129,12 +129,22 @@ def parse_smaps_rollup(text: str) -> dict[str, int] | None:
 
 def read_smaps_rollup(pid: int) -> dict[str, int] | None:
     """rss/uss/pss/swap and memory by kind of page. Walks page tables, so it costs milliseconds on a big process."""
+    return read_smaps_rollup_or_why(pid)[0]
+
+
+def read_smaps_rollup_or_why(pid: int) -> tuple[dict[str, int] | None, str | None]:
+    """read_smaps_rollup, and why it could not be read where the process is still there (a non-dumpable process,
+    another user's: PermissionError); (None, None) when the process has gone."""
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
             text = f.read().decode()
-    except OSError:
-        return None
-    return parse_smaps_rollup(text)
+    except (FileNotFoundError, ProcessLookupError):
+        return None, None
+    except OSError as exc:
+        if not os.path.exists(f"/proc/{pid}"):
+            return None, None
+        return None, f"{type(exc).__name__}: {exc.strerror or exc}"
+    return parse_smaps_rollup(text), None
 
 
 def read_thread_cpu(pid: int, tid: int) -> tuple[float, float | None] | None:

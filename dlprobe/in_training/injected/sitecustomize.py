@@ -39,7 +39,9 @@ def _record_failure(where: str, exc: BaseException, consequence: str) -> None:
             "consequence": consequence,
             "count": 1,
         }
-        fd = os.open(os.path.join(os.environ[RUN_DIR_ENV], EVENTS_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        fd = os.open(
+            os.path.join(os.environ[RUN_DIR_ENV], EVENTS_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        )
         try:
             os.write(fd, (json.dumps(line, default=str) + "\n").encode())
         finally:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlprobe import atomic
 from dlprobe.frames import is_user_file
 from dlprobe.system.pyspy import PERMISSION_ADVICE as PERMISSION_ADVICE
 from dlprobe.system.pyspy import PERMISSION_ERROR, error_line
@@ -136,9 +137,9 @@ def faulthandler_dump(pid: int, signum: int, dump_file: Path, wait_s: float = 2.
     while time.monotonic() < deadline:
         time.sleep(0.05)
         try:
-            with dump_file.open("r", errors="replace") as f:
+            with atomic.open_read(dump_file) as f:
                 f.seek(before)
-                text = f.read()
+                text = f.read().decode("utf-8", errors="replace")
         except OSError:
             text = ""
         # the dump is complete once a thread section ends with a blank line or enough time passed

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from dlprobe import atomic
 from dlprobe.rundir.inflight_format import read_all, read_slot, slot_path
 from dlprobe.rundir.schema import (
     FAULTHANDLER_FILE,
@@ -97,7 +98,9 @@ class HangWatch:
         record["timeout_s"] = self.timeout_s
         folder = self.run_dir / HANGS_DIR
         folder.mkdir(exist_ok=True)
-        (folder / hang_record_name(self.count)).write_text(json.dumps(record, indent=1, default=str) + "\n")
+        atomic.write_text_atomic(
+            folder / hang_record_name(self.count), json.dumps(record, indent=1, default=str) + "\n"
+        )
         self.stopped = self.on_hang == "stop"
         return self.stopped
 
@@ -259,5 +262,5 @@ def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) ->
         if result.error:
             entry["stack_error"] = result.error
         if result.raw and result.tool and result.tool.startswith("py-spy"):
-            (folder / hang_stack_name(number, pid)).write_text(result.raw)
+            atomic.write_text_atomic(folder / hang_stack_name(number, pid), result.raw)
     return problem
