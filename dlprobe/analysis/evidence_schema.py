@@ -350,6 +350,10 @@ class SlowStartEvidence(InJob, total=False):
     file_system_s: float
     directory_walk: bool
     restart_per_epoch_s: float
+    start_cost_s: float  # what the causes cost once per start (the script's own set-up, starting the workers)
+    restarts_s: float  # the workers' restarts over the later epochs, in all
+    run_s: float | None  # the run's length from the script's start, what the costs are weighed against
+    busy: dict[str, Any] | None  # the machine was busy as the script started: runq_share or load_avg_1m, waited_share
 
 
 class RemedyCostEvidence(InJob, total=False):

@@ -117,7 +117,7 @@ class ProcessEntry(_ProcessEntry, total=False):
     rank: str | None  # in a job: the rank the process belongs to; null for the launcher and the rest of the tree
 
 
-class FindingEntry(TypedDict):
+class _FindingEntry(TypedDict):
     code: str  # stable, kebab-case (the README's table of codes)
     severity: str  # error | warning | info
     title: str
@@ -125,6 +125,22 @@ class FindingEntry(TypedDict):
     fix: str
     evidence: Evidence  # the numbers behind it, per code (EVIDENCE_BY_CODE); in a job "ranks" lists each rank's own
     loader_id: int | None
+
+
+class FindingEntry(_FindingEntry, total=False):
+    explained_by: str | None  # the code of the finding that explains this one (listed before it); null: none does
+    severity_reason: str | None  # why the severity is not the analyzer's own (a cause raised to what it explains)
+
+
+class Verdict(TypedDict):
+    """The one cause that explains the most of what went wrong (analysis/verdict.py): the report opens with it."""
+
+    code: str  # the cause's finding code
+    severity: str
+    loader_id: int | None
+    sentence: str  # the cause's title with its numbers, and what it explains
+    fix: str  # the change to make
+    explains: list[str]  # the codes of the findings it explains, in the report's order
 
 
 class SystemEntry(TypedDict):
@@ -221,7 +237,8 @@ class _Report(TypedDict):
     loaders: list[LoaderEntry]
     processes: list[ProcessEntry]
     system: SystemEntry
-    findings: list[FindingEntry]
+    findings: list[FindingEntry]  # ordered by cause: the verdict's first, each cause before what it explains
+    verdict: Verdict | None  # null: no warning or error was found
     probe_cost: SupervisorCost | None
     shm_removed: list[ShmRemoved]
     orphans_stopped: list[int]
