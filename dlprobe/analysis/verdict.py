@@ -11,6 +11,7 @@ in one sentence with its numbers and the change to make. Pure: findings in, find
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
 from dlprobe.analysis.model import SEVERITIES, Finding
@@ -87,7 +88,9 @@ def _script_error_restates(cause: Finding, symptom: Finding) -> str | None:
     message = str(symptom.evidence.get("message") or "")
     pids = [str(p) for p in cause.evidence.get("pids") or ([cause.evidence["pid"]] if "pid" in cause.evidence else [])]
     restated = (
-        any(f"(pid {pid})" in message for pid in pids)
+        # torch's "DataLoader worker (pid 8913) is killed by signal" or "DataLoader worker (pid(s) 8913) exited
+        # unexpectedly": the same worker
+        ("DataLoader worker" in message and any(re.search(rf"\b{pid}\b", message) for pid in pids))
         or (cause.code == "bad-sample" and cause.evidence.get("exception") == symptom.evidence.get("type"))
         or (cause.code == "worker-hang" and "timed out" in message)
         or (cause.code in ("too-few-shards", "shm-exhausted") and "DataLoader worker" in message)

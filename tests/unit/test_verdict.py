@@ -47,6 +47,18 @@ def test_copy_on_write_that_explains_an_oom_kill_leads_as_an_error_and_its_sympt
     assert verdict["explains"] == ["worker-killed", "script-error", "too-many-workers"]
 
 
+def test_the_scripts_error_restates_a_worker_death_in_either_of_torchs_words():
+    killed = _finding("worker-killed", "error", {"cause": "oom", "signal": "SIGKILL", "pids": [2081]})
+    for message in ("DataLoader worker (pid 2081) is killed by signal: Killed. ",
+                    "DataLoader worker (pid(s) 2081) exited unexpectedly"):  # fmt: skip
+        error = _finding("script-error", "error", {"type": "RuntimeError", "message": message}, loader_id=None)
+        assert [(f.code, f.explained_by) for f in judge([killed, error])[0]] == [
+            ("worker-killed", None), ("script-error", "worker-killed"),
+        ]  # fmt: skip
+    other = _finding("script-error", "error", {"type": "RuntimeError", "message": "DataLoader worker (pid(s) 20810)"})
+    assert judge([killed, other])[0][1].explained_by is None  # another pid
+
+
 def test_a_worker_killed_by_something_else_is_not_blamed_on_memory_growth():
     growth = _finding("cow-growth", "warning")
     killed = _finding("worker-killed", "error", {"cause": "external-kill", "signal": "SIGKILL", "pids": [7]})
