@@ -238,7 +238,6 @@ class _Report(TypedDict):
     processes: list[ProcessEntry]
     system: SystemEntry
     findings: list[FindingEntry]  # ordered by cause: the verdict's first, each cause before what it explains
-    verdict: Verdict | None  # null: no warning or error was found
     probe_cost: SupervisorCost | None
     shm_removed: list[ShmRemoved]
     orphans_stopped: list[int]
@@ -247,6 +246,8 @@ class _Report(TypedDict):
 
 
 class Report(_Report, total=False):
+    # always written since it was added (not required, so reports of an older dlprobe still fit this schema)
+    verdict: Verdict | None  # null: no warning or error was found
     output_problems: list[OutputProblem]
     ranks: list[RankEntry]  # a job's report only
     job: JobEntry  # a job's report only
