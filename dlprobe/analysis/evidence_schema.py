@@ -373,6 +373,10 @@ class SlowStartEvidence(InJob, total=False):
     file_system_s: float
     directory_walk: bool
     restart_per_epoch_s: float
+    start_cost_s: float  # what the causes cost once per start (the script's own set-up, starting the workers)
+    restarts_s: float  # the workers' restarts over the later epochs, in all
+    run_s: float | None  # the run's length from the script's start, what the costs are weighed against
+    busy: dict[str, Any] | None  # the machine was busy as the script started: runq_share or load_avg_1m, waited_share
 
 
 class RemedyCostEvidence(InJob, total=False):
@@ -596,3 +600,30 @@ class Evidence(  # every key of every code, each with its one type: what render/
     total=False,
 ):
     pass
+
+
+# The numbers the terminal shows by default under a finding's title (render/terminal.py; the rest of the evidence is
+# under --verbose, in report.json and on the page): those that say how bad it is. A code not named here shows its
+# first two scalar entries.
+KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
+    "worker-hang": ("cause", "waited_s", "stuck_frame"),
+    "main-hang": ("cause", "waited_s", "stuck_frame"),
+    "worker-killed": ("cause", "signal", "index", "peak_rss_bytes"),
+    "bad-sample": ("index", "exception", "raised_in"),
+    "shm-exhausted": ("shm_total_bytes", "in_flight_estimate_bytes", "num_workers"),
+    "script-error": ("type", "raised_at_s"),
+    "cow-growth": ("total_bytes", "projected_total_bytes", "limit_bytes"),
+    "spawn-copy": ("num_workers", "total_copied_bytes"),
+    "shm-pressure": ("shm_total_bytes", "shm_peak_bytes", "in_flight_estimate_bytes"),
+    "input-bound": ("wait_share", "num_workers", "suggested_num_workers"),
+    "too-many-workers": ("num_workers", "workers_that_fit", "projected_worker_bytes", "memory_for_workers_bytes"),
+    "idle-workers": ("num_workers", "idle_worker_ids"),
+    "loop-bound": ("wait_share", "num_workers", "suggested_num_workers"),
+    "dtype-waste": ("batch_bytes", "saved_bytes_per_batch"),
+    "iterable-duplicates": ("samples", "unique", "duplicates"),
+    "slow-start": ("start_cost_s", "run_s", "hot_function"),
+    "remedy-cost": ("remedy", "remedy_s"),
+    "fork-hazard": ("os_threads", "native_threads_since_import"),
+    "probe-degraded": ("where", "missing"),
+    "attached-memory-growth": ("bytes_per_s_total", "limit_bytes", "eta_s"),
+}

@@ -73,6 +73,10 @@ class Finding:
     fix: str
     evidence: dict[str, Any] = field(default_factory=dict)
     loader_id: int | None = None
+    # Set by analysis/verdict.py:order_by_cause: the code of the finding that explains this one (a worker's OOM kill
+    # by cow-growth), and why the severity is not the analyzer's own (a cause raised to what it explains).
+    explained_by: str | None = None
+    severity_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,6 +24,7 @@ from dlprobe.analysis.report_schema import (
     WorkerTime,
 )
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, tree_total, wait_summary
+from dlprobe.analysis.verdict import judge
 from dlprobe.analysis.worker_cpu import idle_worker_ids, loader_cpu
 from dlprobe.rundir.schema import ORPHAN_GRACE_S, ShmRemoved, SupervisorCost
 from dlprobe.units import format_bytes
@@ -104,6 +105,7 @@ def build_report(run: RunData, findings: list[Finding]) -> Report:
     shm_used = [u for u in system.shm_used if u is not None]
     available = [a for a in system.available if a is not None]
     cg_usage = [u for u in system.cgroup_usage if u is not None]
+    ordered, verdict = judge(findings)
     return {
         "schema_version": SCHEMA_VERSION,
         "dlprobe_version": meta.get("dlprobe_version", __version__),
@@ -124,7 +126,8 @@ def build_report(run: RunData, findings: list[Finding]) -> Report:
             "cgroup_peak": max(cg_usage) if cg_usage else None,
             "pss_total_peak": job_pss_peak(run.processes),
         },
-        "findings": [finding_entry(f) for f in findings],
+        "findings": [finding_entry(f) for f in ordered],
+        "verdict": verdict,
         "probe_cost": result.get("supervisor"),
         "shm_removed": result.get("shm_removed") or [],
         "orphans_stopped": result.get("orphans_stopped") or [],  # where dlprobe ended the run itself

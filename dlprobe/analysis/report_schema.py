@@ -118,7 +118,7 @@ class ProcessEntry(_ProcessEntry, total=False):
     memory_unread: str  # why its smaps_rollup could not be read (USS, PSS and page kinds are null: not read)
 
 
-class FindingEntry(TypedDict):
+class _FindingEntry(TypedDict):
     code: str  # stable, kebab-case (the table of codes in docs/findings.md)
     severity: str  # error | warning | info
     title: str
@@ -126,6 +126,22 @@ class FindingEntry(TypedDict):
     fix: str
     evidence: Evidence  # the numbers behind it, per code (EVIDENCE_BY_CODE); in a job "ranks" lists each rank's own
     loader_id: int | None
+
+
+class FindingEntry(_FindingEntry, total=False):
+    explained_by: str | None  # the code of the finding that explains this one (listed before it); null: none does
+    severity_reason: str | None  # why the severity is not the analyzer's own (a cause raised to what it explains)
+
+
+class Verdict(TypedDict):
+    """The one cause that explains the most of what went wrong (analysis/verdict.py): the report opens with it."""
+
+    code: str  # the cause's finding code
+    severity: str
+    loader_id: int | None
+    sentence: str  # the cause's title with its numbers, and what it explains
+    fix: str  # the change to make
+    explains: list[str]  # the codes of the findings it explains, in the report's order
 
 
 class SystemEntry(TypedDict):
@@ -222,7 +238,7 @@ class _Report(TypedDict):
     loaders: list[LoaderEntry]
     processes: list[ProcessEntry]
     system: SystemEntry
-    findings: list[FindingEntry]
+    findings: list[FindingEntry]  # ordered by cause: the verdict's first, each cause before what it explains
     probe_cost: SupervisorCost | None
     shm_removed: list[ShmRemoved]
     orphans_stopped: list[int]  # the same, stopped because dlprobe ended the run (--on-hang stop, tune's trials)
@@ -232,6 +248,8 @@ class _Report(TypedDict):
 
 
 class Report(_Report, total=False):
+    # always written since it was added (not required, so reports of an older dlprobe still fit this schema)
+    verdict: Verdict | None  # null: no warning or error was found
     output_problems: list[OutputProblem]
     ranks: list[RankEntry]  # a job's report only
     job: JobEntry  # a job's report only

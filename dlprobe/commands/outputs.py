@@ -48,9 +48,11 @@ def output_problem(output: str, exc: Exception) -> OutputProblem:
     return {"output": output, "problem": f"could not write {output}: {type(exc).__name__}: {message} (at {where})"}
 
 
-def _print_summary(console: Console, report: Report, run_dir: str | None, problems: list[OutputProblem]) -> None:
+def _print_summary(
+    console: Console, report: Report, run_dir: str | None, problems: list[OutputProblem], verbose: bool = False
+) -> None:
     try:
-        console.print(run_summary(report, run_dir))
+        console.print(run_summary(report, run_dir, verbose))
     except Exception as exc:  # the summary is a view: the files are written, the exit code stays the script's
         problems.append(output_problem("the terminal summary", exc))
         findings = report.get("findings") or []
@@ -90,9 +92,15 @@ def run_html_problem(path: Path, run: RunData | None, report: Report, check: dic
 
 
 def write_outputs(
-    run_dir: Path, console: Console | None, json_path: str | None = None, plot_in_background: bool = False
+    run_dir: Path,
+    console: Console | None,
+    json_path: str | None = None,
+    plot_in_background: bool = False,
+    verbose: bool = False,
 ) -> Report:
     """Analyze the run and write everything; a failing page, plot, summary or --json path is reported, not fatal.
+    The summary is a screen by default; `verbose` prints every finding's evidence too (report.json and the page
+    always have it).
 
     With `plot_in_background` (`dlprobe run`) memory.png is drawn by a detached process and appears a second or
     two after this returns; `dlprobe report` draws it here."""
@@ -127,7 +135,7 @@ def write_outputs(
         except Exception as exc:  # a plotting problem must not lose the report
             problems.append(output_problem(PLOT_FILE, exc))
     if console is not None:
-        _print_summary(console, report, str(run_dir), problems)
+        _print_summary(console, report, str(run_dir), problems, verbose)
     if problems:  # the file people and CI read says what is missing too
         report["output_problems"] = problems
         _write_report(run_dir, report)
@@ -140,7 +148,11 @@ def write_outputs(
 
 
 def write_job_outputs(
-    run_dirs: list[Path], console: Console | None, json_path: str | None = None, html_path: str | None = None
+    run_dirs: list[Path],
+    console: Console | None,
+    json_path: str | None = None,
+    html_path: str | None = None,
+    verbose: bool = False,
 ) -> Report:
     """The run directories of a several-node job as one report: printed, and written to --json and --html when
     given (each node's own report.json and report.html stay that node's)."""
@@ -150,7 +162,7 @@ def write_job_outputs(
     if html_path:
         problems += [{"output": html_path, "problem": line} for line in html_problem(Path(html_path), report)]
     if console is not None:
-        _print_summary(console, report, None, problems)
+        _print_summary(console, report, None, problems, verbose)
         dirs = escape(", ".join(map(str, run_dirs)))
         console.print(f"[dim]Job report of {len(run_dirs)} run directories: {dirs}[/]", markup=True)
         for problem in problems:

@@ -25,6 +25,9 @@ def report(
     trace_path: str | None = typer.Option(
         None, "--trace", help="Also write trace.json (Perfetto, chrome://tracing) here; several DIRs merge into one."
     ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Every finding's detail and evidence in the summary, not only its key numbers."
+    ),
 ) -> None:
     """Render the summary, report.json, report.html and plot again from a saved run directory, or merge the run
     directories of a several-node job into one report."""
@@ -42,13 +45,13 @@ def report(
     if trace_path and Path(trace_path).is_dir():
         raise DlprobeError(f"--trace {trace_path} is a directory", hint="give a file name, e.g. --trace job.json")
     if len(paths) > 1:
-        report = write_job_outputs(paths, out_console(), json_path, html_path)
+        report = write_job_outputs(paths, out_console(), json_path, html_path, verbose)
         _write_trace(paths, report, trace_path)
         return
     path = paths[0]
     # report.json, the page and the plot are written into it: only into a folder no one else can plant links in
     check_own_dir(path, "the run directory")
-    report = write_outputs(path, out_console(), json_path)
+    report = write_outputs(path, out_console(), json_path, verbose=verbose)
     _write_trace(paths, report, trace_path)
     if html_path:
         page = path / REPORT_HTML_FILE

@@ -27,6 +27,9 @@ def run(
     on_hang: str = typer.Option(
         ON_HANG_CHOICES[0], "--on-hang", help="After a hang is recorded: wait (keep waiting) or stop."
     ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Every finding's detail and evidence in the summary, not only its key numbers."
+    ),
 ) -> None:
     """Run SCRIPT under the probe and report on every DataLoader it creates.
 
@@ -36,5 +39,6 @@ def run(
     and exit code come through unchanged.
     """
     args = RunArgs(script, list(script_args or []), module, out, json_path, quiet, hang_timeout, on_hang)
+    args.verbose = verbose
     args.launch = launch_kind(ctx, module)
     raise typer.Exit(execute(args))

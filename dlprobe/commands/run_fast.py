@@ -21,7 +21,7 @@ from dlprobe.rundir.schema import LAUNCH_MODULE, LAUNCH_SCRIPT
 from dlprobe.supervisor.hang import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
 
 # Typer and click take ~30 ms to import, a tenth of what `dlprobe run` adds to a short script (benchmarks/startup.py).
-_FLAGS = {"--quiet": "quiet", "-q": "quiet", "-m": "module"}
+_FLAGS = {"--quiet": "quiet", "-q": "quiet", "-m": "module", "--verbose": "verbose", "-v": "verbose"}
 _VALUES = {"--out": "out", "-o": "out", "--json": "json_path", "--hang-timeout": "hang_timeout", "--on-hang": "on_hang"}
 
 
@@ -38,6 +38,7 @@ class RunArgs:
     hang_timeout: float = DEFAULT_HANG_TIMEOUT_S
     on_hang: str = ON_HANG_CHOICES[0]
     launch: str = LAUNCH_SCRIPT
+    verbose: bool = False  # every finding's evidence in the summary, not only its key numbers
 
 
 def parse(argv: list[str]) -> RunArgs | None:
@@ -103,9 +104,8 @@ def execute(args: RunArgs) -> int:
 
         try:
             stop.now()
-            write_outputs(
-                outcome.run_dir, None if args.quiet else err_console(), args.json_path, plot_in_background=True
-            )
+            console = None if args.quiet else err_console()
+            write_outputs(outcome.run_dir, console, args.json_path, plot_in_background=True, verbose=args.verbose)
         except DlprobeError as exc:  # the script ran: its exit code is still the one to return, not dlprobe's 2
             print_error(exc.message, exc.hint)
         except _ReportStopped as stopped:

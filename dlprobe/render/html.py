@@ -93,7 +93,8 @@ def _verdict(report: Report, timeline: Mapping[str, Any] | None, check: dict[str
         rows.append(("working directory", timeline["cwd"]))
     # paths (the run directory, the cgroup) may wrap after a "/": at 800 px a cgroup path is wider than the page
     table = "".join(f"<tr><th scope=row>{esc(k)}</th><td>{_breakable(str(v), '/')}</td></tr>" for k, v in rows)
-    parts = [f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2><p class="status {cls}">{esc(status)}</p>']
+    parts = [f'<section id="verdict" class="verdict {cls}"><h2>Verdict</h2>{_cause(report)}'
+             f'<p class="status {cls}">{esc(status)}</p>']  # fmt: skip
     if check is not None:
         passed = check.get("passed")
         parts.append(f'<p class="status {"ok" if passed else "error"}">dlprobe check: '
@@ -103,6 +104,19 @@ def _verdict(report: Report, timeline: Mapping[str, Any] | None, check: dict[str
         parts.append(f'<p>To reproduce:</p><pre class="code">{esc(timeline["reproduce"])}</pre>')
     parts.append("</section>")
     return "".join(parts)
+
+
+def _cause(report: Report) -> str:
+    """The page's first words: the one cause that explains the most of what went wrong, and the change to make."""
+    verdict = report.get("verdict")
+    if not verdict:
+        return ""
+    return (
+        f'<p class="cause {esc(verdict["severity"])}" data-code="{esc(verdict["code"])}">'
+        f"<code>{esc(verdict['code'])}</code>: "
+        f"<strong>{_rich_text(verdict['sentence'])}</strong></p>"
+        f'<div class="fix"><strong>Fix:</strong> {_rich_text(verdict["fix"])}</div>'
+    )
 
 
 def _memory_rows(timeline: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -142,8 +156,7 @@ def findings_section(findings: list[FindingEntry]) -> str:
             f'<article class="card {esc(sev)}" id="finding-{esc(code)}" data-code="{esc(code)}">'
             f'<h3><span class="sev">{esc(sev.upper())}</span> <code>{esc(code)}</code>'
             f"{f' <span class=loader>loader {esc(loader)}</span>' if loader is not None else ''}</h3>"
-            f'<p class="title">{_rich_text(f["title"])}</p>'
-            f"<p>{_rich_text(f['detail'])}</p>"
+            f'<p class="title">{_rich_text(f["title"])}</p>' + _cause_note(f) + f"<p>{_rich_text(f['detail'])}</p>"
             f'<div class="fix"><strong>Fix:</strong> {_rich_text(f["fix"])}</div>'
             + (
                 f"<details{' open' if sev == 'error' else ''}><summary>Evidence</summary>"
@@ -154,6 +167,17 @@ def findings_section(findings: list[FindingEntry]) -> str:
             + "</article>"
         )
     return f'<section id="findings"><h2>Findings ({len(findings)})</h2>{"".join(cards)}</section>'
+
+
+def _cause_note(finding: FindingEntry) -> str:
+    """Where a finding stands among the others: which finding explains it, and why its severity was raised."""
+    notes = []
+    if finding.get("explained_by"):
+        code = esc(finding["explained_by"])
+        notes.append(f"Explained by <code>{code}</code> (above).")
+    if finding.get("severity_reason"):
+        notes.append(f"{esc(finding['severity'].capitalize())}: {esc(finding['severity_reason'])}.")
+    return f'<p class="explained">{" ".join(notes)}</p>' if notes else ""
 
 
 def _line(label: str, points: list[list[float]], color: str, dash: str = "solid") -> Line:

@@ -11,15 +11,17 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from dlprobe.analysis.evidence_schema import WorkerRow
+from dlprobe.analysis.evidence_schema import KEY_EVIDENCE, WorkerRow
 from dlprobe.analysis.report import cleanup_lines, probe_cost_line
-from dlprobe.analysis.report_schema import FindingEntry, ProcessEntry, Report
+from dlprobe.analysis.report_schema import FindingEntry, ProcessEntry, Report, Verdict
 from dlprobe.console import escaped_text
 from dlprobe.units import NOT_MEASURED, NOT_READ, format_bytes
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 MAX_EVIDENCE_ITEMS = 6
 MAX_NUMBERS = 16
+MAX_KEY_NUMBERS = 4  # evidence entries on a finding's line of key numbers
+MAX_KEY_VALUE = 60  # characters of one value there (a frame, a path)
 
 
 def _is_number(value: Any) -> bool:
@@ -215,43 +217,134 @@ class KeepUnits:
     whitespace, the no-break space included, so those spaces are held as a printable stand-in while rich wraps
     and put back in each line it made."""
 
-    def __init__(self, text: Text) -> None:
+    def __init__(self, text: Text, indent: int = 0) -> None:
         self.text = text
+        self.indent = indent  # every line, the wrapped ones too, starts this many spaces in
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         held = escaped_text(self.text).copy()  # escaped before it is wrapped, so every escape is shown
         held.plain = _NUMBER_AND_UNIT.sub(lambda m: f"{m[1]}{_HELD_SPACE}{m[2]}", held.plain)  # same length
-        for line in held.wrap(console, options.max_width):
+        for line in held.wrap(console, max(20, options.max_width - self.indent)):
             line.plain = line.plain.replace(_HELD_SPACE, " ")
+            if self.indent:
+                line = Text(" " * self.indent) + line
             line.no_wrap = True  # it fits: wrapped once, here
             yield line
 
 
 def finding_panel(finding: FindingEntry) -> Panel:
+    """A finding in full (--verbose, and triage): title, detail, every evidence entry, fix."""
     style = SEVERITY_STYLE.get(finding["severity"], "bold")
     body = Text()
     body.append(finding["title"] + "\n", style="bold")
     body.append(finding["detail"] + "\n")
     for line in _evidence_lines(finding["evidence"]):
         body.append(f"  {line}\n", style="dim")
+    for line in _cause_lines(finding):
+        body.append(f"{line}\n", style="italic")
     body.append("fix: ", style="bold green")
     body.append(finding["fix"])
     title = Text(f"{finding['severity'].upper()} {finding['code']}", style=style)
     return Panel(KeepUnits(body), title=title, title_align="left", border_style=style.split()[-1])
 
 
-def run_summary(report: Report, run_dir: str | None = None) -> Group:
+def _cause_lines(finding: FindingEntry) -> list[str]:
+    lines = []
+    if finding.get("explained_by"):
+        lines.append(f"explained by {finding['explained_by']} (above)")
+    if finding.get("severity_reason"):
+        lines.append(f"{finding['severity']}: {finding['severity_reason']}")
+    return lines
+
+
+def key_numbers(finding: FindingEntry) -> str:
+    """One line of the evidence that says how bad it is: the code's KEY_EVIDENCE, else its first two scalar entries."""
+    evidence: Mapping[str, Any] = finding["evidence"]
+    keys = KEY_EVIDENCE.get(finding["code"])
+    if keys is None:
+        keys = tuple(k for k, v in evidence.items() if v is not None and not isinstance(v, (list, dict)))[:2]
+    shown = []
+    for key in keys[:MAX_KEY_NUMBERS]:
+        value = evidence.get(key)
+        if value is None or value == [] or value == {}:
+            continue
+        text = _compact(value, key) if not isinstance(value, list) else ", ".join(_compact(v, key) for v in value)
+        shown.append(f"{key}: {text if len(text) <= MAX_KEY_VALUE else text[: MAX_KEY_VALUE - 3] + '...'}")
+    return " \u00b7 ".join(shown)
+
+
+def _indented(text: Text) -> KeepUnits:
+    return KeepUnits(text, indent=2)
+
+
+def _numbers_and_fix(finding: FindingEntry | None, fix: str | None) -> list[RenderableType]:
+    parts: list[RenderableType] = []
+    numbers = key_numbers(finding) if finding is not None else ""
+    if numbers:
+        parts.append(_indented(Text(numbers, style="dim")))
+    if fix:
+        line = Text("fix: ", style="bold green")
+        line.append(fix)
+        parts.append(_indented(line))
+    return parts
+
+
+def _verdict_block(verdict: Verdict, finding: FindingEntry | None) -> Group:
+    """The report's first words: the cause, with its numbers and what it explains, and the change to make."""
+    style = SEVERITY_STYLE.get(verdict["severity"], "bold")
+    head = Text("Verdict: ", style="bold")
+    head.append(f"{verdict['severity'].upper()} {verdict['code']}: ", style=style)
+    head.append(verdict["sentence"], style="bold")
+    return Group(KeepUnits(head), *_numbers_and_fix(finding, verdict["fix"]))
+
+
+def finding_brief(finding: FindingEntry) -> Group:
+    """A finding by default: its code and title, its key numbers, its fix; a finding another one explains gives no fix
+    of its own (its cause's is the change to make)."""
+    style = SEVERITY_STYLE.get(finding["severity"], "bold")
+    head = Text(f"{finding['severity'].upper()} {finding['code']}", style=style)
+    explained_by = finding.get("explained_by")
+    if explained_by:
+        head.append(f" (explained by {explained_by})", style="italic")
+    head.append(": ")
+    head.append(finding["title"])
+    return Group(KeepUnits(head), *_numbers_and_fix(finding, None if explained_by else finding["fix"]))
+
+
+def findings_view(report: Report, verbose: bool = False) -> list[RenderableType]:
+    """The verdict first, then every other finding: briefly by default, in full with --verbose."""
+    findings = report["findings"]
+    verdict = report.get("verdict")
+    parts: list[RenderableType] = []
+    rest = list(findings)
+    if verdict:
+        lead = next((f for f in findings if f["code"] == verdict["code"]), None)
+        parts.append(_verdict_block(verdict, lead))
+        if lead is not None and not verbose:
+            rest.remove(lead)  # the verdict is its brief
+    elif findings:
+        parts.append(Text("No problem found; notes:", style="bold green"))
+    if verbose:
+        parts.extend(finding_panel(f) for f in rest)
+    else:
+        parts.extend(finding_brief(f) for f in rest)
+    return parts
+
+
+def run_summary(report: Report, run_dir: str | None = None, verbose: bool = False) -> Group:
+    """The report in the terminal: by default a screen (the verdict, each finding's title, key numbers and fix);
+    with `verbose` every finding's detail and evidence and the memory of every process too."""
     parts: list[RenderableType] = [header(report)]
     if len(report.get("ranks") or []) > 1:
         parts.append(ranks_table(report))
         parts.append(node_lines(report))
     elif report["loaders"] and not report["attached"]:  # attach knows no loader's settings: nothing to show
         parts.append(loaders_table(report))
-    if report["processes"] and len(report.get("ranks") or []) <= 1:
+    if verbose and report["processes"] and len(report.get("ranks") or []) <= 1:
         parts.append(processes_table(report))
     findings = report["findings"]
     if findings:
-        parts.extend(finding_panel(f) for f in findings)
+        parts.extend(findings_view(report, verbose))
     else:
         parts.append(Text("No problems found.", style="bold green"))
     for line in [*cleanup_lines(report), probe_cost_line(report)]:
@@ -261,4 +354,6 @@ def run_summary(report: Report, run_dir: str | None = None) -> Group:
         parts.append(
             Text(f"Run saved in {run_dir} (report.html, report.json, memory.png, raw samples and events)", style="dim")
         )
+    if not verbose and report["findings"]:
+        parts.append(Text("Each finding's evidence: --verbose, report.html or report.json.", style="dim"))
     return Group(*parts)

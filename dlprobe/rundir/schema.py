@@ -604,6 +604,7 @@ class Machine(TypedDict, total=False):
     mem_total: int
     mem_available: int
     shm_total: int | None
+    load_avg_1m: float | None  # the 1-minute load average as the run started (None: not readable)
 
 
 class Meta(TypedDict, total=False):

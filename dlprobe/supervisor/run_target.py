@@ -120,8 +120,17 @@ def machine_facts() -> Machine:
         "mem_total": mem["total"],
         "mem_available": mem["available"],
         "shm_total": shm["total"] if shm else None,
+        # how busy the machine was as the run started: time-based findings say so rather than blame the script
+        "load_avg_1m": _load_average(),
     }
     return cast(Machine, facts)
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:  # no load average on this system
+        return None
 
 
 def run_script(options: RunOptions) -> RunOutcome:

@@ -172,3 +172,20 @@ def test_a_loop_left_with_break_is_not_a_hang(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert verdict["stop"] is None and by_rule(verdict)["hang_timeout"]["status"] == "pass"
     assert proc.stdout == "saved\n"
+
+
+def test_the_strict_ci_recipe_passes_a_healthy_script_whose_dataset_takes_seconds_to_build(tmp_path):
+    # sample_configs/ci-strict.toml fails on any warning; a 2.5 s dataset build, paid once per job, is a note
+    # (slow-start info), not a warning that fails CI, on a quiet machine or a busy one. Its first step: the
+    # baseline is written only when the check passes.
+    config = tmp_path / "ci-strict.toml"
+    config.write_text((Path(__file__).parents[2] / "sample_configs" / "ci-strict.toml").read_text())
+    proc, run_dir, verdict = check(
+        tmp_path, "slow_build_healthy.py", options=["--config", str(config), "--update-baseline"]
+    )
+    report = json.loads((run_dir / "report.json").read_text())
+    loud = [(f["code"], f["severity"], f["title"]) for f in report["findings"] if f["severity"] != "info"]
+    assert proc.returncode == 0, (loud, proc.stderr[-2000:])
+    assert verdict["passed"] and (tmp_path / "dlprobe-baseline.json").exists()
+    [slow] = [f for f in report["findings"] if f["code"] == "slow-start"]
+    assert slow["severity"] == "info" and slow["evidence"]["phases"]["before_loader_s"] >= 2.5

@@ -185,6 +185,9 @@ def test_real_oom_kill_in_a_memory_cgroup_is_named_oom(tmp_path):
     page = read_page(run_dir, ["worker-killed"]).all_text
     assert "loader 0 worker 0" in page and "killed: oom (SIGKILL)" in page  # the death, on the time axis
     assert "memory limit (cgroup)" in page
+    # the verdict: the kill (or growth that explains it) leads; the script's RuntimeError only restates the kill
+    assert report["verdict"]["code"] == report["findings"][0]["code"] in ("worker-killed", "cow-growth")
+    assert all(f["explained_by"] == "worker-killed" for f in report["findings"] if f["code"] == "script-error")
     _assert_no_leftovers(report)
 
 

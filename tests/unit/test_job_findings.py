@@ -333,7 +333,7 @@ def test_job_report_and_its_terminal_table():
     from rich.console import Console
 
     console = Console(width=120, color_system=None, record=True)
-    console.print(run_summary(report))
+    console.print(run_summary(report, verbose=True))  # the per-rank lines are evidence: under --verbose
     text = console.export_text()
     assert "Ranks" in text and "rank 1" in text
     assert "Node total PSS peak 3.2 GiB of 24.0 GiB (MemTotal), 4 worker processes" in text

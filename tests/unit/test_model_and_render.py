@@ -68,18 +68,22 @@ def test_summary_text_at_fixed_width(tmp_path):
     _write_run(tmp_path)
     run = load_run(tmp_path)
     report = build_report(run, [])
-    console = Console(width=100, color_system=None, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    console.print(run_summary(report))
-    text = console.export_text()
+    text = _text(run_summary(report, verbose=True), 100)
+    processes = [
+        "│ main              │  10 │  2.1 KiB │    1000 B │   1000 B │  1000 B │  1.5 KiB │",
+        "│ loader 0 worker 0 │  11 │    310 B │     100 B │    200 B │   200 B │    250 B │",
+    ]
     expected_lines = [
         "dlprobe t.py --x  exit code 0, 12.5s",
         "│      0 │ DS      │   8 │     4 │       1 │ fork  │ prefetch=2 │       2 │  20% │     1.00s │",
-        "│ main              │  10 │  2.1 KiB │    1000 B │   1000 B │  1000 B │  1.5 KiB │",
-        "│ loader 0 worker 0 │  11 │    310 B │     100 B │    200 B │   200 B │    250 B │",
+        *processes,
         "No problems found.",
     ]
     for line in expected_lines:
         assert line in text.splitlines(), f"missing line: {line!r}\n{text}"
+    # by default a screen: the memory of every process is under --verbose (and in report.json, on the page)
+    brief = _text(run_summary(report), 100).splitlines()
+    assert [line for line in expected_lines if line not in brief] == processes
 
 
 def _text(renderable, width: int) -> str:
@@ -123,3 +127,22 @@ def test_the_hand_over_of_each_batch_is_read_alongside_its_wait_and_dropped_wher
     untimed = timed + [chunk | {"waits": [0.1]}]  # a chunk from a probe that did not time it: no partial sum
     (tmp_path / "events.jsonl").write_text("\n".join(events + [json.dumps(e) for e in untimed]) + "\n")
     assert load_run(tmp_path).loaders[0].epochs[0].handovers is None
+
+
+def test_the_key_numbers_are_keys_of_their_codes_evidence_and_fit_one_line():
+    import typing
+
+    from dlprobe.analysis import evidence_schema
+    from dlprobe.analysis.evidence_schema import EVIDENCE_BY_CODE, KEY_EVIDENCE
+    from dlprobe.render.terminal import key_numbers
+
+    for code, keys in KEY_EVIDENCE.items():
+        known = typing.get_type_hints(EVIDENCE_BY_CODE[code], vars(evidence_schema))
+        assert set(keys) <= set(known), (code, set(keys) - set(known))
+    finding = {"severity": "warning", "code": "cow-growth", "title": "t", "detail": "d", "fix": "f",
+               "evidence": {"workers": [], "total_bytes": 45 * 2**20, "projected_total_bytes": 684 * 2**20,
+                            "limit_bytes": None, "gc_at_fork": {"enabled": True}}}  # fmt: skip
+    assert key_numbers(finding) == "total_bytes: 45.0 MiB \u00b7 projected_total_bytes: 684.0 MiB"
+    # a code without key numbers of its own: its first two scalar entries
+    other = {**finding, "code": "some-code", "evidence": {"rows": [1, 2], "a_s": 1.5, "b": "x", "c": 3}}
+    assert key_numbers(other) == "a_s: 1.5 \u00b7 b: x"

@@ -19,6 +19,8 @@ ACCEPTED = [
     ["run", "--on-hang", "later", "t.py"],
     ["run", "--hang-timeout", "0", "t.py", ""],
     ["run", "--hang-timeout", "1e3", "t.py"],
+    ["run", "--verbose", "t.py", "--verbose"],
+    ["run", "-v", "-q", "-m", "mod"],
 ]
 DECLINED = [
     ["run"],
@@ -27,6 +29,7 @@ DECLINED = [
     ["run", "t.py", "--", "x"],
     ["run", "--out=d", "t.py"],
     ["run", "-qm", "mod"],
+    ["run", "-vq", "t.py"],
     ["run", "--hang-timeout", "abc", "t.py"],
     ["run", "--hang-timeout", "-1", "t.py"],
     ["run", "--hang-timeout", "nan", "t.py"],

@@ -1,0 +1,111 @@
+"""The verdict and the order by cause (analysis/verdict.py), on the findings of a real OOM-killed run and on small
+lists for the other ways a cause explains a death or a hang."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dlprobe.analysis.model import Finding
+from dlprobe.analysis.verdict import judge
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "findings" / "oom_kill_cow_growth.json"
+
+
+def _finding(code: str, severity: str, evidence: dict[str, Any] | None = None, loader_id: int | None = 0) -> Finding:
+    return Finding(code, severity, f"{code} title", "detail", f"{code} fix", evidence or {}, loader_id)
+
+
+def test_copy_on_write_that_explains_an_oom_kill_leads_as_an_error_and_its_symptoms_follow_it():
+    # a real run: a list-of-dicts dataset in a 450 MiB memory cgroup, the kernel killed worker 1; as the analyzers
+    # gave them, cow-growth was a warning 4th, under worker-killed, script-error and too-many-workers
+    recorded = json.loads(FIXTURE.read_text())["findings"]
+    assert [(f["code"], f["severity"]) for f in recorded][:4] == [
+        ("worker-killed", "error"), ("script-error", "error"), ("too-many-workers", "error"), ("cow-growth", "warning"),
+    ]  # fmt: skip
+    ordered, verdict = judge([Finding(**f) for f in recorded])
+    assert [(f.code, f.severity, f.explained_by) for f in ordered] == [
+        ("cow-growth", "error", None),
+        ("worker-killed", "error", "cow-growth"),
+        ("script-error", "error", "worker-killed"),  # torch re-raising the same death in the script
+        ("too-many-workers", "error", "cow-growth"),  # no worker fits the memory the copies take
+        ("input-bound", "warning", None),
+    ]
+    assert ordered[0].severity_reason == (
+        "raised from warning: it explains the kernel's OOM kill of loader 0 worker 1 (worker-killed)"
+    )
+    assert all(f.severity_reason is None for f in ordered[1:])
+    assert verdict is not None and verdict["code"] == "cow-growth" and verdict["severity"] == "error"
+    assert "152% of the 450.0 MiB cgroup limit" in verdict["sentence"]
+    assert verdict["sentence"].endswith(
+        "; this explains the kernel's OOM kill of loader 0 worker 1 (worker-killed), the script's RuntimeError "
+        "(script-error) and that only 0 of 2 workers fit the memory left (too-many-workers)."
+    )
+    assert verdict["fix"] == next(f["fix"] for f in recorded if f["code"] == "cow-growth")
+    assert "PackedRecords(self.samples)" in verdict["fix"]
+    assert verdict["explains"] == ["worker-killed", "script-error", "too-many-workers"]
+
+
+def test_the_scripts_error_restates_a_worker_death_in_either_of_torchs_words():
+    killed = _finding("worker-killed", "error", {"cause": "oom", "signal": "SIGKILL", "pids": [2081]})
+    for message in ("DataLoader worker (pid 2081) is killed by signal: Killed. ",
+                    "DataLoader worker (pid(s) 2081) exited unexpectedly"):  # fmt: skip
+        error = _finding("script-error", "error", {"type": "RuntimeError", "message": message}, loader_id=None)
+        assert [(f.code, f.explained_by) for f in judge([killed, error])[0]] == [
+            ("worker-killed", None), ("script-error", "worker-killed"),
+        ]  # fmt: skip
+    other = _finding("script-error", "error", {"type": "RuntimeError", "message": "DataLoader worker (pid(s) 20810)"})
+    assert judge([killed, other])[0][1].explained_by is None  # another pid
+
+
+def test_a_worker_killed_by_something_else_is_not_blamed_on_memory_growth():
+    growth = _finding("cow-growth", "warning")
+    killed = _finding("worker-killed", "error", {"cause": "external-kill", "signal": "SIGKILL", "pids": [7]})
+    ordered, verdict = judge([killed, growth])
+    assert [(f.code, f.severity, f.explained_by) for f in ordered] == [
+        ("worker-killed", "error", None), ("cow-growth", "warning", None),
+    ]  # fmt: skip
+    assert verdict is not None and verdict["code"] == "worker-killed" and verdict["explains"] == []
+
+
+def test_a_full_dev_shm_leads_the_bus_error_it_caused():
+    killed = _finding("worker-killed", "error", {"cause": "bus", "signal": "SIGBUS", "pids": [9], "worker_id": 1})
+    exhausted = _finding("shm-exhausted", "error", {"cause": "shm", "pids": [9]})
+    pressure = _finding("shm-pressure", "warning", loader_id=None)
+    ordered, verdict = judge([killed, exhausted, pressure])
+    assert [(f.code, f.severity, f.explained_by) for f in ordered] == [
+        ("shm-pressure", "error", None),
+        ("shm-exhausted", "error", "shm-pressure"),
+        ("worker-killed", "error", "shm-exhausted"),  # the bus error is how a full /dev/shm kills a worker
+    ]
+    assert verdict is not None and verdict["code"] == "shm-pressure"
+    assert verdict["sentence"].endswith(
+        "this explains the full /dev/shm (shm-exhausted) and the bus error that killed loader 0 worker 1 "
+        "(worker-killed)."
+    )
+
+
+def test_threads_alive_at_fork_lead_the_hang_of_a_worker_that_inherited_their_lock():
+    hang = _finding("worker-hang", "error", {"cause": "fork-lock", "worker_id": 0})
+    fork = _finding("fork-hazard", "warning")
+    slow = _finding("slow-start", "warning")
+    ordered, verdict = judge([hang, fork, slow])
+    assert [(f.code, f.severity, f.explained_by) for f in ordered] == [
+        ("fork-hazard", "error", None), ("worker-hang", "error", "fork-hazard"), ("slow-start", "warning", None),
+    ]  # fmt: skip
+    assert verdict is not None and verdict["code"] == "fork-hazard"
+    # a hang with another cause (a read that never returns) is not put on the threads
+    other = _finding("worker-hang", "error", {"cause": "blocked-read", "worker_id": 0})
+    assert [f.code for f in judge([other, fork])[0]] == ["worker-hang", "fork-hazard"]
+
+
+def test_findings_that_explain_nothing_keep_their_order_by_severity_and_notes_alone_make_no_verdict():
+    ordered, verdict = judge([_finding("input-bound", "warning"), _finding("slow-start", "info")])
+    assert [f.code for f in ordered] == ["input-bound", "slow-start"] and verdict is not None
+    assert verdict == {
+        "code": "input-bound", "severity": "warning", "loader_id": 0, "sentence": "input-bound title.",
+        "fix": "input-bound fix", "explains": [],
+    }  # fmt: skip
+    assert judge([_finding("slow-start", "info")])[1] is None
+    assert judge([]) == ([], None)
