@@ -35,7 +35,9 @@ def test_demo_shows_the_leak_and_its_fix(tmp_path):
     # exit code 0 with a warning is not healthy: the verdict is coloured by the finding, not by the exit code
     assert '<section id="verdict" class="verdict ok">' not in (tmp_path / "demo" / "leaky" / "report.html").read_text()
     assert "what the demo shows" in proc.stderr
-    # The README's first example is this finding: its title must be the one the demo prints, numbers aside.
+    # The README's first example is this run's verdict: the leak, its title the one the demo prints, numbers aside.
+    assert leaky["verdict"]["code"] == "cow-growth" and leaky["verdict"]["sentence"] == cow["title"] + "."
+    assert f"Verdict: WARNING cow-growth: {cow['title'][:40]}" in " ".join(proc.stderr.split())
     assert _numbers_out(_readme_quoted_title("cow-growth")) == _numbers_out(cow["title"])
 
 
@@ -43,16 +45,17 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _readme_quoted_title(code: str) -> str:
-    """The title of the finding box quoted at the top of the README: the box's lines up to its first '...' line."""
+    """The verdict quoted at the top of the README, without its closing full stop: from `Verdict: WARNING code:` to
+    the first indented line (the key numbers)."""
     lines = README.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if f"WARNING {code} " in line)
-    title: list[str] = []
+    prefix = f"Verdict: WARNING {code}: "
+    start = next(i for i, line in enumerate(lines) if line.startswith(prefix))
+    title = [lines[start][len(prefix) :]]
     for line in lines[start + 1 :]:
-        text = line.strip("│ ")
-        if text == "...":
+        if line.startswith(" "):
             break
-        title.append(text)
-    return " ".join(title)
+        title.append(line)
+    return " ".join(title).removesuffix(".")
 
 
 def _numbers_out(text: str) -> str:
