@@ -113,8 +113,10 @@ def execute(args: RunArgs) -> int:
     return outcome.exit_code
 
 
-class _ReportStopped(Exception):
-    """A second SIGTERM (a scheduler's grace period running out) or a SIGHUP after the script has ended."""
+class _ReportStopped(BaseException):
+    """A second SIGTERM (a scheduler's grace period running out) or a SIGHUP after the script has ended. A
+    BaseException, as KeyboardInterrupt is: the report's own guards (a failing analyzer costs one finding) catch
+    Exception, and must not turn the stop into a report of a run that "raised"."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)

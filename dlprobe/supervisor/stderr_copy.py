@@ -14,6 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlprobe import atomic
 from dlprobe.rundir.schema import STDERR_FILE, STDERR_KEPT_BYTES, StderrKept
 
 _KINDS = ((stat.S_ISFIFO, "pipe"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "terminal"))
@@ -64,14 +65,8 @@ def keep_stderr(origin: StderrOrigin, run_dir: Path, fd: int = 2) -> StderrKept:
         return _unread(f"cannot read it back: {exc.strerror or exc}")
     finally:
         os.close(source)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    out = os.open(run_dir / STDERR_FILE, flags, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(out, view) :]
-    finally:
-        os.close(out)
+    # A temporary file of its own, then renamed over the name: a link planted there is replaced, never written through.
+    atomic.write_bytes_atomic(run_dir / STDERR_FILE, data)
     return {"kind": "file", "written_bytes": written, "kept_bytes": len(data), "problem": None}
 
 

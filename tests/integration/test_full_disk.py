@@ -61,7 +61,12 @@ def test_a_second_sigterm_while_the_report_is_written_keeps_143_and_says_so(tmp_
         cwd=tmp_path,
     )
     assert proc.stdout is not None and proc.stdout.readline() == "started\n"
-    target = json.loads((run / "meta.json").read_text())["target_pid"]
+    # The script prints on its own stdout, not through dlprobe: meta.json may come a moment after its first line.
+    meta = run / "meta.json"
+    deadline = time.monotonic() + 60
+    while not meta.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    target = json.loads(meta.read_text())["target_pid"]
     proc.send_signal(signal.SIGTERM)  # forwarded: the script ends with it
     while os.path.exists(f"/proc/{target}") and proc.poll() is None:
         time.sleep(0.005)

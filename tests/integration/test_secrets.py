@@ -50,7 +50,7 @@ def test_run_keeps_credentials_out_of_every_file_and_the_terminal(tmp_path: Path
         assert secret not in result.stdout and secret not in result.stderr
     # the token in the exception's message: only in what the script itself printed (its traceback)
     assert set(_files_holding(run_dir, HF_TOKEN)) <= SCRIPT_OUTPUT
-    assert "stderr.log" in _files_holding(run_dir, HF_TOKEN)  # the script's output is kept as it wrote it
+    assert HF_TOKEN in result.stderr  # the script's own output reaches its stderr as it wrote it
     assert "The script raised RuntimeError: 401 Unauthorized: the hub refused token hf_***" in result.stderr
     # what the report shows instead: the command line with its credentials starred, everything else as given
     meta = json.loads((run_dir / "meta.json").read_text())

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
+from dlprobe.rundir.schema import CPU_BOUND_SHARE
 from tests.conftest import SCRIPTS, memory_cgroup, run_dlprobe
 from tests.htmlpage import parse_page
 
@@ -226,6 +228,14 @@ def test_a_loader_of_many_small_tensors_is_bounded_by_the_main_process_taking_th
     assert proc.returncode == 0, proc.stderr
     timed = [t for t in result["trials"] if t["status"] == "ok" and t["num_workers"] > 0]
     assert timed and all(t["main_handover_share"] is not None for t in timed), timed
+    if result["prediction"]["handover_ms_per_sample"] is None:
+        # The hand-over is read only from workers not CPU-bound (tune/search.py handover_seconds). On a machine whose
+        # other work (the suite's other process) keeps the workers queued for a core, every trial reads CPU-bound:
+        # that is the machine's load, said by the trials' own run-queue share, not a hand-over the model missed.
+        queued = all((t["worker_busy_share"] or 0) >= CPU_BOUND_SHARE and (t["worker_runq_share"] or 0) >= 0.1
+                     for t in timed)  # fmt: skip
+        assert queued, timed
+        pytest.skip("every trial's workers were queued for a core (a busy machine): the hand-over was not timed")
     assert result["prediction"]["handover_ms_per_sample"] > 0
     assert "ms a sample to receive batches" in " ".join(proc.stderr.split())  # the line wraps at the terminal's width
     # The hand-over, timed, bounds the rate below what the main process's CPU time alone would say.
