@@ -347,7 +347,10 @@ def run_summary(report: Report, run_dir: str | None = None, verbose: bool = Fals
         parts.extend(findings_view(report, verbose))
     else:
         parts.append(Text("No problems found.", style="bold green"))
-    for line in [*cleanup_lines(report), probe_cost_line(report)]:
+    # The probe's cost says something once there was a loader to probe: for a script that failed before its loader
+    # (a syntax error) it would read "99% of one core", all of it dlprobe's own start-up. report.json keeps it.
+    cost = probe_cost_line(report) if report["loaders"] or verbose else None
+    for line in [*cleanup_lines(report), cost]:
         if line:
             parts.append(Text(line, style="dim"))
     if run_dir:

@@ -54,6 +54,8 @@ def test_syntax_error_is_reported_like_python_without_dlprobe_traceback(probe):
     assert "SyntaxError" in result.stderr
     assert "Traceback" not in result.stderr
     assert result.findings("script-error")[0]["evidence"]["type"] == "SyntaxError"
+    # reported as a script that failed before its loader: no cost line of a probe that had nothing to probe
+    assert "dlprobe's own cost" not in result.stderr and "DataLoaders" not in result.stderr
     page = read_page(result.run_dir, ["script-error"]).all_text
     assert "the script failed: exit code 1" in page and "SyntaxError" in page
 
