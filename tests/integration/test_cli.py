@@ -34,7 +34,7 @@ RUN_HINT = "dlprobe run [OPTIONS] SCRIPT [SCRIPT_ARGS]...; see dlprobe run --hel
 USAGE_ERRORS = {
     "missing-argument": (["run"], "missing argument SCRIPT", RUN_HINT),
     "unknown-command": (["frob"], "no such command 'frob'", "dlprobe [OPTIONS] COMMAND [ARGS]...; see dlprobe --help"),
-    "unknown-option": (["report", "--bogus", "x"], "no such option: --bogus",
+    "unknown-option": (["report", "--xyzzy", "x"], "no such option: --xyzzy",
                        "dlprobe report [OPTIONS] RUN_DIRS...; see dlprobe report --help"),
     "bad-value": (["run", "--hang-timeout", "soon", "train.py"],
                   "invalid value for '--hang-timeout': 'soon' is not a valid float", RUN_HINT),
