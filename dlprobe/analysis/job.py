@@ -149,7 +149,11 @@ def _view(run: RunData, pid: int, identity: ProcessEvent, node: int, others: set
     workers = _worker_pids(run.events, pid)
     pids = _descendants(run.processes, pid, others) | workers | {pid}
     events = [e for e in run.events if e.get("pid") in pids]
-    loaders, worker_of = loaders_from_events(events)
+    if len(events) == len(run.events) and run.worker_starts is not None:
+        # the rank is the whole run (one probed process): its loaders are the run's, folded once by load_run
+        loaders, worker_of = run.loaders, run.worker_starts
+    else:
+        loaders, worker_of = loaders_from_events(events)
     processes = []
     for proc in run.processes:
         if proc.pid not in pids:

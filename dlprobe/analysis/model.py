@@ -220,6 +220,9 @@ class SystemSeries:
     cgroup_oom_kills: list[int | None] = field(default_factory=list)
 
 
+WorkerStart = dict[int, tuple[int, int, float, dict[str, int] | None]]
+
+
 @dataclass
 class RunData:
     """Everything recorded about one run, as read back from its directory."""
@@ -249,6 +252,9 @@ class RunData:
     stderr_not_kept: str | None = None
     launcher_failures: list[dict[str, Any]] = field(default_factory=list)
     threads: list[ThreadRecord] = field(default_factory=list)  # workers that are threads (worker_method="thread")
+    # Each worker pid's (loader, worker id, start reading) as `loaders_from_events` found them with `loaders`: a view
+    # of every event (analysis/job.py, one process) reuses both instead of folding the events again. None: not kept.
+    worker_starts: WorkerStart | None = field(default=None, repr=False, compare=False)
     # analysis/timed_batches.py's rows per (loader id, events seen): read once for the analyzers that share them
     timed_batches_cache: dict[tuple[int, int], list[Any]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -287,9 +293,6 @@ class RunData:
 
     def loader(self, loader_id: int) -> LoaderRecord | None:
         return next((lo for lo in self.loaders if lo.loader_id == loader_id), None)
-
-
-WorkerStart = dict[int, tuple[int, int, float, dict[str, int] | None]]
 
 
 def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord], WorkerStart]:
@@ -335,8 +338,10 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
             waits, handovers = ev.get("waits") or [], ev.get("handovers")
             epoch.waits.extend(waits)
             if epoch.handovers is not None:
-                timed = isinstance(handovers, list) and len(handovers) == len(waits)
-                epoch.handovers = epoch.handovers + handovers if isinstance(handovers, list) and timed else None
+                if isinstance(handovers, list) and len(handovers) == len(waits):  # every batch of the chunk timed
+                    epoch.handovers.extend(handovers)  # in place: a new list per chunk made the load quadratic
+                else:
+                    epoch.handovers = None
             epoch.batches = len(epoch.waits)
             epoch.t_last_batch = ev["t"]
             epoch.worker_batches = ev.get("worker_batches", epoch.worker_batches)
@@ -464,6 +469,7 @@ def load_run(path: Path) -> RunData:
     if stacks is not None and stacks.read_problem:
         problems.add(STACKS_FILE, stacks.read_problem)
     run = RunData(path, meta, result, loaders, list(processes.values()), system, events, gone=gone, stacks=stacks)
+    run.worker_starts = worker_of
     run.threads = list(threads.values())
     load_failure_records(run, problems)
     run.read_problems = problems.lines()
