@@ -41,9 +41,11 @@ def steady_window(epoch: Epoch) -> tuple[float, float] | None:
 
 
 def loop_timing(loader: LoaderRecord) -> LoopTiming | None:
-    """Timing over all epochs after each epoch's first batch; None without at least 2 steady batches."""
+    """Timing over all epochs after each epoch's first batch; None without at least 2 steady batches. Counts and sums
+    are every batch's; the median and p95 the kept waits' (a uniform sample of a long run's, analysis/model.py)."""
     waits: list[float] = []
-    handovers: list[float] | None = []
+    batches, wait_s = 0, 0.0
+    handover_s: float | None = 0.0
     span = 0.0
     for epoch in loader.epochs:
         window = steady_window(epoch)
@@ -51,20 +53,23 @@ def loop_timing(loader: LoaderRecord) -> LoopTiming | None:
             continue
         span += max(0.0, window[1] - window[0])
         waits.extend(epoch.waits[1:])
-        if handovers is not None and epoch.handovers:
-            handovers.extend(epoch.handovers[1:])
+        batches += (epoch.batches if epoch.wait_stride > 1 else len(epoch.waits)) - 1
+        wait_s += epoch.wait_s - epoch.waits[0]
+        epoch_handover = epoch.handover_s
+        if handover_s is not None and epoch_handover is not None and epoch.handovers:
+            handover_s += epoch_handover - epoch.handovers[0]
         else:
-            handovers = None  # an epoch not timed: no mean over part of the batches
+            handover_s = None  # an epoch not timed: no mean over part of the batches
     if len(waits) < 2 or span <= 0:
         return None
     ordered = sorted(waits)
     return LoopTiming(
-        batches=len(waits),
-        wait_s=sum(waits),
+        batches=batches,
+        wait_s=wait_s,
         span_s=span,
         median_wait_s=ordered[len(ordered) // 2],
         p95_wait_s=ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))],
-        handover_s=sum(handovers) / len(waits) if handovers and len(handovers) == len(waits) else None,
+        handover_s=handover_s / batches if handover_s is not None and batches else None,
     )
 
 

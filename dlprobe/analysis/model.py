@@ -157,6 +157,29 @@ class Epoch:
     # Seconds the main process took to take each batch off the workers' result queue, alongside `waits`; None where
     # some batch of the epoch was not timed (no worker processes, a run recorded before dlprobe timed it).
     handovers: list[float] | None = field(default_factory=list)
+    # A long run's waits are folded (in_training/wait_fold.py): then `waits` (and `handovers`) keep every
+    # `wait_stride`-th batch's only, a uniform sample for medians and percentiles, and these the epoch's exact
+    # totals: summed and longest wait, summed hand-over (None: not every batch timed). None where nothing was folded.
+    wait_stride: int = 1
+    wait_sum: float | None = None
+    wait_max: float | None = None
+    handover_sum: float | None = None
+
+    @property
+    def wait_s(self) -> float:
+        """Seconds the loop waited for the epoch's batches, all of them (folded or not)."""
+        return self.wait_sum if self.wait_sum is not None else sum(self.waits)
+
+    @property
+    def longest_wait_s(self) -> float:
+        return self.wait_max if self.wait_max is not None else max(self.waits, default=0.0)
+
+    @property
+    def handover_s(self) -> float | None:
+        """Seconds taking the epoch's batches off the result queue, all of them; None where not every one was timed."""
+        if self.handover_sum is not None:
+            return self.handover_sum
+        return sum(self.handovers) if self.handovers is not None and len(self.handovers) == len(self.waits) else None
 
 
 @dataclass
@@ -303,6 +326,7 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
     loaders: dict[tuple[int | None, int], LoaderRecord] = {}
     worker_of: WorkerStart = {}
     writer_of: dict[int, int | None] = {}  # worker pid -> the pid of the process that started it
+    folds: dict[int, _Fold] = {}  # id(epoch) -> its batches' counts and sums as read
     for ev in events:
         kind = ev.get("ev")
         lid = ev.get("loader")
@@ -336,13 +360,15 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
         elif kind == EV_BATCHES and lo.epochs:
             epoch = lo.epochs[-1]
             waits, handovers = ev.get("waits") or [], ev.get("handovers")
+            chunk = folds.setdefault(id(epoch), _Fold(epoch))
+            chunk.add(ev, len(epoch.waits), waits, handovers)
             epoch.waits.extend(waits)
             if epoch.handovers is not None:
                 if isinstance(handovers, list) and len(handovers) == len(waits):  # every batch of the chunk timed
                     epoch.handovers.extend(handovers)  # in place: a new list per chunk made the load quadratic
                 else:
                     epoch.handovers = None
-            epoch.batches = len(epoch.waits)
+            epoch.batches = chunk.batches
             epoch.t_last_batch = ev["t"]
             epoch.worker_batches = ev.get("worker_batches", epoch.worker_batches)
         elif kind == EV_EPOCH_END and lo.epochs:
@@ -355,7 +381,63 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
     for lo in loaders.values():
         if lo.start_method is None:
             lo.start_method = lo.config.get("start_method")
+        _unfold(lo, [folds[id(e)] for e in lo.epochs if id(e) in folds])
     return sorted(loaders.values(), key=lambda lo: (lo.loader_id, lo.t_created)), worker_of
+
+
+class _Fold:
+    """One epoch's batches as its `batches` events give them: exact counts and sums, and where in its kept waits each
+    stride began (the writer's stride doubles as it keeps fewer)."""
+
+    def __init__(self, epoch: Epoch) -> None:
+        self.epoch = epoch
+        self.batches = 0
+        self.wait_s = 0.0
+        self.wait_max = 0.0
+        self.handover_s: float | None = 0.0
+        self.strides: list[tuple[int, int]] = [(0, 1)]  # (position in the epoch's waits, the stride from there)
+        self.folded = False
+
+    def add(self, ev: dict[str, Any], at: int, waits: list[float], handovers: Any) -> None:
+        n, stride = ev.get("n"), ev.get("stride")
+        folded = isinstance(n, int) and isinstance(stride, int) and stride > 1 and n >= len(waits)
+        if not folded:
+            self.batches += len(waits)
+            self.wait_s += sum(waits)
+            self.wait_max = max(self.wait_max, *waits) if waits else self.wait_max
+            timed = isinstance(handovers, list) and len(handovers) == len(waits)
+            chunk_handover = sum(handovers) if timed else None
+        else:
+            self.folded = True
+            self.batches += cast(int, n)
+            self.wait_s += float(ev.get("wait_s") or sum(waits))
+            self.wait_max = max(self.wait_max, float(ev.get("wait_max") or max(waits, default=0.0)))
+            chunk_handover = ev.get("handover_s")
+            if stride != self.strides[-1][1]:
+                self.strides.append((at, cast(int, stride)))
+        if self.handover_s is not None and isinstance(chunk_handover, (int, float)):
+            self.handover_s += chunk_handover
+        else:
+            self.handover_s = None
+
+
+def _unfold(loader: LoaderRecord, folds: list[_Fold]) -> None:
+    """Each folded epoch's exact totals, and every epoch's kept waits thinned to the loader's largest stride: a
+    uniform sample of its batches (each epoch's first wait kept), so percentiles weigh no part of the run more."""
+    if not any(f.folded for f in folds):
+        return
+    stride = max(s for f in folds for _, s in f.strides)
+    for fold in folds:
+        epoch = fold.epoch
+        epoch.wait_sum, epoch.wait_max, epoch.handover_sum = fold.wait_s, fold.wait_max, fold.handover_s
+        ends = [at for at, _ in fold.strides[1:]] + [len(epoch.waits)]
+        keep = [0] if epoch.waits else []
+        for (start, kept_at), end in zip(fold.strides, ends, strict=True):
+            keep.extend(range(max(start, 1), end, max(1, stride // kept_at)))
+        timed = epoch.handovers is not None and len(epoch.handovers) == len(epoch.waits)
+        epoch.waits = [epoch.waits[i] for i in keep]
+        epoch.handovers = [epoch.handovers[i] for i in keep] if epoch.handovers is not None and timed else None
+        epoch.wait_stride = stride
 
 
 def _put(series: Series, at: int, t: float, values: dict[str, Any]) -> None:

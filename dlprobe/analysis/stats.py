@@ -25,7 +25,7 @@ def growth(series: Series, metric: str) -> int:
 def wait_summary(loader: LoaderRecord) -> dict[str, Any]:
     """Batches, time spent waiting for them (including starting the iterator) and its share of the loop."""
     batches = sum(e.batches for e in loader.epochs)
-    wait = sum(sum(e.waits) + e.iter_s for e in loader.epochs)
+    wait = sum(e.wait_s + e.iter_s for e in loader.epochs)
     span = 0.0
     for e in loader.epochs:
         end = e.t_end or e.t_last_batch
@@ -41,7 +41,7 @@ def wait_summary(loader: LoaderRecord) -> dict[str, Any]:
         "first_batch_s": round(first[0], 4) if first else None,
         "median_wait_s": round(waits[len(waits) // 2], 6) if waits else None,
         "p95_wait_s": round(waits[int(len(waits) * 0.95)], 6) if waits else None,
-        "max_wait_s": round(max([*waits, *(e.iter_s for e in loader.epochs)]), 6) if loader.epochs else None,
+        "max_wait_s": round(max(max(e.longest_wait_s, e.iter_s) for e in loader.epochs), 6) if loader.epochs else None,
     }
 
 

@@ -33,6 +33,7 @@ from dlprobe.in_training.hand_over import HandOverClock, attach_to
 from dlprobe.in_training.loop_clock import LoopClock
 from dlprobe.in_training.run_limits import LIMITS
 from dlprobe.in_training.sample_hashes import ROW_BYTES, SKETCH_ROW_BYTES, DuplicateCounter
+from dlprobe.in_training.wait_fold import WaitFolder
 from dlprobe.redact import redact_text
 from dlprobe.rundir.schema import (
     EV_ACCEL,
@@ -49,6 +50,7 @@ from dlprobe.rundir.schema import (
     EV_TAKEOVER,
     EV_TUNE_LOOP,
     EV_WORKERS_LAST,
+    FOLDED_FLUSH_S,
     RUN_DIR_ENV,
     TAKEOVER_ENV,
     TAKEOVER_LOADER_ENV,
@@ -73,7 +75,8 @@ class LoaderProbe:
         self.loader_id = loader_id
         self.epoch = -1
         self.batches = 0
-        self.pending: list[float] = []
+        self.waits = WaitFolder()  # the loop's waits (and hand-overs) per batch, folded past a size
+        self.epoch_first = False  # the next batch is its epoch's first
         self.last_flush = time.perf_counter()
         self.epoch_open = False
         self.described_batch = False
@@ -93,7 +96,6 @@ class LoaderProbe:
         self.clock = HandOverClock()
         self.clock_timed = False  # this epoch's iterator's queue is timed
         self.clock_seen = 0.0
-        self.pending_handover: list[float] = []
 
     def count_worker_batches(self, iterator: Any, new_iterator: bool) -> None:
         """Count batches per worker from here on: torch's multiprocessing iterator passes every batch it returns
@@ -134,6 +136,7 @@ class LoaderProbe:
         self.flush()
         self.epoch += 1
         self.epoch_open = True
+        self.epoch_first = True
         try:
             self.epoch_iterator = weakref.ref(iterator)
         except TypeError:  # an iterator that takes no weak reference: never read as it stops
@@ -204,10 +207,12 @@ class LoaderProbe:
         self.batches += 1
         if self.batches == self.last_batch and self.read_last_in != self.epoch:
             self.read_workers_last()
-        self.pending.append(wait_s)  # rounded once per chunk in flush(), not on every batch
+        handover = None
         if self.clock_timed:
-            self.pending_handover.append(self.clock.seconds - self.clock_seen)
+            handover = self.clock.seconds - self.clock_seen
             self.clock_seen = self.clock.seconds
+        self.waits.add(wait_s, handover, self.epoch_first)  # rounded once per chunk in flush(), not on every batch
+        self.epoch_first = False
         if not self.described_batch:
             self.described_batch = True
             _emit(EV_BATCH_INFO, loader=self.loader_id, epoch=self.epoch, **describe_batch(batch))
@@ -219,7 +224,7 @@ class LoaderProbe:
                 probe_errors.record(
                     "hooks.dupes", exc, f"repeated samples of loader {self.loader_id} are no longer counted"
                 )
-        if time.perf_counter() - self.last_flush >= FLUSH_INTERVAL_S:
+        if time.perf_counter() - self.last_flush >= (FOLDED_FLUSH_S if self.waits.folded else FLUSH_INTERVAL_S):
             self.flush()
 
     def read_workers_last(self, pids: list[int] | None = None) -> None:
@@ -275,13 +280,10 @@ class LoaderProbe:
 
     def flush(self) -> None:
         self.last_flush = time.perf_counter()
-        if self.pending:
-            waits, self.pending = [round(w, 6) for w in self.pending], []
-            extra: dict[str, Any] = self._per_worker()
-            if len(self.pending_handover) == len(waits):  # timed for every batch of the chunk, or not said
-                extra["handovers"] = [round(h, 6) for h in self.pending_handover]
-            _emit(EV_BATCHES, loader=self.loader_id, epoch=self.epoch, waits=waits, total=self.batches, **extra)
-        self.pending_handover = []
+        chunk = self.waits.take()  # hand-overs only where every batch of the chunk was timed
+        if chunk is not None:
+            chunk.update(self._per_worker())
+            _emit(EV_BATCHES, loader=self.loader_id, epoch=self.epoch, total=self.batches, **chunk)
         if self.dupes is not None and self.dupes.changed:
             _emit(EV_DUPES, loader=self.loader_id, epoch=self.epoch, **self.dupes.summary())
 

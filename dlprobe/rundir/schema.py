@@ -164,6 +164,10 @@ EV_WORKER_START = "worker_start"
 # samples and its collate took. Capped per worker: past the cap only every `stride`-th fetch is kept.
 EV_WORKER_BATCHES = "worker_batches"
 WORKER_BATCH_CAP = 5000  # rows a worker keeps at each stride before the stride doubles
+# The loop's waits a loader keeps at each stride before the stride doubles (then every 2nd, 4th, ... batch's wait is
+# kept, and each `batches` event adds its chunk's exact count and sums): a loader's waits stay log-bounded.
+WAITS_KEPT_PER_STRIDE = 50_000
+FOLDED_FLUSH_S = 2.0  # a loader whose waits are folded sends a chunk every 2 s, not every 0.25 s
 EV_BATCH_INFO = "batch_info"
 EV_DUPES = "dupes"
 EV_FORK_STATE = "fork_state"
@@ -365,6 +369,13 @@ class BatchesEvent(Event, total=False):
     # seconds the main process spent taking each of these batches off the workers' result queue (receiving and
     # unpickling: each tensor's shared memory), alongside `waits`; absent: not timed (no worker processes)
     handovers: list[float]
+    # Folded chunks (past WAITS_KEPT_PER_STRIDE): `waits`/`handovers` hold every stride-th batch's only, and these the
+    # whole chunk's: batches, summed and longest wait, summed handovers (absent where not every batch was timed).
+    stride: int
+    n: int
+    wait_s: float
+    wait_max: float
+    handover_s: float
 
 
 class WorkerBatchesEvent(Event, total=False):

@@ -82,7 +82,10 @@ class Progress:
             elif kind == EV_BATCHES:
                 key = (writer, ev["loader"])
                 self.batches[key] = ev.get("total", 0)
-                self.wait_s[key] = self.wait_s.get(key, 0.0) + sum(ev.get("waits") or [])
+                # a folded chunk (a long run's) keeps a sample of its waits and their exact sum
+                chunk_wait = ev.get("wait_s") if ev.get("n") else None
+                chunk_wait = chunk_wait if isinstance(chunk_wait, (int, float)) else sum(ev.get("waits") or [])
+                self.wait_s[key] = self.wait_s.get(key, 0.0) + chunk_wait
 
     def mains(self, target_pid: int) -> list[int]:
         """The processes whose loop the hang guard watches: every process that built a DataLoader, else the target."""
