@@ -134,6 +134,7 @@ TARGET_ENV = "DLPROBE_TARGET"
 # stderr.log keeps at most this much of what the run wrote to stderr (its end): the page's tail and torchrun's
 # summary are read from the end (analysis/stderr_log.py).
 STDERR_KEPT_BYTES = 1 << 20
+STDERR_HEAD_BYTES = 64 << 10  # of those, the run's first bytes (the first error), where it wrote more
 
 # --- events.jsonl: the "ev" field of each line ----------------------------------------------------------
 EV_START = "start"
@@ -678,7 +679,7 @@ class StderrKept(TypedDict, total=False):
 
     kind: str  # "file", "terminal", "pipe", "socket", "closed", "other"
     written_bytes: int | None  # what the run wrote to the file (kind "file")
-    kept_bytes: int  # what stderr.log holds: the end of it, at most STDERR_KEPT_BYTES
+    kept_bytes: int  # what stderr.log holds: all of it, or its head and its end, at most STDERR_KEPT_BYTES
     problem: str | None  # why a file could not be read back
 
 

@@ -3,8 +3,9 @@
 The script inherits dlprobe's stdout and stderr: a terminal stays a terminal, a closed pipe reaches the script, and
 nothing of the script's output depends on dlprobe staying alive. Where stderr is a regular file (a Slurm or CI log,
 `2> train.log`), what the run wrote to it is read back once the target has exited, from the file's size at the start:
-its last STDERR_KEPT_BYTES go to stderr.log (the page's tail, torchrun's summary). A terminal, a pipe or a socket
-cannot be read back: nothing is kept, and result.json says why (`stderr`).
+at most STDERR_KEPT_BYTES go to stderr.log: all of it, or where it wrote more, its first STDERR_HEAD_BYTES (the
+first error), a line saying how much was left out, and its end (the page's tail, torchrun's summary). A terminal, a
+pipe or a socket cannot be read back: nothing is kept, and result.json says why (`stderr`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlprobe import atomic
-from dlprobe.rundir.schema import STDERR_FILE, STDERR_KEPT_BYTES, StderrKept
+from dlprobe.rundir.schema import STDERR_FILE, STDERR_HEAD_BYTES, STDERR_KEPT_BYTES, StderrKept
 
 _KINDS = ((stat.S_ISFIFO, "pipe"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "terminal"))
 
@@ -59,8 +60,15 @@ def keep_stderr(origin: StderrOrigin, run_dir: Path, fd: int = 2) -> StderrKept:
         if (st.st_dev, st.st_ino) != (origin.device, origin.inode):
             return _unread("stderr is no longer the file it was at the start")
         written = max(0, st.st_size - origin.size)  # a file truncated meanwhile (log rotation) reads from 0
-        start = max(origin.size if st.st_size >= origin.size else 0, st.st_size - STDERR_KEPT_BYTES)
-        data = os.pread(source, st.st_size - start, start)
+        first = origin.size if st.st_size >= origin.size else 0
+        if st.st_size - first <= STDERR_KEPT_BYTES:
+            data = os.pread(source, st.st_size - first, first)
+        else:  # its head and its tail, the size of the copy bounded whatever the run wrote
+            head = os.pread(source, STDERR_HEAD_BYTES, first)
+            tail_bytes = STDERR_KEPT_BYTES - STDERR_HEAD_BYTES - 100
+            left_out = st.st_size - first - len(head) - tail_bytes
+            marker = f"\n[dlprobe: {left_out:,} bytes of stderr left out here]\n".encode()
+            data = head + marker + os.pread(source, tail_bytes, st.st_size - tail_bytes)
     except OSError as exc:
         return _unread(f"cannot read it back: {exc.strerror or exc}")
     finally:

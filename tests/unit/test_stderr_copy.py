@@ -37,18 +37,20 @@ def test_a_stderr_file_keeps_only_what_the_run_wrote_to_it(tmp_path: Path, appen
     assert stderr_not_kept(kept) is None
 
 
-def test_a_long_stderr_file_keeps_its_end(tmp_path: Path) -> None:
+def test_a_long_stderr_file_keeps_its_head_and_its_end(tmp_path: Path) -> None:
     log = tmp_path / "ci.log"
     fd = _fd(log, os.O_WRONLY)
     origin = stderr_origin(fd)
-    os.write(fd, b"x" * (2 * STDERR_KEPT_BYTES) + CHILD_FAILED.encode())
+    os.write(fd, b"the first error\n" + b"x" * (2 * STDERR_KEPT_BYTES) + CHILD_FAILED.encode())
     run = tmp_path / "run"
     run.mkdir()
     kept = keep_stderr(origin, run, fd)
     os.close(fd)
-    assert kept["written_bytes"] == 2 * STDERR_KEPT_BYTES + len(CHILD_FAILED)
-    assert kept["kept_bytes"] == STDERR_KEPT_BYTES
-    assert (run / STDERR_FILE).read_bytes().endswith(CHILD_FAILED.encode())
+    assert kept["written_bytes"] == 2 * STDERR_KEPT_BYTES + len(CHILD_FAILED) + 16
+    assert kept["kept_bytes"] <= STDERR_KEPT_BYTES
+    copy = (run / STDERR_FILE).read_bytes()
+    assert len(copy) == kept["kept_bytes"] and copy.startswith(b"the first error\n")
+    assert b"bytes of stderr left out here]\n" in copy and copy.endswith(CHILD_FAILED.encode())
     assert [f["rank"] for f in read_launcher_failures(run)] == [0, 1]
 
 
