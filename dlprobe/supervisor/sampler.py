@@ -22,6 +22,7 @@ from dlprobe.rundir.schema import (
     SAMPLE_UNREAD,
 )
 from dlprobe.supervisor.budget import CpuBudget
+from dlprobe.supervisor.sample_thinning import ReadingThinner
 from dlprobe.system import cgroup, procfds, procmem
 from dlprobe.system.proc_files import ProcFiles
 from dlprobe.system.proctree import alive, descendant_pids
@@ -152,6 +153,7 @@ class Sampler:
         self.unread: dict[int, str] = {}  # processes whose smaps_rollup was refused, and why
         self.out_error: OSError | None = None  # the write that stopped samples.jsonl (a full disk), and when
         self.out_stopped_at: float | None = None
+        self.thinner = ReadingThinner()  # past the first hour, the readings written are downsampled
 
     def _next_interval(self, pid: int, values: dict[str, int]) -> float:
         """How soon a moving process is read again: ROUND_S after a read that found its memory moved by SETTLED_BYTES
@@ -166,7 +168,10 @@ class Sampler:
         return min(self.stale_s, last.interval * BACKOFF_FACTOR)
 
     def close(self) -> None:
-        """Close the /proc descriptors kept open between ticks."""
+        """Write the readings still held for downsampling, and close the /proc descriptors kept open between ticks."""
+        for kept in self.thinner.rest():  # the run's last readings, whole
+            self._write(kept)
+        self._flush()
         self.files.close()
 
     def _write(self, record: dict[str, Any]) -> None:
@@ -289,6 +294,8 @@ class Sampler:
             if stat is None:
                 self.gone.add(pid)
                 self.files.forget(pid)
+                for kept in self.thinner.process_ended():  # the readings before a death are written whole, first
+                    self._write(kept)
                 self._write({"k": SAMPLE_GONE, "pid": pid, "t": round(now, 3)})
                 continue
             cheap[pid] = stat[:2]
@@ -339,5 +346,6 @@ class Sampler:
                 cg["cache"] = cgroup.reclaimable_cache(self.cgroup_dir)
             row["cg"] = cg
         self.last_system = row
-        self._write(row)
+        for kept in self.thinner.add(row):
+            self._write(kept)
         self._flush()
