@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from dlprobe.analysis.head_of_line import HOL_SHARE, HeadOfLine, head_of_line
@@ -23,30 +22,23 @@ from dlprobe.analysis.worker_cpu import (
     main_cpu_share,
 )
 from dlprobe.analysis.worker_reserve import RESERVE_KEYS, Reserve, measured_reserve
-from dlprobe.rate_model import (
-    HEADROOM,
+from dlprobe.loader_model.limits import MEMORY_SHARE, WORKER_CAP
+from dlprobe.loader_model.plan import LoaderPace, WorkerPlan
+from dlprobe.loader_model.plan import plan_workers as model_plan
+from dlprobe.loader_model.rate import (
     cores_left,
-    knee,
-    predicted_rate,
-    queued_rate,
     rate_bounds,
     workers_to_feed,
 )
-from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS, WORKER_CAP
+from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS
 from dlprobe.units import format_bytes
 
 INPUT_BOUND_SHARE = 0.3  # the loop waits for data at least this share of its steady time
 INPUT_BOUND_MIN_SPAN_S = 1.0  # seconds of steady time before the loop's pace is advice (a 0.28 s run advised 6 workers)
-# The advised count where the cores bound: the fewest workers the queueing curve brings within this share of it (as
-# `dlprobe tune`'s default --tolerance finds its knee).
-KNEE_SHORT = 0.05
 BURSTY_P95 = 4.0  # p95 wait this many times the median: deeper prefetching smooths it
-MEMORY_SHARE = 0.9  # where no reserve per worker was measured, workers may use this much of the memory left
 HEAD_OF_LINE = "head-of-line-bound"
 QUEUED_SHARE = 0.3  # workers queued for a core this share of their time: the cores are full, say so
 MEMORY_KEYS = ("memory_for_workers_bytes", "projected_worker_bytes", *RESERVE_KEYS)  # input-bound's, of the memory fit
-# What can bound the advised num_workers; ties go to the first.
-PLAN_LIMITS = ("memory", "main", "handover", "cores", "loop", "cap")
 NO_ACCELERATOR_WARNING = (
     "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't be used."
 )
@@ -59,61 +51,13 @@ def suggest_workers(current: int, per_batch_load_s: float, step_s: float, cores:
     return max(current + 1, min(needed, cores)) if current < cores else current
 
 
-@dataclass
-class WorkerPlan:
-    """How many workers the model of the loader advises, what bounds that number, and the throughput it predicts."""
-
-    workers: int
-    limit: str  # one of PLAN_LIMITS
-    batches_per_s_now: float
-    batches_per_s: float  # predicted at `workers`
-    limits: dict[str, int]
-    cores_left: float  # of the usable cores, what other work left to the loader
-    main_cpu_s: float | None  # the main process's CPU seconds per batch; None: not read
-
-
 def plan_workers(
     nw: int, timing: LoopTiming, cpu: LoaderCpu, cores: int, fit_memory: int | None, main_share: float | None = None
 ) -> WorkerPlan:
-    """The model, tune's (dlprobe/rate_model.py): while the loop starves, n workers deliver n / (one worker's time
-    per batch) batches per second, until the CPU per batch of a worker and of the main process fills the cores other
-    work leaves, the main process's one thread or the loop's own step is the limit, memory runs out or the stated cap
-    WORKER_CAP is reached; the smallest of these is the advice."""
-    per_batch = nw * (timing.mean_wait_s + timing.step_s)  # one worker's wall time per batch, the loop starving
-    now = 1 / (timing.mean_wait_s + timing.step_s) if timing.mean_wait_s + timing.step_s > 0 else 0.0
-    left = cores_left(cores, cpu.cpu_share, cpu.runq_share, cpu.busy_share)
-    # One thread receives the batches: CPU beyond one core is the step's own threads (intra-op), not receiving.
-    main_cpu_s = min(1.0, main_share) / now if main_share is not None and now > 0 else None
-    worker_cpu_s = cpu.cpu_share * per_batch
-    # CPU-bound workers: the hand-over waits for the GIL its worker holds computing, the worker's time (tune's too)
-    handover_s = timing.handover_s if cpu.bound != CPU_BOUND else None
-    bounds = rate_bounds(1, per_batch, worker_cpu_s, main_cpu_s, left, step_s=timing.step_s, handover_s=handover_s)
-    limits = {"cap": WORKER_CAP}
-    if "cores" in bounds:  # no CPU tick at all over the window: the cores bound nothing below the cap
-        corner = max(1, int(bounds["cores"] * per_batch))
-        # Workers that sleep part of each batch and wake together queue for the cores: the curve reaches the cores
-        # bound at its knee, past the corner. Workers that want a core all the time stop at the corner, as tune's
-        # search does: more only queue for the cores.
-        if cpu.bound == CPU_BOUND:
-            limits["cores"] = corner
-        else:  # a knee past the cap leaves the cap to decide
-            found = knee(lambda n: queued_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left), bounds["cores"],
-                         KNEE_SHORT, corner, WORKER_CAP)  # fmt: skip
-            if found is not None:
-                limits["cores"] = found
-    if "main" in bounds:  # the consumer's side: ask for a little more, so a slow batch does not stall it
-        limits["main"] = max(1, math.ceil(HEADROOM * bounds["main"] * per_batch))
-    if "handover" in bounds:  # the same thread's wall time, asleep part of it: as the main process's CPU
-        limits["handover"] = max(1, math.ceil(HEADROOM * bounds["handover"] * per_batch))
-    if "loop" in bounds:  # a loop with no work of its own takes whatever comes
-        limits["loop"] = math.ceil(HEADROOM * bounds["loop"] * per_batch)
-    if fit_memory is not None:
-        limits["memory"] = max(1, fit_memory)
-    limit = min(PLAN_LIMITS, key=lambda name: limits.get(name, WORKER_CAP + 1))  # ties: the first in PLAN_LIMITS
-    n = limits[limit]
-    predicted = predicted_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left, step_s=timing.step_s,
-                               handover_s=handover_s)  # fmt: skip
-    return WorkerPlan(n, limit, now, max(now, predicted) if n > nw else now, limits, left, main_cpu_s)
+    """The model's worker plan (loader_model/plan.py) for this window's loop timing and workers' CPU."""
+    pace = LoaderPace(timing.mean_wait_s, timing.step_s, timing.handover_s, cpu.cpu_share, cpu.runq_share,
+                      cpu.busy_share)  # fmt: skip
+    return model_plan(nw, pace, cores, fit_memory, main_share)
 
 
 def _rate_text(loader: LoaderRecord, batches_per_s: float) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from dlprobe.in_training import hand_over, hooks, probe_errors
 from dlprobe.in_training.event_log import get_log
+from dlprobe.loader_model.limits import WORKER_CAP
 from dlprobe.rundir.schema import (
     EV_TRIAL_END,
     EV_TRIAL_SKIPPED,
@@ -23,7 +24,6 @@ from dlprobe.rundir.schema import (
     EXIT_NO_BATCHES,
     TAKEOVER_ENV,
     TUNE_CONFIG_ENV,
-    WORKER_CAP,
 )
 from dlprobe.system import cgroup, kernlog, procmem
 from dlprobe.tune.loop import keeps_up, loop_seconds

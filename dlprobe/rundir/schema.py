@@ -114,13 +114,6 @@ TAKEOVER_STEPS_ENV = "DLPROBE_TAKEOVER_STEPS"
 STOP_AFTER_BATCHES_ENV = "DLPROBE_STOP_AFTER_BATCHES"
 STOP_AT_ENV = "DLPROBE_STOP_AT"  # a wall-clock deadline (time.time()), shared with the supervisor's clock
 TUNE_CONFIG_ENV = "DLPROBE_TUNE_CONFIG"
-# Worker counts, shared by run's advice (analysis) and tune's sweep (inside the training process): the most workers
-# advised or tried whatever the model says (each is a process with its own memory, file handles and start-up, and
-# the storage one machine reads from stops scaling somewhere), and the share of their time workers must sleep to
-# count as I/O-bound (more of them overlap more waits), or on a CPU (or queued for one) to count as CPU-bound.
-WORKER_CAP = 32
-IO_BOUND_WAIT = 0.5
-CPU_BOUND_SHARE = 0.7
 EXIT_NO_BATCHES = 3  # a tune trial's exit code when its loader gave no batch
 SCAN_OPTIONS_ENV = "DLPROBE_SCAN_OPTIONS"
 NO_STARTUP_PROFILE_ENV = "DLPROBE_NO_STARTUP_PROFILE"

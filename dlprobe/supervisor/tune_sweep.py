@@ -13,6 +13,7 @@ from typing import Any
 from dlprobe import __version__
 from dlprobe.analysis.model import RunData, load_run
 from dlprobe.errors import DlprobeError
+from dlprobe.loader_model.limits import WORKER_CAP
 from dlprobe.redact import redact_argv
 from dlprobe.rundir.files import create_run_dir, write_json
 from dlprobe.rundir.schema import (
@@ -28,7 +29,6 @@ from dlprobe.rundir.schema import (
     TAKEOVER_STEPS_ENV,
     TUNE_CONFIG_ENV,
     TUNE_RESULT_FILE,
-    WORKER_CAP,
 )
 from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
 from dlprobe.system import cgroup, procmem

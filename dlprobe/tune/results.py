@@ -8,8 +8,8 @@ from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.memory_findings import load_done_at
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
-from dlprobe.memory_reserve import worker_reserve as shared_reserve
-from dlprobe.rate_model import HEADROOM
+from dlprobe.loader_model.limits import HEADROOM
+from dlprobe.loader_model.reserve import worker_reserve as shared_reserve
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 from dlprobe.tune.loop import keeps_up
 from dlprobe.tune.plan import DUPLICATE_SHARE, completed, merge_repeat, oom_killed, preference
@@ -274,7 +274,7 @@ def _batch_bytes(run: RunData, loader_id: int | None) -> int | None:
 
 
 def worker_reserve(trials: list[dict[str, Any]]) -> int:
-    """Bytes to keep free per worker beyond its projection, from what the trials measured (dlprobe/memory_reserve.py,
+    """Bytes to keep free per worker beyond its projection, from what the trials measured (loader_model/reserve.py,
     as `run` does): a worker's private peak across trials (the projection uses its own trial's) and what the cgroup
     charged per worker beyond it."""
     peaks = [int(t["worker_uss_peak_bytes"]) for t in trials
