@@ -447,6 +447,10 @@ class AttachedMemoryGrowthEvidence(InJob, total=False):
     limit_bytes: int | None
     headroom_bytes: int
     eta_s: float
+    # the worker memory figure and budget, as input-bound and too-many-workers give them (loader_model/worker_memory)
+    projected_worker_bytes: int | None
+    memory_for_workers_bytes: int | None
+    workers_that_fit_memory: int | None
 
 
 class AttachedWorkersGoneEvidence(InJob, total=False):
