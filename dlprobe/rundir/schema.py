@@ -552,7 +552,7 @@ class TuneLoaderEvent(Event, total=False):
     notes: list[str]
 
 
-class TrialSpec(Event, total=False):
+class TrialSpecFields(TypedDict, total=False):
     """One trial's configuration (tune/plan.py trial) and why the search chose it: every trial event carries it."""
 
     key: str  # w<num_workers>-p<prefetch_factor>-<pin|nopin>
@@ -564,18 +564,11 @@ class TrialSpec(Event, total=False):
     search_reason: str
 
 
-class TrialStartEvent(TrialSpec, total=False):
-    """EV_TRIAL_START: what the job held as the trial began (the parent the workers join)."""
+class TrialResultFields(TrialSpecFields, total=False):
+    """A trial's measurement (in_training/tune_trials.py measure and _workers_now): EV_TRIAL_END's fields, and the
+    first of a tune.json trial row's (tune/records.py TrialRow)."""
 
-    cgroup_usage_bytes: int | None
-    cgroup_limit_dir: str | None
-    cgroup_reclaimable_bytes: int | None
-
-
-class TrialEndEvent(TrialSpec, total=False):
-    """EV_TRIAL_END: the trial's measurement (in_training/tune_trials.py measure and _workers_now)."""
-
-    status: str  # ok | too-slow | hung | crashed | oom | duplicates
+    status: str  # ok | too-slow | hung | crashed | oom | duplicates | skipped
     error: str | None
     loader_id: int | None
     batches: int
@@ -596,7 +589,19 @@ class TrialEndEvent(TrialSpec, total=False):
     uncounted_per_worker_bytes: int
 
 
-class TrialSkippedEvent(TrialSpec, total=False):
+class TrialStartEvent(Event, TrialSpecFields, total=False):
+    """EV_TRIAL_START: what the job held as the trial began (the parent the workers join)."""
+
+    cgroup_usage_bytes: int | None
+    cgroup_limit_dir: str | None
+    cgroup_reclaimable_bytes: int | None
+
+
+class TrialEndEvent(Event, TrialResultFields, total=False):
+    """EV_TRIAL_END: the trial's measurement."""
+
+
+class TrialSkippedEvent(Event, TrialSpecFields, total=False):
     """EV_TRIAL_SKIPPED: a trial not run (past an OOM-killed count, or the budget spent)."""
 
     reason: str

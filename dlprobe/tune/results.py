@@ -14,9 +14,10 @@ from dlprobe.loader_model.worker_memory import Growth, fits, memory_for_workers,
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 from dlprobe.tune.loop import keeps_up
 from dlprobe.tune.plan import DUPLICATE_SHARE, completed, merge_repeat, oom_killed, preference
+from dlprobe.tune.records import TuneMemory
 
 
-def memory_available(run: RunData, supervisor: dict[str, Any] | None = None) -> dict[str, Any]:
+def memory_available(run: RunData, supervisor: dict[str, Any] | None = None) -> TuneMemory:
     """What the user's workers may use: the cgroup limit less what the job held when the first trial began (the
     parent: the script up to its loader), or MemAvailable then, whichever is tighter.
 
@@ -34,7 +35,7 @@ def memory_available(run: RunData, supervisor: dict[str, Any] | None = None) -> 
         return before[-1] if before else (read[0][1] if read else None)
 
     available = at_start(system.available)
-    out: dict[str, Any] = {"mem_available_bytes": available, "cgroup_limit_bytes": system.cgroup_limit}
+    out: TuneMemory = {"mem_available_bytes": available, "cgroup_limit_bytes": system.cgroup_limit}
     budget = available
     # Read by the script as the trial began where it could be: the supervisor's last sample may be a quarter second
     # old, and the script is still finishing its imports then.
@@ -48,8 +49,8 @@ def memory_available(run: RunData, supervisor: dict[str, Any] | None = None) -> 
         grown = _main_growth(run, first)
         parent = usage - cache - (int(own) if same and own else 0) + grown
         budget = memory_for_workers(system.cgroup_limit, parent, available)
-        out.update(parent_bytes=parent, held_bytes=usage, page_cache_bytes=cache or None,
-                   supervisor_bytes=int(own) if same and own else None, parent_growth_bytes=grown)  # fmt: skip
+        out.update({"parent_bytes": parent, "held_bytes": usage, "page_cache_bytes": cache or None,
+                    "supervisor_bytes": int(own) if same and own else None, "parent_growth_bytes": grown})  # fmt: skip
     out["budget_bytes"] = budget
     out["source"] = "cgroup limit" if system.cgroup_limit and budget != available else "MemAvailable"
     return out
