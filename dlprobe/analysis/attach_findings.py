@@ -16,6 +16,7 @@ from dlprobe.analysis.stack_causes import (
     main_wait_cause,
     user_frames,
 )
+from dlprobe.analysis.throughput_findings import workers_fit_memory
 from dlprobe.units import MiB, format_bytes
 
 GROWTH_MIN_BYTES = 8 * MiB  # a process's USS rise over the window worth projecting (start-up noise stays below)
@@ -36,6 +37,8 @@ KIND_NOTE = (
     "Copy-on-write: Private_Dirty rose while Anonymous stayed flat (a forked worker copying the parent's pages it "
     "writes to); new allocations: Anonymous rose."
 )
+# What attached-memory-growth says of the workers' memory, with the meaning input-bound and too-many-workers give them
+WORKER_MEMORY_KEYS = ("projected_worker_bytes", "memory_for_workers_bytes", "workers_that_fit_memory")
 HOOKS_ONLY = "batch wait times, the indices each worker is loading, dataset suspects and hang timing"
 
 
@@ -106,6 +109,17 @@ def _kind_text(proc: ProcessRecord) -> tuple[str, dict[str, int] | None]:
     return "file or /dev/shm pages", kinds
 
 
+def _worker_memory(run: RunData) -> dict[str, Any]:
+    """The worker memory figure and the memory the workers may use, as `run`'s advice and `tune` give them for the
+    same evidence (throughput_findings.workers_fit_memory, loader_model/worker_memory.py): of the loader with the
+    most workers; nothing where no worker's memory was read."""
+    for loader in sorted(run.loaders, key=lambda lo: -len(run.workers(lo.loader_id))):
+        _, evidence = workers_fit_memory(run, loader)
+        if evidence:
+            return {k: evidence[k] for k in WORKER_MEMORY_KEYS}
+    return {}
+
+
 def _limit(run: RunData) -> tuple[str, int, int] | None:
     """(name, limit bytes, headroom bytes now) of the tightest limit: the cgroup's, else the machine's memory."""
     system = run.system
@@ -164,7 +178,7 @@ def find_attached_growth(run: RunData) -> list[Finding]:
     total_rate = sum(r["bytes_per_s"] for r in rows)
     worst = rows[0]
     limit = _limit(run)
-    evidence: dict[str, Any] = {"growing": rows, "bytes_per_s_total": total_rate}
+    evidence: dict[str, Any] = {"growing": rows, "bytes_per_s_total": total_rate, **_worker_memory(run)}
     per_min = format_bytes(worst["bytes_per_s"] * 60)
     title = f"{worst['name'][0].upper()}{worst['name'][1:]} grows {per_min}/min: {worst['kind']}"
     eta_text = ""
@@ -189,6 +203,13 @@ def find_attached_growth(run: RunData) -> list[Finding]:
         for r in rows[:6]
     )
     detail = f"Over the {worst['seconds']:g} s watched, private memory (USS) grew: {lines}." + eta_text
+    if evidence.get("projected_worker_bytes") and evidence.get("memory_for_workers_bytes"):
+        fit = evidence.get("workers_that_fit_memory")
+        detail += (
+            f" A worker holds up to {format_bytes(evidence['projected_worker_bytes'])} and the workers may use "
+            f"{format_bytes(evidence['memory_for_workers_bytes'])}"
+            + (f": {fit} such workers fit." if fit is not None else ".")
+        )
     if any(r["kind"] != "new allocations" for r in rows):
         detail += " " + KIND_NOTE
     if any(r["kind"] == "copy-on-write" for r in rows):

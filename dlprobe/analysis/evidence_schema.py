@@ -277,7 +277,7 @@ class InputBoundEvidence(InJob, _WorkerCpu, _MemoryReserve, total=False):
     suggested_changes: list[str]
     missing: list[str]  # settings the probe could not read, so no advice depends on them
     model_limits: dict[str, Any]
-    model_limit: str | None  # memory | main | handover | cores | loop | cap (dlprobe/rate_model.py, tune's model)
+    model_limit: str | None  # memory | main | handover | cores | loop | cap (loader_model/rate.py, tune's)
     main_cpu_share: float | None  # the main process's CPU share over the steady windows; null: not read
     # the main process's time per steady batch taking it off the workers' result queue; null: not timed
     handover_ms_per_batch: float | None
@@ -447,6 +447,10 @@ class AttachedMemoryGrowthEvidence(InJob, total=False):
     limit_bytes: int | None
     headroom_bytes: int
     eta_s: float
+    # the worker memory figure and budget, as input-bound and too-many-workers give them (loader_model/worker_memory)
+    projected_worker_bytes: int | None
+    memory_for_workers_bytes: int | None
+    workers_that_fit_memory: int | None
 
 
 class AttachedWorkersGoneEvidence(InJob, total=False):

@@ -12,7 +12,7 @@ from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stackfile import StackCount
 from dlprobe.analysis.throughput_findings import INPUT_BOUND_SHARE
 from dlprobe.analysis.worker_cpu import HAND_OVER, IO_BOUND, LoaderCpu, idle_worker_ids, loader_cpu
-from dlprobe.rundir.schema import IO_BOUND_WAIT
+from dlprobe.loader_model.limits import IO_BOUND_WAIT
 
 MIN_SAMPLES = 10
 TOP_FUNCTIONS = 6

@@ -13,6 +13,7 @@ from typing import Any, cast
 from dlprobe.analysis.memory_findings import COW_HEAP_WALK_FLOOR, epoch_fraction
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData, loaders_from_events
 from dlprobe.analysis.stats import tree_total
+from dlprobe.loader_model.worker_memory import project_worker_bytes, steady_growth
 from dlprobe.rundir.schema import EV_EPOCH, EV_PROCESS, HangRecord, Meta, ProcessEvent
 
 PROJECT_MIN_GROWTH = COW_HEAP_WALK_FLOOR
@@ -202,16 +203,22 @@ def _rank_growth(view: RankView) -> int:
         if fraction >= 1.0:
             continue
         for proc in view.run.workers(loader.loader_id):
-            extra += int(_steady_growth(proc.series.values("pss")) * (1 / fraction - 1))
+            readings = proc.series.values("pss")
+            if readings:
+                peak = max(v for _, v in readings)
+                extra += _projected(readings, fraction) - peak
     return extra
 
 
-def _steady_growth(readings: list[tuple[float, int]]) -> int:
-    """Growth worth extending to the end of an epoch: a worker's start-up (imports, first batches) adds a few MiB
-    that do not go on growing, so less than a finding's threshold is taken as none."""
-    values = [v for _, v in readings]
-    grown = values[-1] - values[0] if len(values) >= 2 else 0
-    return grown if grown >= PROJECT_MIN_GROWTH else 0
+def _projected(readings: list[tuple[float, int]], fraction: float) -> int:
+    """A worker's memory at the end of the epoch, `fraction` of which is done: its peak plus its steady growth extended
+    (loader_model/worker_memory.py, as `run` and `tune` project it). A worker's start-up (imports, first batches) adds
+    a few MiB that do not go on growing, so growth less than a finding's threshold is taken as none."""
+    peak = max(v for _, v in readings)
+    grown = steady_growth(readings)
+    if grown is None or grown.bytes < PROJECT_MIN_GROWTH or fraction >= 1.0:
+        return peak
+    return project_worker_bytes(peak, grown, fraction, 1.0 - fraction)
 
 
 def _node_memory(run: RunData, node: int, views: list[RankView]) -> NodeMemory:
@@ -248,8 +255,7 @@ def _fit_workers(memory: NodeMemory, views: list[RankView]) -> None:
             for proc in view.run.workers(loader.loader_id):
                 readings = proc.series.values("uss")
                 if readings:
-                    peak = max(v for _, v in readings)
-                    peaks.append(int(peak + _steady_growth(readings) * (1 / fraction - 1)))
+                    peaks.append(_projected(readings, fraction))
     if not peaks or not memory.limit_bytes or not views:
         return
     memory.worker_peak_bytes = max(peaks)

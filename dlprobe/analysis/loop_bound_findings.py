@@ -9,7 +9,8 @@ from dlprobe.analysis.loop_timing import loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stats import metric_summary
 from dlprobe.analysis.timed_batches import timed_batches
-from dlprobe.rate_model import HEADROOM, workers_to_feed
+from dlprobe.loader_model.limits import HEADROOM
+from dlprobe.loader_model.rate import workers_to_feed
 from dlprobe.units import format_bytes
 
 # The loop waits for data under this share of its steady time: not input-bound (the TensorFlow profiler's lower band).

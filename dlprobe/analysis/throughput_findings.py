@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from dlprobe.analysis.head_of_line import HOL_SHARE, HeadOfLine, head_of_line
 from dlprobe.analysis.loop_timing import LoopTiming, events_of, loop_timing, recorded_usable_cores
 from dlprobe.analysis.memory_findings import first_batch_built, load_done_at
 from dlprobe.analysis.model import Finding, LoaderRecord, ProcessRecord, RunData
-from dlprobe.analysis.stats import growth, metric_summary
+from dlprobe.analysis.stats import metric_summary
 from dlprobe.analysis.worker_cpu import (
     CPU_BOUND,
     HAND_OVER,
@@ -23,30 +22,30 @@ from dlprobe.analysis.worker_cpu import (
     main_cpu_share,
 )
 from dlprobe.analysis.worker_reserve import RESERVE_KEYS, Reserve, measured_reserve
-from dlprobe.rate_model import (
-    HEADROOM,
+from dlprobe.loader_model.limits import WORKER_CAP
+from dlprobe.loader_model.plan import LoaderPace, WorkerPlan
+from dlprobe.loader_model.plan import plan_workers as model_plan
+from dlprobe.loader_model.rate import (
     cores_left,
-    knee,
-    predicted_rate,
-    queued_rate,
     rate_bounds,
     workers_to_feed,
 )
-from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS, WORKER_CAP
+from dlprobe.loader_model.worker_memory import (
+    Growth,
+    memory_for_workers,
+    project_worker_bytes,
+    steady_growth,
+    workers_that_fit,
+)
+from dlprobe.rundir.schema import EV_ACCEL, EV_PROCESS
 from dlprobe.units import format_bytes
 
 INPUT_BOUND_SHARE = 0.3  # the loop waits for data at least this share of its steady time
 INPUT_BOUND_MIN_SPAN_S = 1.0  # seconds of steady time before the loop's pace is advice (a 0.28 s run advised 6 workers)
-# The advised count where the cores bound: the fewest workers the queueing curve brings within this share of it (as
-# `dlprobe tune`'s default --tolerance finds its knee).
-KNEE_SHORT = 0.05
 BURSTY_P95 = 4.0  # p95 wait this many times the median: deeper prefetching smooths it
-MEMORY_SHARE = 0.9  # where no reserve per worker was measured, workers may use this much of the memory left
 HEAD_OF_LINE = "head-of-line-bound"
 QUEUED_SHARE = 0.3  # workers queued for a core this share of their time: the cores are full, say so
 MEMORY_KEYS = ("memory_for_workers_bytes", "projected_worker_bytes", *RESERVE_KEYS)  # input-bound's, of the memory fit
-# What can bound the advised num_workers; ties go to the first.
-PLAN_LIMITS = ("memory", "main", "handover", "cores", "loop", "cap")
 NO_ACCELERATOR_WARNING = (
     "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't be used."
 )
@@ -59,61 +58,13 @@ def suggest_workers(current: int, per_batch_load_s: float, step_s: float, cores:
     return max(current + 1, min(needed, cores)) if current < cores else current
 
 
-@dataclass
-class WorkerPlan:
-    """How many workers the model of the loader advises, what bounds that number, and the throughput it predicts."""
-
-    workers: int
-    limit: str  # one of PLAN_LIMITS
-    batches_per_s_now: float
-    batches_per_s: float  # predicted at `workers`
-    limits: dict[str, int]
-    cores_left: float  # of the usable cores, what other work left to the loader
-    main_cpu_s: float | None  # the main process's CPU seconds per batch; None: not read
-
-
 def plan_workers(
     nw: int, timing: LoopTiming, cpu: LoaderCpu, cores: int, fit_memory: int | None, main_share: float | None = None
 ) -> WorkerPlan:
-    """The model, tune's (dlprobe/rate_model.py): while the loop starves, n workers deliver n / (one worker's time
-    per batch) batches per second, until the CPU per batch of a worker and of the main process fills the cores other
-    work leaves, the main process's one thread or the loop's own step is the limit, memory runs out or the stated cap
-    WORKER_CAP is reached; the smallest of these is the advice."""
-    per_batch = nw * (timing.mean_wait_s + timing.step_s)  # one worker's wall time per batch, the loop starving
-    now = 1 / (timing.mean_wait_s + timing.step_s) if timing.mean_wait_s + timing.step_s > 0 else 0.0
-    left = cores_left(cores, cpu.cpu_share, cpu.runq_share, cpu.busy_share)
-    # One thread receives the batches: CPU beyond one core is the step's own threads (intra-op), not receiving.
-    main_cpu_s = min(1.0, main_share) / now if main_share is not None and now > 0 else None
-    worker_cpu_s = cpu.cpu_share * per_batch
-    # CPU-bound workers: the hand-over waits for the GIL its worker holds computing, the worker's time (tune's too)
-    handover_s = timing.handover_s if cpu.bound != CPU_BOUND else None
-    bounds = rate_bounds(1, per_batch, worker_cpu_s, main_cpu_s, left, step_s=timing.step_s, handover_s=handover_s)
-    limits = {"cap": WORKER_CAP}
-    if "cores" in bounds:  # no CPU tick at all over the window: the cores bound nothing below the cap
-        corner = max(1, int(bounds["cores"] * per_batch))
-        # Workers that sleep part of each batch and wake together queue for the cores: the curve reaches the cores
-        # bound at its knee, past the corner. Workers that want a core all the time stop at the corner, as tune's
-        # search does: more only queue for the cores.
-        if cpu.bound == CPU_BOUND:
-            limits["cores"] = corner
-        else:  # a knee past the cap leaves the cap to decide
-            found = knee(lambda n: queued_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left), bounds["cores"],
-                         KNEE_SHORT, corner, WORKER_CAP)  # fmt: skip
-            if found is not None:
-                limits["cores"] = found
-    if "main" in bounds:  # the consumer's side: ask for a little more, so a slow batch does not stall it
-        limits["main"] = max(1, math.ceil(HEADROOM * bounds["main"] * per_batch))
-    if "handover" in bounds:  # the same thread's wall time, asleep part of it: as the main process's CPU
-        limits["handover"] = max(1, math.ceil(HEADROOM * bounds["handover"] * per_batch))
-    if "loop" in bounds:  # a loop with no work of its own takes whatever comes
-        limits["loop"] = math.ceil(HEADROOM * bounds["loop"] * per_batch)
-    if fit_memory is not None:
-        limits["memory"] = max(1, fit_memory)
-    limit = min(PLAN_LIMITS, key=lambda name: limits.get(name, WORKER_CAP + 1))  # ties: the first in PLAN_LIMITS
-    n = limits[limit]
-    predicted = predicted_rate(n, per_batch, worker_cpu_s, main_cpu_s, cores, left, step_s=timing.step_s,
-                               handover_s=handover_s)  # fmt: skip
-    return WorkerPlan(n, limit, now, max(now, predicted) if n > nw else now, limits, left, main_cpu_s)
+    """The model's worker plan (loader_model/plan.py) for this window's loop timing and workers' CPU."""
+    pace = LoaderPace(timing.mean_wait_s, timing.step_s, timing.handover_s, cpu.cpu_share, cpu.runq_share,
+                      cpu.busy_share)  # fmt: skip
+    return model_plan(nw, pace, cores, fit_memory, main_share)
 
 
 def _rate_text(loader: LoaderRecord, batches_per_s: float) -> str:
@@ -293,7 +244,7 @@ def find_input_bound(run: RunData) -> list[Finding]:
             suggested, worker_fix = nw, _head_of_line_fix(hol)
             evidence = {**(cpu.evidence() if cpu is not None else {}), **hol.evidence(), "bound": HEAD_OF_LINE}
         elif nw > 0 and cpu is not None:
-            fit_memory, memory = _workers_fit_memory(run, loader)
+            fit_memory, memory = workers_fit_memory(run, loader)
             main_share = main_cpu_share(run, loader)
             suggested, worker_fix, evidence = _measured_advice(loader, nw, timing, cpu, cores, fit_memory, main_share)
             # what the memory limit in the advice is made of, the reserve kept per worker included
@@ -397,56 +348,55 @@ def find_input_bound(run: RunData) -> list[Finding]:
 def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, int, list[dict[str, Any]]] | None:
     """(largest per-worker USS projected to a full epoch, largest measured, rows) or None without readings."""
     rows: list[dict[str, Any]] = []
+    growths: list[Growth] = []
     for proc in run.workers(loader.loader_id):
         uss = metric_summary(proc.series, "uss")
         if uss["peak"] is None:
             continue
+        grown = worker_steady_growth(run, loader.loader_id, proc)
+        growths.append(grown or Growth(0, 0.0))
         rows.append({"worker_id": proc.worker_id, "pid": proc.pid, "uss_peak_bytes": uss["peak"],
-                     "uss_growth_bytes": _steady_growth(run, loader, proc)})  # fmt: skip
+                     "uss_growth_bytes": grown.bytes if grown else 0})  # fmt: skip
     if not rows:
         return None
     peak = int(max(r["uss_peak_bytes"] for r in rows))
-    grown = int(max(r["uss_growth_bytes"] for r in rows))
+    most = max(growths, key=lambda g: g.bytes)
     # If the run saw only part of an epoch, growth so far is extended to the whole epoch.
-    fraction = 1.0
+    seen, left = 1, 0
     length, batch = loader.dataset.get("len"), loader.config.get("batch_size")
     first = loader.epochs[0] if loader.epochs else None
     if first is not None and first.t_end is None and length and batch:
-        fraction = min(1.0, max(first.batches, 1) / math.ceil(length / batch))
-    projected = int(peak + grown * (1 / fraction - 1))
-    return projected, peak, rows
+        seen = max(first.batches, 1)
+        left = max(0, math.ceil(length / batch) - seen)
+    return project_worker_bytes(peak, most, seen, left), peak, rows
 
 
-def _steady_growth(run: RunData, loader: LoaderRecord, proc: ProcessRecord) -> int:
-    """A worker's USS growth that goes on with the batches: from its first batch built (worker_init_fn and a lazy
-    load in the first sample are over by then) or from when a load at start was done, whichever is later. That load
-    is paid once, not per batch: extended over an epoch it projects memory that cannot be. From its first reading
-    where neither is known; 0 where fewer than two readings came after (growth there was not seen)."""
-    marks = [t for t in (first_batch_built(run, loader.loader_id, proc.pid), load_done_at(proc.series)) if t]
-    if not marks:
-        return growth(proc.series, "uss")
-    after = [v for t, v in proc.series.values("uss") if t >= max(marks)]
-    return max(after) - after[0] if len(after) >= 2 else 0
+def worker_steady_growth(run: RunData, loader_id: int, proc: ProcessRecord) -> Growth | None:
+    """A worker's USS growth that goes on with the batches (loader_model/worker_memory.py): from its first batch built
+    (worker_init_fn and a lazy load in the first sample are over by then) or from when a load at start was done,
+    whichever is later. That load is paid once, not per batch: extended over an epoch it projects memory that cannot
+    be. From its first reading where neither is known."""
+    marks = [t for t in (first_batch_built(run, loader_id, proc.pid), load_done_at(proc.series)) if t]
+    return steady_growth(proc.series.values("uss"), max(marks, default=float("-inf")))
 
 
 def _memory_for_workers(run: RunData, measured_workers: int, reserve: Reserve) -> int | None:
-    """Memory the workers may take: the cgroup limit less what it held besides them (measured with the reserve) or
-    less the parent's private memory, or what the host had available."""
-    main = next((p for p in run.processes if p.role == "main"), None)
-    main_uss = metric_summary(main.series, "uss")["peak"] if main else None
-    if run.system.cgroup_limit and reserve.held_apart is not None:
-        return int(run.system.cgroup_limit - reserve.held_apart)
-    if run.system.cgroup_limit:
-        return int(run.system.cgroup_limit - (main_uss or 0))
+    """Memory the workers may take (loader_model/worker_memory.py): the cgroup limit less what it held besides them
+    (measured with the reserve) or less the parent's private memory, and what the host had available with the
+    workers' memory added back, the tighter."""
+    held_apart = reserve.held_apart
+    if held_apart is None:
+        main = next((p for p in run.processes if p.role == "main"), None)
+        held_apart = (metric_summary(main.series, "uss")["peak"] if main else None) or 0
     available = [a for a in run.system.available if a is not None]
-    if not available:
-        return None
-    # Available memory already excludes what the workers held, so add it back.
-    return int(min(available) + measured_workers)
+    limit = run.system.cgroup_limit
+    return memory_for_workers(limit, held_apart, min(available) if available else None, measured_workers)
 
 
-def _workers_fit_memory(run: RunData, loader: LoaderRecord) -> tuple[int | None, dict[str, Any]]:
-    """How many workers of this loader fit the memory left for them (None without readings), and the evidence."""
+def workers_fit_memory(run: RunData, loader: LoaderRecord) -> tuple[int | None, dict[str, Any]]:
+    """How many workers of this loader fit the memory left for them (None without readings), and the evidence: the
+    worker memory figure and the budget `run`'s advice and `attach`'s growth both give (loader_model/worker_memory.py,
+    as `tune`'s trials)."""
     memory = _projected_worker_bytes(run, loader)
     if memory is None:
         return None, {}
@@ -455,7 +405,7 @@ def _workers_fit_memory(run: RunData, loader: LoaderRecord) -> tuple[int | None,
     reserve = measured_reserve(run, [p for p in run.workers(loader.loader_id) if p.pid in pids],
                                [int(r["uss_peak_bytes"]) for r in rows])  # fmt: skip
     budget = _memory_for_workers(run, sum(r["uss_peak_bytes"] for r in rows), reserve)
-    fit_memory = _fit(budget, projected, reserve.per_worker)
+    fit_memory = workers_that_fit(budget, projected, reserve.per_worker)
     return fit_memory, {
         "worker_uss_peak_bytes": peak,
         "projected_worker_bytes": projected,
@@ -464,16 +414,6 @@ def _workers_fit_memory(run: RunData, loader: LoaderRecord) -> tuple[int | None,
         **reserve.evidence(),
         "workers": rows,
     }
-
-
-def _fit(budget: int | None, projected: int, reserve: int | None) -> int | None:
-    """Workers of `projected` bytes that fit `budget`, each with its measured reserve, or (not measured) in
-    MEMORY_SHARE of it."""
-    if not budget or projected <= 0:
-        return None
-    if reserve is None:
-        return max(0, int(MEMORY_SHARE * budget // projected))
-    return max(0, budget // (projected + reserve))
 
 
 def _input_bound_settings_unknown(run: RunData, loader: LoaderRecord, timing: LoopTiming) -> Finding:
@@ -518,7 +458,7 @@ def find_too_many_workers(run: RunData) -> list[Finding]:
         nw = loader.num_workers
         if nw == 0 or not loader.settings_read:  # "fewer workers" needs the number that was set
             continue
-        fit_memory, memory_evidence = _workers_fit_memory(run, loader)
+        fit_memory, memory_evidence = workers_fit_memory(run, loader)
         evidence: dict[str, Any] = {"num_workers": nw, "usable_cores": cores, **memory_evidence}
         # More workers than cores are too many only if they want the CPU: asleep on reads, more of them overlap
         # their waits. Without their CPU time there is no telling, so the cores alone prove nothing.

@@ -14,7 +14,7 @@ from typing import Any
 from dlprobe.analysis.loop_timing import steady_window
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData
 from dlprobe.analysis.timed_batches import timed_batches
-from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
+from dlprobe.loader_model.limits import CPU_BOUND_SHARE, IO_BOUND_WAIT
 
 # Less wall time than this, summed over the workers' steady windows, is too little to divide by: the CPU clock
 # ticks in 10 ms steps and the readings come every 0.25 s.

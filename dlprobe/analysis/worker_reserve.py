@@ -1,4 +1,4 @@
-"""The memory `run` keeps free per worker beyond its projection, measured as `tune` measures it (memory_reserve.py)."""
+"""The memory `run` keeps free per worker beyond its projection, as `tune` measures it (loader_model/reserve.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlprobe.analysis.model import ProcessRecord, RunData, SystemSeries
-from dlprobe.memory_reserve import worker_reserve
+from dlprobe.loader_model.reserve import worker_reserve
 
 RESERVE_KEYS = ("memory_reserve", "reserve_per_worker_bytes", "worker_peak_spread_bytes", "uncounted_per_worker_bytes")
 

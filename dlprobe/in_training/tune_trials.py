@@ -13,6 +13,8 @@ from typing import Any
 
 from dlprobe.in_training import hand_over, hooks, probe_errors
 from dlprobe.in_training.event_log import get_log
+from dlprobe.loader_model.limits import WORKER_CAP
+from dlprobe.loader_model.worker_memory import memory_for_workers, workers_that_fit
 from dlprobe.rundir.schema import (
     EV_TRIAL_END,
     EV_TRIAL_SKIPPED,
@@ -23,7 +25,6 @@ from dlprobe.rundir.schema import (
     EXIT_NO_BATCHES,
     TAKEOVER_ENV,
     TUNE_CONFIG_ENV,
-    WORKER_CAP,
 )
 from dlprobe.system import cgroup, kernlog, procmem
 from dlprobe.tune.loop import keeps_up, loop_seconds
@@ -325,21 +326,23 @@ def _workers_now(
         if handover_s is not None:
             out["main_handover_share"] = round(min(1.0, handover_s / wall), 3)
     uss = [m["uss"] for m in (procmem.read_smaps_rollup(pid) for pid in common) if m]
-    room = procmem.system_memory()["available"] or None
+    available = procmem.system_memory()["available"] or None
     state = cgroup.memory_state(cgroup.memory_dir())
+    limit, held_apart = None, None
     if state and state.get("limit") and state.get("usage") is not None:
         # Page cache the kernel drops before it kills (logs written, files read) is room, not the parent's memory.
-        left = int(state["limit"]) - int(state["usage"]) + (cgroup.reclaimable_cache(cgroup.memory_dir()) or 0)
-        room = left if room is None else min(room, left)
-    uncounted = 0
+        limit = int(state["limit"])
+        held_apart = int(state["usage"]) - (cgroup.reclaimable_cache(cgroup.memory_dir()) or 0) - sum(uss)
+    uncounted = None
     held_now = _held()
     if uss and held_before is not None and held_now is not None:
         # What the cgroup charged for these workers beyond their private memory (page tables, kernel stacks, socket
         # buffers, /dev/shm in flight): measured, it is the reserve each further worker needs, not a flat share.
         uncounted = max(0, held_now - held_before - sum(uss)) // len(uss)
         out["uncounted_per_worker_bytes"] = uncounted
-    if uss and room:  # the workers' own memory is already out of the room: add it back
-        out["workers_that_fit_memory"] = int((room + sum(uss)) // (max(uss) + uncounted))
+    if uss:  # the workers' own memory is already out of what is available: the budget adds it back
+        budget = memory_for_workers(limit, held_apart, available, sum(uss))
+        out["workers_that_fit_memory"] = workers_that_fit(budget, max(uss), uncounted)
     return out
 
 

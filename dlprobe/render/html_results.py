@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 
 from dlprobe import __version__
@@ -10,11 +11,12 @@ from dlprobe.redact import redact_argv
 from dlprobe.render.html import findings_section
 from dlprobe.render.html_page import esc, page, scroll_box, value_html
 from dlprobe.render.svg import PALETTE, Chart, Line, chart_svg, legend_html
+from dlprobe.tune.records import TuneResult
 
 MAX_BAD_ROWS = 500  # bad samples listed on a scan's page; the --json file has every one
 
 
-def _title(kind: str, result: dict[str, Any]) -> str:
+def _title(kind: str, result: Mapping[str, Any]) -> str:
     # tune.json and scan.json are written redacted; one written before that still never shows a credential
     words = redact_argv([str(result.get("script") or "?"), *(str(a) for a in result.get("argv") or [])])
     return f"dlprobe {kind}: " + " ".join(words)
@@ -45,7 +47,7 @@ def _guarded(parts: list[tuple[str, Any]], notes: list[str]) -> list[str]:
     return out
 
 
-def _tune_chart(result: dict[str, Any]) -> str:
+def _tune_chart(result: TuneResult) -> str:
     chart = Chart("Throughput by num_workers (one line per prefetch_factor and pin_memory)", "samples/s",
                   x_label="num_workers")  # fmt: skip
     lines: dict[str, list[tuple[float, float]]] = {}
@@ -61,7 +63,7 @@ def _tune_chart(result: dict[str, Any]) -> str:
     return f'<section id="chart"><h2>Trials</h2><figure>{chart_svg(chart)}{legend_html(chart)}</figure></section>'
 
 
-def render_tune_html(result: dict[str, Any]) -> str:
+def render_tune_html(result: TuneResult) -> str:
     notes: list[str] = []
     chosen = result.get("recommended")
     if chosen:

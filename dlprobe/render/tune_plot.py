@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
 
 from dlprobe import atomic
+from dlprobe.tune.records import TrialRow, TuneResult
 from dlprobe.units import MiB
 
 
-def plot_tune(result: dict[str, Any], path: Path) -> Path:
+def plot_tune(result: TuneResult, path: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax_rate, ax_mem) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[TrialRow]] = {}
     for t in result["trials"]:
         if t.get("samples_per_s") is None:
             continue
@@ -32,8 +32,8 @@ def plot_tune(result: dict[str, Any], path: Path) -> Path:
         xs = [t["num_workers"] for t in trials]
         style = "o-" if len(trials) > 1 else "s"
         ax_rate.plot(xs, [t["samples_per_s"] for t in trials], style, label=label)
-        mem = [(t["num_workers"], t.get("projected_epoch_bytes")) for t in trials]
-        mem = [(x, m / MiB) for x, m in mem if m is not None]
+        projected = [(t["num_workers"], t.get("projected_epoch_bytes")) for t in trials]
+        mem = [(x, m / MiB) for x, m in projected if m is not None]
         if mem:
             ax_mem.plot([x for x, _ in mem], [m for _, m in mem], style, label=f"{label}: projected for an epoch")
     failed = [t for t in result["trials"] if t.get("status") not in ("ok", "skipped")]

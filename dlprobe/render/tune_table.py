@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from dlprobe.tune.records import TrialRow, TuneResult
 from dlprobe.units import format_bytes
 
 
@@ -15,7 +14,7 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _predicted(trial: dict[str, Any]) -> str:
+def _predicted(trial: TrialRow) -> str:
     """The model's rate for the trial and its error against the measured one; 'fit' where the model was fitted."""
     predicted = trial.get("predicted_samples_per_s")
     if predicted is None:
@@ -26,7 +25,7 @@ def _predicted(trial: dict[str, Any]) -> str:
     return f"{predicted:,.0f}" if error is None else f"{predicted:,.0f} {100 * error:+.0f}%"  # no rate, no error
 
 
-def prediction_line(result: dict[str, Any]) -> str | None:
+def prediction_line(result: TuneResult) -> str | None:
     model = result.get("prediction")
     if not model:
         return None
@@ -59,7 +58,7 @@ def prediction_line(result: dict[str, Any]) -> str | None:
     )
 
 
-def trials_table(result: dict[str, Any]) -> Table:
+def trials_table(result: TuneResult) -> Table:
     table = Table(
         title="Trials: samples/s once the pipeline filled, and the model's prediction (error); per-worker USS peak "
         "(+ steady growth); /dev/shm in flight; "
@@ -71,12 +70,13 @@ def trials_table(result: dict[str, Any]) -> Table:
                "of best", "1st batch", "USS/worker", "shm", "epoch mem", "fits"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col in ("status", "pin") else "right", no_wrap=True)
-    chosen = result.get("recommended") or {}
+    chosen = result.get("recommended")
     for t in result["trials"]:
         mark = (
-            chosen
+            chosen is not None
             and t.get("status") == "ok"
-            and all(t.get(k) == chosen.get(k) for k in ("num_workers", "prefetch_factor", "pin_memory"))
+            and (t.get("num_workers"), t.get("prefetch_factor"), t.get("pin_memory"))
+            == (chosen.get("num_workers"), chosen.get("prefetch_factor"), chosen.get("pin_memory"))
         )
         first = t.get("first_batch_s")
         fits = t.get("fits_memory")
@@ -101,7 +101,7 @@ def trials_table(result: dict[str, Any]) -> Table:
     return table
 
 
-def tune_summary(result: dict[str, Any], plot_path: str | None = None) -> Group:
+def tune_summary(result: TuneResult, plot_path: str | None = None) -> Group:
     cpu = result.get("cpu") or {}
     memory = result.get("memory") or {}
     head = Text()

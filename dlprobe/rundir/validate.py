@@ -23,6 +23,13 @@ EVENT_REQUIRED: dict[str, tuple[str, ...]] = {
     schema.EV_WORKERS_LAST: ("t",),
     schema.EV_WORKER_START: ("t", "pid"),
     schema.EV_SCRIPT_ERROR: ("t",),
+    # tune's and scan's readers index these (tune/results.py collect_trials, scan/result.py feed)
+    schema.EV_TRIAL_START: ("t", "key", "num_workers"),
+    schema.EV_TRIAL_END: ("t", "key"),
+    schema.EV_TRIAL_SKIPPED: ("key",),
+    schema.EV_SCAN_PROGRESS: ("done",),
+    schema.EV_SCAN_BAD: ("index",),
+    schema.EV_SCAN_END: ("scanned",),
 }
 SAMPLE_REQUIRED: dict[str, tuple[str, ...]] = {
     schema.SAMPLE_PROC: ("pid",),
@@ -162,6 +169,20 @@ EVENT_TYPES: dict[str, type] = {
     schema.EV_FORK_HANDLES: schema.ForkHandlesEvent,
     schema.EV_STARTUP_PROFILE: schema.StartupProfileEvent,
     schema.EV_ACCEL: schema.AccelEvent,
+    schema.EV_TAKEOVER: schema.TakeoverEvent,
+    schema.EV_TUNE_LOOP: schema.TuneLoopEvent,
+    schema.EV_TUNE_LOADER: schema.TuneLoaderEvent,
+    schema.EV_TRIAL_START: schema.TrialStartEvent,
+    schema.EV_TRIAL_END: schema.TrialEndEvent,
+    schema.EV_TRIAL_SKIPPED: schema.TrialSkippedEvent,
+    schema.EV_TUNE_CONFIRM: schema.TuneConfirmEvent,
+    schema.EV_TUNE_WORKERS_STOP: schema.TuneWorkersStopEvent,
+    schema.EV_SCAN_START: schema.ScanStartEvent,
+    schema.EV_SCAN_PROGRESS: schema.ScanProgressEvent,
+    schema.EV_SCAN_BAD: schema.ScanBadEvent,
+    schema.EV_SCAN_ERROR: schema.ScanErrorEvent,
+    schema.EV_SCAN_SKIPPED: schema.ScanSkippedEvent,
+    schema.EV_SCAN_END: schema.ScanEndEvent,
 }
 
 

@@ -18,6 +18,7 @@ from dlprobe.rundir.schema import (
     EV_SCRIPT_ERROR,
     EV_TAKEOVER,
 )
+from dlprobe.rundir.validate import event_problem
 
 SCHEMA_VERSION = 2  # 2: `loaders` holds one entry per loader checked; bad entries name their loader
 PROBLEM_KINDS = ("exception", "crash", "timeout", "none", "shape", "dtype", "nan")
@@ -111,6 +112,8 @@ class ScanResult:
 
     def feed(self, events: list[dict[str, Any]]) -> None:
         for ev in events:
+            if event_problem(ev) is not None:  # damaged or of another version: skipped, as load_run does
+                continue
             kind = ev.get("ev")
             if kind == EV_LOADER:
                 self.loaders_seen.add(int(ev.get("loader", 0)))

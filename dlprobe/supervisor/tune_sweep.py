@@ -8,11 +8,12 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dlprobe import __version__
 from dlprobe.analysis.model import RunData, load_run
 from dlprobe.errors import DlprobeError
+from dlprobe.loader_model.limits import WORKER_CAP
 from dlprobe.redact import redact_argv
 from dlprobe.rundir.files import create_run_dir, write_json
 from dlprobe.rundir.schema import (
@@ -28,7 +29,6 @@ from dlprobe.rundir.schema import (
     TAKEOVER_STEPS_ENV,
     TUNE_CONFIG_ENV,
     TUNE_RESULT_FILE,
-    WORKER_CAP,
 )
 from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
 from dlprobe.system import cgroup, procmem
@@ -37,6 +37,7 @@ from dlprobe.system.proctree import kill_tree
 from dlprobe.tune.loop import LOOP_STEPS, loop_seconds, loop_words
 from dlprobe.tune.plan import SEARCH_FIELDS
 from dlprobe.tune.predict import annotate
+from dlprobe.tune.records import Recommended, TrialRow, TuneMemory, TuneResult
 from dlprobe.tune.results import (
     batches_per_epoch,
     best_of_repeats,
@@ -95,7 +96,7 @@ def _validate(options: TuneOptions) -> None:
         raise DlprobeError("--tolerance must be a share between 0 and 1", hint="e.g. --tolerance 0.05 for 5%")
 
 
-def run_tune(options: TuneOptions) -> dict[str, Any]:
+def run_tune(options: TuneOptions) -> TuneResult:
     """Measure the trials (restarting the script if a trial kills it) and return the tune result."""
     check_target(options.script, options.launch, options.args)
     _validate(options)
@@ -109,7 +110,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
     deadline = started + options.budget_s
     trials: list[dict[str, Any]] = []
     info: dict[str, Any] | None = None
-    memory: dict[str, Any] | None = None
+    memory: TuneMemory | None = None
     attempts: list[dict[str, Any]] = []
     first_run: RunData | None = None
     loop: dict[str, Any] | None = None  # the script's loop, as the first attempt timed it
@@ -186,7 +187,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         notes.append(again)
     if cpus["usable_cores"] == 1:
         notes.append("1 usable core: workers share it with the training loop, so extra workers rarely pay off")
-    result = {
+    result: TuneResult = {
         "schema_version": 1,
         "dlprobe_version": __version__,
         "script": options.script,
@@ -209,7 +210,7 @@ def run_tune(options: TuneOptions) -> dict[str, Any]:
         | {"samples_per_s": round(1 / loop_s, 2) if loop_s else None},
         "notes": notes,
         "attempts": attempts,
-        "trials": trials,
+        "trials": cast(list[TrialRow], trials),  # collect_trials' rows, each a TrialRow
         "workers_cap": cap,
         "workers_stop": {k: workers_stop.get(k) for k in ("reason", "top")} if workers_stop else None,
         "prediction": prediction,
@@ -228,11 +229,12 @@ def _own_memory() -> dict[str, Any]:
     return {"private_bytes": rollup.get("uss"), "limit_dir": state.get("limit_dir")}
 
 
-def _public(trial: dict[str, Any] | None) -> dict[str, Any] | None:
+def _public(trial: dict[str, Any] | None) -> Recommended | None:
     if trial is None:
         return None
-    return {k: trial.get(k) for k in ("num_workers", "prefetch_factor", "pin_memory", "samples_per_s", "vs_best",
-                                      "projected_epoch_bytes")}  # fmt: skip
+    return {"num_workers": trial.get("num_workers"), "prefetch_factor": trial.get("prefetch_factor"),
+            "pin_memory": trial.get("pin_memory"), "samples_per_s": trial.get("samples_per_s"),
+            "vs_best": trial.get("vs_best"), "projected_epoch_bytes": trial.get("projected_epoch_bytes")}  # fmt: skip
 
 
 def _output_at(run: RunData) -> str:

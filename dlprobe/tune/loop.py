@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.rate_model import HEADROOM
+from dlprobe.loader_model.limits import HEADROOM
 
 LOOP_STEPS = 8  # steady steps of the script's loop tune times before its trials (--loop-steps)
 BUSY_LOOP_CPU = 0.5  # a loop whose step keeps this share of a core busy competes with the workers for the cores

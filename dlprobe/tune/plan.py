@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.rundir.schema import IO_BOUND_WAIT
+from dlprobe.loader_model.limits import IO_BOUND_WAIT
 
 DUPLICATE_SHARE = 0.2  # a trial whose samples repeat this often is an IterableDataset every worker yields whole
 # What a restarted attempt is told of the trials before it: the search (tune/search.py) re-fits its model on them.

@@ -8,16 +8,16 @@ from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.memory_findings import load_done_at
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
-from dlprobe.memory_reserve import worker_reserve as shared_reserve
-from dlprobe.rate_model import HEADROOM
+from dlprobe.loader_model.limits import HEADROOM, MEMORY_SHARE
+from dlprobe.loader_model.reserve import worker_reserve as shared_reserve
+from dlprobe.loader_model.worker_memory import Growth, fits, memory_for_workers, project_worker_bytes, steady_growth
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 from dlprobe.tune.loop import keeps_up
 from dlprobe.tune.plan import DUPLICATE_SHARE, completed, merge_repeat, oom_killed, preference
+from dlprobe.tune.records import TuneMemory
 
-MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to extend to an epoch
 
-
-def memory_available(run: RunData, supervisor: dict[str, Any] | None = None) -> dict[str, Any]:
+def memory_available(run: RunData, supervisor: dict[str, Any] | None = None) -> TuneMemory:
     """What the user's workers may use: the cgroup limit less what the job held when the first trial began (the
     parent: the script up to its loader), or MemAvailable then, whichever is tighter.
 
@@ -35,7 +35,7 @@ def memory_available(run: RunData, supervisor: dict[str, Any] | None = None) -> 
         return before[-1] if before else (read[0][1] if read else None)
 
     available = at_start(system.available)
-    out: dict[str, Any] = {"mem_available_bytes": available, "cgroup_limit_bytes": system.cgroup_limit}
+    out: TuneMemory = {"mem_available_bytes": available, "cgroup_limit_bytes": system.cgroup_limit}
     budget = available
     # Read by the script as the trial began where it could be: the supervisor's last sample may be a quarter second
     # old, and the script is still finishing its imports then.
@@ -48,10 +48,9 @@ def memory_available(run: RunData, supervisor: dict[str, Any] | None = None) -> 
         same = own and (supervisor or {}).get("limit_dir") == (start or {}).get("cgroup_limit_dir")
         grown = _main_growth(run, first)
         parent = usage - cache - (int(own) if same and own else 0) + grown
-        left = system.cgroup_limit - parent
-        budget = left if budget is None else min(budget, left)
-        out.update(parent_bytes=parent, held_bytes=usage, page_cache_bytes=cache or None,
-                   supervisor_bytes=int(own) if same and own else None, parent_growth_bytes=grown)  # fmt: skip
+        budget = memory_for_workers(system.cgroup_limit, parent, available)
+        out.update({"parent_bytes": parent, "held_bytes": usage, "page_cache_bytes": cache or None,
+                    "supervisor_bytes": int(own) if same and own else None, "parent_growth_bytes": grown})  # fmt: skip
     out["budget_bytes"] = budget
     out["source"] = "cgroup limit" if system.cgroup_limit and budget != available else "MemAvailable"
     return out
@@ -77,22 +76,6 @@ def _window(run: RunData, start: float, end: float) -> tuple[int | None, int | N
     return base, max(inside) if inside else None
 
 
-def _steady_growth(values: list[tuple[float, int]], steady_from: float, end: float) -> tuple[int, float] | None:
-    """(growth, seconds) of a worker's memory over the steady part of its trial, fitted on the later half only.
-
-    A load that ends after the first batch (a worker still filling its table while another delivers) would read as
-    growth over the whole window; growth that goes on holds its rate in the later half, a finished load does not."""
-    steady = sorted((t, v) for t, v in values if steady_from <= t <= end + 1.0)
-    if len(steady) < 2 or steady[-1][0] <= steady[0][0]:
-        return None
-    span = steady[-1][0] - steady[0][0]
-    mid = next((t, v) for t, v in steady if t >= steady[0][0] + span / 2)
-    if steady[-1][0] <= mid[0]:
-        return None
-    rate = max(0, steady[-1][1] - mid[1]) / (steady[-1][0] - mid[0])
-    return int(rate * span), span
-
-
 def _worker_memory(run: RunData, loader_id: int | None, steady_from: float, end: float) -> dict[str, Any]:
     """Per-worker USS peak (its base: what it holds once started, a load at start included) and its growth over the
     steady part of the trial (after its first batch and after a load at start is done).
@@ -113,10 +96,10 @@ def _worker_memory(run: RunData, loader_id: int | None, steady_from: float, end:
         # worker_init_fn and a load in the first sample are over once the worker's own first batch is made: a slow
         # worker still loading while the others deliver has not started its steady part.
         own = first.get(proc.pid, steady_from)
-        fitted = _steady_growth(values, max(steady_from, own, done_at or 0.0), end)
+        fitted = steady_growth(values, max(steady_from, own, done_at or 0.0), end + 1.0)
         if fitted is not None:
-            growths.append(fitted[0])
-            steady_s = max(steady_s, fitted[1])
+            growths.append(fitted.bytes)
+            steady_s = max(steady_s, fitted.seconds)
     if not peaks:
         return {"worker_uss_peak_bytes": None, "worker_uss_growth_bytes": None, "steady_window_s": None}
     return {
@@ -151,17 +134,16 @@ def project_epoch_bytes(trial: dict[str, Any], batches_per_epoch: int | None) ->
     peak = trial.get("worker_uss_peak_bytes")
     if peak is None:
         return None
-    per_worker = peak
     grown, window, duration = (
         trial.get("worker_uss_growth_bytes"),
         trial.get("steady_window_s"),
         trial.get("duration_s"),
     )
     made = trial.get("batches") or 0
-    if batches_per_epoch and grown and window and duration and made and window >= MIN_GROWTH_WINDOW_S:
-        batches_in_window = made * min(1.0, window / duration)
-        per_batch = grown / max(1.0, batches_in_window / nw)  # each worker makes 1/nw of the batches
-        per_worker = peak + int(per_batch * max(0, batches_per_epoch - made) / nw)
+    growth = Growth(int(grown), float(window)) if grown and window else None
+    # The batches all workers made while it grew that much: the steady window's share of the trial's.
+    in_window = max(float(nw), made * min(1.0, window / duration)) if window and duration and made else 0.0
+    per_worker = project_worker_bytes(peak, growth, in_window, max(0, (batches_per_epoch or 0) - made))
     return int(nw * per_worker + shm)
 
 
@@ -273,15 +255,15 @@ def _batch_bytes(run: RunData, loader_id: int | None) -> int | None:
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
-def worker_reserve(trials: list[dict[str, Any]]) -> int:
-    """Bytes to keep free per worker beyond its projection, from what the trials measured (dlprobe/memory_reserve.py,
+def worker_reserve(trials: list[dict[str, Any]]) -> int | None:
+    """Bytes to keep free per worker beyond its projection, from what the trials measured (loader_model/reserve.py,
     as `run` does): a worker's private peak across trials (the projection uses its own trial's) and what the cgroup
-    charged per worker beyond it."""
+    charged per worker beyond it; None where no trial measured that charge (then, as `run`, a flat share is kept)."""
     peaks = [int(t["worker_uss_peak_bytes"]) for t in trials
              if t.get("status") == "ok" and isinstance(t.get("worker_uss_peak_bytes"), int)]  # fmt: skip
     uncounted = [int(t["uncounted_per_worker_bytes"]) for t in trials
                  if isinstance(t.get("uncounted_per_worker_bytes"), int)]  # fmt: skip
-    return shared_reserve(peaks, uncounted)
+    return shared_reserve(peaks, uncounted) if uncounted else None
 
 
 def job_rate(trial: dict[str, Any], loop_s: float | None) -> float:
@@ -312,10 +294,12 @@ def recommend(
     per_worker = worker_reserve(trials)
     for t in trials:
         projected = t.get("projected_epoch_bytes")
+        workers = t.get("num_workers") or 0
         if projected is not None:
-            t["reserve_bytes"] = (t.get("num_workers") or 0) * per_worker
-        fits = None if budget is None or projected is None else projected + t["reserve_bytes"] <= budget
-        t["fits_memory"] = fits
+            # Measured: each worker's; not measured: the flat share of the budget (loader_model/worker_memory.py).
+            flat = int((1 - MEMORY_SHARE) * budget) if budget is not None else None
+            t["reserve_bytes"] = workers * per_worker if per_worker is not None else flat
+        t["fits_memory"] = fits(budget, projected, workers, per_worker)
         if killed and t.get("num_workers", 0) >= min(killed):  # as many workers as the OOM killer already ended
             t["fits_memory"] = False
     best = max(ok, key=lambda t: t["samples_per_s"])

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dlprobe.rate_model import HEADROOM, limit_of, predicted_rate, rate_bounds
-from dlprobe.rate_model import cores_left as left_to_loader
-from dlprobe.rate_model import knee as knee_of
-from dlprobe.rundir.schema import CPU_BOUND_SHARE, IO_BOUND_WAIT
+from dlprobe.loader_model.limits import CPU_BOUND_SHARE, HEADROOM, IO_BOUND_WAIT
+from dlprobe.loader_model.rate import cores_left as left_to_loader
+from dlprobe.loader_model.rate import knee as knee_of
+from dlprobe.loader_model.rate import limit_of, predicted_rate, rate_bounds
 from dlprobe.tune.loop import keeps_up
 from dlprobe.tune.plan import completed, oom_killed, preference
 
@@ -34,7 +34,7 @@ def _num(value: Any) -> float | None:
 
 @dataclass
 class Model:
-    """Throughput(n) = min(n workers asleep part of each sample and queued for the cores the rest (dlprobe/queueing.py),
+    """Throughput(n) = min(n workers asleep part of each sample and queued for the cores the rest (queueing.py),
     one core over the main process's CPU per sample, a bound the trials measured). The queueing curve runs under
     its two asymptotes, n / one worker's time per sample and the cores left over the CPU per sample of a worker and
     of the main process; bounds() names those, rate() is the curve."""
@@ -50,7 +50,7 @@ class Model:
     cpu_read_at: int = 1  # the worker count worker_cpu_s was read at (worker_cpu)
 
     def bounds(self, n: int) -> dict[str, float]:
-        # The bounds are dlprobe/rate_model.py's, which `run`'s advice uses too: the two never disagree.
+        # The bounds are dlprobe/loader_model/rate.py's, which `run`'s advice uses too: the two never disagree.
         return rate_bounds(n, self.worker_s, self.worker_cpu_s, self.main_cpu_s, self.cores_left, self.measured_cap,
                            main_fixed=self.main_fixed, handover_s=self.handover_s)  # fmt: skip
 

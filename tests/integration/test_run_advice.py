@@ -190,7 +190,7 @@ def test_io_bound_loader_on_all_cores_is_told_it_waits_and_given_more_workers_th
     assert evidence["bound"] == "I/O-bound" and evidence["worker_wait_share"] >= 0.5, evidence
     assert evidence["suggested_num_workers"] > evidence["usable_cores"]
     assert evidence["predicted_batches_per_s"] > evidence["batches_per_s"]
-    # tune's model (dlprobe/rate_model.py): the main process's CPU was read and bounds the advice, not the workers
+    # tune's model (loader_model/rate.py): the main process's CPU was read and bounds the advice, not the workers
     assert evidence["main_cpu_share"] is not None, evidence
     assert ("main" in evidence["model_limits"]) == (evidence["main_cpu_share"] > 0), evidence
     assert evidence["model_limit"] != "cores" and evidence["cores_left"] > 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dlprobe.rundir.schema import CPU_BOUND_SHARE
+from dlprobe.loader_model.limits import CPU_BOUND_SHARE
 from tests.conftest import SCRIPTS, memory_cgroup, run_dlprobe
 from tests.htmlpage import parse_page
 

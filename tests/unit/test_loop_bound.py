@@ -1,9 +1,9 @@
-"""The workers that keep a loop fed (rate_model.workers_to_feed: loop-bound's count, and run's input-bound advice's),
+"""The workers that keep a loop fed (rate.workers_to_feed: loop-bound's count, and run's input-bound advice's),
 from a worker's build time and the loop's step."""
 
 from __future__ import annotations
 
-from dlprobe.rate_model import workers_to_feed
+from dlprobe.loader_model.rate import workers_to_feed
 
 
 def test_the_workers_needed_deliver_the_headroom_over_the_loops_step():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlprobe.queueing import closed_throughput
+from dlprobe.loader_model.queueing import closed_throughput
 
 
 def test_one_worker_is_its_own_time_per_sample_and_many_reach_the_cores():

@@ -1,4 +1,4 @@
-"""`run`'s advice and `tune`'s search read the same evidence through one model (dlprobe/rate_model.py): they predict
+"""`run`'s advice and `tune`'s search read the same evidence through one model (loader_model/rate.py): they predict
 the same rate, and `run` bounds by the main process's CPU and the cores other work leaves as tune does."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 
 from dlprobe.analysis.loop_timing import LoopTiming, loop_timing
 from dlprobe.analysis.model import Epoch, ProcessRecord, RunData
-from dlprobe.analysis.throughput_findings import KNEE_SHORT, find_input_bound, find_too_many_workers, plan_workers
+from dlprobe.analysis.throughput_findings import find_input_bound, find_too_many_workers, plan_workers
 from dlprobe.analysis.worker_cpu import LoaderCpu, loader_cpu, main_cpu_share
-from dlprobe.rate_model import knee, limit_of, predicted_rate, rate_bounds
-from dlprobe.rundir.schema import WORKER_CAP
+from dlprobe.loader_model.limits import KNEE_SHORT, WORKER_CAP
+from dlprobe.loader_model.rate import knee, limit_of, predicted_rate, rate_bounds
 from dlprobe.tune.search import fit, next_step
 from dlprobe.units import MiB
 from tests.unit.fakes import cpu_series, loader, run, worker

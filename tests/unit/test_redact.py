@@ -167,9 +167,15 @@ def test_scan_and_tune_results_show_no_credential() -> None:
     from dlprobe.scan.result import ScanResult
 
     result = ScanResult("train.py", [], None)
-    bad = {"ev": "scan_bad", "index": 3, "kind": "exception", "detail": "HTTPError: 401 https://me:pw1234@h/x.tar"}
-    error = {"ev": "script_error", "type": "RuntimeError", "message": f"refused {HF}"}
-    result.feed([{"ev": "scan_start", "loader": 0, "total": 8}, bad, error])
+    bad = {
+        "t": 1.0,
+        "ev": "scan_bad",
+        "index": 3,
+        "kind": "exception",
+        "detail": "HTTPError: 401 https://me:pw1234@h/x.tar",
+    }
+    error = {"t": 1.0, "ev": "script_error", "type": "RuntimeError", "message": f"refused {HF}"}
+    result.feed([{"t": 1.0, "ev": "scan_start", "loader": 0, "total": 8}, bad, error])
     assert result.bad[0]["detail"] == "HTTPError: 401 https://me:***@h/x.tar"
     assert result.script_error is not None and result.script_error["message"] == "refused hf_***"
     # a tune.json written before redaction: its page's title still shows none

@@ -86,3 +86,18 @@ def test_the_cases_a_reader_relies_on() -> None:
     assert validate.conforms(None, float | None) and not validate.conforms("x", float | None)
     row = {"ev": "batches", "t": 1.0, "loader": 0, "waits": [0.1, "slow"]}
     assert validate.event_problem(row) == "'waits' is a list"
+
+
+def test_every_event_kind_has_its_type_and_tunes_records_are_checked_at_load():
+    from dlprobe.rundir import schema
+    from dlprobe.rundir.validate import EVENT_TYPES, event_problem
+
+    kinds = {v for k, v in vars(schema).items() if k.startswith("EV_")}
+    assert kinds - set(EVENT_TYPES) == set()
+    spec = {"key": "w2-p2-nopin", "num_workers": 2, "prefetch_factor": 2, "pin_memory": False, "stage": "workers"}
+    end = {"ev": "trial_end", "t": 3.0, **spec, "status": "ok", "error": None, "batches": 60, "samples": 1920,
+           "samples_per_s": 640.5, "loader_id": 1, "workers_that_fit_memory": None}  # fmt: skip
+    assert event_problem(end) is None
+    assert event_problem(end | {"samples_per_s": "fast"}) == "'samples_per_s' is a string"
+    assert event_problem({k: v for k, v in end.items() if k != "key"}) == "no 'key'"
+    assert event_problem({"ev": "tune_workers_stop", "t": 1.0, "reason": "cap", "top": 4.5}) == "'top' is a number"

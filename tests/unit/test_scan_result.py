@@ -9,18 +9,28 @@ SANITY = "Lightning's sanity-check validation loader"
 
 def _start(loader, total, role=None, others=()):
     fields = {"dataset_type": "m.Records", "total": total, "selected": total, "iterable": False, "workers": 2}
-    return {"ev": "scan_start", "loader": loader, "start_method": "fork", "role": role, "other_loaders": list(others),
-            **fields}  # fmt: skip
+    return {"t": 1.0, "ev": "scan_start", "loader": loader, "start_method": "fork", "role": role,
+            "other_loaders": list(others), **fields}  # fmt: skip
+
+
+def _bad(index, kind, detail):
+    return {"t": 1.0, "ev": "scan_bad", "index": index, "kind": kind, "detail": detail}
 
 
 def _end(scanned):
-    return {"ev": "scan_end", "scanned": scanned, "duration_s": 0.1, "interrupted": False}
+    return {"t": 1.0, "ev": "scan_end", "scanned": scanned, "duration_s": 0.1, "interrupted": False}
+
+
+def test_a_damaged_scan_event_is_skipped_as_load_run_skips_it():
+    result = ScanResult("train.py", [], 0)
+    result.feed([_start(0, 16), {"t": 1.0, "ev": "scan_bad", "index": "3", "kind": "nan"}, _end(16)])
+    assert result.bad == [] and result.to_json()["scanned"] == 16
 
 
 def test_two_loaders_keep_their_own_bad_indices_and_every_one_counts():
     result = ScanResult("train.py", [], None)
-    result.feed([_start(0, 16, SANITY), {"ev": "scan_bad", "index": 3, "kind": "nan", "detail": "NaN"}, _end(16)])
-    result.feed([_start(1, 64), {"ev": "scan_bad", "index": 3, "kind": "exception", "detail": "bad"}, _end(64)])
+    result.feed([_start(0, 16, SANITY), _bad(3, "nan", "NaN"), _end(16)])
+    result.feed([_start(1, 64), _bad(3, "exception", "bad"), _end(64)])
     assert [(e["loader"], e["index"], e["kind"]) for e in result.bad] == [(0, 3, "nan"), (1, 3, "exception")]
     data = result.to_json()
     assert data["scanned"] == 80 and data["loaders_checked"] == [0, 1] and result.complete

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dlprobe.queueing import closed_throughput
+from dlprobe.loader_model.queueing import closed_throughput
 from dlprobe.tune.plan import later_stages, trial
 from dlprobe.tune.predict import annotate
 from dlprobe.tune.results import recommend
@@ -217,7 +217,7 @@ def test_a_second_reading_that_did_not_complete_never_replaces_one_that_did_and_
 
 def _queued_loader(cpu_ms: float, sleep_ms: float, cores: int = 2) -> Measure:
     """A loader whose workers sleep `sleep_ms` per sample and then queue for `cores` cores for `cpu_ms`: the rate a
-    closed network of them has (tune/queueing.py), not the corner of min(workers, cores)."""
+    closed network of them has (loader_model/queueing.py), not the corner of min(workers, cores)."""
     curve = closed_throughput(64, sleep_ms / 1000, cpu_ms / 1000, cores)
 
     def measure(n: int) -> dict[str, Any]:

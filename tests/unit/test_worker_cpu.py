@@ -10,7 +10,7 @@ from dlprobe.analysis.model import Epoch, RunData
 from dlprobe.analysis.stackfile import StackCount, StackProfile
 from dlprobe.analysis.throughput_findings import find_input_bound, find_too_many_workers
 from dlprobe.analysis.worker_cpu import CPU_BOUND, HAND_OVER, IO_BOUND, MIXED, loader_cpu
-from dlprobe.rundir.schema import WORKER_CAP
+from dlprobe.loader_model.limits import WORKER_CAP
 from tests.unit.fakes import cpu_series, loader, run, series, worker
 
 WAIT_S, STEP_S, BATCHES = 0.08, 0.002, 40  # the loop waits 80 ms per batch for 2 ms of its own work

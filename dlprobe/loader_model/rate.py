@@ -1,4 +1,5 @@
-"""The loader's throughput model, one for `run`'s advice and `tune`'s search (a leaf module: both sides import it)."""
+"""The loader's throughput model: the bounds on the rate, the predicted rate and the knee, one for `run`'s advice and
+`tune`'s search."""
 
 from __future__ import annotations
 
@@ -6,21 +7,15 @@ import math
 from collections.abc import Callable
 from functools import lru_cache
 
-from dlprobe.queueing import closed_throughput
-from dlprobe.rundir.schema import CPU_BOUND_SHARE
+from dlprobe.loader_model.limits import CPU_BOUND_SHARE, HEADROOM, QUEUED_BELOW
+from dlprobe.loader_model.queueing import closed_throughput
 
-# A worker that got a core less than this share of the time it wanted one was queued behind other work: the cores
-# left to the loader are fewer than the usable ones (above it, a tick of queueing is not a busy machine).
-QUEUED_BELOW = 0.97
 # The bounds, by name: n workers each at its own pace; the cores left over the CPU per item of a worker and of the
 # main process; one core over the main process's CPU per item (it receives every batch on one thread); the loop's
 # own step per item; the main process's wall time per item taking batches off the workers' result queue (its CPU and
 # the waits for each tensor's shared memory from the worker: one thread, one batch at a time); the best rate trials
 # measured where they fell below the rest (a bound the model missed).
 BOUNDS = ("workers", "cores", "main", "handover", "loop", "measured")
-# How much faster than the loop needs them the loader's batches should come, so a slow batch does not stall it: the
-# workers `run` advises, and the loader rate at which `tune` calls the loop, not the loader, the bound.
-HEADROOM = 1.25
 
 
 def workers_to_feed(batch_s: float, step_s: float) -> int:
@@ -84,7 +79,7 @@ def loader_cores(cores_left: float, main_fixed: float) -> float:
 def queued_rate(
     n: int, worker_s: float, worker_cpu_s: float | None, main_cpu_s: float | None, cores: int, cores_left: float
 ) -> float:
-    """The rate of n workers that are asleep part of each item and queue for the cores the rest (dlprobe/queueing.py):
+    """The rate of n workers that are asleep part of each item and queue for the cores the rest (queueing.py):
     past the corner of the "workers" and "cores" bounds, workers that wake together wait for a core, so the curve
     reaches the cores bound at several times the corner's count (a CPU-bound worker, never asleep, at the corner)."""
     if n <= 0:

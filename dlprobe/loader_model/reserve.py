@@ -1,4 +1,4 @@
-"""The memory to keep free per worker beyond its projection, measured, for `tune` and `run` (a leaf: both import it)."""
+"""The memory to keep free per worker beyond its projection, measured, for `tune` and `run`."""
 
 from __future__ import annotations
 

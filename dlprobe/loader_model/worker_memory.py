@@ -1,0 +1,89 @@
+"""A worker's memory and the memory the workers may use: one answer for `run`'s findings, `tune`'s trials (and its
+search inside the training process), `attach` and the job's node totals. Pure functions on plain numbers: each
+caller reads its own evidence (a run's samples, a trial's window, an attached tree) and asks these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlprobe.loader_model.limits import MEMORY_SHARE
+
+MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to extend to an epoch
+
+
+@dataclass(frozen=True)
+class Growth:
+    """A worker's steady growth: bytes over `seconds` of its steady part (the later half's rate over the whole part)."""
+
+    bytes: int
+    seconds: float
+
+
+def steady_growth(
+    readings: list[tuple[float, int]], since: float = float("-inf"), until: float = float("inf")
+) -> Growth | None:
+    """(growth, seconds) of a worker's memory over its steady part, the readings from `since` to `until`; None with
+    fewer than two readings there (growth there was not seen).
+
+    Fitted on the later half only: a load that ends after the first batch (a worker still filling its table while
+    another delivers) would read as growth over the whole window; growth that goes on holds its rate in the later half,
+    a finished load does not. With two readings there is no later half: their difference."""
+    steady = sorted((t, v) for t, v in readings if since <= t <= until)
+    if len(steady) < 2 or steady[-1][0] <= steady[0][0]:
+        return None
+    span = steady[-1][0] - steady[0][0]
+    if len(steady) == 2:
+        return Growth(max(0, steady[1][1] - steady[0][1]), span)
+    mid = next((t, v) for t, v in steady if t >= steady[0][0] + span / 2)
+    if steady[-1][0] <= mid[0]:
+        return None
+    rate = max(0, steady[-1][1] - mid[1]) / (steady[-1][0] - mid[0])
+    return Growth(int(rate * span), span)
+
+
+def project_worker_bytes(peak: int, growth: Growth | None, batches_in_window: float, batches_left: float) -> int:
+    """One worker's memory at the end of the epoch: its peak so far plus its steady growth extended, at the same rate
+    per batch, over the batches still to come (`batches_in_window`: the batches all workers made while it grew that
+    much; `batches_left`: those all workers still make this epoch). Not extended from a window too short to say
+    (MIN_GROWTH_WINDOW_S) or where nothing is left."""
+    if growth is None or growth.bytes <= 0 or growth.seconds < MIN_GROWTH_WINDOW_S:
+        return peak
+    if batches_in_window <= 0 or batches_left <= 0:
+        return peak
+    return int(peak + growth.bytes * batches_left / batches_in_window)
+
+
+def memory_for_workers(
+    limit: int | None, held_apart: int | None, available: int | None, workers_held: int = 0
+) -> int | None:
+    """The memory the workers may use, the tighter of: the memory limit less what the job holds besides the workers
+    (`held_apart`: the parent, the supervisor's share, what the kernel charges apart; the page cache it drops before
+    it kills is not held), and the memory the machine has available plus what the workers already hold (available
+    memory was read with them in it). None where neither was read."""
+    options = []
+    if limit and held_apart is not None:
+        options.append(int(limit - held_apart))
+    if available is not None:
+        options.append(int(available + workers_held))
+    return min(options) if options else None
+
+
+def workers_that_fit(budget: int | None, per_worker: int, reserve: int | None) -> int | None:
+    """Workers of `per_worker` bytes that fit `budget`, each with its measured `reserve`, or (not measured: None) in
+    MEMORY_SHARE of it; None without a budget or a size."""
+    if not budget or per_worker <= 0:
+        return None
+    if reserve is None:
+        return max(0, int(MEMORY_SHARE * budget // per_worker))
+    return max(0, budget // (per_worker + reserve))
+
+
+def fits(budget: int | None, projected: int | None, workers: int, reserve: int | None) -> bool | None:
+    """Whether `projected` bytes for `workers` workers (and what they put in /dev/shm) fit `budget`: with each worker's
+    measured reserve kept free, or (not measured) in MEMORY_SHARE of it, as `workers_that_fit` counts; None where the
+    budget or the projection is unknown."""
+    if budget is None or projected is None:
+        return None
+    if reserve is None:
+        return projected <= MEMORY_SHARE * budget
+    return projected + workers * reserve <= budget
