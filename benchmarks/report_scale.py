@@ -64,7 +64,7 @@ def scale_run(source: Path, dest: Path, k: int) -> int:
     first = min(float(e["t"]) for e in repeated)  # type: ignore[arg-type]
     last = max(float(e["t"]) for e in repeated)  # type: ignore[arg-type]
     span = last - first + 0.25
-    readings = [s for s in samples if s.get("k") == "r" and first <= float(s["t"]) <= last]  # type: ignore[arg-type]
+    readings = [s for s in samples if s.get("k") == "s" and first <= float(s["t"]) <= last]  # type: ignore[arg-type]
     batches = 0
     with (dest / "events.jsonl").open("w") as out:
         copied = False
@@ -88,14 +88,14 @@ def scale_run(source: Path, dest: Path, k: int) -> int:
             out.write(json.dumps(event) + "\n")
     with (dest / "samples.jsonl").open("w") as out:
         for sample in samples:
-            if sample.get("k") == "r" and float(sample["t"]) > first:  # type: ignore[arg-type]
+            if sample.get("k") == "s" and float(sample["t"]) > first:  # type: ignore[arg-type]
                 continue
             out.write(json.dumps(sample) + "\n")
         for i in range(k):
             for reading in readings:
                 out.write(json.dumps(dict(reading, t=float(reading["t"]) + i * span)) + "\n")  # type: ignore[arg-type]
         for sample in samples:
-            if sample.get("k") == "r" and float(sample["t"]) > last:  # type: ignore[arg-type]
+            if sample.get("k") == "s" and float(sample["t"]) > last:  # type: ignore[arg-type]
                 out.write(json.dumps(dict(sample, t=float(sample["t"]) + (k - 1) * span)) + "\n")  # type: ignore[arg-type]
     return batches
 

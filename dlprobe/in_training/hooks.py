@@ -280,6 +280,7 @@ class LoaderProbe:
 
     def flush(self) -> None:
         self.last_flush = time.perf_counter()
+        worker_batches.loader_batches[self.loader_id] = self.batches  # inherited by the next epoch's forked workers
         chunk = self.waits.take()  # hand-overs only where every batch of the chunk was timed
         if chunk is not None:
             chunk.update(self._per_worker())

@@ -30,17 +30,46 @@ def _open_run_delay() -> int | None:
         return None
 
 
+# Batches each loader delivered over the epochs so far (set by the hooks in the training process): a worker forked
+# for a new epoch inherits it and starts at the stride a worker of the first epoch would have reached by then, so a
+# run of many epochs keeps a log-bounded share of rows too, not WORKER_BATCH_CAP more per worker and epoch.
+loader_batches: dict[int, int] = {}
+
+
+def stride_after(batches: int) -> int:
+    """The stride a recorder reaches after `batches` fetches: WORKER_BATCH_CAP kept at 1, as many at 2, ..."""
+    stride, left = 1, batches
+    while left >= WORKER_BATCH_CAP * stride:
+        left -= WORKER_BATCH_CAP * stride
+        stride *= 2
+    return stride
+
+
+def _inherited_stride(loader_id: int) -> int:
+    before = loader_batches.get(loader_id, 0)
+    if not before:
+        return 1
+    try:
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        workers = info.num_workers if info is not None else 1
+    except Exception:  # no torch worker info: as if one worker had delivered them all (a larger stride)
+        workers = 1
+    return stride_after(before // max(1, workers))
+
+
 class WorkerBatches:
     """One worker's rows; past WORKER_BATCH_CAP rows the stride doubles, so a long run keeps a log-bounded share."""
 
-    def __init__(self, loader_id: int, worker_id: int, tid: int | None = None) -> None:
+    def __init__(self, loader_id: int, worker_id: int, tid: int | None = None, stride: int = 1) -> None:
         self.loader_id = loader_id
         self.worker_id = worker_id
         self.tid = tid  # a thread worker's native thread id: its events carry the process's pid
         self.thread: threading.Thread | None = None
         self.rows: list[Row] = []
         self.t0 = 0.0
-        self.stride = 1
+        self.stride = stride
         self.kept = 0  # rows kept at the current stride
         self.last_flush = _now()
         # A fetch's clocks (thread CPU time at its start and at the collate): the wall time alone
@@ -158,7 +187,7 @@ def start(loader_id: int, worker_id: int) -> WorkerBatches | None:
     try:
         from multiprocessing import util
 
-        recorder = WorkerBatches(loader_id, worker_id)
+        recorder = WorkerBatches(loader_id, worker_id, stride=_inherited_stride(loader_id))
         util.Finalize(None, flush, exitpriority=10)
     except Exception as exc:
         recorder = None

@@ -95,3 +95,25 @@ def test_the_queued_time_is_read_from_this_threads_schedstat():
     rec.collating()
     rec.add(FakeSlot(), 1, 0.0, 0.01, 0.02, 0)
     assert rec.rows[0][5] >= 0.02 and rec.rows[0][6] < 0.02
+
+
+def test_a_worker_of_a_later_epoch_starts_at_the_stride_the_loader_reached():
+    """Workers forked for each epoch inherit the loader's batches so far: many epochs keep a log-bounded share of rows
+    (not WORKER_BATCH_CAP more per worker and epoch)."""
+    from dlprobe.in_training import worker_batches as wb
+    from dlprobe.rundir.schema import WORKER_BATCH_CAP
+
+    assert wb.stride_after(0) == 1 and wb.stride_after(WORKER_BATCH_CAP - 1) == 1
+    assert wb.stride_after(WORKER_BATCH_CAP) == 2 and wb.stride_after(3 * WORKER_BATCH_CAP) == 4
+    rows = 0
+    saved = dict(wb.loader_batches)
+    try:
+        for epoch in range(200):  # 200 epochs of 10,000 batches, each with a worker of its own (outside torch: one)
+            wb.loader_batches[7] = epoch * 10_000
+            stride = wb._inherited_stride(7)
+            kept = -(-10_000 // stride)
+            rows += min(kept, WORKER_BATCH_CAP) + max(0, kept - WORKER_BATCH_CAP) // 2
+    finally:
+        wb.loader_batches.clear()
+        wb.loader_batches.update(saved)
+    assert rows < 20 * WORKER_BATCH_CAP  # each epoch starting afresh would keep 200 x 5,000
