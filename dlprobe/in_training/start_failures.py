@@ -99,7 +99,7 @@ def _reason(obj: Any, exc: BaseException) -> str:
     if "<locals>" in type(obj).__qualname__:
         return f"an instance of the local class '{type(obj).__qualname__}'"
     if any(handle in type(obj).__name__ for handle in _HANDLE_TYPES):
-        return f"an open handle ({type(obj).__name__}): open it in the worker instead"
+        return f"a handle or lock ({type(obj).__name__}): open or create it in the worker instead"
     return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
