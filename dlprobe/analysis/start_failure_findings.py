@@ -126,7 +126,11 @@ def find_start_method_forced(run: RunData) -> list[Finding]:
         parts.append("not applied: " + "; ".join(reasons))
     if not events:
         parts.append("no loader was iterated, so no worker was started with it")
-    title = f"--start-method {method}: " + ("; ".join(parts[:1]) if parts else "asked for")
+    title = f"--start-method {method}: " + (parts[0] if parts else "asked for")
+    if overridden:
+        title += ", overriding the script's own " + ", ".join(
+            f"{e.get('script_choice')} (loader {e.get('loader')})" for e in overridden
+        )
     return [
         Finding(
             code="start-method-forced",

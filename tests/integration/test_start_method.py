@@ -89,7 +89,7 @@ def test_start_method_changes_the_workers_method_and_says_what_it_overrode(runs:
     assert result.report["loaders"][0]["start_method"] == "forkserver"
     forced = _one(result, "start-method-forced")
     assert forced["evidence"]["overridden"] == [{"loader": 0, "script_choice": "fork"}]
-    assert "overridden" in forced["detail"]
+    assert "overridden" in forced["detail"] and "overriding the script's own fork" in forced["title"]
 
 
 def test_compare_prints_both_runs_side_by_side(runs: dict[str, DlprobeResult], tmp_path: Path) -> None:

@@ -105,6 +105,7 @@ def test_forced_says_what_it_overrode_and_a_missing_thread_worker_once() -> None
     finding = find_start_method_forced(run([loader(), loader(1)], [], events=events))[0]
     assert finding.evidence["overridden"] == [{"loader": 0, "script_choice": "fork"}]
     assert "overridden" in finding.detail and "default: fork" in finding.detail
+    assert finding.title.endswith("overriding the script's own fork (loader 0)")
     no_threads = "this torch (2.13.0) has no thread workers"
     events = [
         {"ev": "start_method_forced", "t": 1.0, "pid": 1, "loader": i, "forced": "thread", "script_choice": None,
