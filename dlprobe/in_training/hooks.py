@@ -522,7 +522,8 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
         try:
             return original_iter(self)  # raises multiprocessing's "bootstrapping phase" error, as it would unprobed
         except RuntimeError as exc:
-            _record_main_guard(self, exc)
+            if "bootstrapping phase" in str(exc):  # multiprocessing's own words (_check_not_importing_main)
+                _record_main_guard(self, exc)
             raise
     if _ended_with is not None:  # the script caught the take-over's SystemExit and went on: it must not train
         raise SystemExit(_ended_with)
