@@ -9,6 +9,7 @@ so. Writes a markdown table (one row per combination and start method) to stdout
 Usage: python benchmarks/compat_matrix.py [--torch 2.15.0] [--python 3.11] [--start-method fork] [--out FILE]
        python benchmarks/compat_matrix.py --only 2.15.0/3.11          (one combination)
        python benchmarks/compat_matrix.py --collect                   (the table of every run in the cache)
+       python benchmarks/compat_matrix.py --here --start-method forkserver  (this interpreter and its torch, no venv)
 """
 
 from __future__ import annotations
@@ -115,9 +116,11 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def run_subset(python: Path, tests: list[str], method: str, report: Path, timeout: float) -> Row:
-    """pytest in the venv (one test at a time: the matrix shares the machine), counted from its junit XML."""
-    env = {**os.environ, "PYTHONPATH": str(START_METHOD_SITE), "DLPROBE_TEST_START_METHOD": method}
+def run_subset(python: Path, tests: list[str], method: str, report: Path, timeout: float, here: bool = False) -> Row:
+    """pytest in the venv (one test at a time: the matrix shares the machine), counted from its junit XML. `here`:
+    this interpreter, keeping its PYTHONPATH (a worktree's checkout) behind the start-method site."""
+    path = [str(START_METHOD_SITE)] + ([os.environ["PYTHONPATH"]] if here and os.environ.get("PYTHONPATH") else [])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "DLPROBE_TEST_START_METHOD": method}
     env.pop("VIRTUAL_ENV", None)
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"  # torchrun, dlprobe of this venv
     cmd = [str(python), "-m", "pytest", "-n", "0", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *tests]
@@ -188,6 +191,26 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines + ([""] + ["Failed:"] + failing if failing else [])) + "\n"
 
 
+def run_here(args: argparse.Namespace) -> None:
+    """The subset with this interpreter, for each start method asked: no venv, no install (e.g. a worktree's own
+    checkout on PYTHONPATH)."""
+    import torch  # noqa: PLC0415 - only this mode needs the torch it runs
+
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    args.cache.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for method in args.start_method or START_METHODS:
+        tests = SUBSET if method == "fork" else PER_METHOD
+        report = args.cache / f"here-py{python}-torch{torch.__version__}-{method}.xml"
+        row = run_subset(Path(sys.executable), tests, method, report, args.timeout, here=True)
+        row.torch, row.python = torch.__version__, python
+        rows.append(row)
+    text = table(rows)
+    (args.out or args.cache / "matrix-here.md").write_text(text)
+    print(text, end="")
+    sys.exit(1 if any(r.failed or (r.note and r.seconds) for r in rows) else 0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--torch", action="append", choices=TORCH_VERSIONS, help="torch version (repeatable)")
@@ -199,6 +222,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per combination and start method")
     parser.add_argument("--list", action="store_true", help="print the subset and exit")
     parser.add_argument("--collect", action="store_true", help="only the table of every run the cache holds")
+    parser.add_argument("--here", action="store_true", help="this interpreter and its torch, no venv or install")
     args = parser.parse_args()
     if args.collect:
         text = table(collected(args.cache))
@@ -207,6 +231,9 @@ def main() -> None:
         return
     if args.list:
         print("\n".join(f"{t}  ({'fork only' if t in FORK_ONLY else 'every start method'})" for t in SUBSET))
+        return
+    if args.here:
+        run_here(args)
         return
     if args.only:
         combos = [tuple(c.split("/", 1)) for c in args.only]

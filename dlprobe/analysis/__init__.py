@@ -20,6 +20,7 @@ from dlprobe.analysis import (
     probe_findings,
     run_findings,
     shm_findings,
+    start_failure_findings,
     startup_findings,
     thread_findings,
     throughput_findings,
@@ -29,6 +30,7 @@ from dlprobe.analysis.model import SEVERITIES, Finding, RunData
 Analyzer = Callable[[RunData], list[Finding]]
 
 ANALYZERS: list[Analyzer] = [
+    start_failure_findings.find_worker_start_failures,  # the cause of the deaths, hangs and errors that follow
     hang_findings.find_hangs,  # the specific diagnoses first: they explain a script-error that follows
     death_findings.find_worker_deaths,
     fork_findings.find_shared_handles,  # before a worker's error is read as a bad sample or the script's
@@ -48,6 +50,7 @@ ANALYZERS: list[Analyzer] = [
     startup_findings.find_fork_hazard,
     hotspot_findings.find_worker_hotspots,
     thread_findings.find_thread_workers,
+    start_failure_findings.find_start_method_forced,
     probe_findings.find_probe_degraded,
     # `dlprobe attach` only (they return nothing for other runs): the outside view of a job already running
     attach_findings.find_attached_stuck,
@@ -58,6 +61,8 @@ ANALYZERS: list[Analyzer] = [
 
 # The codes each analyzer can give: what a report lacks when that analyzer fails (tests check the list is complete).
 ANALYZER_CODES: dict[str, tuple[str, ...]] = {
+    "find_worker_start_failures": ("worker-start-failed",),
+    "find_start_method_forced": ("start-method-forced",),
     "find_hangs": ("worker-hang", "main-hang"),
     "find_worker_deaths": (
         "worker-killed",

@@ -525,6 +525,24 @@ class SharedHandleEvidence(InJob, total=False):
     tied_by: str | None  # why it is tied
 
 
+class WorkerStartFailedEvidence(InJob, total=False):
+    failure: str  # unpicklable | main-guard (rundir.schema.WORKER_START_*)
+    start_method: str | None
+    attribute_path: str | None  # unpicklable: what pickle refused, from the worker's arguments (dataset.transform)
+    object_type: str | None
+    pickle_reason: str | None
+    error: str | None
+    file: str | None  # main-guard: the script's top-level line that started workers inside a worker
+    line: int | None
+    pids: list[int]  # main-guard: the workers that died so
+
+
+class StartMethodForcedEvidence(InJob, total=False):
+    forced_method: str
+    overridden: list[dict[str, Any]]  # {loader, script_choice}: the script's own multiprocessing_context, overridden
+    not_applied: list[dict[str, Any]]  # {loader, reason}
+
+
 EVIDENCE_BY_CODE: dict[str, type] = {
     "worker-hang": WorkerHangEvidence,
     "main-hang": MainHangEvidence,
@@ -566,6 +584,8 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "thread-workers": ThreadWorkersEvidence,
     "fd-leak": FdLeakEvidence,
     "shared-handle": SharedHandleEvidence,
+    "worker-start-failed": WorkerStartFailedEvidence,
+    "start-method-forced": StartMethodForcedEvidence,
 }
 
 
@@ -601,6 +621,8 @@ class Evidence(  # every key of every code, each with its one type: what render/
     ThreadWorkersEvidence,
     FdLeakEvidence,
     SharedHandleEvidence,
+    WorkerStartFailedEvidence,
+    StartMethodForcedEvidence,
     total=False,
 ):
     pass
@@ -626,6 +648,8 @@ KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "dtype-waste": ("batch_bytes", "saved_bytes_per_batch"),
     "iterable-duplicates": ("samples", "unique", "duplicates"),
     "slow-start": ("start_cost_s", "run_s", "hot_function"),
+    "worker-start-failed": ("failure", "attribute_path", "file", "line"),
+    "start-method-forced": ("forced_method",),
     "remedy-cost": ("remedy", "remedy_s"),
     "fork-hazard": ("os_threads", "native_threads_since_import"),
     "probe-degraded": ("where", "missing"),

@@ -81,6 +81,16 @@ def _fork_explains(cause: Finding, symptom: Finding) -> str | None:
     return None
 
 
+def _start_failure_explains(cause: Finding, symptom: Finding) -> str | None:
+    """Workers that could not start (unpicklable dataset, no main guard): torch's "exited unexpectedly", the
+    script's error, the loop waiting for a batch that never comes, all of that loader."""
+    if cause.code != "worker-start-failed" or not _same_loader(cause, symptom):
+        return None
+    if symptom.code in ("worker-killed", "script-error", "main-hang", "worker-hang", "worker-error"):
+        return f"{_worker_name(symptom) if symptom.code == 'worker-killed' else 'the'} {symptom.code}"
+    return None
+
+
 def _script_error_restates(cause: Finding, symptom: Finding) -> str | None:
     """The script's exception is torch re-raising what the cause already says (the worker's death, its exception)."""
     if symptom.code != "script-error" or cause.code not in _RESTATED_BY_SCRIPT_ERROR:
@@ -102,6 +112,7 @@ RULES: tuple[Callable[[Finding, Finding], str | None], ...] = (
     _memory_explains,
     _shm_explains,
     _fork_explains,
+    _start_failure_explains,
     _script_error_restates,
 )
 

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from dlprobe import __version__
-from dlprobe.commands import attach, cache, check, demo, report, run, scan, triage, tune
+from dlprobe.commands import attach, cache, check, compare, demo, report, run, scan, triage, tune
 from dlprobe.commands.options import SCRIPT_COMMAND, DlprobeCommand, LaunchCommand, flowed
 
 app = typer.Typer(
@@ -42,6 +42,7 @@ def _command(function: Callable[..., Any], launch: bool = False) -> None:
 # In the order a user meets them.
 _command(run.run, launch=True)
 _command(report.report)
+_command(compare.compare)
 _command(tune.tune, launch=True)
 _command(demo.demo)
 _command(check.check, launch=True)

@@ -30,6 +30,12 @@ def run(
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Every finding's detail and evidence in the summary, not only its key numbers."
     ),
+    start_method: str | None = typer.Option(
+        None,
+        "--start-method",
+        help="Start every DataLoader's workers with this method (fork, forkserver, spawn, or thread where torch has "
+        "thread workers), overriding the script's own choice; compare two runs with `dlprobe compare`.",
+    ),
 ) -> None:
     """Run SCRIPT under the probe and report on every DataLoader it creates.
 
@@ -40,5 +46,6 @@ def run(
     """
     args = RunArgs(script, list(script_args or []), module, out, json_path, quiet, hang_timeout, on_hang)
     args.verbose = verbose
+    args.start_method = start_method
     args.launch = launch_kind(ctx, module)
     raise typer.Exit(execute(args))

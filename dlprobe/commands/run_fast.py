@@ -22,7 +22,14 @@ from dlprobe.supervisor.hang import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
 
 # Typer and click take ~30 ms to import, a tenth of what `dlprobe run` adds to a short script (benchmarks/startup.py).
 _FLAGS = {"--quiet": "quiet", "-q": "quiet", "-m": "module", "--verbose": "verbose", "-v": "verbose"}
-_VALUES = {"--out": "out", "-o": "out", "--json": "json_path", "--hang-timeout": "hang_timeout", "--on-hang": "on_hang"}
+_VALUES = {
+    "--out": "out",
+    "-o": "out",
+    "--json": "json_path",
+    "--hang-timeout": "hang_timeout",
+    "--on-hang": "on_hang",
+    "--start-method": "start_method",
+}
 
 
 @dataclass
@@ -39,6 +46,7 @@ class RunArgs:
     on_hang: str = ON_HANG_CHOICES[0]
     launch: str = LAUNCH_SCRIPT
     verbose: bool = False  # every finding's evidence in the summary, not only its key numbers
+    start_method: str | None = None  # --start-method: every loader's workers start with it (None: the script's own)
 
 
 def parse(argv: list[str]) -> RunArgs | None:
@@ -88,6 +96,7 @@ def execute(args: RunArgs) -> int:
         hang_timeout=args.hang_timeout,
         on_hang=args.on_hang,
         launch=args.launch,
+        start_method=args.start_method,
         # Everything the report needs after the script (benchmarks/wall_timeline.py lists what is imported after
         # the exit): a module left out here is imported on the way to the summary, after the script has exited.
         # rich reads its emoji table on the summary's first markup.

@@ -23,6 +23,7 @@ from dlprobe.in_training import (
     runtime_state,
     sample_check,
     script_errors,
+    start_method_choice,
     startup_profile,
     worker_batches,
 )
@@ -47,14 +48,18 @@ from dlprobe.rundir.schema import (
     EV_LOADER,
     EV_LOADER_ERROR,
     EV_START_METHOD,
+    EV_START_METHOD_FORCED,
     EV_TAKEOVER,
     EV_TUNE_LOOP,
+    EV_WORKER_START_FAILED,
     EV_WORKERS_LAST,
     FOLDED_FLUSH_S,
     RUN_DIR_ENV,
     TAKEOVER_ENV,
     TAKEOVER_LOADER_ENV,
     TAKEOVER_STEPS_ENV,
+    WORKER_START_MAIN_GUARD,
+    WORKER_START_UNPICKLABLE,
 )
 from dlprobe.system.procmem import read_smaps_rollup
 
@@ -462,8 +467,67 @@ def _emit_fork_handles(loader: Any, loader_id: int, epoch: int) -> None:
         _emit(EV_FORK_HANDLES, loader=loader_id, epoch=epoch, **found)
 
 
+def _bootstrapping() -> bool:
+    """A spawn/forkserver worker still importing the script: multiprocessing refuses to start processes here."""
+    mp = sys.modules.get("multiprocessing")
+    return bool(mp is not None and getattr(mp.current_process(), "_inheriting", False))
+
+
+def _record_main_guard(loader: Any, exc: BaseException) -> None:
+    """This process is a worker re-running the script, whose top level iterates a loader with workers."""
+    from dlprobe.in_training.start_failures import script_frame
+
+    file, line = script_frame()
+    _emit(
+        EV_WORKER_START_FAILED,
+        loader=len(_all_probes),  # the script builds its loaders in the same order in every process
+        start_method=start_method_choice.current_method(loader),
+        kind=WORKER_START_MAIN_GUARD,
+        error=f"{type(exc).__name__}: {redact_text(str(exc))[:300]}",
+        file=file,
+        line=line,
+    )
+    flush_all()
+
+
+def _record_unpicklable(loader: Any, loader_id: int, exc: BaseException) -> None:
+    """iter() raised before the workers ran under spawn/forkserver: name what pickle refuses (only on this path)."""
+    method = start_method_choice.current_method(loader)
+    if loader.num_workers <= 0 or method not in ("spawn", "forkserver"):
+        return
+    from dlprobe.in_training.start_failures import blame, worker_roots
+
+    try:
+        found = blame(worker_roots(loader, loader.worker_init_fn))
+    except Exception as walk_exc:  # the walk must never replace the script's own error
+        probe_errors.record("hooks.pickle_blame", walk_exc, "the object pickle refused is not named")
+        return
+    if found is None:
+        return  # everything pickles: the failure was something else, the script's error says what
+    _emit(
+        EV_WORKER_START_FAILED,
+        loader=loader_id,
+        start_method=method,
+        kind=WORKER_START_UNPICKLABLE,
+        error=f"{type(exc).__name__}: {redact_text(str(exc))[:300]}",
+        path=found.path,
+        object_type=found.object_type,
+        reason=found.reason,
+    )
+
+
 def _probed_iter(self: Any, original_iter: Any) -> Any:
     startup_profile.stop("iter")  # before any worker is forked
+    # Before anything else: a worker re-running the script (spawn, forkserver) must get the forced method too, as
+    # it would get Python 3.14's default, and meet the same "bootstrapping phase" error.
+    forced = start_method_choice.apply(self)
+    if self.num_workers > 0 and _bootstrapping():
+        try:
+            return original_iter(self)  # raises multiprocessing's "bootstrapping phase" error, as it would unprobed
+        except RuntimeError as exc:
+            if "bootstrapping phase" in str(exc):  # multiprocessing's own words (_check_not_importing_main)
+                _record_main_guard(self, exc)
+            raise
     if _ended_with is not None:  # the script caught the take-over's SystemExit and went on: it must not train
         raise SystemExit(_ended_with)
     if _deferred is not None and not (_deferred.loader is self and _deferred.new_pass()):
@@ -471,6 +535,8 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
         # over this one are too short to time: the take-over happens now, never after the whole training.
         _take_over_deferred(_deferred.iterator)
     probe = _probe_for(self)
+    if forced is not None:
+        _emit(EV_START_METHOD_FORCED, loader=probe.loader_id, **forced)
     if probe.epoch < 0:
         _maybe_take_over(self, probe.loader_id)
     previous = getattr(self, "_iterator", None)
@@ -485,6 +551,10 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
     start = time.perf_counter()
     try:
         iterator = original_iter(self)
+    except Exception as exc:
+        inflight.restore_worker_init(self, user_init)
+        _record_unpicklable(self, probe.loader_id, exc)
+        raise
     finally:
         inflight.restore_worker_init(self, user_init)  # the wrapper only travels to the workers as they start
         inflight.loop_outside(probe.loader_id, probe.batches)

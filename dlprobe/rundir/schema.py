@@ -124,6 +124,10 @@ PACKAGE_PATH_ENV = "DLPROBE_PACKAGE_PATH"
 # is the target `dlprobe run` started (python SCRIPT, python -m NAME, or a command's first Python process), probed
 # from its first line without a frame of dlprobe's on its stack (in_training/target.py).
 TARGET_ENV = "DLPROBE_TARGET"
+# `dlprobe run --start-method M`: every DataLoader with workers starts them with M (as its multiprocessing_context,
+# set by the hooks as each loader is iterated; "thread": worker_method="thread" where the installed torch has it).
+START_METHOD_ENV = "DLPROBE_START_METHOD"
+START_METHOD_CHOICES = ("fork", "forkserver", "spawn", "thread")
 # stderr.log keeps at most this much of what the run wrote to stderr (its end): the page's tail and torchrun's
 # summary are read from the end (analysis/stderr_log.py).
 STDERR_KEPT_BYTES = 1 << 20
@@ -145,6 +149,13 @@ SAMPLE_CHECK_LOADS = "loads"  # loads alone: not the sample
 SAMPLE_CHECK_UNVERIFIED = "unverified"  # not loaded alone (`reason` says why)
 EV_SAMPLE_CHECK = "sample_check"
 EV_START_METHOD = "start_method"
+# --start-method applied to one loader (or not: `applied` false and `reason`), with the script's own choice
+EV_START_METHOD_FORCED = "start_method_forced"
+# A loader's workers could not start under spawn or forkserver: what the dataset holds that pickle refuses, or the
+# script that starts workers while a worker re-runs it (no `if __name__ == "__main__":` guard)
+EV_WORKER_START_FAILED = "worker_start_failed"
+WORKER_START_UNPICKLABLE = "unpicklable"
+WORKER_START_MAIN_GUARD = "main-guard"
 EV_EPOCH = "epoch"
 EV_BATCHES = "batches"
 EV_EPOCH_END = "epoch_end"
@@ -343,6 +354,34 @@ class StartMethodEvent(Event, total=False):
 
     loader: int
     start_method: str
+
+
+class StartMethodForcedEvent(Event, total=False):
+    """EV_START_METHOD_FORCED: --start-method on one loader: the method asked for, the script's own choice (its
+    multiprocessing_context's method; None: it named none and got the default, `default`), and whether it applied."""
+
+    loader: int
+    forced: str
+    script_choice: str | None
+    default: str | None
+    applied: bool
+    reason: str  # why it was not applied (this torch has no thread workers, the loader has no workers)
+
+
+class WorkerStartFailedEvent(Event, total=False):
+    """EV_WORKER_START_FAILED: a loader's workers failed to start. `kind` WORKER_START_UNPICKLABLE: `path` the
+    attribute pickle refused (dataset.transform), `object_type`, `reason`; WORKER_START_MAIN_GUARD (written by the
+    worker re-running the script): `file` and `line` where the script's top level iterates the loader."""
+
+    loader: int
+    start_method: str | None
+    kind: str
+    error: str  # the exception's type and message as raised
+    path: str | None
+    object_type: str | None
+    reason: str | None
+    file: str | None
+    line: int | None
 
 
 class EpochEvent(Event, total=False):
@@ -783,6 +822,7 @@ class Meta(TypedDict, total=False):
     in_process: bool
     attached: bool  # `dlprobe attach`: the job was already running; no hooks, only what /proc and py-spy show
     attached_pid: int  # the pid given to `dlprobe attach` (target_pid is the root of the tree it watched)
+    start_method_forced: str  # `dlprobe run --start-method M`: every loader's workers were asked to start with M
 
 
 class SupervisorCost(TypedDict, total=False):

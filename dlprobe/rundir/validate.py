@@ -154,6 +154,8 @@ EVENT_TYPES: dict[str, type] = {
     schema.EV_PROCESS: schema.ProcessEvent,
     schema.EV_LOADER: schema.LoaderEvent,
     schema.EV_START_METHOD: schema.StartMethodEvent,
+    schema.EV_START_METHOD_FORCED: schema.StartMethodForcedEvent,
+    schema.EV_WORKER_START_FAILED: schema.WorkerStartFailedEvent,
     schema.EV_EPOCH: schema.EpochEvent,
     schema.EV_BATCHES: schema.BatchesEvent,
     schema.EV_EPOCH_END: schema.EpochEndEvent,

@@ -24,6 +24,8 @@ from dlprobe.rundir.schema import (
     LAUNCH_SCRIPT,
     RUN_DIR_ENV,
     RUN_SCHEMA_VERSION,
+    START_METHOD_CHOICES,
+    START_METHOD_ENV,
     Machine,
     Meta,
     SupervisorCost,
@@ -59,6 +61,8 @@ class RunOptions:
     # Stop the workers still running after the target (tune's trials: processes of dlprobe's own making). Otherwise
     # they are left running as python leaves them, unless dlprobe itself ended the run (--on-hang stop).
     stop_leftovers: bool = False
+    # --start-method: every DataLoader's workers start with it (in_training/start_method_choice.py); None: the script's
+    start_method: str | None = None
 
 
 @dataclass
@@ -108,6 +112,14 @@ def check_hang_options(options: RunOptions) -> None:
         )
 
 
+def check_start_method(method: str | None) -> None:
+    if method is not None and method not in START_METHOD_CHOICES:
+        raise DlprobeError(
+            f"--start-method must be one of {', '.join(START_METHOD_CHOICES)}, not {method!r}",
+            hint="e.g. --start-method forkserver (Python 3.14's default on Linux)",
+        )
+
+
 def machine_facts() -> Machine:
     shm = procmem.shm_usage()
     mem = procmem.system_memory()
@@ -137,6 +149,7 @@ def run_script(options: RunOptions) -> RunOutcome:
     """Run the script, module or command under the probe; returns the run directory and the target's exit code."""
     check_target(options.script, options.launch, options.args)
     check_hang_options(options)
+    check_start_method(options.start_method)
     command = launch.target_command(options.launch, options.script, options.args)
     env = dict(os.environ)
     launch.inject(env, options.launch, options.script)
@@ -155,6 +168,10 @@ def run_script(options: RunOptions) -> RunOutcome:
         "started_at": started,
     }
     env[RUN_DIR_ENV] = str(run_dir.resolve())
+    env.pop(START_METHOD_ENV, None)  # only this run's own option forces a method
+    if options.start_method:
+        env[START_METHOD_ENV] = options.start_method
+        meta["start_method_forced"] = options.start_method
     env.update(options.env)
     stderr_at_start = stderr_origin()  # before the script writes a byte
     child = _start(command, env)
