@@ -46,6 +46,7 @@ from dlprobe.rundir.schema import (
     EV_LOADER,
     EV_LOADER_ERROR,
     EV_START_METHOD,
+    EV_START_READINESS,
     EV_TAKEOVER,
     EV_TUNE_LOOP,
     EV_WORKERS_LAST,
@@ -459,6 +460,23 @@ def _emit_fork_handles(loader: Any, loader_id: int, epoch: int) -> None:
         _emit(EV_FORK_HANDLES, loader=loader_id, epoch=epoch, **found)
 
 
+def _emit_start_readiness(loader: Any, loader_id: int) -> None:
+    """Once per loader, before its first workers start: what forkserver and spawn would make of it (bounded; nothing
+    is changed). Not in a multiprocessing child (a spawn worker running the script's top level again)."""
+    if not loader.num_workers or getattr(loader, "worker_method", None) == "thread":
+        return
+    try:
+        import multiprocessing
+
+        if multiprocessing.parent_process() is not None:
+            return
+        from dlprobe.in_training import start_readiness  # here: pickle and ast stay off the script's start-up
+
+        _emit(EV_START_READINESS, loader=loader_id, **start_readiness.readiness(loader, loader.worker_init_fn))
+    except Exception as exc:  # an exotic dataset must never break the user's training
+        probe_errors.record("hooks.start_readiness", exc, f"loader {loader_id}'s start-method readiness is missing")
+
+
 def _probed_iter(self: Any, original_iter: Any) -> Any:
     startup_profile.stop("iter")  # before any worker is forked
     if _ended_with is not None:  # the script caught the take-over's SystemExit and went on: it must not train
@@ -471,6 +489,8 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
     if probe.epoch < 0:
         _maybe_take_over(self, probe.loader_id)
     previous = getattr(self, "_iterator", None)
+    if probe.epoch < 0 and previous is None:
+        _emit_start_readiness(self, probe.loader_id)
     inflight.loop_creating_iterator(probe.loader_id)
     user_init = inflight.wrap_worker_init(self, probe.loader_id)
     threads = getattr(self, "worker_method", None) == "thread"  # nothing is forked for thread workers
