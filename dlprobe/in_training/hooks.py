@@ -462,13 +462,17 @@ def _emit_fork_handles(loader: Any, loader_id: int, epoch: int) -> None:
 
 def _emit_start_readiness(loader: Any, loader_id: int) -> None:
     """Once per loader, before its first workers start: what forkserver and spawn would make of it (bounded; nothing
-    is changed). Not in a multiprocessing child (a spawn worker running the script's top level again)."""
+    is changed). Not in a multiprocessing child."""
     if not loader.num_workers or getattr(loader, "worker_method", None) == "thread":
         return
     try:
         import multiprocessing
 
-        if multiprocessing.parent_process() is not None:
+        # A forkserver or spawn worker imports the script again (as __mp_main__, before it knows its parent): a loop
+        # outside the guard reaches here in the worker too, where there is nothing to predict.
+        main = sys.modules.get("__main__")
+        inheriting = getattr(multiprocessing.current_process(), "_inheriting", False)
+        if multiprocessing.parent_process() is not None or inheriting or getattr(main, "__name__", "") == "__mp_main__":
             return
         from dlprobe.in_training import start_readiness  # here: pickle and ast stay off the script's start-up
 
