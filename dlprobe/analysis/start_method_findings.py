@@ -19,6 +19,7 @@ from dlprobe.units import MiB, format_bytes
 METHODS = ("fork", "forkserver", "spawn")
 COW_WORTH_SWITCH = 256 * MiB  # a forked worker's copies from here make a pickled copy worth comparing
 COPY_SHARE = 0.5  # ... when the pickled copy would be at most this share of what each forked worker copied
+BUSY_SHARE = 0.95  # a parent that ran less of its runnable time than this was competing for the cores
 INTERPRETER_START_S = 0.03  # a new python3 to its first line, on a warm disk (spawn only: forkserver forks it)
 SLOW_START_TOTAL_S = 5.0  # forkserver/spawn start-ups summed over the run's worker starts: worth a finding ...
 SLOW_START_RUN_SHARE = 0.1  # ... when they are this share of the run or more
@@ -77,22 +78,27 @@ def _starts(loader: LoaderRecord) -> int:
 
 
 def predicted_start_s(event: dict[str, Any], method: str) -> float | None:
-    """One worker's start-up under `method`, predicted from what the parent measured: a forkserver or spawn worker
+    """One worker's start-up under `method`, predicted from what the parent measured. A forkserver or spawn worker
     starts a Python (spawn), imports what the parent imported before the loader, runs the script's top level
-    outside its guard again, and unpickles its copy (taken as long as the parent took to pickle it); workers that
-    start together share the cores."""
+    outside its guard again, and unpickles its copy (taken as long as the parent took to pickle it). That is the
+    parent's work in CPU time (its wall time times the share of it the parent ran, on a busy machine), spread over
+    the cores the workers then share: the parent's competitors (as many as its waiting says), less the parent, plus
+    the workers."""
     if method == "fork":
         return 0.0
     main = event.get("main") or {}
     imports = main.get("imports_s")
     if imports is None:
         return None  # no start-up profile: nothing to predict from
-    cpu = (
-        (INTERPRETER_START_S if method == "spawn" else 0.0) + float(imports) + float(main.get("top_level_work_s") or 0)
-    )
-    cpu += float(event.get("pickle_s") or 0.0)
-    workers = int(event.get("num_workers") or 1)
-    return round(cpu * max(1.0, workers / max(1, int(event.get("cpus") or 1))), 3)
+    wall = float(imports) + float(main.get("top_level_work_s") or 0.0) + float(event.get("pickle_s") or 0.0)
+    cpus = max(1, int(event.get("cpus") or 1))
+    share = event.get("cpu_share")
+    share = float(share) if isinstance(share, (int, float)) and 0 < share <= 1 else 1.0
+    runnable = cpus / share if share < BUSY_SHARE else 1.0  # the parent and what it competed with
+    workers = max(1, int(event.get("num_workers") or 1))
+    worker_share = min(1.0, cpus / max(1.0, runnable - 1 + workers))
+    work = (INTERPRETER_START_S if method == "spawn" else 0.0) + wall * share
+    return round(work / worker_share, 3)
 
 
 def predicted(event: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -405,6 +405,17 @@ def start_method_in_use(loader: Any) -> tuple[str, bool]:
     return str(default.get_start_method()), False
 
 
+def _cpu_share() -> float | None:
+    """The share of its life so far this process ran when it was runnable (/proc/self/schedstat: on a CPU, and
+    waiting for one): how much of its start-up's wall time was its own work on a busy machine."""
+    try:
+        with open("/proc/self/schedstat") as f:
+            on_cpu, waited = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        return None
+    return round(on_cpu / (on_cpu + waited), 3) if on_cpu + waited > 0 else None
+
+
 def readiness(loader: Any, user_worker_init: Any) -> dict[str, Any]:
     """The start_readiness event's fields for one loader (the caller emits it)."""
     method, chosen = start_method_in_use(loader)
@@ -435,5 +446,7 @@ def readiness(loader: Any, user_worker_init: Any) -> dict[str, Any]:
         "tensors": sum(o.get("tensors", 0) for o in objects),
         "tensor_bytes": sum(o.get("tensor_bytes", 0) for o in objects),
         "cpus": len(os.sched_getaffinity(0)),
+        "cpu_share": _cpu_share(),
+        "load": round(os.getloadavg()[0], 2),
         "main": main_script(),
     }

@@ -537,6 +537,8 @@ class StartReadinessEvent(Event, total=False):
     tensors: int
     tensor_bytes: int
     cpus: int
+    cpu_share: float | None  # of its runnable time so far, the share the process ran (the rest: waiting for a core)
+    load: float  # the 1-minute load average then
     main: MainScript
 
 

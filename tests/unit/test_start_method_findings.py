@@ -81,7 +81,11 @@ def test_forked_workers_that_copy_far_more_than_a_pickle_is_an_info() -> None:
 
 
 def test_predicted_start_up_shares_the_cores() -> None:
-    e = event([PICKLES], num_workers=8, cpus=2)
+    e = event([PICKLES], num_workers=8, cpus=2, cpu_share=1.0)
     assert predicted_start_s(e, "fork") == 0.0
-    assert predicted_start_s(e, "forkserver") == round((1.5 + 0.1) * 4, 3)
+    assert predicted_start_s(e, "forkserver") == round((1.5 + 0.1) * 4, 3)  # 8 workers on 2 cores
     assert predicted_start_s(e, "spawn") == round((0.03 + 1.5 + 0.1) * 4, 3)
+    # a parent that ran a quarter of its time: 1.6 s of wall was 0.4 s of work, and its 8 competitors (itself one)
+    # become 7 + 2 workers for the 2 cores
+    busy = event([PICKLES], num_workers=2, cpus=2, cpu_share=0.25)
+    assert predicted_start_s(busy, "forkserver") == round(1.6 * 0.25 / (2 / 9), 3)
