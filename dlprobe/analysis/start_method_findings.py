@@ -158,7 +158,21 @@ def readiness_line(run: RunData, loader: LoaderRecord) -> str | None:
     ]
     if method != "fork":
         parts.append("fork: no copy up front, no start-up")
-    return f"{head}; " + "; ".join(parts)
+    return f"{head}{_measured_text(run, loader, method)}; " + "; ".join(parts)
+
+
+def _measured_text(run: RunData, loader: LoaderRecord, method: str) -> str:
+    """What the method in use cost on this run: its workers' start-up, and their copy-on-write copies (fork) or
+    private memory as they started (forkserver, spawn)."""
+    seen = measured(run, loader, method)
+    said = []
+    if seen.get("start_s") is not None:
+        said.append(f"workers started in {seen['start_s']:.2f} s")
+    if seen.get("cow_bytes") is not None:
+        said.append(f"each copied up to {format_bytes(seen['cow_bytes'])} of the parent")
+    if seen.get("uss_start_bytes") is not None:
+        said.append(f"each held {format_bytes(seen['uss_start_bytes'])} of its own as it started")
+    return f" ({', '.join(said)})" if said else ""
 
 
 def find_start_method(run: RunData) -> list[Finding]:

@@ -68,7 +68,12 @@ def test_spawn_workers_that_start_slowly_every_epoch_are_a_warning() -> None:
 
 
 def test_spawn_workers_started_once_are_not() -> None:
-    assert find_start_method(_spawn_run(1.5, epochs=4, persistent=True)) == []
+    r = _spawn_run(1.5, epochs=4, persistent=True)
+    assert find_start_method(r) == []
+    assert readiness_line(r, r.loaders[0]) == (
+        "spawn (chosen by the script) (workers started in 1.50 s); forkserver: the dataset pickles (4.0 MiB), each "
+        "worker would hold a ~20.0 MiB copy and start in ~1.6 s; fork: no copy up front, no start-up"
+    )
 
 
 def test_forked_workers_that_copy_far_more_than_a_pickle_is_an_info() -> None:
