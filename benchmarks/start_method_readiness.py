@@ -31,7 +31,7 @@ from _common import machine
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dlprobe.analysis.start_method_findings import predicted_start_s  # noqa: E402
+from dlprobe.analysis.start_method_findings import predicted_start_s, start_work_s, worker_share  # noqa: E402
 
 MiB = 1024 * 1024
 SHAPES = ("empty", "records", "arrays", "mmap", "handle")
@@ -101,12 +101,35 @@ def one(shape: str, method: str, mib: int, records: int, folder: Path) -> dict:
         mine = [e for e in starts if e["pid"] in pids]
         row["start_s"] = max(float(e["t"]) - t0 for e in mine) if mine else None
         row["uss"] = max(int(e["memory"]["uss"]) for e in mine if e.get("memory")) if mine else None
+        row.update(start_cpu(run_dir, {e["pid"]: float(e["t"]) for e in mine}))
     if proc.returncode != 0:
         row["error"] = (proc.stderr.strip().splitlines() or ["?"])[-1][:160]
         err = [e for e in evs if e.get("ev") == "script_error"]
         if err:
             row["error"] = f"{err[0].get('type')}: {str(err[0].get('message'))[:120]}"
     return row
+
+
+def start_cpu(run_dir: Path, started: dict[int, float]) -> dict:
+    """The slowest-starting worker's CPU seconds and share of its runnable time at the sampler's first reading after
+    its start event (the workers of these loaders sit idle once started: 64 trivial samples)."""
+    first: dict[int, dict] = {}
+    path = run_dir / "samples.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        rec = json.loads(line)
+        if rec.get("k") != "s":
+            continue
+        for pid, t in started.items():
+            vals = (rec.get("p") or {}).get(str(pid)) or {}
+            if pid not in first and rec["t"] >= t and vals.get("cpu") is not None:
+                first[pid] = vals
+    if not first:
+        return {}
+    slowest = max(first, key=lambda p: started[p])
+    vals = first[slowest]
+    runq = vals.get("runq")
+    share = vals["cpu"] / (vals["cpu"] + runq) if runq is not None and vals["cpu"] + runq > 0 else None
+    return {"start_cpu_s": vals["cpu"], "worker_share": share}
 
 
 def error_pct(predicted: float | None, measured: float | None) -> str:
@@ -119,8 +142,9 @@ def table(rows: list[dict]) -> str:
     base = {r["method"]: r.get("uss") for r in rows if r["shape"] == "empty"}
     lines = [
         "| shape | method | predicted copy/worker | measured copy/worker | error | predicted start-up | measured "
-        "start-up | error | notes |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "start-up | error | predicted CPU | measured CPU | error | worker's share of a core: predicted / measured "
+        "| notes |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in rows:
         if r["shape"] == "empty":
@@ -135,6 +159,11 @@ def table(rows: list[dict]) -> str:
         uss, b = r.get("uss"), base.get(r["method"])
         m_copy = max(0, uss - b) if uss is not None and b is not None else None
         m_start = r.get("start_s")
+        p_cpu = start_work_s(ready, r["method"]) if ready and not blocked else None
+        m_cpu = r.get("start_cpu_s")
+        p_share = worker_share(ready) if ready and not blocked and r["method"] != "fork" else None
+        m_share = r.get("worker_share")
+        shares = f"{_pct(p_share)} / {_pct(m_share)}"
         note = ""
         if blocked:
             note = f"predicted to fail: `{blocked[0].get('attribute')}` ({blocked[0].get('kind')})"
@@ -145,13 +174,18 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"| {r['shape']} | {r['method']} | {_mib(p_copy)} | {_mib(m_copy)} | "
             f"{error_pct(p_copy, m_copy) if r['method'] != 'fork' else '-'} | {_s(p_start)} | {_s(m_start)} | "
-            f"{error_pct(p_start, m_start) if r['method'] != 'fork' else '-'} | {note} |"
+            f"{error_pct(p_start, m_start) if r['method'] != 'fork' else '-'} | {_s(p_cpu)} | {_s(m_cpu)} | "
+            f"{error_pct(p_cpu, m_cpu) if r['method'] != 'fork' else '-'} | {shares} | {note} |"
         )
     return "\n".join(lines)
 
 
 def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / MiB:.1f} MiB"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.0f}%"
 
 
 def _s(x: float | None) -> str:

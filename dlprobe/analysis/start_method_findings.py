@@ -84,21 +84,37 @@ def predicted_start_s(event: dict[str, Any], method: str) -> float | None:
     parent's work in CPU time (its wall time times the share of it the parent ran, on a busy machine), spread over
     the cores the workers then share: the parent's competitors (as many as its waiting says), less the parent, plus
     the workers."""
+    work = start_work_s(event, method)
+    if work is None or method == "fork":
+        return work
+    return round(work / worker_share(event), 3)
+
+
+def _parent_share(event: dict[str, Any]) -> float:
+    share = event.get("cpu_share")
+    return float(share) if isinstance(share, (int, float)) and 0 < share <= 1 else 1.0
+
+
+def start_work_s(event: dict[str, Any], method: str) -> float | None:
+    """The CPU seconds one forkserver or spawn worker spends starting (0 for fork; None: no start-up profile)."""
     if method == "fork":
         return 0.0
     main = event.get("main") or {}
     imports = main.get("imports_s")
     if imports is None:
-        return None  # no start-up profile: nothing to predict from
+        return None
     wall = float(imports) + float(main.get("top_level_work_s") or 0.0) + float(event.get("pickle_s") or 0.0)
+    return (INTERPRETER_START_S if method == "spawn" else 0.0) + wall * _parent_share(event)
+
+
+def worker_share(event: dict[str, Any]) -> float:
+    """The share of a core each starting worker gets: the parent's competitors (as many as its waiting says), less
+    the parent, which waits for the workers, plus the workers."""
     cpus = max(1, int(event.get("cpus") or 1))
-    share = event.get("cpu_share")
-    share = float(share) if isinstance(share, (int, float)) and 0 < share <= 1 else 1.0
-    runnable = cpus / share if share < BUSY_SHARE else 1.0  # the parent and what it competed with
+    share = _parent_share(event)
+    runnable = cpus / share if share < BUSY_SHARE else 1.0
     workers = max(1, int(event.get("num_workers") or 1))
-    worker_share = min(1.0, cpus / max(1.0, runnable - 1 + workers))
-    work = (INTERPRETER_START_S if method == "spawn" else 0.0) + wall * share
-    return round(work / worker_share, 3)
+    return min(1.0, cpus / max(1.0, runnable - 1 + workers))
 
 
 def predicted(event: dict[str, Any]) -> dict[str, dict[str, Any]]:
