@@ -166,9 +166,16 @@ def readiness_line(run: RunData, loader: LoaderRecord) -> str | None:
         return f"{head}; whether forkserver and spawn could pickle its dataset is not known (check stopped: {skipped})"
     guess = predicted(event)
     others = [m for m in ("forkserver", "spawn") if m != method]
+    not_run = sorted({c for o in event.get("objects") or [] for c in o.get("not_run") or []})
+    unchecked = (
+        f" (not checked inside {', '.join(c.rsplit('.', 1)[-1] for c in not_run[:3])}: its own pickling was not called)"
+        if not_run
+        else ""
+    )
     start = guess[others[0]]["start_s"]
     parts = [
-        f"{'/'.join(others)}: the dataset pickles ({format_bytes(event.get('pickled_bytes'))}), each worker would "
+        f"{'/'.join(others)}: the dataset pickles ({format_bytes(event.get('pickled_bytes'))}){unchecked}, each "
+        "worker would "
         f"hold a ~{format_bytes(event.get('copy_bytes'))} copy"
         + ("" if start is None else f" and start in ~{start:.1f} s")
     ]

@@ -463,8 +463,8 @@ def _emit_fork_handles(loader: Any, loader_id: int, epoch: int) -> None:
 def _emit_start_readiness(loader: Any, loader_id: int) -> None:
     """Once per loader, before its first workers start: what forkserver and spawn would make of it (bounded; nothing
     is changed). Not in a multiprocessing child."""
-    if not loader.num_workers or getattr(loader, "worker_method", None) == "thread":
-        return
+    if not loader.num_workers or getattr(loader, "worker_method", None) == "thread" or os.environ.get(TAKEOVER_ENV):
+        return  # scan and tune (a take-over) build loaders of their own, trial after trial: none is reported on
     try:
         import multiprocessing
 

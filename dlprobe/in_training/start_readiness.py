@@ -9,7 +9,7 @@ stays in the main process) and imports `__main__` again. So, for the loader's fi
   by their length, never copied or read. torch's own reductions are not used: under them a tensor's storage moves to
   shared memory, a change to the training's tensors. A class of the user's own code (not a library's) that defines
   `__reduce__`, `__reduce_ex__` or `__getstate__` is never called (it may close a handle, drop a cache): the object
-  is named "not checked" and its attributes are sized as the default pickling would send them;
+  is named as not checked (`not_run`), and what it holds is neither pickled nor judged;
 - an object that does not pickle is searched for the attribute that fails (each child pickled alone, bounded), and
   named with the reason (a lambda, a local function or class, an open handle, a lock, a thread);
 - the copy each worker would rebuild is estimated in memory (objects deduplicated as pickle's memo does, big
@@ -32,6 +32,7 @@ from dlprobe.in_training.fork_handles import owner_of
 
 MAX_PICKLE_S = 2.0  # pickling all of a loader's objects stops past this (the training waits for it)
 MAX_PICKLE_BYTES = 512 * 1024 * 1024  # in-band bytes written to the counting sink before it stops
+STAND_IN_BYTES = 1024 * 1024  # numpy arrays larger than this are counted by length, not pickled
 MAX_SEARCH_PICKLES = 200  # children pickled alone while looking for the attribute that fails
 MAX_CHILDREN = 64
 SAMPLE_ITEMS = 200  # items of a big container sized one by one; the rest are scaled from them
@@ -105,10 +106,16 @@ class _Pickler(pickle.Pickler):
             self.state["tensors"] += 1
             self.state["tensor_bytes"] += int(obj.element_size() * obj.nelement())
             return (int, ())
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(obj, np.ndarray) and obj.dtype != object and obj.nbytes > STAND_IN_BYTES:
+            # numpy copies a non-contiguous array into bytes to pickle it: counted by its length, never copied
+            self.state["buffer_bytes"] += int(obj.nbytes)
+            return (int, ())
         if not isinstance(obj, type) and _custom_pickling(cls) and _user_code(cls):
+            # What its own __getstate__ would drop (an LMDB environment, a lock) is not known without calling it:
+            # nothing of it is pickled here, and it is named as not checked
             self.state["not_run"].append(f"{cls.__module__}.{cls.__qualname__}")
-            attrs = getattr(obj, "__dict__", None)
-            return (object, (), dict(attrs) if isinstance(attrs, dict) else None)  # as the default would send it
+            return (object, ())
         return NotImplemented
 
 

@@ -189,3 +189,23 @@ def test_the_prediction_is_what_forkserver_really_does() -> None:
     loader = DataLoader(Squares(), num_workers=1, multiprocessing_context="forkserver")
     with pytest.raises(Exception, match="Can't pickle local object 'Squares.__init__.<locals>.<lambda>'"):
         next(iter(loader))
+
+
+class LmdbDroppedOnPickle(LmdbRows):
+    """The usual fix (openfold-3's): the environment is dropped in __getstate__ and reopened in each worker."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "env"}
+
+
+def test_a_handle_the_users_getstate_drops_is_no_blocker(tmp_path: Path) -> None:
+    event = readiness(LmdbDroppedOnPickle(tmp_path / "db"))
+    assert event["picklable"] is True  # not called, so not judged: never a false "would fail"
+    assert event["objects"][0]["not_run"] == [f"{__name__}.LmdbDroppedOnPickle"]
+
+
+def test_a_strided_array_is_counted_not_copied() -> None:
+    dataset = Records(1)
+    dataset.table = np.zeros((4000, 2000))[:, ::2]  # type: ignore[attr-defined]  # 32 MiB, not contiguous
+    event = readiness(dataset)
+    assert event["picklable"] is True and event["pickled_bytes"] >= 32_000_000
