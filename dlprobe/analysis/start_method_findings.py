@@ -19,6 +19,7 @@ from dlprobe.units import MiB, format_bytes
 METHODS = ("fork", "forkserver", "spawn")
 COW_WORTH_SWITCH = 256 * MiB  # a forked worker's copies from here make a pickled copy worth comparing
 COPY_SHARE = 0.5  # ... when the pickled copy would be at most this share of what each forked worker copied
+PIPE_BYTES = 64 * 1024  # Linux's pipe buffer: a bigger pickle makes the parent wait for each worker in turn
 BUSY_SHARE = 0.95  # a parent that ran less of its runnable time than this was competing for the cores
 INTERPRETER_START_S = 0.03  # a new python3 to its first line, on a warm disk (spawn only: forkserver forks it)
 SLOW_START_TOTAL_S = 5.0  # forkserver/spawn start-ups summed over the run's worker starts: worth a finding ...
@@ -87,7 +88,12 @@ def predicted_start_s(event: dict[str, Any], method: str) -> float | None:
     work = start_work_s(event, method)
     if work is None or method == "fork":
         return work
-    return round(work / worker_share(event), 3)
+    workers = max(1, int(event.get("num_workers") or 1))
+    if int(event.get("pickled_bytes") or 0) > PIPE_BYTES:
+        # The parent writes each worker's pickle into a pipe the worker reads only after it has imported `__main__`:
+        # past the pipe's buffer, the parent waits, and the next worker starts only then: one after another
+        return round(workers * work / worker_share(event, starting=1), 3)
+    return round(work / worker_share(event, starting=workers), 3)
 
 
 def _parent_share(event: dict[str, Any]) -> float:
@@ -107,13 +113,13 @@ def start_work_s(event: dict[str, Any], method: str) -> float | None:
     return (INTERPRETER_START_S if method == "spawn" else 0.0) + wall * _parent_share(event)
 
 
-def worker_share(event: dict[str, Any]) -> float:
+def worker_share(event: dict[str, Any], starting: int | None = None) -> float:
     """The share of a core each starting worker gets: the parent's competitors (as many as its waiting says), less
-    the parent, which waits for the workers, plus the workers."""
+    the parent, which waits for the workers, plus the workers starting together (all of them by default)."""
     cpus = max(1, int(event.get("cpus") or 1))
     share = _parent_share(event)
     runnable = cpus / share if share < BUSY_SHARE else 1.0
-    workers = max(1, int(event.get("num_workers") or 1))
+    workers = starting if starting is not None else max(1, int(event.get("num_workers") or 1))
     return min(1.0, cpus / max(1.0, runnable - 1 + workers))
 
 
@@ -177,7 +183,7 @@ def readiness_line(run: RunData, loader: LoaderRecord) -> str | None:
         f"{'/'.join(others)}: the dataset pickles ({format_bytes(event.get('pickled_bytes'))}){unchecked}, each "
         "worker would "
         f"hold a ~{format_bytes(event.get('copy_bytes'))} copy"
-        + ("" if start is None else f" and start in ~{start:.1f} s")
+        + ("" if start is None else f"; its workers would all be started in ~{start:.1f} s")
     ]
     if method != "fork":
         parts.append("fork: no copy up front, no start-up")
@@ -281,7 +287,7 @@ def _costs(run: RunData, loader: LoaderRecord, event: dict[str, Any], method: st
                 "Forked workers share the parent's whole memory and copy each page they touch (cow-growth); forkserver "
                 "and spawn workers receive only the pickled dataset, collate_fn and worker_init_fn, measured here "
                 f"at {format_bytes(event.get('pickled_bytes'))} pickled (~{format_bytes(copy)} in memory), and "
-                f"would start in ~{guess['forkserver']['start_s'] or 0:.1f} s each."
+                f"would all be started in ~{guess['forkserver']['start_s'] or 0:.1f} s."
             ),
             fix="`DataLoader(..., multiprocessing_context='forkserver', persistent_workers=True)`, or pack the "
             "records so forked workers stop copying them (cow-growth's fix).",

@@ -46,7 +46,7 @@ def test_nothing_would_change_is_one_line_and_no_finding() -> None:
     assert find_start_method(r) == []
     assert readiness_line(r, r.loaders[0]) == (
         "fork (the interpreter's default); forkserver/spawn: the dataset pickles (4.0 MiB), each worker would hold a "
-        "~20.0 MiB copy and start in ~1.6 s"
+        "~20.0 MiB copy; its workers would all be started in ~3.2 s"
     )
 
 
@@ -72,7 +72,8 @@ def test_spawn_workers_started_once_are_not() -> None:
     assert find_start_method(r) == []
     assert readiness_line(r, r.loaders[0]) == (
         "spawn (chosen by the script) (workers started in 1.50 s); forkserver: the dataset pickles (4.0 MiB), each "
-        "worker would hold a ~20.0 MiB copy and start in ~1.6 s; fork: no copy up front, no start-up"
+        "worker would hold a ~20.0 MiB copy; its workers would all be started in ~3.2 s; fork: no copy up front, "
+        "no start-up"
     )
 
 
@@ -86,11 +87,14 @@ def test_forked_workers_that_copy_far_more_than_a_pickle_is_an_info() -> None:
 
 
 def test_predicted_start_up_shares_the_cores() -> None:
-    e = event([PICKLES], num_workers=8, cpus=2, cpu_share=1.0)
+    e = event([PICKLES], num_workers=8, cpus=2, cpu_share=1.0, pickled_bytes=60 * 1024)
     assert predicted_start_s(e, "fork") == 0.0
     assert predicted_start_s(e, "forkserver") == round((1.5 + 0.1) * 4, 3)  # 8 workers on 2 cores
     assert predicted_start_s(e, "spawn") == round((0.03 + 1.5 + 0.1) * 4, 3)
     # a parent that ran a quarter of its time: 1.6 s of wall was 0.4 s of work, and its 8 competitors (itself one)
     # become 7 + 2 workers for the 2 cores
-    busy = event([PICKLES], num_workers=2, cpus=2, cpu_share=0.25)
+    busy = event([PICKLES], num_workers=2, cpus=2, cpu_share=0.25, pickled_bytes=60 * 1024)
     assert predicted_start_s(busy, "forkserver") == round(1.6 * 0.25 / (2 / 9), 3)
+    # a pickle past the pipe's buffer: the parent waits for each worker to read its own, so they start in turn
+    serial = event([PICKLES], num_workers=2, cpus=2, cpu_share=0.25)
+    assert predicted_start_s(serial, "forkserver") == round(2 * 1.6 * 0.25 / (2 / 8), 3)
