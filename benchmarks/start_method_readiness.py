@@ -31,7 +31,13 @@ from _common import machine
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dlprobe.analysis.start_method_findings import predicted_start_s, start_work_s, worker_share  # noqa: E402
+from dlprobe.analysis.start_method_findings import (  # noqa: E402
+    PIPE_BYTES,
+    pickled_lower_bound,
+    predicted_start_s,
+    start_work_s,
+    worker_share,
+)
 
 MiB = 1024 * 1024
 SHAPES = ("empty", "records", "arrays", "mmap", "handle")
@@ -161,7 +167,10 @@ def table(rows: list[dict]) -> str:
         m_start = r.get("start_s")
         p_cpu = start_work_s(ready, r["method"]) if ready and not blocked else None
         m_cpu = r.get("start_cpu_s")
-        p_share = worker_share(ready) if ready and not blocked and r["method"] != "fork" else None
+        serial = pickled_lower_bound(ready) > PIPE_BYTES  # the workers start one after another
+        p_share = (
+            worker_share(ready, 1 if serial else None) if ready and not blocked and r["method"] != "fork" else None
+        )
         m_share = r.get("worker_share")
         shares = f"{_pct(p_share)} / {_pct(m_share)}"
         note = ""

@@ -89,11 +89,18 @@ def predicted_start_s(event: dict[str, Any], method: str) -> float | None:
     if work is None or method == "fork":
         return work
     workers = max(1, int(event.get("num_workers") or 1))
-    if int(event.get("pickled_bytes") or 0) > PIPE_BYTES:
+    if pickled_lower_bound(event) > PIPE_BYTES:
         # The parent writes each worker's pickle into a pipe the worker reads only after it has imported `__main__`:
         # past the pipe's buffer, the parent waits, and the next worker starts only then: one after another
         return round(workers * work / worker_share(event, starting=1), 3)
     return round(work / worker_share(event, starting=workers), 3)
+
+
+def pickled_lower_bound(event: dict[str, Any]) -> int:
+    """The pickled bytes, or where the check stopped at its bound, those counted until then."""
+    if isinstance(event.get("pickled_bytes"), int):
+        return int(event["pickled_bytes"])
+    return sum(int(o.get("pickled_bytes") or o.get("pickled_at_least") or 0) for o in event.get("objects") or [])
 
 
 def _parent_share(event: dict[str, Any]) -> float:

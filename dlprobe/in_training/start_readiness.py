@@ -31,6 +31,7 @@ from typing import Any
 from dlprobe.in_training.fork_handles import owner_of
 
 MAX_PICKLE_S = 2.0  # pickling all of a loader's objects stops past this (the training waits for it)
+EXTRA_S = 0.25  # what collate_fn and worker_init_fn get past the bound, so a slow dataset leaves them judged
 MAX_PICKLE_BYTES = 512 * 1024 * 1024  # in-band bytes written to the counting sink before it stops
 STAND_IN_BYTES = 1024 * 1024  # numpy arrays larger than this are counted by length, not pickled
 MAX_SEARCH_PICKLES = 200  # children pickled alone while looking for the attribute that fails
@@ -213,7 +214,7 @@ def check_pickle(name: str, obj: Any, deadline: float) -> dict[str, Any]:
     entry["picklable"] = result.get("ok")
     entry["pickled_bytes"] = result["bytes"] if result.get("ok") else None
     if result.get("bounded"):
-        entry["skipped"] = result["bounded"]
+        entry.update(skipped=result["bounded"], pickled_at_least=result["bytes"])
     if result["tensors"]:
         entry.update(tensors=result["tensors"], tensor_bytes=result["tensor_bytes"])
     if result["not_run"]:
@@ -431,7 +432,9 @@ def readiness(loader: Any, user_worker_init: Any) -> dict[str, Any]:
     handed = [("dataset", loader.dataset), ("collate_fn", loader.collate_fn)]
     if user_worker_init is not None:
         handed.append(("worker_init_fn", user_worker_init))
-    objects = [check_pickle(name, obj, deadline) for name, obj in handed]
+    # the dataset gets the bound; collate_fn and worker_init_fn (functions, pickled by name) a little more each
+    objects = [check_pickle(name, obj, max(deadline, time.perf_counter() + EXTRA_S) if name != "dataset" else deadline)
+               for name, obj in handed]  # fmt: skip
     pickle_s = time.perf_counter() - started
     copy, truncated = copy_bytes([obj for _, obj in handed])
     size_s = time.perf_counter() - started - pickle_s

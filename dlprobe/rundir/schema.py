@@ -497,6 +497,7 @@ class PickleCheck(TypedDict, total=False):
     picklable: bool | None  # None: not known (the check stopped at its bound: `skipped` says which)
     pickled_bytes: int | None
     skipped: str
+    pickled_at_least: int  # where skipped: the bytes counted before the bound
     attribute: str  # where it fails: self.transform, self.env
     kind: str  # lambda | local-function | local-class | handle | lock | thread | other
     reason: str

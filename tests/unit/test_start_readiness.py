@@ -173,6 +173,7 @@ def test_the_check_stops_at_its_bound_and_says_so(monkeypatch: pytest.MonkeyPatc
     event = readiness(Records(1000))
     assert event["picklable"] is None and event["pickled_bytes"] is None
     assert "pickling" in event["objects"][0]["skipped"]
+    assert event["objects"][1]["picklable"] is True  # collate_fn, pickled by name, is still judged
 
 
 def test_the_guard_blocks_of_a_script(tmp_path: Path) -> None:
