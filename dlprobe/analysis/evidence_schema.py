@@ -627,7 +627,7 @@ KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "script-error": ("type", "raised_at_s"),
     "cow-growth": ("total_bytes", "projected_total_bytes", "limit_bytes"),
     "spawn-copy": ("num_workers", "total_copied_bytes"),
-    "start-method": ("start_method", "method_chosen", "pickled_bytes"),
+    "start-method": ("start_method", "method_chosen", "num_workers"),
     "shm-pressure": ("shm_total_bytes", "shm_peak_bytes", "in_flight_estimate_bytes"),
     "input-bound": ("wait_share", "num_workers", "suggested_num_workers"),
     "too-many-workers": ("num_workers", "workers_that_fit", "projected_worker_bytes", "memory_for_workers_bytes"),

@@ -439,6 +439,7 @@ def readiness(loader: Any, user_worker_init: Any) -> dict[str, Any]:
     copy, truncated = copy_bytes([obj for _, obj in handed])
     size_s = time.perf_counter() - started - pickle_s
     done = all(o["picklable"] is not None for o in objects)
+    complete = all(o["picklable"] for o in objects)
     return {
         "start_method": method,
         "chosen": chosen,
@@ -448,7 +449,8 @@ def readiness(loader: Any, user_worker_init: Any) -> dict[str, Any]:
         "picklable": all(o["picklable"] for o in objects)
         if done
         else (False if any(o["picklable"] is False for o in objects) else None),  # fmt: skip
-        "pickled_bytes": sum(o["pickled_bytes"] or 0 for o in objects) if done else None,
+        # all of it, or nothing: what part of a failing object pickled says nothing of what a worker would get
+        "pickled_bytes": sum(o["pickled_bytes"] or 0 for o in objects) if complete else None,
         "pickle_s": round(pickle_s, 4),
         "copy_bytes": copy,
         "copy_truncated": truncated,

@@ -102,6 +102,7 @@ def blocker(event: dict[str, Any]) -> dict[str, Any]:
 def test_a_lambda_in_the_dataset_is_named_by_its_attribute() -> None:
     found = blocker(readiness(Squares()))
     assert (found["name"], found["attribute"], found["kind"]) == ("dataset", "self.transform", "lambda")
+    assert readiness(Squares())["pickled_bytes"] is None  # not the collate_fn's bytes alone
     assert "Can't pickle local object" in found["error"]
 
 
