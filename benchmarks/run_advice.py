@@ -2,10 +2,10 @@
 
 For each loader (I/O-bound: 8 ms sleeps per sample; CPU-bound: 2 ms of spinning per sample) the script runs it under
 `dlprobe run` at a starting num_workers, reads input-bound's advice (the suggested num_workers, the rate now and the
-rate the model, dlprobe/loader_model/rate.py, predicts for it), then runs it again at the suggested num_workers, 20 batches a
-worker at least, and measures the loop's steady rate the same way (loop_timing: batches over the time after each
-epoch's first batch). The error is predicted / measured - 1. A loader whose advice keeps its num_workers is measured at
-the same count (the prediction is then the rate now). Writes benchmarks/out/run_advice.json.
+rate the model, dlprobe/loader_model/rate.py, predicts for it), then runs it again at the suggested num_workers, 20
+batches a worker at least, and measures the loop's steady rate the same way (loop_timing: batches over the time after
+each epoch's first batch). The error is predicted / measured - 1. A loader whose advice keeps its num_workers is
+measured at the same count (the prediction is then the rate now). Writes benchmarks/out/run_advice.json.
 Usage: python benchmarks/run_advice.py [--loaders io,cpu] [--rounds 1]
 """
 

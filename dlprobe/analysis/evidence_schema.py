@@ -254,6 +254,17 @@ class SpawnCopyEvidence(InJob, total=False):
     largest_attributes: list[dict[str, Any]]
 
 
+class StartMethodEvidence(InJob, total=False):
+    start_method: str | None
+    method_chosen: bool  # the script or the loader chose it; False: the interpreter's default
+    num_workers: int | None
+    blockers: list[dict[str, Any]]  # what stops forkserver and spawn workers: what, attribute, kind, reason
+    pickled_bytes: int | None
+    predicted: dict[str, dict[str, Any]]  # per method: copy_bytes (each worker's copy up front), start_s
+    measured: dict[str, Any]  # the method in use: start_s, worker_starts, cow_bytes or uss_start_bytes
+    main_script: dict[str, Any]  # the guard and the top-level time (in_training/start_readiness.py:main_script)
+
+
 class ShmPressureEvidence(InJob, total=False):
     shm_total_bytes: int | None
     shm_start_bytes: int | None
@@ -557,6 +568,7 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "cow-growth": CowGrowthEvidence,
     "mapped-pages": MappedPagesEvidence,
     "spawn-copy": SpawnCopyEvidence,
+    "start-method": StartMethodEvidence,
     "shm-pressure": ShmPressureEvidence,
     "input-bound": InputBoundEvidence,
     "too-many-workers": TooManyWorkersEvidence,
@@ -597,6 +609,7 @@ class Evidence(  # every key of every code, each with its one type: what render/
     NoLoaderEvidence,
     CowGrowthEvidence,
     SpawnCopyEvidence,
+    StartMethodEvidence,
     ShmPressureEvidence,
     InputBoundEvidence,
     TooManyWorkersEvidence,
@@ -640,6 +653,7 @@ KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "script-error": ("type", "raised_at_s"),
     "cow-growth": ("total_bytes", "projected_total_bytes", "limit_bytes"),
     "spawn-copy": ("num_workers", "total_copied_bytes"),
+    "start-method": ("start_method", "method_chosen", "num_workers"),
     "shm-pressure": ("shm_total_bytes", "shm_peak_bytes", "in_flight_estimate_bytes"),
     "input-bound": ("wait_share", "num_workers", "suggested_num_workers"),
     "too-many-workers": ("num_workers", "workers_that_fit", "projected_worker_bytes", "memory_for_workers_bytes"),

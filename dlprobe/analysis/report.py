@@ -23,6 +23,7 @@ from dlprobe.analysis.report_schema import (
     Report,
     WorkerTime,
 )
+from dlprobe.analysis.start_method_findings import readiness_line
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, tree_total, wait_summary
 from dlprobe.analysis.verdict import judge
 from dlprobe.analysis.worker_cpu import idle_worker_ids, loader_cpu
@@ -71,7 +72,19 @@ def _loader_entry(run: RunData, lo: Any) -> LoaderEntry:
         "worker_time": _worker_time(run, lo),
         **wait_summary(lo),
     }
+    line = _readiness_line(run, lo)
+    if line is not None:
+        entry["start_readiness"] = line
     return cast(LoaderEntry, entry)  # the settings are read from the loader's events as they were recorded
+
+
+def _readiness_line(run: RunData, lo: Any) -> str | None:
+    """The loader's one line on start methods; a failure to build it loses the line, never the report (the
+    start-method analyzer, run apart, says what failed)."""
+    try:
+        return readiness_line(run, lo)
+    except Exception:
+        return None
 
 
 def _worker_time(run: RunData, lo: Any) -> WorkerTime | None:

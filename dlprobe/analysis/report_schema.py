@@ -90,6 +90,8 @@ class LoaderEntry(_LoaderEntry, total=False):
     # "thread" where the workers were threads of the training process; else torch's setting, null where torch has none
     worker_method: str | None
     worker_threads: list[ThreadRef]  # the worker threads each epoch started (empty for worker processes)
+    # one line: the start method in use and what forkserver, spawn or fork would change (absent: not read)
+    start_readiness: str | None
     rank: str  # in a job: the rank whose loader this is ("rank 1", "node 0 rank 1")
     pid: int  # in a job: that rank's process
 

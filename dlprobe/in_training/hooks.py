@@ -49,6 +49,7 @@ from dlprobe.rundir.schema import (
     EV_LOADER_ERROR,
     EV_START_METHOD,
     EV_START_METHOD_FORCED,
+    EV_START_READINESS,
     EV_TAKEOVER,
     EV_TUNE_LOOP,
     EV_WORKER_START_FAILED,
@@ -516,6 +517,27 @@ def _record_unpicklable(loader: Any, loader_id: int, exc: BaseException) -> None
     )
 
 
+def _emit_start_readiness(loader: Any, loader_id: int) -> None:
+    """Once per loader, before its first workers start: what forkserver and spawn would make of it (bounded; nothing
+    is changed). Not in a multiprocessing child."""
+    if not loader.num_workers or getattr(loader, "worker_method", None) == "thread" or os.environ.get(TAKEOVER_ENV):
+        return  # scan and tune (a take-over) build loaders of their own, trial after trial: none is reported on
+    try:
+        import multiprocessing
+
+        # A forkserver or spawn worker imports the script again (as __mp_main__, before it knows its parent): a loop
+        # outside the guard reaches here in the worker too, where there is nothing to predict.
+        main = sys.modules.get("__main__")
+        inheriting = getattr(multiprocessing.current_process(), "_inheriting", False)
+        if multiprocessing.parent_process() is not None or inheriting or getattr(main, "__name__", "") == "__mp_main__":
+            return
+        from dlprobe.in_training import start_readiness  # here: pickle and ast stay off the script's start-up
+
+        _emit(EV_START_READINESS, loader=loader_id, **start_readiness.readiness(loader, loader.worker_init_fn))
+    except Exception as exc:  # an exotic dataset must never break the user's training
+        probe_errors.record("hooks.start_readiness", exc, f"loader {loader_id}'s start-method readiness is missing")
+
+
 def _probed_iter(self: Any, original_iter: Any) -> Any:
     startup_profile.stop("iter")  # before any worker is forked
     # Before anything else: a worker re-running the script (spawn, forkserver) must get the forced method too, as
@@ -540,6 +562,8 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
     if probe.epoch < 0:
         _maybe_take_over(self, probe.loader_id)
     previous = getattr(self, "_iterator", None)
+    if probe.epoch < 0 and previous is None:
+        _emit_start_readiness(self, probe.loader_id)
     inflight.loop_creating_iterator(probe.loader_id)
     user_init = inflight.wrap_worker_init(self, probe.loader_id)
     threads = getattr(self, "worker_method", None) == "thread"  # nothing is forked for thread workers

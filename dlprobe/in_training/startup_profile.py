@@ -138,3 +138,15 @@ def stop(reason: str) -> None:
 
 def is_running() -> bool:
     return _profiler is not None and not _profiler._done
+
+
+def profile_seconds() -> list[tuple[tuple[Frame, ...], float]] | None:
+    """Each sampled stack of the main thread and its seconds, from start to the first loader's iteration (both
+    phases); None where nothing was profiled (DLPROBE_NO_STARTUP_PROFILE, or a process probed only at its loader)."""
+    if _profiler is None:
+        return None
+    with _profiler._lock:
+        merged: dict[tuple[Frame, ...], float] = {}
+        for (_phase, stack), seconds in _profiler.seconds.items():
+            merged[stack] = merged.get(stack, 0.0) + seconds
+    return list(merged.items())

@@ -177,6 +177,7 @@ EV_BATCH_INFO = "batch_info"
 EV_DUPES = "dupes"
 EV_FORK_STATE = "fork_state"
 EV_FORK_HANDLES = "fork_handles"  # descriptors objects of the dataset hold as a loader forks (in_training/fork_handles)
+EV_START_READINESS = "start_readiness"  # what the other start methods would make of a loader (start_readiness.py)
 EV_ACCEL = "accel"
 EV_STARTUP_PROFILE = "startup_profile"
 EV_TAKEOVER = "takeover"
@@ -531,6 +532,59 @@ class ForkHandle(TypedDict, total=False):
     access: str  # r | w | rw
     attribute: str  # the path from the dataset to the object holding it: self.h5, self.dataset.env
     owner: str  # the object's module and class: h5py._hl.files.File, lmdb.Environment
+
+
+class PickleCheck(TypedDict, total=False):
+    """One object torch hands each worker under forkserver and spawn, pickled into a counting sink."""
+
+    name: str  # dataset | collate_fn | worker_init_fn
+    picklable: bool | None  # None: not known (the check stopped at its bound: `skipped` says which)
+    pickled_bytes: int | None
+    skipped: str
+    pickled_at_least: int  # where skipped: the bytes counted before the bound
+    attribute: str  # where it fails: self.transform, self.env
+    kind: str  # lambda | local-function | local-class | handle | lock | thread | other
+    reason: str
+    error: str
+    tensors: int
+    tensor_bytes: int
+    not_run: list[str]  # classes of the user's own code whose __reduce__/__getstate__ the probe did not call
+
+
+class MainScript(TypedDict, total=False):
+    """`__main__` as a forkserver or spawn worker would run it again."""
+
+    file: str | None
+    guarded: bool | None  # the loader is iterated inside `if __name__ == "__main__":`; None: not known
+    iter_line: int | None
+    guard_lines: list[list[int]]
+    top_level_imports_s: float  # the top level's imports outside the guard (every such worker repeats them)
+    top_level_work_s: float  # the top level's other work outside the guard
+    guarded_s: float
+    imports_s: float  # every import before the loader (a worker imports what its objects need again)
+
+
+class StartReadinessEvent(Event, total=False):
+    """EV_START_READINESS: a loader's objects and script as forkserver and spawn would hand them to each worker."""
+
+    loader: int
+    start_method: str
+    chosen: bool  # the script (or the loader) chose the method; False: the interpreter's default
+    num_workers: int
+    persistent_workers: bool
+    objects: list[PickleCheck]
+    picklable: bool | None
+    pickled_bytes: int | None
+    pickle_s: float
+    copy_bytes: int  # the memory a worker's unpickled copy takes (estimated)
+    copy_truncated: bool
+    size_s: float
+    tensors: int
+    tensor_bytes: int
+    cpus: int
+    cpu_share: float | None  # of its runnable time so far, the share the process ran (the rest: waiting for a core)
+    load: float  # the 1-minute load average then
+    main: MainScript
 
 
 class ForkHandlesEvent(Event, total=False):

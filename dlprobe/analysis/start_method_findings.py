@@ -1,0 +1,338 @@
+"""Start-method readiness: what fork, forkserver and spawn cost a loader, and what would break under each.
+
+Read from the `start_readiness` event (in_training/start_readiness.py: what forkserver and spawn would pickle for
+each worker, its size, the script's guard and top-level time) and from what the run measured for the method in use:
+copy-on-write growth of forked workers (their USS), or the start-up of forkserver and spawn workers (each worker's own
+`worker_start` event against the start of the iterator that made it) and their private memory then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlprobe.analysis.loop_timing import events_of
+from dlprobe.analysis.memory_findings import _worker_growth
+from dlprobe.analysis.model import Finding, LoaderRecord, RunData
+from dlprobe.rundir.schema import EV_START_READINESS, EV_WORKER_START
+from dlprobe.units import MiB, format_bytes
+
+METHODS = ("fork", "forkserver", "spawn")
+COW_WORTH_SWITCH = 256 * MiB  # a forked worker's copies from here make a pickled copy worth comparing
+COPY_SHARE = 0.5  # ... when the pickled copy would be at most this share of what each forked worker copied
+PIPE_BYTES = 64 * 1024  # Linux's pipe buffer: a bigger pickle makes the parent wait for each worker in turn
+BUSY_SHARE = 0.95  # a parent that ran less of its runnable time than this was competing for the cores
+INTERPRETER_START_S = 0.03  # a new python3 to its first line, on a warm disk (spawn only: forkserver forks it)
+SLOW_START_TOTAL_S = 5.0  # forkserver/spawn start-ups summed over the run's worker starts: worth a finding ...
+SLOW_START_RUN_SHARE = 0.1  # ... when they are this share of the run or more
+_FIXES = {
+    "lambda": "define it as a function at the module's top level (or `functools.partial` of one)",
+    "local-function": "move the function to the module's top level (or `functools.partial` of one)",
+    "local-class": "move the class to the module's top level",
+    "handle": "keep the path and open it in each worker (on first use in `__getitem__`, or in `worker_init_fn`), "
+    "or drop it in `__getstate__`",
+    "lock": "create it in each worker, or drop it in `__getstate__` and make a new one in `__setstate__`",
+    "thread": "start it in each worker, or drop it in `__getstate__`",
+}
+
+
+def readiness_event(run: RunData, loader: LoaderRecord) -> dict[str, Any] | None:
+    found = [e for e in events_of(run, EV_START_READINESS, loader.loader_id)
+             if loader.writer is None or e.get("pid") == loader.writer]  # fmt: skip
+    return found[0] if found else None
+
+
+def blockers(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """What stops forkserver and spawn workers from starting: an object that does not pickle, and the loader
+    iterated at `__main__`'s top level without a guard (each worker would run it again)."""
+    out = [
+        {"what": o["name"], "attribute": o.get("attribute"), "kind": o.get("kind"), "reason": o.get("reason")}
+        for o in event.get("objects") or []
+        if o.get("picklable") is False
+    ]
+    main = event.get("main") or {}
+    if main.get("guarded") is False:
+        out.append({"what": "__main__", "attribute": f"{main.get('file')}:{main.get('iter_line')}",
+                    "kind": "no-main-guard", "reason": "the loader is iterated at the script's top level, outside "
+                    "`if __name__ == \"__main__\":`"})  # fmt: skip
+    return out
+
+
+def worker_start_s(run: RunData, loader: LoaderRecord) -> list[float]:
+    """Each worker's start-up, measured: its own `worker_start` event (after its copy is unpickled, before the user's
+    worker_init_fn) against the start of the iterator that started it, for the first epoch's workers."""
+    if not loader.epochs:
+        return []
+    first = loader.epochs[0]
+    pids = set(first.worker_pids)
+    return sorted(
+        round(float(e["t"]) - first.t_start, 3)
+        for e in events_of(run, EV_WORKER_START, loader.loader_id)
+        if e.get("pid") in pids and float(e["t"]) >= first.t_start
+    )
+
+
+def _starts(loader: LoaderRecord) -> int:
+    """How many times the loader's workers were started: once with persistent workers, else once per epoch."""
+    if loader.config.get("persistent_workers"):
+        return 1 if loader.epochs else 0
+    return len(loader.epochs)
+
+
+def predicted_start_s(event: dict[str, Any], method: str) -> float | None:
+    """One worker's start-up under `method`, predicted from what the parent measured. A forkserver or spawn worker
+    starts a Python (spawn), imports what the parent imported before the loader, runs the script's top level
+    outside its guard again, and unpickles its copy (taken as long as the parent took to pickle it). That is the
+    parent's work in CPU time (its wall time times the share of it the parent ran, on a busy machine), spread over
+    the cores the workers then share: the parent's competitors (as many as its waiting says), less the parent, plus
+    the workers."""
+    work = start_work_s(event, method)
+    if work is None or method == "fork":
+        return work
+    workers = max(1, int(event.get("num_workers") or 1))
+    if pickled_lower_bound(event) > PIPE_BYTES:
+        # The parent writes each worker's pickle into a pipe the worker reads only after it has imported `__main__`:
+        # past the pipe's buffer, the parent waits, and the next worker starts only then: one after another
+        return round(workers * work / worker_share(event, starting=1), 3)
+    return round(work / worker_share(event, starting=workers), 3)
+
+
+def pickled_lower_bound(event: dict[str, Any]) -> int:
+    """The pickled bytes, or where the check stopped at its bound, those counted until then."""
+    if isinstance(event.get("pickled_bytes"), int):
+        return int(event["pickled_bytes"])
+    return sum(int(o.get("pickled_bytes") or o.get("pickled_at_least") or 0) for o in event.get("objects") or [])
+
+
+def _parent_share(event: dict[str, Any]) -> float:
+    share = event.get("cpu_share")
+    return float(share) if isinstance(share, (int, float)) and 0 < share <= 1 else 1.0
+
+
+def start_work_s(event: dict[str, Any], method: str) -> float | None:
+    """The CPU seconds one forkserver or spawn worker spends starting (0 for fork; None: no start-up profile)."""
+    if method == "fork":
+        return 0.0
+    main = event.get("main") or {}
+    imports = main.get("imports_s")
+    if imports is None:
+        return None
+    wall = float(imports) + float(main.get("top_level_work_s") or 0.0) + float(event.get("pickle_s") or 0.0)
+    return (INTERPRETER_START_S if method == "spawn" else 0.0) + wall * _parent_share(event)
+
+
+def worker_share(event: dict[str, Any], starting: int | None = None) -> float:
+    """The share of a core each starting worker gets: the parent's competitors (as many as its waiting says), less
+    the parent, which waits for the workers, plus the workers starting together (all of them by default)."""
+    cpus = max(1, int(event.get("cpus") or 1))
+    share = _parent_share(event)
+    runnable = cpus / share if share < BUSY_SHARE else 1.0
+    workers = starting if starting is not None else max(1, int(event.get("num_workers") or 1))
+    return min(1.0, cpus / max(1.0, runnable - 1 + workers))
+
+
+def predicted(event: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per method, the copy each worker gets up front and its start-up (forkserver, spawn: from the event)."""
+    out: dict[str, dict[str, Any]] = {"fork": {"copy_bytes": 0, "start_s": 0.0}}
+    picklable = event.get("picklable")
+    for method in ("forkserver", "spawn"):
+        out[method] = {
+            "copy_bytes": event.get("copy_bytes") if picklable else None,
+            "start_s": predicted_start_s(event, method) if picklable else None,
+        }
+    return out
+
+
+def measured(run: RunData, loader: LoaderRecord, method: str) -> dict[str, Any]:
+    starts = worker_start_s(run, loader)
+    out: dict[str, Any] = {"start_s": max(starts) if starts else None, "worker_starts": _starts(loader)}
+    rows = _worker_growth(run, loader)
+    if method == "fork":
+        grown = [r["uss_growth_bytes"] for r in rows if r.get("uss_growth_bytes") is not None]
+        out["cow_bytes"] = max(grown) if grown else None
+    else:
+        at_start = [r["uss_start_bytes"] for r in rows if r.get("uss_start_bytes") is not None]
+        out["uss_start_bytes"] = max(at_start) if at_start else None
+    return out
+
+
+def _blocker_text(b: dict[str, Any]) -> str:
+    if b["kind"] == "no-main-guard":
+        return f'no `if __name__ == "__main__":` guard around the loop ({b["attribute"]})'
+    return f"`{b['attribute']}` of the {b['what']} is {b['reason']}"
+
+
+def readiness_line(run: RunData, loader: LoaderRecord) -> str | None:
+    """One line for the loader's entry: the method in use and what the others would change."""
+    event = readiness_event(run, loader)
+    if event is None:
+        return None
+    method = loader.start_method or str(event.get("start_method"))
+    how = "chosen by the script" if event.get("chosen") else "the interpreter's default"
+    head = f"{method} ({how})"
+    blocked = blockers(event)
+    if blocked:
+        return f"{head}; forkserver and spawn would fail to start its workers: " + "; ".join(
+            _blocker_text(b) for b in blocked[:3]
+        )
+    if event.get("picklable") is None:
+        skipped = next((o.get("skipped") for o in event.get("objects") or [] if o.get("skipped")), "bounded")
+        return f"{head}; whether forkserver and spawn could pickle its dataset is not known (check stopped: {skipped})"
+    guess = predicted(event)
+    others = [m for m in ("forkserver", "spawn") if m != method]
+    not_run = sorted({c for o in event.get("objects") or [] for c in o.get("not_run") or []})
+    unchecked = (
+        f" (not checked inside {', '.join(c.rsplit('.', 1)[-1] for c in not_run[:3])}: its own pickling was not called)"
+        if not_run
+        else ""
+    )
+    start = guess[others[0]]["start_s"]
+    parts = [
+        f"{'/'.join(others)}: the dataset pickles ({format_bytes(event.get('pickled_bytes'))}){unchecked}, each "
+        "worker would "
+        f"hold a ~{format_bytes(event.get('copy_bytes'))} copy"
+        + ("" if start is None else f"; its workers would all be started in ~{start:.1f} s")
+    ]
+    if method != "fork":
+        parts.append("fork: no copy up front, no start-up")
+    return f"{head}{_measured_text(run, loader, method)}; " + "; ".join(parts)
+
+
+def _measured_text(run: RunData, loader: LoaderRecord, method: str) -> str:
+    """What the method in use cost on this run: its workers' start-up, and their copy-on-write copies (fork) or
+    private memory as they started (forkserver, spawn)."""
+    seen = measured(run, loader, method)
+    said = []
+    if seen.get("start_s") is not None:
+        said.append(f"workers started in {seen['start_s']:.2f} s")
+    if seen.get("cow_bytes") is not None:
+        said.append(f"each copied up to {format_bytes(seen['cow_bytes'])} of the parent")
+    if seen.get("uss_start_bytes") is not None:
+        said.append(f"each held {format_bytes(seen['uss_start_bytes'])} of its own as it started")
+    return f" ({', '.join(said)})" if said else ""
+
+
+def find_start_method(run: RunData) -> list[Finding]:
+    findings = []
+    for loader in run.loaders:
+        if not loader.num_workers or loader.thread_workers:
+            continue
+        event = readiness_event(run, loader)
+        if event is None:
+            continue
+        method = loader.start_method or str(event.get("start_method"))
+        finding = _breaks_on_upgrade(loader, event, method) or _costs(run, loader, event, method)
+        if finding is not None:
+            findings.append(finding)
+    return findings
+
+
+def _evidence(loader: LoaderRecord, event: dict[str, Any], method: str) -> dict[str, Any]:
+    return {
+        "start_method": method,
+        "method_chosen": bool(event.get("chosen")),
+        "num_workers": loader.num_workers,
+        "blockers": blockers(event),
+        "pickled_bytes": event.get("pickled_bytes"),
+        "predicted": predicted(event),
+        "main_script": event.get("main") or {},
+    }
+
+
+def _breaks_on_upgrade(loader: LoaderRecord, event: dict[str, Any], method: str) -> Finding | None:
+    """The loader starts under fork only because fork is this Python's default: on Python 3.14 (forkserver by default
+    on Linux) or under spawn, its workers would not start."""
+    blocked = blockers(event)
+    if method != "fork" or event.get("chosen") or not blocked:
+        return None
+    first = blocked[0]
+    fixes = [
+        'add `if __name__ == "__main__":` and move the script\'s work under it (a `main()` function)'
+        if b["kind"] == "no-main-guard"
+        else f"`{b['attribute']}`: {_FIXES.get(str(b['kind']), 'make it picklable, or drop it in __getstate__')}"
+        for b in blocked[:4]
+    ]
+    return Finding(
+        code="start-method",
+        severity="warning",
+        title=(
+            f"Loader {loader.loader_id}'s workers start only under fork: under forkserver (Python 3.14's default on "
+            f"Linux) or spawn they would fail, {_blocker_text(first)}"
+        ),
+        detail=(
+            "This run used fork because it is this Python's default, and fork copies the parent's memory as it is. "
+            "Python 3.14 starts workers with forkserver on Linux, and forkserver and spawn pickle the dataset, "
+            "collate_fn and worker_init_fn for each worker and import `__main__` again in it. What stops them: "
+            + "; ".join(_blocker_text(b) for b in blocked[:4])
+            + '. The error then comes at the first `iter(loader)` ("Can\'t pickle local object", "cannot pickle", '
+            'or "An attempt has been made to start a new process before the current process has finished its '
+            'bootstrapping phase").'
+        ),
+        fix="; ".join(fixes)
+        + ". Until then, `multiprocessing_context='fork'` on the DataLoader keeps today's behaviour on Python 3.14.",
+        evidence=_evidence(loader, event, method),
+        loader_id=loader.loader_id,
+    )
+
+
+def _costs(run: RunData, loader: LoaderRecord, event: dict[str, Any], method: str) -> Finding | None:
+    """The method in use costs memory or start-up that another, which would start here, does not."""
+    seen = measured(run, loader, method)
+    evidence = {**_evidence(loader, event, method), "measured": seen}
+    guess = predicted(event)
+    if method == "fork":
+        cow, copy = seen.get("cow_bytes"), guess["forkserver"]["copy_bytes"]
+        if cow is None or copy is None or cow < COW_WORTH_SWITCH or copy > cow * COPY_SHARE or blockers(event):
+            return None
+        return Finding(
+            code="start-method",
+            severity="info",
+            title=(
+                f"Each forked worker of loader {loader.loader_id} copied up to {format_bytes(cow)} of the parent; a "
+                f"forkserver worker would start with a ~{format_bytes(copy)} copy of what it is handed"
+            ),
+            detail=(
+                "Forked workers share the parent's whole memory and copy each page they touch (cow-growth); forkserver "
+                "and spawn workers receive only the pickled dataset, collate_fn and worker_init_fn, measured here "
+                f"at {format_bytes(event.get('pickled_bytes'))} pickled (~{format_bytes(copy)} in memory), and "
+                f"would all be started in ~{guess['forkserver']['start_s'] or 0:.1f} s."
+            ),
+            fix="`DataLoader(..., multiprocessing_context='forkserver', persistent_workers=True)`, or pack the "
+            "records so forked workers stop copying them (cow-growth's fix).",
+            evidence=evidence,
+            loader_id=loader.loader_id,
+        )
+    start = seen.get("start_s")
+    starts = int(seen.get("worker_starts") or 0)
+    run_s = _run_seconds(run)
+    if start is None or not starts:
+        return None
+    total = start * starts
+    if total < SLOW_START_TOTAL_S or (run_s and total < SLOW_START_RUN_SHARE * run_s):
+        return None
+    persistent = bool(loader.config.get("persistent_workers"))
+    return Finding(
+        code="start-method",
+        severity="warning",
+        title=(
+            f"Loader {loader.loader_id}'s {method} workers took {start:.1f} s to start, {starts} time"
+            f"{'s' if starts > 1 else ''}: {total:.1f} s of the run; forked workers start at once"
+        ),
+        detail=(
+            f"A {method} worker imports what `__main__` imports and unpickles its copy of the dataset before its first "
+            f"batch (its own start event came {start:.1f} s after the iterator was made)"
+            + ("" if persistent else ", and without persistent_workers every epoch starts new workers")
+            + "."
+        ),
+        fix=("`persistent_workers=True` starts them once. " if not persistent else "")
+        + "`torch.multiprocessing.set_forkserver_preload(['torch', ...])` imports them once in the forkserver; or "
+        "`multiprocessing_context='fork'` where nothing fork-unsafe (threads, CUDA) runs before the loader.",
+        evidence=evidence,
+        loader_id=loader.loader_id,
+    )
+
+
+def _run_seconds(run: RunData) -> float | None:
+    started, ended = run.meta.get("started_at"), run.result.get("ended_at")
+    return (
+        float(ended) - float(started) if isinstance(started, (int, float)) and isinstance(ended, (int, float)) else None
+    )

@@ -1,0 +1,464 @@
+"""What the other start methods would make of a loader, read once in the training process before its workers start.
+
+Under fork the workers inherit the parent's memory; under forkserver (Python 3.14's default on Linux) and spawn each
+worker is handed a pickled copy of what torch passes it (the dataset, collate_fn and worker_init_fn: the sampler
+stays in the main process) and imports `__main__` again. So, for the loader's first iterator:
+
+- each of those objects is pickled into a counting sink (nothing is kept, nothing written anywhere), bounded in time
+  and in bytes written. Protocol 5 hands large buffers (numpy arrays, memory maps) over out of band: they are counted
+  by their length, never copied or read. torch's own reductions are not used: under them a tensor's storage moves to
+  shared memory, a change to the training's tensors. A class of the user's own code (not a library's) that defines
+  `__reduce__`, `__reduce_ex__` or `__getstate__` is never called (it may close a handle, drop a cache): the object
+  is named as not checked (`not_run`), and what it holds is neither pickled nor judged;
+- an object that does not pickle is searched for the attribute that fails (each child pickled alone, bounded), and
+  named with the reason (a lambda, a local function or class, an open handle, a lock, a thread);
+- the copy each worker would rebuild is estimated in memory (objects deduplicated as pickle's memo does, big
+  containers sampled), not as pickled bytes: a list of dicts takes several times its pickle in a worker;
+- whether `__main__` iterates the loader outside an `if __name__ == "__main__":` block (every forkserver or spawn
+  worker would run it again and fail in "the bootstrapping phase"), and the script's top-level time before the
+  loader, split into imports and other work, from the start-up profile (in_training/startup_profile.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import pickle
+import sys
+import time
+from typing import Any
+
+from dlprobe.in_training.fork_handles import owner_of
+
+MAX_PICKLE_S = 2.0  # pickling all of a loader's objects stops past this (the training waits for it)
+EXTRA_S = 0.25  # what collate_fn and worker_init_fn get past the bound, so a slow dataset leaves them judged
+MAX_PICKLE_BYTES = 512 * 1024 * 1024  # in-band bytes written to the counting sink before it stops
+STAND_IN_BYTES = 1024 * 1024  # numpy arrays larger than this are counted by length, not pickled
+MAX_SEARCH_PICKLES = 200  # children pickled alone while looking for the attribute that fails
+MAX_CHILDREN = 64
+SAMPLE_ITEMS = 200  # items of a big container sized one by one; the rest are scaled from them
+MAX_SIZE_DEPTH = 12
+MAX_SIZE_OBJECTS = 200_000
+PYMALLOC_ALIGN = 16
+_HANDLE_TYPES = ("BufferedReader", "BufferedWriter", "BufferedRandom", "TextIOWrapper", "FileIO", "socket",
+                 "Environment", "Transaction", "Cursor", "File", "Group", "Dataset", "Connection", "mmap")  # fmt: skip
+_LOCK_TYPES = ("lock", "RLock", "_RLock", "Condition", "Semaphore", "Event")
+_LIBRARY_DIRS = tuple({os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+class _Bound(Exception):
+    """The counting sink or the pickler ran past its time or size bound."""
+
+
+class _CountingSink:
+    """A write-only file that keeps nothing: the pickle's in-band length, and a deadline checked at every write."""
+
+    def __init__(self, deadline: float, limit: int) -> None:
+        self.bytes = 0
+        self.deadline = deadline
+        self.limit = limit
+
+    def write(self, data: Any) -> int:
+        n = len(memoryview(data).cast("B")) if not isinstance(data, bytes) else len(data)
+        self.bytes += n
+        if self.bytes > self.limit:
+            raise _Bound(f"over {self.limit // (1024 * 1024)} MiB pickled")
+        if time.perf_counter() > self.deadline:
+            raise _Bound(f"over {MAX_PICKLE_S:g} s pickling")
+        return n
+
+
+def _user_code(cls: type) -> bool:
+    """A class of the user's own code (the script, the project), not of Python or an installed library."""
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    if cls.__module__ in ("__main__", "__mp_main__"):
+        return True
+    if not path:
+        return False  # built in, or a C module
+    real = os.path.realpath(path)
+    return not (real.startswith(_LIBRARY_DIRS) or "site-packages" in real or "dist-packages" in real)
+
+
+def _custom_pickling(cls: type) -> bool:
+    return any(name in vars(c) for c in cls.__mro__[:-1] for name in ("__reduce__", "__reduce_ex__", "__getstate__"))
+
+
+class _Pickler(pickle.Pickler):
+    """Plain pickle (no torch reductions: they move tensors to shared memory), with out-of-band buffers counted and
+    the user's own pickling hooks left uncalled."""
+
+    def __init__(self, sink: _CountingSink, state: dict[str, Any]) -> None:
+        super().__init__(sink, protocol=5, buffer_callback=self._buffer)
+        self.state = state
+        self.sink = sink
+
+    def _buffer(self, buf: pickle.PickleBuffer) -> bool:
+        self.state["buffer_bytes"] += memoryview(buf).nbytes
+        return False  # out of band: counted, never written
+
+    def reducer_override(self, obj: Any) -> Any:
+        if time.perf_counter() > self.sink.deadline:
+            raise _Bound(f"over {MAX_PICKLE_S:g} s pickling")
+        cls = type(obj)
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(obj, torch.Tensor):
+            # torch's ForkingPickler shares a tensor's storage through shared memory: nothing is copied per worker
+            self.state["tensors"] += 1
+            self.state["tensor_bytes"] += int(obj.element_size() * obj.nelement())
+            return (int, ())
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(obj, np.ndarray) and obj.dtype != object and obj.nbytes > STAND_IN_BYTES:
+            # numpy copies a non-contiguous array into bytes to pickle it: counted by its length, never copied
+            self.state["buffer_bytes"] += int(obj.nbytes)
+            return (int, ())
+        if not isinstance(obj, type) and _custom_pickling(cls) and _user_code(cls):
+            # What its own __getstate__ would drop (an LMDB environment, a lock) is not known without calling it:
+            # nothing of it is pickled here, and it is named as not checked
+            self.state["not_run"].append(f"{cls.__module__}.{cls.__qualname__}")
+            return (object, ())
+        return NotImplemented
+
+
+def _pickle(obj: Any, deadline: float, limit: int) -> dict[str, Any]:
+    """Pickle obj into the counting sink: {"ok", "bytes" (in-band + out-of-band), "error", "bounded", ...}."""
+    state: dict[str, Any] = {"buffer_bytes": 0, "tensors": 0, "tensor_bytes": 0, "not_run": []}
+    sink = _CountingSink(deadline, limit)
+    try:
+        _Pickler(sink, state).dump(obj)
+        state["ok"] = True
+    except _Bound as exc:
+        state.update(ok=None, bounded=str(exc))
+    except RecursionError:
+        state.update(ok=None, bounded="too deeply nested to pickle here")
+    except Exception as exc:  # whatever pickle or the object raises is the news: it would fail in every worker
+        state.update(ok=False, error=f"{type(exc).__name__}: {str(exc)[:300]}")
+    state["bytes"] = sink.bytes + state["buffer_bytes"]
+    return state
+
+
+def _children(obj: Any) -> list[tuple[str, Any]]:
+    """(path suffix, value) of what pickling obj would pickle next: items, attributes, a method's object, a partial's
+    function and arguments."""
+    if isinstance(obj, dict):
+        return [(f"[{k!r}]", v) for k, v in list(obj.items())[:MAX_CHILDREN]]
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [(f"[{i}]", v) for i, v in enumerate(list(obj)[:MAX_CHILDREN])]
+    if type(obj).__name__ == "method":
+        return [(".__self__", obj.__self__)]
+    if type(obj).__name__ == "partial":
+        return [(".func", obj.func), *((f".args[{i}]", a) for i, a in enumerate(obj.args)),
+                *((f".keywords[{k!r}]", v) for k, v in obj.keywords.items())]  # fmt: skip
+    if _is_function(obj) or isinstance(obj, type):
+        return []  # pickled by name: it fails itself, or not at all
+    attrs = getattr(obj, "__dict__", None)
+    items = [(f".{k}", v) for k, v in list(attrs.items())[:MAX_CHILDREN] if isinstance(k, str)] if isinstance(
+        attrs, dict) else []  # fmt: skip
+    slots = getattr(type(obj), "__slots__", ())
+    for slot in [slots] if isinstance(slots, str) else list(slots)[:MAX_CHILDREN]:
+        if hasattr(obj, slot):
+            items.append((f".{slot}", getattr(obj, slot)))
+    return items
+
+
+def _is_function(obj: Any) -> bool:
+    return type(obj).__name__ in ("function", "method", "builtin_function_or_method")
+
+
+def _reason(obj: Any, error: str) -> tuple[str, str]:
+    """(kind, sentence) of why obj does not pickle."""
+    cls = type(obj)
+    name = getattr(obj, "__qualname__", "")
+    if type(obj).__name__ == "function" and name.endswith("<lambda>"):
+        return "lambda", f"a lambda ({name}): pickle sends functions by name, and a lambda has none"
+    if type(obj).__name__ == "function" and "<locals>" in name:
+        return "local-function", f"a function defined inside another ({name}): pickle cannot import it by name"
+    if "<locals>" in cls.__qualname__:
+        return "local-class", f"an instance of a class defined inside a function ({cls.__qualname__})"
+    if isinstance(obj, type) and "<locals>" in obj.__qualname__:
+        return "local-class", f"a class defined inside a function ({obj.__qualname__})"
+    owner = owner_of(obj)  # lmdb.Environment, not the builtins its C type says
+    if cls.__name__ == "Thread" or cls.__module__ == "threading" and "Thread" in cls.__name__:
+        return "thread", f"a thread ({owner})"
+    if cls.__name__ in _LOCK_TYPES or cls.__module__ in ("_thread", "threading"):
+        return "lock", f"a lock ({owner})"
+    if cls.__name__ in _HANDLE_TYPES or owner.split(".")[0] in ("h5py", "lmdb", "sqlite3", "_io", "io"):
+        return "handle", f"an open handle ({owner})"
+    if cls.__module__ == "_pickle" or "pickle" in error.lower() and cls is dict:
+        return "other", error
+    return "other", f"{owner}: {error}"
+
+
+def _find_culprit(obj: Any, path: str, deadline: float, budget: list[int]) -> tuple[str, Any, str]:
+    """The deepest attribute path below obj whose object fails to pickle alone, and that object and its error."""
+    error = ""
+    while True:
+        for suffix, child in _children(obj):
+            if budget[0] <= 0 or time.perf_counter() > deadline:
+                return path, obj, error
+            if isinstance(child, (str, bytes, int, float, bool, type(None))):
+                continue
+            budget[0] -= 1
+            result = _pickle(child, deadline, MAX_PICKLE_BYTES)
+            if result.get("ok") is False:
+                obj, path, error = child, path + suffix, result["error"]
+                break
+        else:
+            return path, obj, error
+
+
+def check_pickle(name: str, obj: Any, deadline: float) -> dict[str, Any]:
+    """One object torch hands each worker: whether it pickles, its pickled length, and if not where and why."""
+    entry: dict[str, Any] = {"name": name}
+    result = _pickle(obj, deadline, MAX_PICKLE_BYTES)
+    entry["picklable"] = result.get("ok")
+    entry["pickled_bytes"] = result["bytes"] if result.get("ok") else None
+    if result.get("bounded"):
+        entry.update(skipped=result["bounded"], pickled_at_least=result["bytes"])
+    if result["tensors"]:
+        entry.update(tensors=result["tensors"], tensor_bytes=result["tensor_bytes"])
+    if result["not_run"]:
+        entry["not_run"] = sorted(set(result["not_run"]))[:8]
+    if result.get("ok") is False:
+        path, culprit, error = _find_culprit(obj, "self" if name == "dataset" else name, deadline, [MAX_SEARCH_PICKLES])
+        kind, why = _reason(culprit, error or result["error"])
+        entry.update(attribute=path, reason=why, kind=kind, error=error or result["error"])
+    return entry
+
+
+# -- the copy each worker would rebuild, in memory -------------------------------------------------------------------
+
+
+def _aligned(n: int) -> int:
+    return -(-n // PYMALLOC_ALIGN) * PYMALLOC_ALIGN
+
+
+class _Sizer:
+    """Sums the memory of what unpickling obj would rebuild: every object once (pickle's memo keeps shared objects
+    shared), ints above 256 and floats once per reference (pickle writes them inline), big containers sampled."""
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.objects = 0
+        self.truncated = False
+
+    def size(self, obj: Any, depth: int = 0) -> int:
+        if isinstance(obj, bool) or obj is None:
+            return 0
+        if isinstance(obj, int):
+            return 0 if -5 <= obj <= 256 else _aligned(sys.getsizeof(obj))
+        if isinstance(obj, float):
+            return _aligned(sys.getsizeof(obj))
+        if id(obj) in self.seen:
+            return 0
+        self.seen.add(id(obj))
+        self.objects += 1
+        if depth > MAX_SIZE_DEPTH or self.objects > MAX_SIZE_OBJECTS:
+            self.truncated = True
+            return _aligned(sys.getsizeof(obj))
+        np = sys.modules.get("numpy")
+        torch = sys.modules.get("torch")
+        if np is not None and isinstance(obj, np.ndarray):
+            if obj.dtype == object:
+                return int(obj.nbytes) + self._items(list(obj.ravel()), depth)
+            return int(obj.nbytes) + 112  # a memory map too: unpickled, it is the whole array in memory
+        if torch is not None and isinstance(obj, torch.Tensor):
+            return 0  # shared memory under torch's reductions (tensor_bytes says how much)
+        if isinstance(obj, (str, bytes, bytearray, type)) or _is_function(obj):
+            return 0 if isinstance(obj, type) or _is_function(obj) else _aligned(sys.getsizeof(obj))
+        if isinstance(obj, dict):
+            return _aligned(sys.getsizeof(obj)) + self._items([x for kv in obj.items() for x in kv], depth)
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            return _aligned(sys.getsizeof(obj)) + self._items(list(obj) if not isinstance(obj, list) else obj, depth)
+        pd_kind = _pandas(obj)
+        if pd_kind:
+            from dlprobe.in_training.dataset_inspect import _deep  # pandas' own buffers, sampled
+
+            return int(_deep(obj)[0])
+        own = _aligned(sys.getsizeof(obj))
+        attrs = getattr(obj, "__dict__", None)
+        if isinstance(attrs, dict):
+            own += self.size(attrs, depth + 1)
+        slots = getattr(type(obj), "__slots__", ())
+        for slot in [slots] if isinstance(slots, str) else list(slots):
+            own += self.size(getattr(obj, slot, None), depth + 1)
+        return own
+
+    def _items(self, items: list[Any], depth: int) -> int:
+        """All items of a small container; of a big one, a sample, scaled by the median item (the first item carries
+        what the others share, such as a dict's keys: the median does not)."""
+        if len(items) <= SAMPLE_ITEMS * 2:
+            return sum(self.size(v, depth + 1) for v in items)
+        step = len(items) // SAMPLE_ITEMS
+        sizes = [self.size(v, depth + 1) for v in items[::step][:SAMPLE_ITEMS]]
+        ordered = sorted(sizes)
+        return sum(sizes) + ordered[len(ordered) // 2] * (len(items) - len(sizes))
+
+
+def _pandas(obj: Any) -> bool:
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(obj, (pd.DataFrame, pd.Series))
+
+
+def copy_bytes(objects: list[Any]) -> tuple[int, bool]:
+    """(bytes a worker's unpickled copy of these objects takes, whether the walk stopped at its bound)."""
+    sizer = _Sizer()
+    total = sum(sizer.size(obj) for obj in objects)
+    return total, sizer.truncated
+
+
+# -- __main__: the guard, and the top-level work a forkserver or spawn worker repeats ---------------------------------
+
+
+def _guard_blocks(path: str) -> list[tuple[int, int]] | None:
+    """The line ranges of the module-level `if __name__ == "__main__":` blocks of the script (None: not read)."""
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    blocks = []
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_main_test(node.test):
+            blocks.append((node.body[0].lineno, node.end_lineno or node.body[-1].lineno))
+    return blocks
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    if not isinstance(test, ast.Compare) or len(test.comparators) != 1:
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    strings = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return bool(names and strings and isinstance(test.ops[0], ast.Eq))
+
+
+def _main_frame_line(main_file: str) -> int | None:
+    """The line of `__main__`'s top level that is running now (the loader is iterated under it), else None."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__":
+            return frame.f_lineno if os.path.realpath(code.co_filename) == main_file else None
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _inside(line: int, blocks: list[tuple[int, int]]) -> bool:
+    return any(a <= line <= b for a, b in blocks)
+
+
+def main_script() -> dict[str, Any]:
+    """Whether the loader is iterated from `__main__`'s top level outside its `if __name__ == "__main__":` guard, and
+    the script's top-level time before the loader (from the start-up profile), outside the guard."""
+    from dlprobe.in_training import startup_profile
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    out: dict[str, Any] = {"file": None, "guarded": None}
+    if not path:
+        return out  # an interactive session, `python -c`: there is no file a worker could run again
+    main_file = os.path.realpath(path)
+    out["file"] = os.path.basename(main_file)
+    blocks = _guard_blocks(main_file)
+    line = _main_frame_line(main_file)
+    out["iter_line"] = line
+    if blocks is not None:
+        out["guard_lines"] = [list(b) for b in blocks]
+        out["guarded"] = None if line is None else _inside(line, blocks)
+        if line is None:
+            out["guarded"] = True if blocks else None  # iterated from a function called after the top level
+    profile = startup_profile.profile_seconds()
+    if profile is not None and blocks is not None:
+        imports = work = guarded = all_imports = 0.0
+        for stack, seconds in profile:
+            at = next((i for i, f in enumerate(stack) if f[1] == "<module>" and os.path.realpath(f[0]) == main_file),
+                      None)  # fmt: skip
+            # importlib's frames inside the script's (the script itself may run inside the import of sitecustomize);
+            # a stack cut at the profiler's depth has lost the script's frame: an import that deep is one of the
+            # top level's (torch's own imports), counted there
+            inner = stack if at is None else stack[at + 1 :]
+            importing = any(f[0].startswith("<frozen importlib") for f in inner)
+            if at is None and not importing:
+                continue  # before the script's first line
+            all_imports += seconds if importing else 0.0
+            if at is not None and _inside(stack[at][2], blocks):
+                guarded += seconds
+            elif importing:
+                imports += seconds
+            else:
+                work += seconds
+        out.update(top_level_imports_s=round(imports, 3), top_level_work_s=round(work, 3),
+                   guarded_s=round(guarded, 3), imports_s=round(all_imports, 3))  # fmt: skip
+    return out
+
+
+# -- the loader -----------------------------------------------------------------------------------------------------
+
+
+def start_method_in_use(loader: Any) -> tuple[str, bool]:
+    """(the method the loader's workers will start with, whether the script chose it), read without pinning one:
+    the loader's multiprocessing_context, else the global method if set, else this interpreter's default."""
+    import multiprocessing
+    import multiprocessing.context
+
+    ctx = loader.multiprocessing_context
+    if ctx is not None:
+        return str(ctx.get_start_method()), True
+    chosen = multiprocessing.get_start_method(allow_none=True)
+    if chosen is not None:
+        return str(chosen), True
+    # The platform's default context itself: multiprocessing.get_context() would pin it as the method in use
+    default = multiprocessing.context._default_context._default_context
+    return str(default.get_start_method()), False
+
+
+def _cpu_share() -> float | None:
+    """The share of its life so far this process ran when it was runnable (/proc/self/schedstat: on a CPU, and
+    waiting for one): how much of its start-up's wall time was its own work on a busy machine."""
+    try:
+        with open("/proc/self/schedstat") as f:
+            on_cpu, waited = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        return None
+    return round(on_cpu / (on_cpu + waited), 3) if on_cpu + waited > 0 else None
+
+
+def readiness(loader: Any, user_worker_init: Any) -> dict[str, Any]:
+    """The start_readiness event's fields for one loader (the caller emits it)."""
+    method, chosen = start_method_in_use(loader)
+    started = time.perf_counter()
+    deadline = started + MAX_PICKLE_S
+    handed = [("dataset", loader.dataset), ("collate_fn", loader.collate_fn)]
+    if user_worker_init is not None:
+        handed.append(("worker_init_fn", user_worker_init))
+    # the dataset gets the bound; collate_fn and worker_init_fn (functions, pickled by name) a little more each
+    objects = [check_pickle(name, obj, max(deadline, time.perf_counter() + EXTRA_S) if name != "dataset" else deadline)
+               for name, obj in handed]  # fmt: skip
+    pickle_s = time.perf_counter() - started
+    copy, truncated = copy_bytes([obj for _, obj in handed])
+    size_s = time.perf_counter() - started - pickle_s
+    done = all(o["picklable"] is not None for o in objects)
+    complete = all(o["picklable"] for o in objects)
+    return {
+        "start_method": method,
+        "chosen": chosen,
+        "num_workers": int(loader.num_workers),
+        "persistent_workers": bool(loader.persistent_workers),
+        "objects": objects,
+        "picklable": all(o["picklable"] for o in objects)
+        if done
+        else (False if any(o["picklable"] is False for o in objects) else None),  # fmt: skip
+        # all of it, or nothing: what part of a failing object pickled says nothing of what a worker would get
+        "pickled_bytes": sum(o["pickled_bytes"] or 0 for o in objects) if complete else None,
+        "pickle_s": round(pickle_s, 4),
+        "copy_bytes": copy,
+        "copy_truncated": truncated,
+        "size_s": round(size_s, 4),
+        "tensors": sum(o.get("tensors", 0) for o in objects),
+        "tensor_bytes": sum(o.get("tensor_bytes", 0) for o in objects),
+        "cpus": len(os.sched_getaffinity(0)),
+        "cpu_share": _cpu_share(),
+        "load": round(os.getloadavg()[0], 2),
+        "main": main_script(),
+    }

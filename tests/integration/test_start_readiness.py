@@ -1,0 +1,48 @@
+"""Start-method readiness on real runs: what would break under forkserver (Python 3.14's default on Linux) is named
+on a run under fork, before it breaks, and the same names come with a run where forkserver is forced."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+START_METHOD_SITE = Path(__file__).resolve().parent.parent / "start_method"
+
+
+def forced(method: str) -> dict[str, str]:
+    """tests/start_method/sitecustomize.py makes `method` every process's default, as Python 3.14 does forkserver."""
+    path = os.pathsep.join(p for p in (str(START_METHOD_SITE), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path, "DLPROBE_TEST_START_METHOD": method}
+
+
+def test_a_lambda_under_the_default_fork_is_named_before_forkserver_breaks_on_it(probe) -> None:
+    result = probe("lambda_in_init_dataset.py")
+    assert result.returncode == 0 and "total 85344" in result.stdout  # the training is the same
+    (finding,) = result.findings("start-method")
+    assert finding["severity"] == "warning"
+    assert "`self.transform` of the dataset is a lambda" in finding["title"]
+    assert finding["evidence"]["blockers"][0]["kind"] == "lambda"
+    assert "start-method" in result.stderr  # the terminal shows it
+
+
+def test_the_same_lambda_with_forkserver_forced_is_named_as_its_workers_fail(probe) -> None:
+    result = probe("lambda_in_init_dataset.py", env=forced("forkserver"))
+    assert result.returncode != 0 and "Can't pickle local object" in result.stderr  # the script's own error
+    (loader,) = result.report["loaders"]
+    assert loader["start_readiness"].startswith("forkserver (chosen by the script); forkserver and spawn would fail")
+    assert "`self.transform` of the dataset is a lambda" in loader["start_readiness"]
+
+
+def test_a_loop_without_a_main_guard_is_named_with_its_line(probe) -> None:
+    result = probe("loop_without_main_guard.py")
+    assert result.returncode == 0
+    (finding,) = result.findings("start-method")
+    assert "loop_without_main_guard.py:17" in finding["title"]
+    assert finding["evidence"]["main_script"]["guarded"] is False
+
+
+def test_a_guarded_healthy_loader_gets_one_line_and_no_finding(probe) -> None:
+    result = probe("healthy_loader.py")
+    assert result.returncode == 0 and result.findings("start-method") == []
+    (loader, *_) = result.report["loaders"]
+    assert "the dataset pickles" in loader["start_readiness"]

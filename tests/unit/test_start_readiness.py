@@ -1,0 +1,213 @@
+"""in_training/start_readiness.py on real DataLoaders: what forkserver and spawn would fail to pickle, named by its
+attribute and reason, what a worker's copy would take, and that the check changes nothing of the training's objects."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import h5py
+import lmdb
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from dlprobe.in_training import start_readiness
+
+
+class Squares(Dataset):
+    def __init__(self) -> None:
+        self.values = list(range(10))
+        self.transform = lambda x: x * x
+
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, i: int) -> Any:
+        return self.transform(self.values[i])
+
+
+def local_dataset() -> Dataset:
+    class Local(Dataset):
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, i: int) -> int:
+            return i
+
+    return Local()
+
+
+class H5Rows(Dataset):
+    def __init__(self, path: Path) -> None:
+        with h5py.File(path, "w") as f:
+            f.create_dataset("x", data=np.zeros((8, 4)))
+        self.meta = {"split": "train", "h5": h5py.File(path, "r")}
+
+    def __len__(self) -> int:
+        return 8
+
+
+class LmdbRows(Dataset):
+    def __init__(self, path: Path) -> None:
+        self.env = lmdb.open(str(path))
+
+    def __len__(self) -> int:
+        return 8
+
+
+class Records(Dataset):
+    def __init__(self, n: int) -> None:
+        self.records = [{"path": f"/data/img_{i:09d}.jpg", "label": i % 100} for i in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+class ClosesOnPickle(Dataset):
+    """A __getstate__ with a side effect: the probe must never call it."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.values = [1, 2, 3]
+
+    def __getstate__(self) -> dict[str, Any]:
+        self.closed = True
+        return dict(self.__dict__)
+
+    def __len__(self) -> int:
+        return 3
+
+
+class Tensors(Dataset):
+    def __init__(self) -> None:
+        self.table = torch.zeros(1000)
+
+    def __len__(self) -> int:
+        return 1000
+
+
+def readiness(dataset: Dataset, **kw: Any) -> dict[str, Any]:
+    loader = DataLoader(dataset, num_workers=2, **kw)
+    return start_readiness.readiness(loader, loader.worker_init_fn)
+
+
+def blocker(event: dict[str, Any]) -> dict[str, Any]:
+    assert event["picklable"] is False
+    return next(o for o in event["objects"] if o["picklable"] is False)
+
+
+def test_a_lambda_in_the_dataset_is_named_by_its_attribute() -> None:
+    found = blocker(readiness(Squares()))
+    assert (found["name"], found["attribute"], found["kind"]) == ("dataset", "self.transform", "lambda")
+    assert readiness(Squares())["pickled_bytes"] is None  # not the collate_fn's bytes alone
+    assert "Can't pickle local object" in found["error"]
+
+
+def test_a_lambda_as_collate_fn_and_worker_init_fn() -> None:
+    event = readiness(Records(4), collate_fn=lambda b: b, worker_init_fn=lambda i: None)
+    failing = {o["name"]: o["kind"] for o in event["objects"] if o["picklable"] is False}
+    assert failing == {"collate_fn": "lambda", "worker_init_fn": "lambda"}
+
+
+def test_a_class_defined_in_a_function() -> None:
+    found = blocker(readiness(local_dataset()))
+    assert (found["attribute"], found["kind"]) == ("self", "local-class")
+    assert "local_dataset.<locals>.Local" in found["reason"]
+
+
+def test_an_h5py_file_deep_in_the_dataset(tmp_path: Path) -> None:
+    found = blocker(readiness(H5Rows(tmp_path / "x.h5")))
+    assert (found["attribute"], found["kind"]) == ("self.meta['h5']", "handle")
+    assert "h5py" in found["reason"]
+
+
+def test_an_lmdb_environment(tmp_path: Path) -> None:
+    found = blocker(readiness(LmdbRows(tmp_path / "db")))
+    assert (found["attribute"], found["kind"]) == ("self.env", "handle")
+    assert "lmdb.Environment" in found["reason"]
+
+
+def test_a_lock(tmp_path: Path) -> None:
+    dataset = Records(2)
+    dataset.guard = threading.Lock()  # type: ignore[attr-defined]
+    found = blocker(readiness(dataset))
+    assert (found["attribute"], found["kind"]) == ("self.guard", "lock")
+
+
+def test_the_copy_of_a_list_of_records_is_its_memory_not_its_pickle() -> None:
+    event = readiness(Records(50_000))
+    assert event["picklable"] is True
+    # a dict of two keys, a 30-character path and a small int: ~250 bytes in memory, ~35 pickled
+    assert 200 * 50_000 < event["copy_bytes"] < 400 * 50_000
+    assert event["pickled_bytes"] < event["copy_bytes"] / 3
+
+
+def test_a_memory_map_is_counted_by_length_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "x.npy"
+    np.save(path, np.zeros(4_000_000))
+    dataset = Records(1)
+    dataset.table = np.load(path, mmap_mode="r")  # type: ignore[attr-defined]
+    event = readiness(dataset)
+    assert event["picklable"] is True
+    assert event["pickled_bytes"] >= 32_000_000 and event["copy_bytes"] >= 32_000_000  # spawn copies it whole
+
+
+def test_the_users_own_getstate_is_never_called() -> None:
+    dataset = ClosesOnPickle()
+    event = readiness(dataset)
+    assert dataset.closed is False
+    assert event["objects"][0]["not_run"] == [f"{__name__}.ClosesOnPickle"]
+
+
+def test_a_tensor_is_not_moved_to_shared_memory() -> None:
+    dataset = Tensors()
+    event = readiness(dataset)
+    assert not dataset.table.is_shared()
+    assert (event["tensors"], event["tensor_bytes"]) == (1, 4000)
+
+
+def test_the_check_stops_at_its_bound_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(start_readiness, "MAX_PICKLE_S", 0.0)
+    event = readiness(Records(1000))
+    assert event["picklable"] is None and event["pickled_bytes"] is None
+    assert "pickling" in event["objects"][0]["skipped"]
+    assert event["objects"][1]["picklable"] is True  # collate_fn, pickled by name, is still judged
+
+
+def test_the_guard_blocks_of_a_script(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import os\n\ndef main():\n    pass\n\nif __name__ == '__main__':\n    main()\n    print(1)\n")
+    assert start_readiness._guard_blocks(str(script)) == [(7, 8)]
+    script.write_text("import os\nfor b in []:\n    pass\n")
+    assert start_readiness._guard_blocks(str(script)) == []
+
+
+def test_the_prediction_is_what_forkserver_really_does() -> None:
+    """The lambda the check names is what a real forkserver start fails on."""
+    assert blocker(readiness(Squares()))["kind"] == "lambda"
+    loader = DataLoader(Squares(), num_workers=1, multiprocessing_context="forkserver")
+    with pytest.raises(Exception, match="Can't pickle local object 'Squares.__init__.<locals>.<lambda>'"):
+        next(iter(loader))
+
+
+class LmdbDroppedOnPickle(LmdbRows):
+    """The usual fix (openfold-3's): the environment is dropped in __getstate__ and reopened in each worker."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "env"}
+
+
+def test_a_handle_the_users_getstate_drops_is_no_blocker(tmp_path: Path) -> None:
+    event = readiness(LmdbDroppedOnPickle(tmp_path / "db"))
+    assert event["picklable"] is True  # not called, so not judged: never a false "would fail"
+    assert event["objects"][0]["not_run"] == [f"{__name__}.LmdbDroppedOnPickle"]
+
+
+def test_a_strided_array_is_counted_not_copied() -> None:
+    dataset = Records(1)
+    dataset.table = np.zeros((4000, 2000))[:, ::2]  # type: ignore[attr-defined]  # 32 MiB, not contiguous
+    event = readiness(dataset)
+    assert event["picklable"] is True and event["pickled_bytes"] >= 32_000_000
