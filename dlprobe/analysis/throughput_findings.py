@@ -8,7 +8,7 @@ from typing import Any
 
 from dlprobe.analysis.head_of_line import HOL_SHARE, HeadOfLine, head_of_line
 from dlprobe.analysis.loop_timing import LoopTiming, events_of, loop_timing, recorded_usable_cores
-from dlprobe.analysis.memory_findings import first_batch_built, load_done_at
+from dlprobe.analysis.memory_findings import first_batch_built, load_done_at, worker_projection
 from dlprobe.analysis.model import Finding, LoaderRecord, ProcessRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.analysis.worker_cpu import (
@@ -395,26 +395,24 @@ def find_input_bound(run: RunData) -> list[Finding]:
 
 
 def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, int, list[dict[str, Any]]] | None:
-    """(largest per-worker USS projected to a full epoch, largest measured, rows) or None without readings."""
+    """(largest per-worker USS projected to the end of the epoch, largest measured, rows) or None without readings.
+    A worker's projection is cow-growth's (memory_findings.worker_projection: what it held at start, then its copies
+    and new allocations, each bent toward its ceiling), so no worker is projected past what it could copy."""
     rows: list[dict[str, Any]] = []
+    projected = 0
     for proc in run.workers(loader.loader_id):
         uss = metric_summary(proc.series, "uss")
         if uss["peak"] is None:
             continue
+        model = worker_projection(run, loader, proc, first_batch_built(run, loader.loader_id, proc.pid))
+        steady = _steady_growth(run, loader, proc)
         rows.append({"worker_id": proc.worker_id, "pid": proc.pid, "uss_peak_bytes": uss["peak"],
-                     "uss_growth_bytes": _steady_growth(run, loader, proc)})  # fmt: skip
+                     "uss_growth_bytes": steady, "projection": model.evidence()})  # fmt: skip
+        projected = max(projected, uss["peak"], (uss["start"] or 0) + model.projected_bytes)
     if not rows:
         return None
     peak = int(max(r["uss_peak_bytes"] for r in rows))
-    grown = int(max(r["uss_growth_bytes"] for r in rows))
-    # If the run saw only part of an epoch, growth so far is extended to the whole epoch.
-    fraction = 1.0
-    length, batch = loader.dataset.get("len"), loader.config.get("batch_size")
-    first = loader.epochs[0] if loader.epochs else None
-    if first is not None and first.t_end is None and length and batch:
-        fraction = min(1.0, max(first.batches, 1) / math.ceil(length / batch))
-    projected = int(peak + grown * (1 / fraction - 1))
-    return projected, peak, rows
+    return int(projected), peak, rows
 
 
 def _steady_growth(run: RunData, loader: LoaderRecord, proc: ProcessRecord) -> int:
