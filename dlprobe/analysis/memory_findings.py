@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
@@ -11,7 +12,7 @@ from dlprobe.analysis.model import Finding, LoaderRecord, ProcessRecord, RunData
 from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.analysis.timed_batches import timed_batches
 from dlprobe.loader_model.memory_growth import Ceiling, Projection, project_growth
-from dlprobe.rundir.schema import EV_PROCESS
+from dlprobe.rundir.schema import EV_BATCHES, EV_PROCESS
 from dlprobe.units import MiB, format_bytes
 
 # cow-growth is judged by what the copies cost the job: every worker's (and in a job every rank's) copies together,
@@ -220,23 +221,41 @@ class WorkerProjection:
 
 
 def _epoch_clock(run: RunData, loader: LoaderRecord, proc_series: Series) -> tuple[float, Any]:
-    """(the share of the epoch done at the worker's last reading, a function from a reading's time to the share done
-    then). Batches come at a steady pace after the first one, so the share grows linearly from the epoch's start
-    (its first batch requested) to its last batch; a worker alive before the epoch that runs now (persistent workers)
-    lived through a whole epoch, and so does every worker once the last epoch ended: 1, nothing to project."""
+    """(the share of the epoch done, a function from a reading's time to the share done then), read from the
+    loader's `batches` events (batches so far, when each group was reported), not from the clock: a worker's early
+    batches are slow while it copies, so half the time is not half the epoch. A worker alive before the epoch that
+    runs now (persistent workers) lived through a whole epoch, and so does every worker once the last epoch ended:
+    1, nothing to project."""
     fraction = epoch_fraction(loader, _world_size(run))
     times = proc_series.t
     if fraction >= 1.0 or not loader.epochs or not times:
         return 1.0, lambda _t: 1.0
     epoch = loader.epochs[-1]
-    t0 = epoch.t_start + epoch.iter_s
-    if times[0] < epoch.t_start and any(e.t_end is not None for e in loader.epochs):
+    if min(times) < epoch.t_start and any(e.t_end is not None for e in loader.epochs):
         return 1.0, lambda _t: 1.0
-    t_now = epoch.t_last_batch or times[-1]
-    span = t_now - t0
-    if span <= 0:
-        return fraction, lambda _t: fraction
-    return fraction, lambda t: fraction * min(1.0, max(0.0, (t - t0) / span))
+    marks = [(epoch.t_start + epoch.iter_s, 0)] + sorted(
+        (float(e["t"]), int(e["total"]))
+        for e in run.events
+        if e.get("ev") == EV_BATCHES and e.get("loader") == loader.loader_id and e.get("epoch") == epoch.epoch
+        and (loader.writer is None or e.get("pid") in (None, loader.writer)) and isinstance(e.get("total"), int)
+    )  # fmt: skip
+    if len(marks) < 2 or not epoch.batches:  # no batch reported with its time: the clock from start to last batch
+        t0, t_now = marks[0][0], epoch.t_last_batch or max(times)
+        if t_now <= t0:
+            return fraction, lambda _t: fraction
+        return fraction, lambda t: fraction * min(1.0, max(0.0, (t - t0) / (t_now - t0)))
+    per_batch = fraction / epoch.batches
+
+    def share_at(t: float) -> float:
+        i = bisect_right(marks, (t, math.inf))
+        if i == 0:
+            return 0.0
+        if i == len(marks):
+            return min(fraction, marks[-1][1] * per_batch)
+        (ta, na), (tb, nb) = marks[i - 1], marks[i]
+        return (na + (nb - na) * (t - ta) / (tb - ta) if tb > ta else nb) * per_batch
+
+    return fraction, share_at
 
 
 def _parent_anon_at(run: RunData, t_fork: float) -> Ceiling | None:
@@ -269,8 +288,8 @@ def worker_projection(run: RunData, loader: LoaderRecord, proc: ProcessRecord,
         if d is not None and a is not None
     ]
     if len(rows) < 2:  # no page kinds: USS growth, as new memory (RSS never decides it)
-        uss = series.values("uss")
-        start = _start_index([t for t, _ in uss], built, load_done_at(series, "uss"))
+        uss = sorted(series.values("uss"))
+        start = _start_index([t for t, _ in uss], built, _load_done(series, "uss"))
         base = uss[start][1] if uss else 0
         points = [(share_at(t), v - base) for t, v in uss[start:]]
         held = max(0, base - uss[0][1]) if uss else 0
@@ -279,7 +298,7 @@ def worker_projection(run: RunData, loader: LoaderRecord, proc: ProcessRecord,
     cow = [(d - d0) - max(0, a - a0) - max(0, sh - sh0) - max(0, f - f0) for _, d, a, sh, f in rows]
     new = [max(0, a - a0) for _, _, a, _, _ in rows]
     times = [r[0] for r in rows]
-    start = _start_index(times, built, load_done_at(series, "anon"))
+    start = _start_index(times, built, _load_done(series, "anon"))
     parent = _parent_anon_at(run, t_0)
     copies_left = Ceiling(max(0, parent.bytes - max(0, cow[start])), parent.source) if parent else None
     copies = project_growth([(share_at(t), c - cow[start]) for t, c in zip(times[start:], cow[start:], strict=True)],
@@ -288,6 +307,15 @@ def worker_projection(run: RunData, loader: LoaderRecord, proc: ProcessRecord,
         [(share_at(t), n - new[start]) for t, n in zip(times[start:], new[start:], strict=True)], measured_at,
         limit_ceiling)  # fmt: skip
     return WorkerProjection(max(0, cow[start]) + new[start], copies, allocations)
+
+
+def _load_done(series: Series, metric: str) -> float | None:
+    """When a load at start was done (load_done_at), counted only for a rise worth a load: a few pages of arena
+    that come and go have the same shape and would move the worker's start later into its growth."""
+    values = [v for _, v in series.values(metric)]
+    if not values or max(values) - values[0] < COW_WORKER_FLOOR:
+        return None
+    return load_done_at(series, metric)
 
 
 def _start_index(times: list[float], *marks: float | None) -> int:

@@ -6,11 +6,11 @@ read, so after a share x of the epoch a page is still shared with probability (1
 C * (1 - exp(-k x)). A straight line from the first minutes overstates the end several times over. New allocations (a
 cache that fills) grow about as fast as the samples come, which is the same curve with k near 0.
 
-`project_growth` fits `a + s * (1 - exp(-k x)) / k` (a: a step at start, s: the first slope, k: how fast it bends;
-k = 0 is the straight line) on the readings so far, for each k on a grid, and keeps every k whose fit is as good as
-the best within the readings' noise: their values at the epoch's end are the projection's range, the best fit its
-value. No projection passes its ceiling (what the worker could copy, or a limit the kernel enforces) nor falls below
-what was already measured.
+`project_growth` fits `a + s * (1 - exp(-k x)) / k` (a: a step at start, s: the first slope, k: how fast it bends; k
+= 0 is the straight line) on the readings so far, for each k on a grid, and keeps every k whose fit is as good as
+the best within the readings' noise: their values at the epoch's end are the projection's range, the least bent of
+them its value (a bend is believed where the readings show it). No projection passes its ceiling (what the worker
+could copy, or a limit the kernel enforces) nor falls below what was already measured.
 
 Pure functions on plain numbers (bytes, epoch fractions): no I/O, no run directory, safe anywhere.
 """
@@ -111,9 +111,13 @@ def project_growth(points: list[tuple[float, int]], measured_at: float, ceiling:
         low = _bounded(measured, measured, ceiling)
         return Projection(measured, high, low, high, ceiling, measured_at, FEW_READINGS, len(pts))
     fits = [(k, *_fit(pts, k)) for k in BENDS]
-    best_k, best_a, best_s, best_err = min(fits, key=lambda f: f[3])
+    best_err = min(f[3] for f in fits)
     noise = max(best_err / max(1, len(pts) - 3), float(NOISE_FLOOR_BYTES) ** 2)
     good = [f for f in fits if f[3] <= best_err + ACCEPT_SIGMAS**2 * noise]
+    # The least bent of the good fits is the projection: a bend is believed only where the readings show it beyond
+    # their noise (a cache that fills, read a few times early, must not be bent by one low reading), and the range
+    # keeps every bend they allow.
+    best_k, best_a, best_s, _ = min(good, key=lambda f: f[0])
     ends = [_bounded(a + s * _bent(1.0, k), measured, ceiling) for k, a, s, _ in good]
     projected = _bounded(best_a + best_s * _bent(1.0, best_k), measured, ceiling)
     if best_s * _bent(1.0, best_k) - best_s * _bent(measured_at, best_k) < NOISE_FLOOR_BYTES:

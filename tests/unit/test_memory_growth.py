@@ -31,8 +31,9 @@ def test_bending_growth_is_projected_near_its_end_not_along_the_first_slope():
     p = project_growth(_readings(_cow, 0.25), 0.25)
     end = _cow(1.0)
     assert p.shape == BENDING
-    assert abs(p.projected_bytes / end - 1) < 0.05
-    assert p.low_bytes <= end * 1.03 and p.high_bytes >= end * 0.97
+    # the least bent of the curves the readings allow: on the high side of the truth, never far
+    assert 0.98 < p.projected_bytes / end < 1.10
+    assert p.low_bytes <= end <= p.high_bytes
     straight = _cow(0.25) / 0.25  # what a straight line from a quarter of the epoch says: far above
     assert p.high_bytes < straight
 
