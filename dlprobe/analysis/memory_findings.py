@@ -181,7 +181,7 @@ def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
         built = first_batch_built(run, loader.loader_id, proc.pid)
         if kinds is not None:
             row.update(kinds, loaded_at_start=_loaded_at_start(proc.series, built))
-        row["projection"] = worker_projection(run, loader, proc, built).evidence()
+        row["projection"] = worker_projection(run, loader, proc).evidence()
         rows.append(row)
     return rows
 
@@ -272,11 +272,12 @@ def _parent_anon_at(run: RunData, t_fork: float) -> Ceiling | None:
     return Ceiling(max(uss), "the parent's private memory (USS)") if uss else None
 
 
-def worker_projection(run: RunData, loader: LoaderRecord, proc: ProcessRecord,
-                      built: float | None = None) -> WorkerProjection:  # fmt: skip
-    """A worker's growth projected to the end of its epoch by kind of page (WorkerProjection); `built`: when it built
-    its first batch, where timed (its start: worker_init_fn and a load in the first sample are over by then)."""
+def worker_projection(run: RunData, loader: LoaderRecord, proc: ProcessRecord) -> WorkerProjection:
+    """A worker's growth projected to the end of its epoch by kind of page (WorkerProjection), from its start: when
+    it built its first batch, where timed (worker_init_fn and a load in the first sample are over by then), or when a
+    load at start was done."""
     series = proc.series
+    built = first_batch_built(run, loader.loader_id, proc.pid)
     measured_at, share_at = _epoch_clock(run, loader, series)
     limit = memory_limit(run)
     limit_ceiling = Ceiling(limit[0], f"the {limit[1]}") if limit else None

@@ -404,7 +404,7 @@ def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, in
         uss = metric_summary(proc.series, "uss")
         if uss["peak"] is None:
             continue
-        model = worker_projection(run, loader, proc, first_batch_built(run, loader.loader_id, proc.pid))
+        model = worker_projection(run, loader, proc)
         steady = _steady_growth(run, loader, proc)
         rows.append({"worker_id": proc.worker_id, "pid": proc.pid, "uss_peak_bytes": uss["peak"],
                      "uss_growth_bytes": steady, "projection": model.evidence()})  # fmt: skip

@@ -96,16 +96,21 @@ def _bounded(value: float, measured: int, ceiling: Ceiling | None) -> int:
 
 def project_growth(points: list[tuple[float, int]], measured_at: float, ceiling: Ceiling | None = None) -> Projection:
     """Project a worker's growth to the end of its epoch from `points`, (share of the epoch done, bytes grown since
-    its start) for each reading; `measured_at` is the share done at the last reading (1 or more: the epoch ended)."""
+    its start) for each reading; `measured_at` is the share the loop had done (1 or more: the epoch ended). The
+    projection's own `measured_at` is its last reading's: a worker whose memory stopped moving is read rarely, and a
+    projection from 1% of the epoch says so even when the loop is at 10%."""
     pts = sorted((max(0.0, x), float(y)) for x, y in points)
     measured = max(0, int(max((y for _, y in pts), default=0)))
     measured_at = max(0.0, min(1.0, measured_at))
     if measured_at >= 1.0 or not pts:
         end = _bounded(measured, measured, ceiling)
         return Projection(measured, end, end, end, ceiling, measured_at, ENDED, len(pts))
+    measured_at = pts[-1][0] if pts[-1][0] < measured_at else measured_at  # how far its readings reach, not the loop
     if len(pts) < MIN_READINGS:
-        # No fit: what was measured is the bottom, the straight line from the first reading the top.
-        (x0, y0), (x1, y1) = pts[0], pts[-1]
+        # No fit: what was measured is the bottom, the straight line the top, drawn through the readings after the
+        # epoch's first batch where two are (a load before it, all at 0, is a step, not a slope).
+        after = [p for p in pts if p[0] > 0]
+        (x0, y0), (x1, y1) = (after[0], after[-1]) if len(after) >= 2 else (pts[0], pts[-1])
         slope = max(0.0, (y1 - y0) / (x1 - x0)) if x1 > x0 else 0.0
         high = _bounded(y1 + slope * (1.0 - x1), measured, ceiling)
         low = _bounded(measured, measured, ceiling)

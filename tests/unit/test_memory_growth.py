@@ -88,3 +88,11 @@ def test_noisy_readings_widen_the_range_around_the_truth():
 def test_the_tightest_known_ceiling():
     assert tightest(None, Ceiling(3, "a"), Ceiling(2, "b"), Ceiling(0, "unread")) == Ceiling(2, "b")
     assert tightest(None) is None
+
+
+def test_a_projection_says_how_far_its_readings_reach_not_where_the_loop_was():
+    # a worker read three times in its first 1% of the epoch while the loop is at 10%: too few to say how it bends,
+    # so the straight line is the projection (never below what may come) and what was measured the range's foot
+    p = project_growth([(0.0, 0), (0.001, MiB // 2), (0.01, 3 * MiB // 2)], 0.1)
+    assert p.measured_at == 0.01 and p.shape == FEW_READINGS
+    assert p.low_bytes == 3 * MiB // 2 and p.projected_bytes == p.high_bytes > 100 * MiB
