@@ -606,12 +606,14 @@ def _cost_text(cost: dict[str, Any]) -> str:
 
 def _projection_note(cost: dict[str, Any]) -> str:
     """How the projection was made, for the detail: where in the epoch, the ceiling that bounded it."""
-    if cost["projected_total_bytes"] <= 1.1 * cost["total_bytes"]:
+    if cost["measured_at_epoch_fraction"] >= 1:  # every worker's epoch ended: measured, not projected
         return ""
+    low, high = cost["projected_low_total_bytes"], cost["projected_high_total_bytes"]
     text = (
-        f" Projected from {100 * cost['measured_at_epoch_fraction']:.0f}% of the epoch: each worker's growth after "
-        "its start is fitted by a curve that bends as fewer new pages are left to copy (the range: every curve the "
-        "readings allow)"
+        f" Projected from {100 * cost['measured_at_epoch_fraction']:.0f}% of the epoch to "
+        f"{format_bytes(cost['projected_total_bytes'])} ({format_bytes(low)}-{format_bytes(high)}): each worker's "
+        "growth after its start is fitted by a curve that bends as fewer new pages are left to copy (the range: every "
+        "curve the readings allow)"
     )
     if cost["copies_ceiling_bytes"]:
         text += (f", and no worker's copies can pass {cost['copies_ceiling_source']} "
