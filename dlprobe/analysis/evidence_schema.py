@@ -40,6 +40,31 @@ class WaitingRank(TypedDict):
     stack_seen: bool
 
 
+class GrowthProjection(TypedDict, total=False):
+    """One kind of a worker's growth projected to the epoch's end (loader_model.memory_growth.Projection)."""
+
+    measured_bytes: int
+    projected_bytes: int
+    projected_low_bytes: int
+    projected_high_bytes: int
+    ceiling_bytes: int | None  # what the growth can be shown not to pass
+    ceiling_source: str | None  # the parent's anonymous memory at fork, the cgroup limit, ...
+    measured_at_epoch_fraction: float  # how far into the epoch the last reading was (1: the epoch ended)
+    shape: str  # ended | few-readings | bending | straight | flat
+    readings: int
+
+
+class WorkerProjectionRow(TypedDict, total=False):
+    """A worker's private memory projected to its epoch's end, by kind of page (memory_findings.WorkerProjection)."""
+
+    held_at_start_bytes: int
+    projected_bytes: int
+    projected_low_bytes: int
+    projected_high_bytes: int
+    copies: GrowthProjection | None  # None: a run recorded without page kinds
+    allocations: GrowthProjection
+
+
 class WorkerRow(TypedDict, total=False):
     """A worker's memory in cow-growth, spawn-copy, mapped-pages and too-many-workers (bytes; growth over the run)."""
 
@@ -58,6 +83,7 @@ class WorkerRow(TypedDict, total=False):
     private_dirty_growth_bytes: int | None
     pss_file_growth_bytes: int | None
     pss_shmem_growth_bytes: int | None
+    projection: WorkerProjectionRow  # cow-growth: its growth projected to the end of the epoch
 
 
 class InJob(TypedDict, total=False):
@@ -225,6 +251,11 @@ class _CowCost(TypedDict, total=False):
     total_bytes: int
     epoch_fraction: float
     projected_total_bytes: int
+    projected_low_total_bytes: int  # the range the readings allow, every counted worker together
+    projected_high_total_bytes: int
+    measured_at_epoch_fraction: float  # the earliest of the workers' last readings, as a share of the epoch
+    copies_ceiling_bytes: int | None  # what a worker's copies can be shown not to pass
+    copies_ceiling_source: str | None
     other_ranks_bytes: int
     limit_bytes: int | None
     limit_kind: str | None

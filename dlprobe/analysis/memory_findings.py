@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
+from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
 
-from dlprobe.analysis.model import Finding, LoaderRecord, RunData, Series
+from dlprobe.analysis.model import Finding, LoaderRecord, ProcessRecord, RunData, Series
 from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.analysis.timed_batches import timed_batches
-from dlprobe.rundir.schema import EV_PROCESS
+from dlprobe.loader_model.memory_growth import Ceiling, Projection, project_growth
+from dlprobe.rundir.schema import EV_BATCHES, EV_PROCESS
 from dlprobe.units import MiB, format_bytes
 
 # cow-growth is judged by what the copies cost the job: every worker's (and in a job every rank's) copies together,
@@ -175,11 +178,153 @@ def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
             "rss_peak_bytes": rss["peak"],
         }
         kinds = kind_growth(proc.series)
+        built = first_batch_built(run, loader.loader_id, proc.pid)
         if kinds is not None:
-            built = first_batch_built(run, loader.loader_id, proc.pid)
             row.update(kinds, loaded_at_start=_loaded_at_start(proc.series, built))
+        row["projection"] = worker_projection(run, loader, proc).evidence()
         rows.append(row)
     return rows
+
+
+@dataclass(frozen=True)
+class WorkerProjection:
+    """A worker's private memory over its epoch, by kind of page: what it had grown by its start (a load in
+    worker_init_fn, its first batch), then its copies of the parent's pages and its new allocations, each projected
+    to the epoch's end under its own ceiling (a copy cannot pass the parent's anonymous memory; an allocation the
+    memory limit). Runs recorded without page kinds have USS growth only, projected as allocations."""
+
+    held_at_start_bytes: int
+    copies: Projection | None
+    allocations: Projection
+
+    @property
+    def projected_bytes(self) -> int:
+        return self.held_at_start_bytes + (self.copies.projected_bytes if self.copies else 0) + (
+            self.allocations.projected_bytes)  # fmt: skip
+
+    @property
+    def range_bytes(self) -> tuple[int, int]:
+        parts = [p for p in (self.copies, self.allocations) if p is not None]
+        return (self.held_at_start_bytes + sum(p.low_bytes for p in parts),
+                self.held_at_start_bytes + sum(p.high_bytes for p in parts))  # fmt: skip
+
+    def evidence(self) -> dict[str, Any]:
+        low, high = self.range_bytes
+        return {
+            "held_at_start_bytes": self.held_at_start_bytes,
+            "projected_bytes": self.projected_bytes,
+            "projected_low_bytes": low,
+            "projected_high_bytes": high,
+            "copies": self.copies.evidence() if self.copies else None,
+            "allocations": self.allocations.evidence(),
+        }
+
+
+def _epoch_clock(run: RunData, loader: LoaderRecord, proc_series: Series) -> tuple[float, Any]:
+    """(the share of the epoch done, a function from a reading's time to the share done then), read from the
+    loader's `batches` events (batches so far, when each group was reported), not from the clock: a worker's early
+    batches are slow while it copies, so half the time is not half the epoch. A worker alive before the epoch that
+    runs now (persistent workers) lived through a whole epoch, and so does every worker once the last epoch ended:
+    1, nothing to project."""
+    fraction = epoch_fraction(loader, _world_size(run))
+    times = proc_series.t
+    if fraction >= 1.0 or not loader.epochs or not times:
+        return 1.0, lambda _t: 1.0
+    epoch = loader.epochs[-1]
+    if min(times) < epoch.t_start and any(e.t_end is not None for e in loader.epochs):
+        return 1.0, lambda _t: 1.0
+    marks = [(epoch.t_start + epoch.iter_s, 0)] + sorted(
+        (float(e["t"]), int(e["total"]))
+        for e in run.events
+        if e.get("ev") == EV_BATCHES and e.get("loader") == loader.loader_id and e.get("epoch") == epoch.epoch
+        and (loader.writer is None or e.get("pid") in (None, loader.writer)) and isinstance(e.get("total"), int)
+    )  # fmt: skip
+    if len(marks) < 2 or not epoch.batches:  # no batch reported with its time: the clock from start to last batch
+        t0, t_now = marks[0][0], epoch.t_last_batch or max(times)
+        if t_now <= t0:
+            return fraction, lambda _t: fraction
+        return fraction, lambda t: fraction * min(1.0, max(0.0, (t - t0) / (t_now - t0)))
+    per_batch = fraction / epoch.batches
+
+    def share_at(t: float) -> float:
+        i = bisect_right(marks, (t, math.inf))
+        if i == 0:
+            return 0.0
+        if i == len(marks):
+            return min(fraction, marks[-1][1] * per_batch)
+        (ta, na), (tb, nb) = marks[i - 1], marks[i]
+        return (na + (nb - na) * (t - ta) / (tb - ta) if tb > ta else nb) * per_batch
+
+    return fraction, share_at
+
+
+def _parent_anon_at(run: RunData, t_fork: float) -> Ceiling | None:
+    """What a worker forked at `t_fork` could copy at most: the parent's anonymous memory then (its last reading
+    before the fork, else its first), or, in runs recorded without page kinds, the parent's USS at its peak."""
+    main = next((p for p in run.processes if p.role == "main"), None)
+    if main is None:
+        return None
+    anon = main.series.values("anon")
+    if anon:
+        before = [v for t, v in anon if t <= t_fork]
+        return Ceiling(before[-1] if before else anon[0][1], "the parent's anonymous memory at fork")
+    uss = [v for _, v in main.series.values("uss")]
+    return Ceiling(max(uss), "the parent's private memory (USS)") if uss else None
+
+
+def worker_projection(run: RunData, loader: LoaderRecord, proc: ProcessRecord) -> WorkerProjection:
+    """A worker's growth projected to the end of its epoch by kind of page (WorkerProjection), from its start: when
+    it built its first batch, where timed (worker_init_fn and a load in the first sample are over by then), or when a
+    load at start was done."""
+    series = proc.series
+    built = first_batch_built(run, loader.loader_id, proc.pid)
+    measured_at, share_at = _epoch_clock(run, loader, series)
+    limit = memory_limit(run)
+    limit_ceiling = Ceiling(limit[0], f"the {limit[1]}") if limit else None
+    rows = [
+        (t, d, a, sh or 0, f or 0)
+        for t, d, a, sh, f in zip(
+            series.t, series.private_dirty, series.anon, series.pss_shmem, series.pss_file, strict=False
+        )  # fmt: skip
+        if d is not None and a is not None
+    ]
+    if len(rows) < 2:  # no page kinds: USS growth, as new memory (RSS never decides it)
+        uss = sorted(series.values("uss"))
+        start = _start_index([t for t, _ in uss], built, _load_done(series, "uss"))
+        base = uss[start][1] if uss else 0
+        points = [(share_at(t), v - base) for t, v in uss[start:]]
+        held = max(0, base - uss[0][1]) if uss else 0
+        return WorkerProjection(held, None, project_growth(points, measured_at, limit_ceiling))
+    t_0, d0, a0, sh0, f0 = rows[0]
+    cow = [(d - d0) - max(0, a - a0) - max(0, sh - sh0) - max(0, f - f0) for _, d, a, sh, f in rows]
+    new = [max(0, a - a0) for _, _, a, _, _ in rows]
+    times = [r[0] for r in rows]
+    start = _start_index(times, built, _load_done(series, "anon"))
+    parent = _parent_anon_at(run, t_0)
+    copies_left = Ceiling(max(0, parent.bytes - max(0, cow[start])), parent.source) if parent else None
+    copies = project_growth([(share_at(t), c - cow[start]) for t, c in zip(times[start:], cow[start:], strict=True)],
+                            measured_at, copies_left)  # fmt: skip
+    allocations = project_growth(
+        [(share_at(t), n - new[start]) for t, n in zip(times[start:], new[start:], strict=True)], measured_at,
+        limit_ceiling)  # fmt: skip
+    return WorkerProjection(max(0, cow[start]) + new[start], copies, allocations)
+
+
+def _load_done(series: Series, metric: str) -> float | None:
+    """When a load at start was done (load_done_at), counted only for a rise worth a load: a few pages of arena
+    that come and go have the same shape and would move the worker's start later into its growth."""
+    values = [v for _, v in series.values(metric)]
+    if not values or max(values) - values[0] < COW_WORKER_FLOOR:
+        return None
+    return load_done_at(series, metric)
+
+
+def _start_index(times: list[float], *marks: float | None) -> int:
+    """The first reading at or after the latest known mark (the first batch built, a load at start done), or 0."""
+    known = [m for m in marks if m is not None]
+    if not known or not times:
+        return 0
+    return next((i for i, t in enumerate(times) if t >= max(known)), len(times) - 1)
 
 
 SUSPECTS_FIXED = 3  # the largest suspects each given their remedy in cow-growth's fix (a dict and its key list)
@@ -391,10 +536,16 @@ def _cost(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer_b
         return None
     parent = _parent_bytes(run)
     limit = memory_limit(run)
-    loaded_once = all(r.get("loaded_at_start") for r in counted)  # a one-time load at start is not growth
-    fraction = 1.0 if loaded_once else epoch_fraction(loader, _world_size(run))
+    fraction = epoch_fraction(loader, _world_size(run))
     total = sum(row_growth(r) for r in counted)
-    projected = sum(min(row_growth(r) / fraction, parent or math.inf) for r in counted)
+    # Each worker's growth by kind of page, bent toward its ceiling (loader_model.memory_growth), never below what
+    # it already grew: a load at start is held, not extended over the epoch.
+    projected = sum(max(row_growth(r), r["projection"]["projected_bytes"]) for r in counted)
+    low = sum(max(row_growth(r), r["projection"]["projected_low_bytes"]) for r in counted)
+    high = sum(max(row_growth(r), r["projection"]["projected_high_bytes"]) for r in counted)
+    copies = [r["projection"]["copies"] for r in counted if r["projection"]["copies"]]
+    ceiling = max(copies, key=lambda c: c["ceiling_bytes"] or 0) if copies else None
+    parts = [*copies, *(r["projection"]["allocations"] for r in counted)]
     judged = int(max(total, projected)) + peer_bytes
     over_limit = limit is not None and judged >= COW_LIMIT_SHARE * limit[0]
     over_parent = parent is not None and judged >= COW_PARENT_SHARE * parent
@@ -405,6 +556,11 @@ def _cost(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer_b
         "total_bytes": total,
         "epoch_fraction": round(fraction, 3),
         "projected_total_bytes": int(projected),
+        "projected_low_total_bytes": int(low),
+        "projected_high_total_bytes": int(high),
+        "measured_at_epoch_fraction": min(p["measured_at_epoch_fraction"] for p in parts),
+        "copies_ceiling_bytes": ceiling["ceiling_bytes"] if ceiling else None,
+        "copies_ceiling_source": ceiling["ceiling_source"] if ceiling else None,
         "other_ranks_bytes": peer_bytes,
         "limit_bytes": limit[0] if limit else None,
         "limit_kind": limit[1] if limit else None,
@@ -431,7 +587,9 @@ def _cost_text(cost: dict[str, Any]) -> str:
     total, projected = cost["total_bytes"], cost["projected_total_bytes"]
     text = f"{format_bytes(total)} in all"
     if projected > 1.1 * total:
-        text += f", {format_bytes(projected)} by the end of the epoch at this rate"
+        low, high = cost["projected_low_total_bytes"], cost["projected_high_total_bytes"]
+        spread = f" ({format_bytes(low)}-{format_bytes(high)})" if high - low >= 0.05 * projected else ""
+        text += f", {format_bytes(projected)}{spread} by the end of the epoch"
     if cost["other_ranks_bytes"]:
         text += f", {format_bytes(projected + cost['other_ranks_bytes'])} with the other ranks on this node"
     judged = max(total, projected) + cost["other_ranks_bytes"]
@@ -444,6 +602,23 @@ def _cost_text(cost: dict[str, Any]) -> str:
         shares.append(f"{100 * judged / cost['limit_bytes']:.0f}% of the {format_bytes(cost['limit_bytes'])} "
                       f"{cost['limit_kind']}")  # fmt: skip
     return text + (" (" + ", ".join(shares) + ")" if shares else "")
+
+
+def _projection_note(cost: dict[str, Any]) -> str:
+    """How the projection was made, for the detail: where in the epoch, the ceiling that bounded it."""
+    if cost["measured_at_epoch_fraction"] >= 1:  # every worker's epoch ended: measured, not projected
+        return ""
+    low, high = cost["projected_low_total_bytes"], cost["projected_high_total_bytes"]
+    text = (
+        f" Projected from {100 * cost['measured_at_epoch_fraction']:.0f}% of the epoch to "
+        f"{format_bytes(cost['projected_total_bytes'])} ({format_bytes(low)}-{format_bytes(high)}): each worker's "
+        "growth after its start is fitted by a curve that bends as fewer new pages are left to copy (the range: every "
+        "curve the readings allow)"
+    )
+    if cost["copies_ceiling_bytes"]:
+        text += (f", and no worker's copies can pass {cost['copies_ceiling_source']} "
+                 f"({format_bytes(cost['copies_ceiling_bytes'])})")  # fmt: skip
+    return text + "."
 
 
 def _severity(rows: list[dict[str, Any]], cost: dict[str, Any]) -> str:
@@ -522,6 +697,7 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], pee
                 "remove it, or keep it in the parent before the workers start."
             )
             evidence["variant"] = COW_ALLOCATING
+        detail += _projection_note(cost)
         findings.append(Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, lid))
     mapped = [r for r in rows if r["pss_file_growth_bytes"] + r["pss_shmem_growth_bytes"] >= MAPPED_MIN_GROWTH]
     if mapped:
@@ -588,6 +764,7 @@ def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer
             "remove it; " + _suspects_fix(suspects)
         )
         evidence["variant"] = COW_ALLOCATING
+    detail += _projection_note(cost)
     return [Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, loader.loader_id)]
 
 

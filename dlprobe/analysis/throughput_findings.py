@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from dlprobe.analysis.head_of_line import HOL_SHARE, HeadOfLine, head_of_line
 from dlprobe.analysis.loop_timing import LoopTiming, events_of, loop_timing, recorded_usable_cores
-from dlprobe.analysis.memory_findings import first_batch_built, load_done_at
+from dlprobe.analysis.memory_findings import first_batch_built, load_done_at, worker_projection
 from dlprobe.analysis.model import Finding, LoaderRecord, ProcessRecord, RunData
 from dlprobe.analysis.stats import metric_summary
 from dlprobe.analysis.worker_cpu import (
@@ -33,7 +32,6 @@ from dlprobe.loader_model.rate import (
 from dlprobe.loader_model.worker_memory import (
     Growth,
     memory_for_workers,
-    project_worker_bytes,
     steady_growth,
     workers_that_fit,
 )
@@ -346,29 +344,24 @@ def find_input_bound(run: RunData) -> list[Finding]:
 
 
 def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, int, list[dict[str, Any]]] | None:
-    """(largest per-worker USS projected to a full epoch, largest measured, rows) or None without readings."""
+    """(largest per-worker USS projected to the end of the epoch, largest measured, rows) or None without readings.
+    A worker's projection is cow-growth's (memory_findings.worker_projection: what it held at start, then its copies
+    and new allocations, each bent toward its ceiling), so no worker is projected past what it could copy."""
     rows: list[dict[str, Any]] = []
-    growths: list[Growth] = []
+    projected = 0
     for proc in run.workers(loader.loader_id):
         uss = metric_summary(proc.series, "uss")
         if uss["peak"] is None:
             continue
+        model = worker_projection(run, loader, proc)
         grown = worker_steady_growth(run, loader.loader_id, proc)
-        growths.append(grown or Growth(0, 0.0))
         rows.append({"worker_id": proc.worker_id, "pid": proc.pid, "uss_peak_bytes": uss["peak"],
-                     "uss_growth_bytes": grown.bytes if grown else 0})  # fmt: skip
+                     "uss_growth_bytes": grown.bytes if grown else 0, "projection": model.evidence()})  # fmt: skip
+        projected = max(projected, uss["peak"], (uss["start"] or 0) + model.projected_bytes)
     if not rows:
         return None
     peak = int(max(r["uss_peak_bytes"] for r in rows))
-    most = max(growths, key=lambda g: g.bytes)
-    # If the run saw only part of an epoch, growth so far is extended to the whole epoch.
-    seen, left = 1, 0
-    length, batch = loader.dataset.get("len"), loader.config.get("batch_size")
-    first = loader.epochs[0] if loader.epochs else None
-    if first is not None and first.t_end is None and length and batch:
-        seen = max(first.batches, 1)
-        left = max(0, math.ceil(length / batch) - seen)
-    return project_worker_bytes(peak, most, seen, left), peak, rows
+    return int(projected), peak, rows
 
 
 def worker_steady_growth(run: RunData, loader_id: int, proc: ProcessRecord) -> Growth | None:

@@ -181,10 +181,12 @@ def _worker_growth_line(row: WorkerRow) -> str:
         uss = f"USS peak {format_bytes(peak)}" + (f" ({_gain(grew)})" if grew is not None else "")
     else:
         uss = f"USS {_gain(grew)}"
-    line = (
-        f"worker {row['worker_id']} (pid {row['pid']}): {uss}, "
-        f"PSS {_gain(row.get('pss_growth_bytes'))}, RSS {_gain(row.get('rss_growth_bytes'))}"
-    )
+    line = f"worker {row['worker_id']} (pid {row['pid']}): {uss}"
+    # A key the finding does not carry (too-many-workers reads USS only) was not asked for, not "not measured".
+    if "pss_growth_bytes" in row:
+        line += f", PSS {_gain(row.get('pss_growth_bytes'))}"
+    if "rss_growth_bytes" in row:
+        line += f", RSS {_gain(row.get('rss_growth_bytes'))}"
     if "cow_bytes" in row:  # runs that recorded memory by kind of page
         line += (
             f"; copied {_gain(row.get('cow_bytes'))}, new anonymous {_gain(row.get('anon_growth_bytes'))}, "

@@ -60,6 +60,15 @@ def _markers(scan: LogScan, what: str) -> list[Match]:
     return [m for m in scan.of("S8") if m.fields.get("what") == what]
 
 
+def _anon_rss_text(anon_rss: int) -> str:
+    """The OOM record's anon-rss, said for what it is: every anonymous page the worker mapped, the ones it still
+    shared with its parent included in full, so not what the worker itself added (its private memory, which the
+    kernel's record does not give)."""
+    return (f" The kernel's OOM record counts {format_bytes(anon_rss)} of anonymous pages mapped by the killed worker "
+            "(anon-rss: pages still shared with its parent count in full; the worker's private memory is not in the "
+            "record, `dlprobe run` measures it).")  # fmt: skip
+
+
 def _oom_candidates(deaths: list[Death], scan: LogScan, machine: MachineFacts, kills: list[OomKill],
                     failed_at: float, unknown: bool) -> list[Candidate]:  # fmt: skip
     pids = [d.pid for d in deaths if d.pid is not None]
@@ -79,7 +88,7 @@ def _oom_candidates(deaths: list[Death], scan: LogScan, machine: MachineFacts, k
         rss = max((k.anon_rss_bytes or 0) for k in by_pid)
         detail = (f"The kernel log ({machine.kernel.source}) has an OOM kill for {plural(by_pid, 'pid', 'pids')} "
                   f"{pids_text([k.pid for k in by_pid])}: {where}."
-                  + (f" The killed worker held {format_bytes(rss)} of anonymous memory." if rss else ""))  # fmt: skip
+                  + (_anon_rss_text(rss) if rss else ""))  # fmt: skip
         finding = make_finding("worker-killed", f"{worker} killed by the kernel's OOM killer", detail, FIX_OOM,
                            CONFIRMED, cause="oom", kernel_kills=kill_evidence, **common, **facts)  # fmt: skip
         return [Candidate(S.OOM_KERNEL_RECORD if not unknown else S.OOM_KERNEL_RECORD_CAUSE_UNKNOWN, line, finding)]

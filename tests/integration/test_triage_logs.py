@@ -232,6 +232,9 @@ def test_kernel_log_saved_on_the_failed_node_confirms_the_oom(tmp_path):
     assert first["evidence"]["kernel_kills"][0]["anon_rss_bytes"] == 8 * 1024 * MiB
     assert result["machine"]["checked"] is False and result["machine"]["shm"] is None
     assert "the machine ran out of memory" in first["detail"]
+    # anon-rss counts the pages still shared with the parent: said as the kernel's count, not as the worker's own
+    assert "counts 8.0 GiB of anonymous pages mapped by the killed worker (anon-rss" in first["detail"]
+    assert "held" not in first["detail"]
 
 
 def test_gzip_log_on_stdin(tmp_path):

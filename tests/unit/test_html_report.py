@@ -363,3 +363,24 @@ def test_a_missing_value_is_said_in_words_never_a_dash():
     assert "<td>not measured</td>" in loaders.group(0)  # first_batch_s: a reading the run lacks
     card = re.search(r'id="finding-gap".*?</article>', page)
     assert card and "<td>not measured</td>" in card.group(0) and "<td>none</td>" in card.group(0)
+
+
+def test_the_jobs_memory_line_draws_only_readings_that_can_be_summed_and_never_passes_the_cgroup_limit():
+    # The parent read at 700 MiB of PSS before it forked; its two workers, read after the fork, share half of its
+    # pages (each 200 MiB of PSS): summed with the parent's stale reading the job "held" 1,100 MiB at fork, over its
+    # 1,000 MiB cgroup limit. Once the parent is read again (350 MiB) the sum is the job's.
+    from dlprobe.analysis.model import ProcessRecord, Series
+    from dlprobe.analysis.timeline import job_pss_as_read
+
+    def proc(pid, role, t, pss):
+        n = len(t)
+        return ProcessRecord(pid, role, series=Series(t=t, rss=[None] * n, uss=[None] * n, pss=pss, swap=[None] * n))
+
+    parent = proc(1, "main", [0.0, 4.0], [700 * MiB, 350 * MiB])
+    workers = [proc(10 + i, "worker", [2.0, 3.0, 4.0, 5.0], [200 * MiB] * 4) for i in range(2)]
+    times, totals = job_pss_as_read([parent, *workers], 1000 * MiB)
+    assert times == [0.0, 4.0, 5.0]  # 2.0 and 3.0 summed a reading from before the fork
+    assert totals == [700 * MiB, 750 * MiB, 400 * MiB]  # at 5.0 the parent is past its last reading
+    # and where readings taken together still sum over the limit, the line stops at it
+    _, capped = job_pss_as_read([proc(1, "main", [0.0, 1.0], [1200 * MiB] * 2)], 1000 * MiB)
+    assert capped == [1000 * MiB, 1000 * MiB]

@@ -104,6 +104,15 @@ def test_a_worker_line_without_a_reading_says_not_measured_never_a_placeholder()
     assert " - " not in text and "+-" not in text and "+not" not in text
 
 
+def test_a_worker_line_names_only_the_readings_its_finding_carries():
+    # too-many-workers' rows hold USS only: PSS and RSS were not asked for there, not unmeasured
+    row = {"worker_id": 1, "pid": 22038, "uss_peak_bytes": 72 * 2**20, "uss_growth_bytes": 10 * 2**20}
+    finding = {"severity": "error", "code": "too-many-workers", "title": "t", "detail": "d", "fix": "f",
+               "evidence": {"workers": [row]}}  # fmt: skip
+    text = " ".join(_text(finding_panel(finding), 200).split())
+    assert "worker 1 (pid 22038): USS peak 72.0 MiB (+10.0 MiB)" in text and "not measured" not in text
+
+
 def test_a_number_and_its_unit_stay_on_one_line_of_a_box():
     title = "Workers grew by " + "+99.3 MiB, " * 12 + "then stayed for 12 s and 3 min"
     finding = {"severity": "warning", "code": "cow-growth", "title": title, "detail": "d", "fix": "f", "evidence": {},
