@@ -263,6 +263,7 @@ class ShmPressureEvidence(InJob, total=False):
 
 
 class InputBoundEvidence(InJob, _WorkerCpu, _MemoryReserve, total=False):
+    busy: dict[str, Any] | None  # other programs held the cores while the loop ran: runq_share, used_cores
     wait_share: float
     steady_batches: int
     mean_wait_s: float
