@@ -206,6 +206,15 @@ class ShmExhaustedEvidence(WorkerKilledEvidence, BadSampleEvidence, total=False)
     pass
 
 
+class ScriptKilledEvidence(InJob, total=False):
+    pid: int | None
+    cause: str  # oom | external-kill | bus | segfault | abort | fpe | sigill | signal | exit | unknown
+    signal: str | None
+    exit_code: int | None
+    kernel_log: str | None  # the kernel's OOM-kill line for this pid
+    cgroup_limit_bytes: int
+
+
 class ScriptErrorEvidence(InJob, total=False):
     type: str | None
     message: str | None
@@ -532,6 +541,7 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "too-few-shards": TooFewShardsEvidence,
     "shm-exhausted": ShmExhaustedEvidence,
     "script-error": ScriptErrorEvidence,
+    "script-killed": ScriptKilledEvidence,
     "no-loader": NoLoaderEvidence,
     "cow-growth": CowGrowthEvidence,
     "mapped-pages": MappedPagesEvidence,
@@ -571,6 +581,7 @@ class Evidence(  # every key of every code, each with its one type: what render/
     WorkerKilledEvidence,
     ShmExhaustedEvidence,
     ScriptErrorEvidence,
+    ScriptKilledEvidence,
     NoLoaderEvidence,
     CowGrowthEvidence,
     SpawnCopyEvidence,
@@ -613,6 +624,7 @@ KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "bad-sample": ("index", "exception", "raised_in"),
     "shm-exhausted": ("shm_total_bytes", "in_flight_estimate_bytes", "num_workers"),
     "script-error": ("type", "raised_at_s"),
+    "script-killed": ("cause", "signal", "cgroup_limit_bytes"),
     "cow-growth": ("total_bytes", "projected_total_bytes", "limit_bytes"),
     "spawn-copy": ("num_workers", "total_copied_bytes"),
     "shm-pressure": ("shm_total_bytes", "shm_peak_bytes", "in_flight_estimate_bytes"),
