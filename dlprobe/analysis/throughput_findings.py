@@ -353,9 +353,8 @@ def find_input_bound(run: RunData) -> list[Finding]:
         )
         if busy:
             title += (
-                f"; the machine was busy: its processes waited for a core {100 * busy['runq_share']:.0f}% of the "
-                f"time while they used {busy['used_cores']:.1f} of {cores} core(s) (run-queue wait), so the wait is "
-                "the machine's load as much as the loader's"
+                f"; the machine was busy: other programs held the cores (its processes waited for one "
+                f"{100 * busy['runq_share']:.0f}% of the time, using {busy['used_cores']:.1f} of {cores})"
             )
         detail = (
             f"With num_workers={nw}, loading one batch takes about {1000 * load_s:.1f} ms of one worker's time while "

@@ -176,7 +176,9 @@ def test_a_loop_that_waits_while_other_programs_hold_the_cores_is_a_note_that_na
     # workers idle on a CPU 10% and queued for one 45%: the job used 0.3 of 2 cores, the queue was other programs'
     [busy] = find_input_bound(_with_main(_starved(2, 0.1, 0.45), 0.1, 0.3))
     assert busy.severity == "info" and busy.evidence["busy"] == {"runq_share": 0.45, "used_cores": 0.3}
-    assert "the machine was busy: its processes waited for a core 45% of the time" in busy.title
+    assert "the machine was busy: other programs held the cores (its processes waited for one 45% of the time" in (
+        busy.title
+    )
     assert "this is a note, not a warning" in busy.detail
     # the same wait with hardly any queue is the loader's: a warning
     [quiet] = find_input_bound(_with_main(_starved(2, 0.1, 0.1), 0.1, 0.05))
