@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import re
 import sysconfig
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the type only: the training process's start imports this module
+    import traceback
 
 # Paths that are never the user's, on this machine or in a log from another one.
 LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen ", "<string>")
@@ -42,3 +46,10 @@ def is_user_file(filename: str | None) -> bool:
     if any(marker in filename for marker in LIBRARY_MARKERS):
         return False
     return not os.path.abspath(filename).startswith(_NOT_USER)
+
+
+def innermost_user_frame(frames: list[traceback.FrameSummary]) -> traceback.FrameSummary | None:
+    """Where the user can act on an exception: the innermost frame of their own code (a raise inside the standard
+    library, torch or another package is not where they fix it), else the innermost frame; None without frames.
+    `frames` outermost first, as traceback.extract_tb gives them."""
+    return next((f for f in reversed(frames) if is_user_file(f.filename)), frames[-1] if frames else None)

@@ -76,7 +76,7 @@ ANALYZER_CODES: dict[str, tuple[str, ...]] = {
     ),  # fmt: skip
     "find_shared_handles": ("shared-handle",),
     "find_fd_leak": ("fd-leak",),
-    "find_run_problems": ("script-error", "no-loader"),
+    "find_run_problems": ("script-error", "script-killed", "no-loader"),
     "find_cow_growth": ("cow-growth", "mapped-pages"),
     "find_spawn_copy": ("spawn-copy",),
     "find_shm_pressure": ("shm-pressure",),

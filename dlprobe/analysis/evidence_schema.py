@@ -232,6 +232,15 @@ class ShmExhaustedEvidence(WorkerKilledEvidence, BadSampleEvidence, total=False)
     pass
 
 
+class ScriptKilledEvidence(InJob, total=False):
+    pid: int | None
+    cause: str  # oom | external-kill | bus | segfault | abort | fpe | sigill | signal | exit | unknown
+    signal: str | None
+    exit_code: int | None
+    kernel_log: str | None  # the kernel's OOM-kill line for this pid
+    cgroup_limit_bytes: int
+
+
 class ScriptErrorEvidence(InJob, total=False):
     type: str | None
     message: str | None
@@ -305,6 +314,7 @@ class ShmPressureEvidence(InJob, total=False):
 
 
 class InputBoundEvidence(InJob, _WorkerCpu, _MemoryReserve, total=False):
+    busy: dict[str, Any] | None  # other programs held the cores while the loop ran: runq_share, used_cores
     wait_share: float
     steady_batches: int
     mean_wait_s: float
@@ -595,6 +605,7 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "too-few-shards": TooFewShardsEvidence,
     "shm-exhausted": ShmExhaustedEvidence,
     "script-error": ScriptErrorEvidence,
+    "script-killed": ScriptKilledEvidence,
     "no-loader": NoLoaderEvidence,
     "cow-growth": CowGrowthEvidence,
     "mapped-pages": MappedPagesEvidence,
@@ -637,6 +648,7 @@ class Evidence(  # every key of every code, each with its one type: what render/
     WorkerKilledEvidence,
     ShmExhaustedEvidence,
     ScriptErrorEvidence,
+    ScriptKilledEvidence,
     NoLoaderEvidence,
     CowGrowthEvidence,
     SpawnCopyEvidence,
@@ -682,6 +694,7 @@ KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "bad-sample": ("index", "exception", "raised_in"),
     "shm-exhausted": ("shm_total_bytes", "in_flight_estimate_bytes", "num_workers"),
     "script-error": ("type", "raised_at_s"),
+    "script-killed": ("cause", "signal", "cgroup_limit_bytes"),
     "cow-growth": ("total_bytes", "projected_total_bytes", "limit_bytes"),
     "spawn-copy": ("num_workers", "total_copied_bytes"),
     "start-method": ("start_method", "method_chosen", "num_workers"),

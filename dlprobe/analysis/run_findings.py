@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dlprobe.analysis.model import Finding, RunData
 from dlprobe.analysis.text_cut import first_line
+from dlprobe.units import format_bytes
 
 
 def find_run_problems(run: RunData) -> list[Finding]:
@@ -30,6 +31,9 @@ def find_run_problems(run: RunData) -> list[Finding]:
                 },
             )
         )
+    killed = _script_oom_killed(run)
+    if killed is not None and error is None:
+        findings.append(killed)
     if (
         not run.loaders and run.meta and run.probe_started and not run.meta.get("attached")
     ):  # a silent probe saw nothing: probe-degraded
@@ -54,3 +58,37 @@ def _since_start(run: RunData, t: float | None) -> float | None:
     """Seconds into the run: what orders the errors of several ranks, and what a person can read."""
     started = run.meta.get("started_at") if run.meta else None
     return round(float(t) - float(started), 2) if t is not None and started is not None else None
+
+
+def _script_oom_killed(run: RunData) -> Finding | None:
+    """The training process itself killed by the kernel's OOM killer: its exit was a signal and the kernel log names
+    its pid. Only what the kernel says: another SIGKILL (a user, a scheduler, dlprobe stopping a hang) is not this."""
+    signal = run.result.get("signal")
+    if signal is None:
+        return None
+    mains = {p.pid for p in run.processes if p.role == "main"}
+    kills = [k for k in (run.kernel or {}).get("kills") or [] if isinstance(k, dict) and k.get("pid") in mains]
+    if not kills:
+        return None
+    kill = kills[0]
+    limit = run.system.cgroup_limit
+    where = (
+        f"its memory cgroup's limit ({format_bytes(limit)})" if kill.get("cgroup") and limit else "the machine's memory"
+    )
+    return Finding(
+        code="script-killed",
+        severity="error",
+        title=f"The kernel's OOM killer killed the training process (pid {kill['pid']}, {signal}): the job reached "
+        + where,
+        detail="The kernel chose the training process, not a worker, when the job ran out of memory: the script ended "
+        "without an exception or a traceback. The memory findings say what grew.",
+        fix="Make the job use less memory (the memory findings name what grew), or give it more (a higher limit).",
+        evidence={
+            "pid": kill["pid"],
+            "cause": "oom",
+            "signal": signal,
+            "exit_code": run.result.get("exit_code"),
+            "kernel_log": kill.get("line"),
+            "cgroup_limit_bytes": limit,
+        },
+    )

@@ -29,6 +29,7 @@ DEATH_CODES = (
     "bad-sample",
     "too-few-shards",
     "script-error",
+    "script-killed",
     "worker-hang",
     "main-hang",
     "rank-failed",
@@ -57,6 +58,8 @@ def _memory_explains(cause: Finding, symptom: Finding) -> str | None:
     ev = symptom.evidence
     if symptom.code == "worker-killed" and ev.get("cause") == "oom":
         return f"the kernel's OOM kill of {_worker_name(symptom)} (worker-killed)"
+    if symptom.code == "script-killed" and ev.get("cause") == "oom":
+        return "the kernel's OOM kill of the training process (script-killed)"
     fit, workers = ev.get("workers_that_fit_memory"), ev.get("num_workers")
     if symptom.code == "too-many-workers" and isinstance(fit, int) and isinstance(workers, int) and fit < workers:
         return f"that only {fit} of {workers} workers fit the memory left (too-many-workers)"

@@ -177,15 +177,26 @@ def main_cpu_share(run: RunData, loader: LoaderRecord) -> float | None:
     """The CPU share of the process that iterates the loader over the loop's steady windows (receiving each batch and
     the loop's own step, all its threads), or None where it was not read, too briefly, or its workers are threads of
     it (their CPU time is then the process's too)."""
-    if loader.num_workers == 0 or loader.thread_workers:
+    if loader.thread_workers:
+        return None
+    time = main_time(run, loader)
+    return time[1] / time[0] if time is not None else None
+
+
+def main_time(run: RunData, loader: LoaderRecord) -> tuple[float, float, float | None] | None:
+    """(wall, CPU, run-queue seconds) of the process that iterates a loader with workers over the loop's steady
+    windows, or None where it was not read or too briefly (run-queue None: the kernel's schedstat was not read)."""
+    if loader.num_workers == 0:
         return None
     pid = loader.writer
     main = next((p for p in run.processes if (p.pid == pid if pid is not None else p.role == "main")), None)
     if main is None:
         return None
     wall = cpu = 0.0
+    runq: float | None = 0.0
     for lo, hi in (w for w in (steady_window(e) for e in loader.epochs) if w is not None):
         grown = _window_growth(main, lo, hi)
         if grown is not None:
             wall, cpu = wall + grown[0], cpu + grown[1]
-    return cpu / wall if wall >= MIN_WALL_S else None
+            runq = None if runq is None or grown[2] is None else runq + grown[2]
+    return (wall, cpu, runq) if wall >= MIN_WALL_S else None

@@ -166,7 +166,7 @@ METRIC_UNITS: dict[str, Callable[[Any], float]] = {
 
 
 def parse_margins(value: Any) -> dict[str, tuple[str, float]]:
-    """Per-metric margins: "25%" (relative) or an amount in the metric's unit ("64 MB", "2s", 0.05)."""
+    """Per-metric margins: "25%" (relative), an amount in the metric's unit ("64 MB", "2s", 0.05), or "off"."""
     if not isinstance(value, dict):
         raise ValueError(f'{value!r} is not a table; expected e.g. {{ worker_uss_growth = "64 MB" }}')
     out: dict[str, tuple[str, float]] = {}
@@ -174,13 +174,15 @@ def parse_margins(value: Any) -> dict[str, tuple[str, float]]:
         if metric not in METRIC_UNITS:
             raise ValueError(f"unknown metric {metric!r}{_did_you_mean(metric, METRIC_UNITS)}; "
                              f"expected one of {', '.join(BASELINE_METRICS)}")  # fmt: skip
-        if isinstance(margin, str) and margin.strip().endswith("%"):
+        if isinstance(margin, str) and margin.strip().lower() == "off":
+            out[metric] = ("off", 0.0)  # not compared: a metric the runner's load moves more than any margin
+        elif isinstance(margin, str) and margin.strip().endswith("%"):
             out[metric] = ("relative", parse_margin(margin))
         else:
             try:
                 out[metric] = ("absolute", float(METRIC_UNITS[metric](margin)))
             except ValueError as exc:
-                raise ValueError(f'{metric}: {exc} (or a percentage like "25%")') from None
+                raise ValueError(f'{metric}: {exc} (or a percentage like "25%", or "off")') from None
     return out
 
 

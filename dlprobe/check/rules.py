@@ -170,6 +170,10 @@ def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseli
     for metric in BASELINE_METRICS:
         name = f"baseline {metric}"
         base, now = base_metrics.get(metric), metrics.get(metric)
+        if config.baseline_margins.get(metric, ("", 0.0))[0] == "off":
+            rows.append(RuleResult(name, "-", format_metric(metric, now), SKIP,
+                                   f'not compared: {metric} = "off" in [baseline_margins]', baseline_path))  # fmt: skip
+            continue
         if base is None or now is None:
             missing = "the baseline" if base is None else "this run"
             rows.append(RuleResult(name, "-", format_metric(metric, now), SKIP, f"{missing} has no {metric}",

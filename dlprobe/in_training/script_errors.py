@@ -9,7 +9,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from dlprobe.frames import is_user_file
+from dlprobe.frames import innermost_user_frame
 from dlprobe.in_training import identity, probe_errors, quiet_signals
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.tracebacks import clean_chain, is_dlprobe_frame, user_frames
@@ -33,7 +33,7 @@ def record(exc: BaseException) -> None:
     frames = traceback.extract_tb(tb) if tb is not None else []
     # Where the user's code raised it: the innermost frame of theirs (torch's re-raise of a worker's error, or a
     # library's own raise, is not where they can fix it); the innermost frame when none is theirs.
-    where = next((f for f in reversed(frames) if is_user_file(f.filename)), frames[-1] if frames else None)
+    where = innermost_user_frame(frames)
     try:  # which rank failed, for a rank that dies before it says who it is with its first loader
         who = identity.current()
     except Exception as exc_who:

@@ -30,9 +30,12 @@ def verdict(rows: list[RuleResult], exit_code: int) -> Text:
     text.append(f"check {word}", style=style)
     counted = [r for r in rows if r.status != "skip"]
     text.append(f": {len(counted) - len(failed)} of {len(counted)} rules passed")
-    skipped = len(rows) - len(counted)
-    if skipped:
-        text.append(f", {skipped} skipped (nothing measured)")
+    skipped = [r for r in rows if r.status == "skip"]
+    off = sum(1 for r in skipped if "[baseline_margins]" in r.message)  # left out by the config, not unmeasured
+    if len(skipped) > off:
+        text.append(f", {len(skipped) - off} skipped (nothing measured)")
+    if off:
+        text.append(f", {off} not compared (off in the config)")
     return text
 
 

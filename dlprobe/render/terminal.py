@@ -310,7 +310,19 @@ def finding_brief(finding: FindingEntry) -> Group:
         head.append(f" (explained by {explained_by})", style="italic")
     head.append(": ")
     head.append(finding["title"])
-    return Group(KeepUnits(head), *_numbers_and_fix(finding, None if explained_by else finding["fix"]))
+    fix = None if explained_by else finding["fix"]
+    if fix and finding["severity"] == "info":
+        fix = _first_sentence(fix)  # a note's change in one sentence: the screen is the verdict's and the warnings'
+    return Group(KeepUnits(head), *_numbers_and_fix(finding, fix))
+
+
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]`'\"][.!?])\s+(?=[A-Z`(])")
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence of a fix, and where the rest is (a sentence ends at '. ' before a capital or a quote)."""
+    first, *rest = _SENTENCE_END.split(text, maxsplit=1)
+    return f"{first} (more: --verbose)" if rest else text
 
 
 def findings_view(report: Report, verbose: bool = False) -> list[RenderableType]:

@@ -195,3 +195,15 @@ def test_junit_has_one_testcase_per_rule():
     failures = {c.get("name"): c.find("failure") for c in cases if c.find("failure") is not None}
     assert set(failures) == {"max_worker_uss_growth", "fail_on cow-growth"}
     assert failures["max_worker_uss_growth"].get("message") == rows[1].message
+
+
+def test_a_metric_the_config_turns_off_is_not_compared_and_the_summary_says_so_not_unmeasured():
+    from dlprobe.render.check_table import verdict
+
+    config = config_from_mapping({"baseline_margins": {"wait_fraction": "off"}}, "ci.toml")
+    rows = evaluate(config, make_report(wait_fraction=0.9), baseline=make_report(wait_fraction=0.1),
+                    baseline_path="base.json")  # fmt: skip
+    [row] = [r for r in rows if r.rule == "baseline wait_fraction"]
+    assert row.status == "skip" and '"off" in [baseline_margins]' in row.message
+    text = verdict(rows, 0).plain
+    assert "1 not compared (off in the config)" in text and "nothing measured" not in text

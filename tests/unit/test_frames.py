@@ -57,3 +57,27 @@ def test_probe_files_are_dlprobe_and_runpy_only():
 def test_a_users_file_named_like_dlprobe_is_not_the_probes(filename):
     # dlprobe's frames are known by the installed package's own directory, never by its name in a path
     assert not frames.is_probe_file(filename)
+
+
+def _raised_in_the_standard_library() -> BaseException:
+    import json
+
+    try:
+        json.loads("{not json")  # raises inside json/decoder.py, called from this (the user's) line
+    except ValueError as exc:
+        return exc
+    raise AssertionError("json.loads accepted it")
+
+
+def test_a_scan_entry_and_a_script_error_name_the_users_line_not_the_librarys_raise():
+    from dlprobe.in_training import script_errors
+    from dlprobe.in_training.scan.worker import describe_exception
+
+    exc = _raised_in_the_standard_library()
+    detail, where = describe_exception(exc)
+    assert detail.startswith("JSONDecodeError: ") and where is not None
+    path, _, line = where.rpartition(":")
+    assert path == __file__ and int(line) == _raised_in_the_standard_library.__code__.co_firstlineno + 4
+    # the script's error reads its frame through the same helper
+    assert script_errors.innermost_user_frame is frames.innermost_user_frame
+    assert frames.innermost_user_frame([]) is None

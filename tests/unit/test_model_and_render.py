@@ -155,3 +155,15 @@ def test_the_key_numbers_are_keys_of_their_codes_evidence_and_fit_one_line():
     # a code without key numbers of its own: its first two scalar entries
     other = {**finding, "code": "some-code", "evidence": {"rows": [1, 2], "a_s": 1.5, "b": "x", "c": 3}}
     assert key_numbers(other) == "a_s: 1.5 \u00b7 b: x"
+
+
+def test_a_note_gives_its_fix_in_one_sentence_by_default_and_a_warning_in_full():
+    from dlprobe.render.terminal import finding_brief
+
+    fix = "DataLoader(..., prefetch_factor=4). More workers will not help: e.g. the wait is the hand-over."
+    note = {"code": "input-bound", "severity": "info", "title": "t", "detail": "", "fix": fix, "evidence": {}}
+    assert "fix: DataLoader(..., prefetch_factor=4). (more: --verbose)" in _text(finding_brief(note), 120)
+    warning = {**note, "severity": "warning"}
+    assert "More workers will not help: e.g. the wait is the hand-over." in _text(finding_brief(warning), 120)
+    one = {**note, "fix": "profile the start-up (`py-spy record -o start.svg -- python train.py`)."}
+    assert "(more: --verbose)" not in _text(finding_brief(one), 120)

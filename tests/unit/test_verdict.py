@@ -109,3 +109,24 @@ def test_findings_that_explain_nothing_keep_their_order_by_severity_and_notes_al
     }  # fmt: skip
     assert judge([_finding("slow-start", "info")])[1] is None
     assert judge([]) == ([], None)
+
+
+def test_the_training_process_killed_by_the_oom_killer_is_a_death_the_memory_cause_explains():
+    from dlprobe.analysis.run_findings import find_run_problems
+    from tests.unit.fakes import loader, parent, run
+
+    def killed(pid: int, signal: str | None = "SIGKILL") -> list[Finding]:
+        r = run([loader()], [parent(200 * 1024 * 1024, pid=7)])
+        r.result.update({"exit_code": 137 if signal else 0, "signal": signal})
+        r.system.cgroup_limit = 500 * 1024 * 1024
+        line = f"Memory cgroup out of memory: Killed process {pid}"
+        r.kernel = {"kills": [{"pid": pid, "cgroup": True, "line": line}]}
+        return [f for f in find_run_problems(r) if f.code == "script-killed"]
+
+    [death] = killed(7)
+    assert death.severity == "error" and death.evidence["cause"] == "oom" and death.evidence["pid"] == 7
+    assert "OOM killer killed the training process (pid 7, SIGKILL)" in death.title and "500.0 MiB" in death.title
+    assert killed(8) == [] and killed(7, signal=None) == []  # another process's kill; no signal ended the script
+    ordered, verdict = judge([_finding("cow-growth", "warning"), death])
+    assert verdict is not None and verdict["code"] == "cow-growth" and verdict["severity"] == "error"
+    assert ordered[1].code == "script-killed" and ordered[1].explained_by == "cow-growth"

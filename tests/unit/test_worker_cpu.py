@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dlprobe.analysis.hotspot_findings import find_worker_hotspots
-from dlprobe.analysis.model import Epoch, RunData
+from dlprobe.analysis.model import Epoch, ProcessRecord, RunData
 from dlprobe.analysis.stackfile import StackCount, StackProfile
 from dlprobe.analysis.throughput_findings import find_input_bound, find_too_many_workers
 from dlprobe.analysis.worker_cpu import CPU_BOUND, HAND_OVER, IO_BOUND, MIXED, loader_cpu
@@ -163,3 +163,29 @@ def test_asleep_workers_that_spend_their_time_inside_the_fetch_stay_io_bound():
     assert measured is not None and measured.bound == IO_BOUND and measured.fetch_share > 0.9
     [finding] = find_input_bound(r)
     assert finding.evidence["suggested_num_workers"] == WORKER_CAP
+
+
+def _with_main(r: RunData, cpu_share: float, runq_share: float | None) -> RunData:
+    """The loop's own process beside the workers, on a CPU and waiting for a core these shares of the loop's time."""
+    end = 100.0 + BATCHES * (WAIT_S + STEP_S)
+    r.processes.append(ProcessRecord(1, "main", comm="python", series=cpu_series(100.0, end, cpu_share, runq_share)))
+    return r
+
+
+def test_a_loop_that_waits_while_other_programs_hold_the_cores_is_a_note_that_names_the_load():
+    # workers idle on a CPU 10% and queued for one 45%: the job used 0.3 of 2 cores, the queue was other programs'
+    [busy] = find_input_bound(_with_main(_starved(2, 0.1, 0.45), 0.1, 0.3))
+    assert busy.severity == "info" and busy.evidence["busy"] == {"runq_share": 0.45, "used_cores": 0.3}
+    assert "the machine was busy: other programs held the cores (its processes waited for one 45% of the time" in (
+        busy.title
+    )
+    assert "this is a note, not a warning" in busy.detail
+    # the same wait with hardly any queue is the loader's: a warning
+    [quiet] = find_input_bound(_with_main(_starved(2, 0.1, 0.1), 0.1, 0.05))
+    assert quiet.severity == "warning" and quiet.evidence["busy"] is None and "busy" not in quiet.title
+    # the loader's own processes filling its cores queue each other: not the machine's load
+    [crowded] = find_input_bound(_with_main(_starved(4, 0.45, 0.45), 0.3, 0.3))
+    assert crowded.severity == "warning" and crowded.evidence["busy"] is None
+    # the run-queue wait was not read: nothing is concluded from it
+    [unread] = find_input_bound(_with_main(_starved(2, 0.1, None), 0.1, None))
+    assert unread.severity == "warning" and unread.evidence["busy"] is None

@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from dlprobe.frames import innermost_user_frame
 from dlprobe.in_training.scan.sample_check import Signature, check_sample
 
 NO_INDEX = -1.0  # in the shared state: this reader holds no index now
@@ -24,14 +25,15 @@ PR_SET_PDEATHSIG = 1
 
 
 def describe_exception(exc: BaseException) -> tuple[str, str | None]:
-    """('ValueError: corrupt record', 'dataset.py:42') with the innermost frame of the traceback."""
+    """('ValueError: corrupt record', 'dataset.py:42') with the innermost frame of the user's own code in the
+    traceback (not PIL's or the standard library's raise), else its innermost frame."""
     try:
         message = str(exc).strip()
     except Exception:
         message = "<unprintable message>"
     detail = f"{type(exc).__qualname__}: {message}" if message else type(exc).__qualname__
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+    frame = innermost_user_frame(traceback.extract_tb(exc.__traceback__))
+    where = f"{frame.filename}:{frame.lineno}" if frame else None
     return detail[:2000], where
 
 
