@@ -69,14 +69,14 @@ def run_dlprobe(args: list[str], cwd: Path, timeout: float = 180, env: dict[str,
 
 
 def background_plotters(under: Path) -> list[Any]:
-    """The detached `python -m dlprobe.commands.outputs RUN_DIR` processes (render/plot.py:plot_in_background)
-    drawing a run under `under`."""
+    """The detached `python -m dlprobe.commands.plot_process RUN_DIR DATA_FILE` processes
+    (render/plot.py:plot_in_background) drawing a run under `under`."""
     import psutil
 
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = proc.info["cmdline"] or []
-        if "dlprobe.commands.outputs" in cmd and any(arg.startswith(str(under)) for arg in cmd):
+        if "dlprobe.commands.plot_process" in cmd and any(arg.startswith(str(under)) for arg in cmd):
             found.append(proc)
     return found
 
