@@ -86,6 +86,8 @@ def no_plotter_left(tmp_path: Path) -> Iterator[None]:
     """`dlprobe run` leaves its plot to a detached process; a test ends only when the ones it started are done,
     so no process outlives the test that caused it."""
     yield
+    if next(tmp_path.iterdir(), None) is None:
+        return  # nothing under tmp_path, so no run of its to draw: skip reading every process's command line
     _gone, alive = __import__("psutil").wait_procs(background_plotters(tmp_path), timeout=60)
     assert alive == [], f"plot processes still running after 60 s: {alive}"
 
