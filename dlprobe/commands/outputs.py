@@ -7,17 +7,14 @@ report.json, and never costs the others (report.json is written first, and again
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from dlprobe import atomic
 from dlprobe.analysis import failure_message, failure_where
-from dlprobe.analysis.model import RunData, load_run
+from dlprobe.analysis.model import RunData
 from dlprobe.analysis.report import job_report_for, report_for
 from dlprobe.analysis.report_schema import OutputProblem, Report
 from dlprobe.analysis.speedscope import build_speedscope
@@ -30,9 +27,7 @@ from dlprobe.render.trace_file import speedscope_problem, trace_problem
 from dlprobe.rundir.files import read_json, write_json, write_json_option
 from dlprobe.rundir.schema import (
     CHECK_FILE,
-    PLOT_ERROR_FILE,
     PLOT_FILE,
-    PLOT_PARTIAL_FILE,
     REPORT_FILE,
     REPORT_HTML_FILE,
     STACKS_SPEEDSCOPE_FILE,
@@ -120,11 +115,12 @@ def write_outputs(
     ]
     # No DataLoader, nothing to plot: skipping it saves a second of matplotlib start-up on short scripts.
     if run.loaders and plot_in_background:
+        from dlprobe.analysis.memory_plot import memory_plot
         from dlprobe.render.plot import plot_in_background as start_plot
 
         try:
-            start_plot(run_dir)
-        except OSError as exc:
+            start_plot(run_dir, memory_plot(run, report))
+        except Exception as exc:  # a plotting problem must not lose the report
             problems.append(output_problem(f"{PLOT_FILE} (dlprobe report {run_dir} draws it)", exc))
     elif run.loaders:
         try:
@@ -172,24 +168,3 @@ def write_job_outputs(
     if json_path:
         write_json_option(json_path, report, "the job report was printed above")
     return report
-
-
-def draw_run_plot(run_dir: Path) -> None:
-    """Load the run and write memory.png atomically; a failure goes to memory.png.error.txt. Run detached by
-    `render/plot.py:plot_in_background`."""
-    from dlprobe.analysis.memory_plot import memory_plot
-    from dlprobe.render.plot import plot_memory
-
-    partial = run_dir / PLOT_PARTIAL_FILE
-    try:
-        # report.json is written before this process starts; a job's report labels the ranks and the node total.
-        report = read_json(run_dir / REPORT_FILE) if (run_dir / REPORT_FILE).exists() else None
-        plot_memory(memory_plot(load_run(run_dir), report), partial)
-        os.replace(partial, run_dir / PLOT_FILE)
-    except Exception as exc:  # detached: no one reads this process's stderr, so the reason is kept in the run
-        partial.unlink(missing_ok=True)
-        atomic.write_text_atomic(run_dir / PLOT_ERROR_FILE, f"could not draw {PLOT_FILE}: {exc}\n")
-
-
-if __name__ == "__main__":
-    draw_run_plot(Path(sys.argv[1]))

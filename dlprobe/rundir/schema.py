@@ -22,8 +22,8 @@ REPORT_FILE = "report.json"
 PLOT_FILE = "memory.png"
 REPORT_HTML_FILE = "report.html"  # the self-contained page (render/html.py, its timeline analysis/timeline.py)
 TRACE_FILE = "trace.json"  # Trace Event Format for Perfetto / chrome://tracing (analysis/trace.py)
-# `dlprobe run` draws the plot in a detached process (commands/outputs.py) that writes here and renames, so a reader
-# never sees half a PNG; a failure to draw is written down instead of lost with the process's stderr.
+# `dlprobe run` draws the plot in a detached process (commands/plot_process.py) that writes here and renames, so a
+# reader never sees half a PNG; a failure to draw is written down instead of lost with the process's stderr.
 PLOT_PARTIAL_FILE = "memory.png.partial"
 PLOT_ERROR_FILE = "memory.png.error.txt"
 STDOUT_FILE = "stdout.log"

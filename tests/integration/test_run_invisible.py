@@ -137,11 +137,12 @@ def test_a_dlprobe_folder_planted_in_the_current_directory_is_never_imported(tmp
     (tmp_path / "dlprobe" / "__init__.py").write_text(PLANTED.format(marker=str(marker)))
     (tmp_path / "dlprobe" / "commands").mkdir()
     (tmp_path / "dlprobe" / "commands" / "__init__.py").write_text("")
-    (tmp_path / "dlprobe" / "commands" / "outputs.py").write_text(PLANTED.format(marker=str(marker)))
+    for module in ("outputs", "plot_process"):  # the report step's, and the detached plot process's
+        (tmp_path / "dlprobe" / "commands" / f"{module}.py").write_text(PLANTED.format(marker=str(marker)))
     module = "import sys\nfrom torch.utils.data import DataLoader\n"
     (tmp_path / "trainmod.py").write_text(module + "print('module ran', sys.argv[1:], list(DataLoader([1, 2])))\n")
     run_dir = tmp_path / "run"
-    # not -q: the run ends with its report, and the plot drawn by a detached python -m dlprobe.commands.outputs
+    # not -q: the run ends with its report, and the plot drawn by a detached python -m dlprobe.commands.plot_process
     probed = subprocess.run(
         _dlprobe("run", "--out", str(run_dir), "-m", "trainmod", "a"),
         cwd=tmp_path,
