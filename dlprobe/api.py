@@ -100,6 +100,7 @@ class Watch:
                 sampler.tick(time.time())
                 if self._stop.wait(TICK_S):
                     break
+            sampler.close()  # the readings held for downsampling are written before the file closes
 
         self._thread = threading.Thread(target=sample, name="dlprobe-watch", daemon=True)
         self._thread.start()

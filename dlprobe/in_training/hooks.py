@@ -531,9 +531,21 @@ def _emit_start_readiness(loader: Any, loader_id: int) -> None:
         inheriting = getattr(multiprocessing.current_process(), "_inheriting", False)
         if multiprocessing.parent_process() is not None or inheriting or getattr(main, "__name__", "") == "__mp_main__":
             return
-        from dlprobe.in_training import start_readiness  # here: pickle and ast stay off the script's start-up
+        from dlprobe.in_training import isolated, start_readiness  # here: pickle and ast stay off the start-up
 
-        _emit(EV_START_READINESS, loader=loader_id, **start_readiness.readiness(loader, loader.worker_init_fn))
+        # In a forked copy of this process: the pickler's memo and the walk's containers (hundreds of MiB for a big
+        # dataset), the collections they set off and whatever a user object does when pickled stay out of the
+        # training, whose workers are forked right after with the memory they would have had unprobed.
+        found, missing = isolated.run_in_child(
+            lambda: start_readiness.readiness(loader, loader.worker_init_fn), start_readiness.CHILD_TIMEOUT_S
+        )
+        if found is None:
+            probe_errors.record(
+                "hooks.start_readiness", RuntimeError(missing), f"loader {loader_id}'s readiness is missing"
+            )
+            return
+        found["cpu_share"] = start_readiness.cpu_share()  # this process's share of a core, not the copy's
+        _emit(EV_START_READINESS, loader=loader_id, **found)
     except Exception as exc:  # an exotic dataset must never break the user's training
         probe_errors.record("hooks.start_readiness", exc, f"loader {loader_id}'s start-method readiness is missing")
 

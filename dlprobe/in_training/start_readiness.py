@@ -32,6 +32,8 @@ from dlprobe.in_training.fork_handles import owner_of
 
 MAX_PICKLE_S = 2.0  # pickling all of a loader's objects stops past this (the training waits for it)
 EXTRA_S = 0.25  # what collate_fn and worker_init_fn get past the bound, so a slow dataset leaves them judged
+# The whole check runs in a forked copy of the training process (in_training/isolated.py); past this it is stopped
+CHILD_TIMEOUT_S = 6.0
 MAX_PICKLE_BYTES = 512 * 1024 * 1024  # in-band bytes written to the counting sink before it stops
 STAND_IN_BYTES = 1024 * 1024  # numpy arrays larger than this are counted by length, not pickled
 MAX_SEARCH_PICKLES = 200  # children pickled alone while looking for the attribute that fails
@@ -413,7 +415,7 @@ def start_method_in_use(loader: Any) -> tuple[str, bool]:
     return str(default.get_start_method()), False
 
 
-def _cpu_share() -> float | None:
+def cpu_share() -> float | None:
     """The share of its life so far this process ran when it was runnable (/proc/self/schedstat: on a CPU, and
     waiting for one): how much of its start-up's wall time was its own work on a busy machine."""
     try:
@@ -458,7 +460,7 @@ def readiness(loader: Any, user_worker_init: Any) -> dict[str, Any]:
         "tensors": sum(o.get("tensors", 0) for o in objects),
         "tensor_bytes": sum(o.get("tensor_bytes", 0) for o in objects),
         "cpus": len(os.sched_getaffinity(0)),
-        "cpu_share": _cpu_share(),
+        "cpu_share": cpu_share(),
         "load": round(os.getloadavg()[0], 2),
         "main": main_script(),
     }

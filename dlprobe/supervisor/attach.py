@@ -10,6 +10,7 @@ run as they read a probed one. Nothing is sent to the job: no signal, no ptrace 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shlex
@@ -285,8 +286,10 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     previous = signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
     sampler: Sampler | None = None
     try:
-        with atomic.create_file(run_dir / SAMPLES_FILE) as samples:
+        with contextlib.ExitStack() as stack:
+            samples = stack.enter_context(atomic.create_file(run_dir / SAMPLES_FILE))
             sampler = Sampler(target.root_pid, samples, memcg, budget)
+            stack.callback(sampler.close)  # its held readings are written before the file closes
             # The tree is walked by `Target.refresh` (which leaves dlprobe itself out); the sampler only reads.
             sampler.next_discover = math.inf
             window = _Window(target, sampler, deaths)
@@ -311,8 +314,6 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     finally:
         signal.signal(signal.SIGINT, previous)
         deaths.done.set()
-        if sampler is not None:
-            sampler.close()
     interrupted = stop.is_set()
     if interrupted:
         notice("interrupted: writing the report of what was sampled (the job was not touched)")
