@@ -384,6 +384,9 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
         others = [i for i in indices_failed if i != index]
         if others:
             verified += f" Other indices failed with {exc_type} too: {indices_text(others)}."
+    if held.get("kind") == "iterable" and held.get("phase") != "collate":
+        # No index to load alone: say what can be checked (the worker's share of the stream), blame no record.
+        return sample_checks.iterable_error(lo, evidence, first_line, exc_type, index)
     what = "stream position" if held.get("kind") == "iterable" else "index"
     title = f"Sample {what} {index} raises {first_line} (loader {lo.loader_id}, worker {worker_id})"
     if index is None and indices:

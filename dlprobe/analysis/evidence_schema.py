@@ -195,7 +195,7 @@ class TooFewShardsEvidence(BadSampleEvidence, total=False):
 
 
 class WorkerErrorEvidence(BadSampleEvidence, total=False):
-    pass
+    stream_position: int | None  # an IterableDataset's: the position in the worker's stream (no index to check)
 
 
 class SamplerOutOfRangeEvidence(BadSampleEvidence, total=False):
@@ -519,6 +519,9 @@ class SharedHandleEvidence(InJob, total=False):
     num_workers: int | None
     error_type: str | None  # a worker's error tied to the handles (an I/O error, or one naming them)
     tied_by: str | None  # why it is tied
+    tied_index: int | None  # the index the tied worker failed on ...
+    tied_index_alone: str | None  # ... and what it did loaded alone (sample_check outcome: loads, fails-any, ...)
+    mapped: list[dict[str, Any]]  # data files the parent had mapped as the workers forked (path, size, attribute)
 
 
 EVIDENCE_BY_CODE: dict[str, type] = {

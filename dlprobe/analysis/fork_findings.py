@@ -7,7 +7,7 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
-from dlprobe.rundir.schema import EV_FORK_HANDLES
+from dlprobe.rundir.schema import EV_FORK_HANDLES, EV_SAMPLE_CHECK, SAMPLE_CHECK_FAILS_ANY, SAMPLE_CHECK_LOADS
 
 # Error types that are a read or a connection failing: with a shared handle in the dataset, the handle is the first
 # suspect, whatever index the failure landed on.
@@ -42,6 +42,21 @@ def _tied_error(error: dict[str, Any], handles: list[dict[str, Any]]) -> str | N
     return None
 
 
+def _checks(run: RunData, loader_id: int) -> list[dict[str, Any]]:
+    """The loader's sample checks whose index loaded alone, or failed like an index the worker had loaded: the
+    failure was not the sample's (analysis/sample_checks.py)."""
+    return [ev for ev in run.events if ev.get("ev") == EV_SAMPLE_CHECK and ev.get("loader") == loader_id
+            and ev.get("outcome") in (SAMPLE_CHECK_LOADS, SAMPLE_CHECK_FAILS_ANY)]  # fmt: skip
+
+
+def _check_text(check: dict[str, Any]) -> str:
+    index = check.get("index")
+    if check.get("outcome") == SAMPLE_CHECK_LOADS:
+        return f"dataset[{index}], the index it failed on, loads when dlprobe loads it again alone"
+    return (f"dataset[{index}] fails alone, and so does dataset[{check.get('control_index')}], which the worker had "
+            "loaded fine: every load fails in a process forked from the parent")  # fmt: skip
+
+
 def _describe(h: dict[str, Any]) -> str:
     what = "socket" if h.get("kind") == "socket" else h.get("target")
     return f"`{h['attribute']}` ({h['owner']}: {what})"
@@ -64,6 +79,12 @@ def find_shared_handles(run: RunData) -> list[Finding]:
         first = attributes[0]
         errors = _worker_errors(loader)
         tied = next(((e, why) for e in errors if (why := _tied_error(e, handles))), None)
+        checks = _checks(run, loader.loader_id)
+        check = next((c for c in checks if tied is None or c.get("exception") == tied[0].get("type")), None)
+        if tied is None and check is not None:  # a worker failed, not on the sample: the shared handle first
+            error = next((e for e in errors if e.get("type") == check.get("exception")), None)
+            if error is not None:
+                tied = (error, f"{_check_text(check)}")
         n = int(loader.config.get("num_workers") or 0)
         held = "; ".join(_describe(h) for h in handles[:6])
         title = (
@@ -85,8 +106,10 @@ def find_shared_handles(run: RunData) -> list[Finding]:
             title += f"; worker {worker.group(1) if worker else '?'} failed with {error.get('type')}"
             detail += (
                 f" The run failed in a worker with {error.get('type')} ({why}): look at the shared handle before the "
-                "sample the worker was loading; the same index most likely loads when read alone."
-            )
+                "sample the worker was loading"
+                + (f"; {_check_text(check)}, so the sample is not at fault." if check is not None
+                   else "; the same index most likely loads when read alone.")
+            )  # fmt: skip
         else:
             detail += " Nothing failed on this run; the sharing makes failures a matter of timing."
         fix = (
@@ -102,6 +125,8 @@ def find_shared_handles(run: RunData) -> list[Finding]:
             "num_workers": n,
             "error_type": tied[0].get("type") if tied else None,
             "tied_by": tied[1] if tied else None,
+            "tied_index": check.get("index") if check is not None and tied else None,
+            "tied_index_alone": check.get("outcome") if check is not None and tied else None,
         }
         findings.append(Finding("shared-handle", severity, title, detail, fix, evidence, loader_id=loader.loader_id))
     return findings

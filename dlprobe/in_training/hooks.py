@@ -537,6 +537,9 @@ def _probed_next(self: Any, probe: LoaderProbe, original_next: Any) -> Any:
         probe.end_epoch()  # a loop still timed goes on timing in its next pass (new_pass)
         raise
     except BaseException as exc:
+        # The batch will not come: the loop is out of its wait while the probe checks the sample (up to its limit),
+        # so the hang watch never reads the probe's own check as a stalled loop (and --on-hang stop never ends it).
+        inflight.loop_outside(probe.loader_id, probe.batches)
         probe.record_error(exc, self)
         raise
     finally:

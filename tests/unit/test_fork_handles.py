@@ -98,3 +98,16 @@ def test_attributes_a_proxy_makes_up_are_never_asked_for():
 
     assert dataset_handles(Holder(client=Proxy()))["handles"] == []
     assert asked == []
+
+
+def test_a_worker_error_whose_index_loads_alone_is_tied_to_the_shared_handle_and_cites_the_check():
+    error = {"type": "ValueError", "message": "Caught ValueError in DataLoader worker process 1.\nOriginal Traceback"
+             " ...\nValueError: reply for sample 80, asked for 32"}  # fmt: skip
+    shared = _run([error])
+    assert find_shared_handles(shared)[0].severity == "info"  # nothing in the error names the handle
+    shared.events.append({"ev": "sample_check", "loader": 0, "index": 32, "exception": "ValueError",
+                          "outcome": "loads"})  # fmt: skip
+    [warning] = find_shared_handles(shared)
+    assert warning.severity == "warning" and warning.evidence["tied_index"] == 32
+    assert warning.evidence["tied_index_alone"] == "loads"
+    assert "dataset[32], the index it failed on, loads when dlprobe loads it again alone" in warning.detail

@@ -109,3 +109,24 @@ def test_findings_that_explain_nothing_keep_their_order_by_severity_and_notes_al
     }  # fmt: skip
     assert judge([_finding("slow-start", "info")])[1] is None
     assert judge([]) == ([], None)
+
+
+def test_a_shared_handle_leads_the_worker_error_whose_sample_loads_alone_and_a_bad_sample_stays_its_own():
+    error = _finding("worker-error", "error", {"exception": "BadZipFile", "sample_alone": "loads", "worker_id": 0})
+    shared = _finding("shared-handle", "warning", {"error_type": "BadZipFile"})
+    ordered, verdict = judge([error, shared])
+    assert [(f.code, f.explained_by) for f in ordered] == [("shared-handle", None), ("worker-error", "shared-handle")]
+    assert verdict is not None and verdict["code"] == "shared-handle"
+    # a sample that fails alone is the sample's, whatever the dataset holds
+    bad = _finding("bad-sample", "error", {"exception": "BadZipFile", "sample_alone": "fails", "worker_id": 0})
+    assert judge([bad, shared])[1]["code"] == "bad-sample"  # type: ignore[index]
+
+
+def test_descriptors_at_their_limit_lead_the_main_processs_eof_error_and_the_workers_too_many_open_files():
+    leak = _finding("fd-leak", "error", {"hit_limit_pids": [7]})
+    eof = _finding("script-error", "error", {"type": "EOFError", "message": ""}, loader_id=None)
+    emfile = _finding("worker-error", "error", {"error": "OSError: [Errno 24] Too many open files", "worker_id": 1})
+    ordered, verdict = judge([eof, emfile, leak])
+    assert [(f.code, f.explained_by) for f in ordered][0] == ("fd-leak", None)
+    assert {f.code: f.explained_by for f in ordered[1:]} == {"script-error": "fd-leak", "worker-error": "fd-leak"}
+    assert verdict is not None and verdict["code"] == "fd-leak"
