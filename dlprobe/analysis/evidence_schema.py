@@ -510,6 +510,7 @@ class FdLeakEvidence(InJob, total=False):
     leaking: list[FdLeakRow]
     hit_limit_pids: list[int]
     error: str | None
+    opened_at: str | None  # the user's frame of the worker's `Too many open files`: where it opens them
 
 
 class SharedHandleEvidence(InJob, total=False):

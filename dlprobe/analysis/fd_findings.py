@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dlprobe.analysis.death_findings import user_frame_from_traceback
 from dlprobe.analysis.labels import process_name
 from dlprobe.analysis.model import Finding, ProcessRecord, RunData
 
@@ -61,6 +62,19 @@ def _emfile_text(run: RunData) -> str | None:
     return None
 
 
+def _opened_at(run: RunData) -> str | None:
+    """Where a worker was opening the descriptor it was refused: the user's frame of its `Too many open files`
+    traceback, the code that opens the files that pile up."""
+    for lo in run.loaders:
+        for e in lo.errors:
+            text = f"{e.get('message') or ''}\n{e.get('cause') or ''}"
+            if EMFILE.search(text):
+                frame = user_frame_from_traceback(text)
+                if frame:
+                    return frame
+    return None
+
+
 def _reached_limit(run: RunData, proc: ProcessRecord, row: dict[str, Any] | None) -> bool:
     """Whether the process's descriptors reached its limit: read near it, or climbing at the rate read until the
     process ended (a worker opening 80 a second ends between two readings a second apart)."""
@@ -108,10 +122,15 @@ def find_fd_leak(run: RunData) -> list[Finding]:
         )
     elif limit and top["seconds_to_limit"] is not None:
         title += f"; at this rate it reaches its limit of {limit:,} in ~{_duration(top['seconds_to_limit'])}"
+    opened_at = _opened_at(run)
+    if top["fd_targets"]:
+        title += f"; most point to {top['fd_targets'][0]['target']}"
     detail = (
         "The count of /proc/PID/fd, read through the run, rose without falling back: something opens files (or "
         f"sockets) and never closes them. {_targets_text(top)}"
     )
+    if opened_at:
+        detail += f" The worker was opening one more at {opened_at} when the limit refused it: that code opens them."
     leaking = {r["pid"] for r in rows}
     for proc in run.processes:
         counts = [n for _, n in proc.series.values("fds")]
@@ -129,11 +148,12 @@ def find_fd_leak(run: RunData) -> list[Finding]:
             "next descriptor was asked for, not the cause)."
         )
     fix = (
-        "Close what `__getitem__` (or the code it calls) opens: `with open(path, 'rb') as f:`, or keep at most one "
+        (f"At {opened_at}: c" if opened_at else "C")
+        + "lose what `__getitem__` (or the code it calls) opens: `with open(path, 'rb') as f:`, or keep at most one "
         "handle per file in a bounded cache that closes what it evicts. A handle kept on `self` in a worker is "
         "never closed by the parent. Raising the limit (`ulimit -n`) only delays the failure."
     )
-    evidence = {"leaking": rows, "hit_limit_pids": hit, "error": emfile}
+    evidence = {"leaking": rows, "hit_limit_pids": hit, "error": emfile, "opened_at": opened_at}
     severity = "error" if hit else "warning"
     loader_id = next((p.loader_id for p in run.processes if p.pid == top["pid"]), None)
     return [Finding("fd-leak", severity, title, detail, fix, evidence, loader_id=loader_id)]

@@ -103,11 +103,19 @@ def _shared_handle_explains(cause: Finding, symptom: Finding) -> str | None:
 def _fd_leak_explains(cause: Finding, symptom: Finding) -> str | None:
     """Descriptors that reached the limit explain every `Too many open files`, and the main process's EOFError (or
     lost connection) as torch's next receive fails for want of a descriptor."""
-    if cause.code != "fd-leak" or not cause.evidence.get("hit_limit_pids"):
+    if cause.code != "fd-leak":
         return None
     error = str(symptom.evidence.get("error") or symptom.evidence.get("message") or "")
-    if symptom.code == "worker-error" and _OUT_OF_DESCRIPTORS.search(error):
+    leaking = [row.get("pid") for row in cause.evidence.get("leaking") or [] if isinstance(row, dict)]
+    hit = cause.evidence.get("hit_limit_pids") or []
+    if (
+        symptom.code == "worker-error"
+        and _OUT_OF_DESCRIPTORS.search(error)
+        and symptom.evidence.get("pid") in leaking + hit
+    ):
         return f"the `Too many open files` of {_worker_name(symptom)} (worker-error)"
+    if not hit:
+        return None
     if symptom.code == "script-error" and (
         _OUT_OF_DESCRIPTORS.search(error) or symptom.evidence.get("type") in ("EOFError", "ConnectionResetError")
     ):

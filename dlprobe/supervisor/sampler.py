@@ -241,8 +241,9 @@ class Sampler:
         if top is None:
             return
         self.fds_at_targets[pid] = count
+        # The limit is read again with them: a worker_init_fn (or the dataset) may have set its own after the fork.
         self._write({"k": SAMPLE_FD_TARGETS, "pid": pid, "t": round(now, 3), "n": count,
-                     "top": [[pattern, n] for pattern, n in top]})  # fmt: skip
+                     "top": [[pattern, n] for pattern, n in top], "nofile": procfds.nofile_limit(pid)})  # fmt: skip
 
     def _thread_readings(self) -> dict[str, dict[str, float | None]]:
         readings: dict[str, dict[str, float | None]] = {}

@@ -59,3 +59,18 @@ def test_the_reader_counts_this_process_and_folds_numbers_in_targets():
     assert procfds.nofile_limit(os.getpid()) == (None if soft == resource.RLIM_INFINITY else soft)
     assert procfds.target_pattern("/tmp/tmpa8b/00012/shard_3.npy") == "/tmp/tmpa8b/*/shard_*.npy"
     assert procfds.target_pattern("socket:[991]") == "socket"
+
+
+def test_the_leak_names_the_files_and_the_frame_that_opens_them():
+    leaking = _worker(11, 0, [20, 60, 100, 140, 180])
+    leaking.fd_targets = (103.0, 140, [("/data/shard-*.tar", 120), ("pipe", 8)])
+    lo = loader()
+    lo.errors = [{"type": "OSError", "message": "Caught OSError in DataLoader worker process 0.\nOriginal Traceback "
+                  '(most recent call last):\n  File "/home/u/train.py", line 28, in __getitem__\n    archive = '
+                  'tarfile.open(path)\n  File "/usr/lib/python3.11/tarfile.py", line 1794, in open\nOSError: [Errno 24] '
+                  "Too many open files: '/data/shard-023.tar'"}]  # fmt: skip
+    [finding] = find_fd_leak(run([lo], [leaking]))
+    assert finding.title.endswith("most point to /data/shard-*.tar")
+    assert finding.evidence["opened_at"] == "__getitem__ (train.py:28)"
+    assert "opening one more at __getitem__ (train.py:28)" in finding.detail
+    assert finding.fix.startswith("At __getitem__ (train.py:28): close what")

@@ -111,3 +111,36 @@ def test_a_worker_error_whose_index_loads_alone_is_tied_to_the_shared_handle_and
     assert warning.severity == "warning" and warning.evidence["tied_index"] == 32
     assert warning.evidence["tied_index_alone"] == "loads"
     assert "dataset[32], the index it failed on, loads when dlprobe loads it again alone" in warning.detail
+
+
+def test_a_library_handle_without_fileno_is_found_beside_the_path_and_a_memmap_by_its_mapping(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "rows.db"
+    sqlite3.connect(db).close()
+    np.save(tmp_path / "arr.npy", np.arange(50_000.0))
+    conn = sqlite3.connect(db)  # holds the database's descriptor, with no fileno() nor a file name to ask
+    conn.execute("select 1").fetchall()
+    try:
+        found = dataset_handles(Holder(path=str(db), db=conn, arr=np.load(tmp_path / "arr.npy", mmap_mode="r")))
+    finally:
+        conn.close()
+    [handle] = found["handles"]
+    assert (handle["attribute"], handle["owner"], handle["held_by"]) == ("self.db", "sqlite3.Connection", "path")
+    [mapped] = [m for m in found["mapped"] if m["path"] == str(tmp_path / "arr.npy")]
+    assert mapped["attribute"] == "self.arr" and mapped["owner"] == "numpy.memmap" and not mapped["writable"]
+    assert not any(m["path"].endswith(".so") for m in found["mapped"])
+
+
+def test_a_mapped_file_is_a_suspect_only_where_a_workers_error_names_it():
+    mapping = {"path": "/data/tokens.bin", "kib": 4096, "shared": True, "writable": True, "attribute": "self.tokens",
+               "owner": "numpy.memmap"}  # fmt: skip
+    lo = loader(num_workers=2)
+    quiet = run([lo], [], events=[{"ev": EV_FORK_HANDLES, "t": 1.0, "pid": 1, "loader": 0, "epoch": 0, "fds": 9,
+                                   "handles": [], "mapped": [mapping]}])  # fmt: skip
+    assert find_shared_handles(quiet) == []
+    lo.errors = [{"type": "ValueError", "message": "Caught ValueError in DataLoader worker process 1.\nOriginal "
+                  "Traceback ...\n    x = self.tokens[i]\nValueError: cannot reshape array"}]  # fmt: skip
+    [finding] = find_shared_handles(quiet)
+    assert finding.severity == "warning" and finding.evidence["attributes"] == ["self.tokens"]
+    assert "memory-mapped /data/tokens.bin" in finding.detail

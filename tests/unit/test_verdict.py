@@ -125,7 +125,8 @@ def test_a_shared_handle_leads_the_worker_error_whose_sample_loads_alone_and_a_b
 def test_descriptors_at_their_limit_lead_the_main_processs_eof_error_and_the_workers_too_many_open_files():
     leak = _finding("fd-leak", "error", {"hit_limit_pids": [7]})
     eof = _finding("script-error", "error", {"type": "EOFError", "message": ""}, loader_id=None)
-    emfile = _finding("worker-error", "error", {"error": "OSError: [Errno 24] Too many open files", "worker_id": 1})
+    emfile = _finding("worker-error", "error", {"error": "OSError: [Errno 24] Too many open files", "worker_id": 1,
+                                               "pid": 7})  # fmt: skip
     ordered, verdict = judge([eof, emfile, leak])
     assert [(f.code, f.explained_by) for f in ordered][0] == ("fd-leak", None)
     assert {f.code: f.explained_by for f in ordered[1:]} == {"script-error": "fd-leak", "worker-error": "fd-leak"}
