@@ -202,27 +202,34 @@ def dataset_handles(dataset: Any) -> dict[str, Any]:
     mapped = _mapped_files()
     handles: list[dict[str, Any]] = []
     named_paths: list[tuple[str, str, Any, str]] = []  # (a path string the dataset holds, where, its holder's, where)
-    if descriptors or mapped:
-        seen: set[int] = set()
-        queue: list[tuple[str, Any, int, Any, str]] = [("self", dataset, 0, None, "")]
-        while queue and len(seen) < MAX_OBJECTS:
-            path, obj, depth, parent, parent_path = queue.pop(0)
-            if isinstance(obj, str) and obj.startswith("/") and parent is not None:
-                named_paths.append((obj, path, parent, parent_path))
-            if _is_memmap(obj) and isinstance(getattr(obj, "filename", None), (str, os.PathLike)):
-                _claim_mapping(mapped, os.fspath(obj.filename), path, obj)
-            if id(obj) in seen or _is_leaf(obj):
-                continue
-            seen.add(id(obj))
-            if depth > 0:
-                held = _held(obj, descriptors)
-                how = "fileno" if _fileno(obj) is not None else "name"
-                handles.extend({**descriptors[fd], "attribute": path, "owner": owner_of(obj), "held_by": how}
-                               for fd in held)  # fmt: skip
-                for name in _names(obj):
-                    _claim_mapping(mapped, name, path, obj)
-            if depth < MAX_DEPTH:
-                queue.extend((path + suffix, child, depth + 1, obj, path) for suffix, child in _children(obj))
+    threads: list[tuple[str, str]] = []  # (where, name) of live threads the dataset's objects hold: a pool's workers
+    tops: dict[str, Any] = {}  # the dataset's own attributes, by path: the owner a thread found under one is named by
+    # Always walked (bounded): a pool's threads need no descriptor to be found.
+    seen: set[int] = set()
+    queue: list[tuple[str, Any, int, Any, str]] = [("self", dataset, 0, None, "")]
+    while queue and len(seen) < MAX_OBJECTS:
+        path, obj, depth, parent, parent_path = queue.pop(0)
+        if isinstance(obj, str) and obj.startswith("/") and parent is not None:
+            named_paths.append((obj, path, parent, parent_path))
+        if _is_memmap(obj) and isinstance(getattr(obj, "filename", None), (str, os.PathLike)):
+            _claim_mapping(mapped, os.fspath(obj.filename), path, obj)
+        if id(obj) in seen or _is_leaf(obj):
+            continue
+        seen.add(id(obj))
+        if depth == 1:
+            tops[path] = obj
+        if _is_live_thread(obj):
+            threads.append((path, str(getattr(obj, "name", "?"))))
+            continue
+        if depth > 0:
+            held = _held(obj, descriptors)
+            how = "fileno" if _fileno(obj) is not None else "name"
+            handles.extend({**descriptors[fd], "attribute": path, "owner": owner_of(obj), "held_by": how}
+                           for fd in held)  # fmt: skip
+            for name in _names(obj):
+                _claim_mapping(mapped, name, path, obj)
+        if depth < MAX_DEPTH:
+            queue.extend((path + suffix, child, depth + 1, obj, path) for suffix, child in _children(obj))
     handles = [h for h in handles if not _inside_another(h, handles)]
     handles.extend(_unclaimed(descriptors, handles, named_paths))
     handles.sort(key=lambda h: (h["owner"].startswith(("_io.", "io.")), h["fd"]))
@@ -231,7 +238,26 @@ def dataset_handles(dataset: Any) -> dict[str, Any]:
     except OSError:
         total = None
     shown = sorted(mapped.values(), key=lambda m: ("attribute" not in m, -m["kib"]))[:MAX_MAPPED]
-    return {"fds": total, "handles": handles[:MAX_HANDLES], "mapped": shown}
+    return {"fds": total, "handles": handles[:MAX_HANDLES], "mapped": shown, "pools": _pools(threads, tops)}
+
+
+def _is_live_thread(obj: Any) -> bool:
+    threading = sys.modules.get("threading")
+    return threading is not None and isinstance(obj, threading.Thread) and obj.is_alive()
+
+
+def _pools(threads: list[tuple[str, str]], tops: dict[str, Any]) -> list[dict[str, Any]]:
+    """The dataset's attributes that hold live threads (a ThreadPoolExecutor's workers, a prefetcher's thread): a
+    forked worker inherits the object but none of its threads, so work handed to them there never runs."""
+    grouped: dict[str, list[str]] = {}
+    for where, name in threads:
+        top = re.match(r"self(\.[A-Za-z_]\w*|\[[^\]]*\])", where)
+        grouped.setdefault(top.group(0) if top else where, []).append(name)
+    pools = []
+    for attribute, names in list(grouped.items())[:MAX_HANDLES]:
+        owner = owner_of(tops[attribute]) if attribute in tops else "threading.Thread"
+        pools.append({"attribute": attribute, "owner": owner, "threads": names[:8], "count": len(names)})
+    return pools
 
 
 def _is_memmap(obj: Any) -> bool:

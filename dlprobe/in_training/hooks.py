@@ -455,7 +455,7 @@ def _emit_fork_handles(loader: Any, loader_id: int, epoch: int) -> None:
     except Exception as exc:  # an exotic dataset must never break the user's training
         probe_errors.record("hooks.fork_handles", exc, "the descriptors the dataset hands its workers are not known")
         return
-    if found["handles"]:
+    if found["handles"] or found["mapped"] or found["pools"]:
         _emit(EV_FORK_HANDLES, loader=loader_id, epoch=epoch, **found)
 
 

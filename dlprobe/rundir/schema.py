@@ -508,6 +508,7 @@ class ForkHandlesEvent(Event, total=False):
     fds: int | None
     handles: list[ForkHandle]
     mapped: list[ForkMapping]
+    pools: list[dict[str, Any]]  # attribute, owner, threads (names), count: live threads the dataset's objects hold
 
 
 class ProfileStack(TypedDict, total=False):

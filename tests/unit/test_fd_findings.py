@@ -67,8 +67,8 @@ def test_the_leak_names_the_files_and_the_frame_that_opens_them():
     lo = loader()
     lo.errors = [{"type": "OSError", "message": "Caught OSError in DataLoader worker process 0.\nOriginal Traceback "
                   '(most recent call last):\n  File "/home/u/train.py", line 28, in __getitem__\n    archive = '
-                  'tarfile.open(path)\n  File "/usr/lib/python3.11/tarfile.py", line 1794, in open\nOSError: [Errno 24] '
-                  "Too many open files: '/data/shard-023.tar'"}]  # fmt: skip
+                  'tarfile.open(path)\n  File "/usr/lib/python3.11/tarfile.py", line 1794, in open\n'
+                  "OSError: [Errno 24] Too many open files: '/data/shard-023.tar'"}]  # fmt: skip
     [finding] = find_fd_leak(run([lo], [leaking]))
     assert finding.title.endswith("most point to /data/shard-*.tar")
     assert finding.evidence["opened_at"] == "__getitem__ (train.py:28)"
