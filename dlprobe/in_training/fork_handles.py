@@ -283,7 +283,7 @@ def _unclaimed(
         if fd in claimed or d["kind"] != "file":
             continue
         for value, _where, holder, holder_path in named_paths:
-            if value != d["target"] and not d["target"].startswith(value.rstrip("/") + "/"):
+            if value != d["target"]:  # the very file: a folder the dataset names holds many a file of others'
                 continue
             # A descriptor the process opened for itself, beside a dataset that only names the file, is not the
             # dataset's: only a library object beside the path may hold it.
@@ -296,11 +296,13 @@ def _unclaimed(
 
 
 def _library_object(obj: Any) -> bool:
-    """An object of a library's own class that may hold a descriptor out of sight: not data, not a container, not a
-    Python file object (those are found by fileno), not a function."""
+    """An opaque object of a library's own, implemented in C (no `__dict__`: sqlite3.Connection, a database client's
+    handle), that may hold a descriptor out of sight: not data, not a container, not a function."""
     plain = (str, bytes, bytearray, int, float, bool, complex, type(None), type, dict, list, tuple, set, frozenset,
              types.FunctionType, types.MethodType, types.BuiltinFunctionType)  # fmt: skip
     if isinstance(obj, plain):
+        return False
+    if isinstance(getattr(obj, "__dict__", None), dict):  # a Python object is walked into, its handles found there
         return False
     module = type(obj).__module__.split(".", 1)[0]
     return module not in ("builtins", "_io", "io", "torch", "numpy", "pathlib", "collections", "__main__")

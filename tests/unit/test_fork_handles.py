@@ -144,3 +144,17 @@ def test_a_mapped_file_is_a_suspect_only_where_a_workers_error_names_it():
     [finding] = find_shared_handles(quiet)
     assert finding.severity == "warning" and finding.evidence["attributes"] == ["self.tokens"]
     assert "memory-mapped /data/tokens.bin" in finding.detail
+
+
+def test_a_python_object_beside_the_path_is_not_taken_for_the_holder_of_a_descriptor_opened_elsewhere(tmp_path):
+    class Resize:  # a transform: a Python object of a library's, callable, holding no descriptor
+        size = 32
+
+        def __call__(self, x):
+            return x
+
+    (tmp_path / "index.csv").write_text("a,b\n")
+    with open(tmp_path / "index.csv") as unrelated:  # the script's own open file, that the dataset names by path
+        assert unrelated.fileno() > 2
+        found = dataset_handles(Holder(path=str(tmp_path / "index.csv"), transform=Resize()))
+    assert found["handles"] == []
