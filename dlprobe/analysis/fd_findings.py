@@ -104,7 +104,9 @@ def find_fd_leak(run: RunData) -> list[Finding]:
     rows.sort(key=lambda r: -r["fds_per_s"])
     emfile = _emfile_text(run)
     by_pid = {r["pid"]: r for r in rows}
-    hit = [p.pid for p in run.processes if _reached_limit(run, p, by_pid.get(p.pid))] if emfile else []
+    # A leaking process read at its limit reached it, whether or not the run's output kept the error (a worker whose
+    # EMFILE never reached the loop: the main process then sees only torch's EOFError).
+    hit = [p.pid for p in run.processes if (emfile or p.pid in by_pid) and _reached_limit(run, p, by_pid.get(p.pid))]
     top = rows[0]
     who = names[top["pid"]]
     others = len(rows) - 1
@@ -118,7 +120,8 @@ def find_fd_leak(run: RunData) -> list[Finding]:
         plural = len(hit) > 1
         title += (
             f"; {' and '.join(names[pid] for pid in hit)} reached {'their' if plural else 'its'} limit of "
-            f"{limit:,} open files ({'each ' if plural else ''}RLIMIT_NOFILE) as `Too many open files` was raised"
+            f"{limit:,} open files ({'each ' if plural else ''}RLIMIT_NOFILE)"
+            + (" as `Too many open files` was raised" if emfile else "")
         )
     elif limit and top["seconds_to_limit"] is not None:
         title += f"; at this rate it reaches its limit of {limit:,} in ~{_duration(top['seconds_to_limit'])}"
@@ -136,6 +139,12 @@ def find_fd_leak(run: RunData) -> list[Finding]:
         counts = [n for _, n in proc.series.values("fds")]
         if proc.role == "main" and proc.pid not in leaking and counts:
             detail += f" The main process held {min(counts)} to {max(counts)} throughout: the leak is not its."
+    if hit and not emfile:
+        detail += (
+            f" {' and '.join(names[pid] for pid in hit).capitalize()} reached the limit: its next open fails with "
+            "`Too many open files` (EMFILE), though the run's output kept no such line; a worker that dies of it "
+            "reaches the loop as torch's EOFError or a lost connection."
+        )
     if emfile:
         detail += (
             f" The run's error says `{emfile}`: "

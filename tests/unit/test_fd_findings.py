@@ -74,3 +74,11 @@ def test_the_leak_names_the_files_and_the_frame_that_opens_them():
     assert finding.evidence["opened_at"] == "__getitem__ (train.py:28)"
     assert "opening one more at __getitem__ (train.py:28)" in finding.detail
     assert finding.fix.startswith("At __getitem__ (train.py:28): close what")
+
+
+def test_a_leaking_worker_read_at_its_limit_reached_it_though_no_error_line_was_kept():
+    leaking = _worker(11, 0, [12, 40, 80, 127], nofile=128)  # worker_init_fn set 128; stderr was a pipe: not kept
+    [finding] = find_fd_leak(run([loader()], [leaking]))
+    assert finding.severity == "error" and finding.evidence["hit_limit_pids"] == [11]
+    assert "reached its limit of 128 open files (RLIMIT_NOFILE)" in finding.title
+    assert "Too many open files` was raised" not in finding.title and "torch's EOFError" in finding.detail
