@@ -96,7 +96,9 @@ def _shared_handle_explains(cause: Finding, symptom: Finding) -> str | None:
         and symptom.evidence.get("sample_alone") in _NOT_THE_SAMPLE
         and symptom.evidence.get("exception") == cause.evidence.get("error_type")
     ):
-        return f"the {symptom.evidence.get('exception')} of {_worker_name(symptom)} (worker-error)"
+        raised = str(symptom.evidence.get("error") or "").split(":", 1)[0].strip()  # zlib.error, not torch's `error`
+        name = raised if raised and " " not in raised else symptom.evidence.get("exception")
+        return f"the {name} of {_worker_name(symptom)} (worker-error)"
     return None
 
 
