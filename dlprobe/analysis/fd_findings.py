@@ -23,7 +23,10 @@ EMFILE = re.compile(r"Too many open files|\[Errno 24\]|EMFILE")
 def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
     """The process's descriptor climb, or None where its count did not climb as a leak does."""
     readings = proc.series.values("fds")
-    if len(readings) < FD_MIN_READINGS:
+    # Two readings are enough for a process that climbed to its limit between them (a worker opening 100 files a
+    # second lives about a second): there is no later half to ask whether it kept climbing.
+    at_limit = len(readings) >= 2 and bool(proc.nofile) and readings[-1][1] >= (proc.nofile or 0) * NEAR_LIMIT_SHARE
+    if len(readings) < FD_MIN_READINGS and not at_limit:
         return None
     (t0, first), (t1, last) = readings[0], readings[-1]
     peak = max(n for _, n in readings)
@@ -31,7 +34,7 @@ def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
     if rise < max(FD_LEAK_MIN, first * FD_LEAK_SHARE) or last < first + rise * 0.8 or t1 <= t0:
         return None
     mid = readings[len(readings) // 2][1]
-    if last - mid < rise * FD_LATE_SHARE:
+    if len(readings) >= FD_MIN_READINGS and last - mid < rise * FD_LATE_SHARE:
         return None
     rate = (last - first) / (t1 - t0)
     row: dict[str, Any] = {

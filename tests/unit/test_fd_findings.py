@@ -82,3 +82,10 @@ def test_a_leaking_worker_read_at_its_limit_reached_it_though_no_error_line_was_
     assert finding.severity == "error" and finding.evidence["hit_limit_pids"] == [11]
     assert "reached its limit of 128 open files (RLIMIT_NOFILE)" in finding.title
     assert "Too many open files` was raised" not in finding.title and "torch's EOFError" in finding.detail
+
+
+def test_two_readings_are_enough_for_a_worker_that_climbed_to_its_limit_between_them():
+    fast = _worker(11, 0, [34, 127], nofile=128)  # it lived a second: read twice
+    [finding] = find_fd_leak(run([loader()], [fast]))
+    assert finding.evidence["hit_limit_pids"] == [11] and finding.severity == "error"
+    assert find_fd_leak(run([loader()], [_worker(11, 0, [34, 127], nofile=20_000)])) == []  # far from it: too few
