@@ -31,7 +31,9 @@ def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
     (t0, first), (t1, last) = readings[0], readings[-1]
     peak = max(n for _, n in readings)
     rise = peak - first
-    if rise < max(FD_LEAK_MIN, first * FD_LEAK_SHARE) or last < first + rise * 0.8 or t1 <= t0:
+    # A process that climbed to its limit needs no more rise than that: it ran out.
+    least = 1 if at_limit else max(FD_LEAK_MIN, first * FD_LEAK_SHARE)
+    if rise < least or last < first + rise * 0.8 or t1 <= t0:
         return None
     mid = readings[len(readings) // 2][1]
     if len(readings) >= FD_MIN_READINGS and last - mid < rise * FD_LATE_SHARE:
@@ -129,8 +131,11 @@ def find_fd_leak(run: RunData) -> list[Finding]:
     elif limit and top["seconds_to_limit"] is not None:
         title += f"; at this rate it reaches its limit of {limit:,} in ~{_duration(top['seconds_to_limit'])}"
     opened_at = _opened_at(run)
+    opening = re.search(r"'(/[^']+)'", emfile or "")
     if top["fd_targets"]:
         title += f"; most point to {top['fd_targets'][0]['target']}"
+    elif opening:  # too fast to read the targets: the file the refused open named
+        title += f"; it was opening {opening.group(1)} when refused"
     detail = (
         "The count of /proc/PID/fd, read through the run, rose without falling back: something opens files (or "
         f"sockets) and never closes them. {_targets_text(top)}"

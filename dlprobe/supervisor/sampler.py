@@ -232,7 +232,9 @@ class Sampler:
         self.next_fds = now + max(FD_EVERY_S, len(pids) * self.fd_cost_s / FD_SHARE)
         for pid, count in counts.items():
             first = self.first_fds.setdefault(pid, count)
-            if count >= first + FD_CLIMB and count >= 2 * self.fds_at_targets.get(pid, first):
+            # The first climb is read at once (a worker at its limit may live a second more), then each doubling.
+            read_at = self.fds_at_targets.get(pid)
+            if count >= first + FD_CLIMB and (read_at is None or count >= 2 * read_at):
                 self._fd_targets(now, pid, count)
         return counts
 

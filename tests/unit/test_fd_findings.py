@@ -85,7 +85,14 @@ def test_a_leaking_worker_read_at_its_limit_reached_it_though_no_error_line_was_
 
 
 def test_two_readings_are_enough_for_a_worker_that_climbed_to_its_limit_between_them():
-    fast = _worker(11, 0, [34, 127], nofile=128)  # it lived a second: read twice
+    fast = _worker(11, 0, [76, 127], nofile=128)  # it lived a second: read twice, 51 more (under FD_LEAK_MIN)
     [finding] = find_fd_leak(run([loader()], [fast]))
     assert finding.evidence["hit_limit_pids"] == [11] and finding.severity == "error"
-    assert find_fd_leak(run([loader()], [_worker(11, 0, [34, 127], nofile=20_000)])) == []  # far from it: too few
+    assert find_fd_leak(run([loader()], [_worker(11, 0, [76, 127], nofile=20_000)])) == []  # far from it: too few
+
+
+def test_a_leak_too_quick_for_its_targets_names_the_file_the_refused_open_named():
+    data = run([loader()], [_worker(11, 0, [76, 127], nofile=128)])
+    data.stderr_tail = "OSError: [Errno 24] Too many open files: '/data/shard-023.tar'"
+    [finding] = find_fd_leak(data)
+    assert finding.title.endswith("it was opening /data/shard-023.tar when refused")
