@@ -114,7 +114,8 @@ def collate_entry(message: str) -> dict[str, Any] | None:
     return {key: int(value) if key == "entry" else value for key, value in match.groupdict().items()}
 
 
-def _user_frame_from_traceback(message: str) -> str | None:
+def user_frame_from_traceback(message: str) -> str | None:
+    """The innermost frame of the user's code in a traceback: 'function (file.py:line)'."""
     frames = [m for m in _TB_FILE.finditer(message)]
     for match in reversed(frames):
         path = match.group(1)
@@ -348,7 +349,7 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
     message = error.get("message") or ""
     text = exception_text(message)
     first_line = text.splitlines()[0] if text else exc_type
-    where = _user_frame_from_traceback(message)
+    where = user_frame_from_traceback(message)
     evidence = {
         "pid": slot.get("pid"),
         "worker_id": worker_id,
@@ -384,6 +385,9 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
         others = [i for i in indices_failed if i != index]
         if others:
             verified += f" Other indices failed with {exc_type} too: {indices_text(others)}."
+    if held.get("kind") == "iterable" and held.get("phase") != "collate":
+        # No index to load alone: say what can be checked (the worker's share of the stream), blame no record.
+        return sample_checks.iterable_error(lo, evidence, first_line, exc_type, index)
     what = "stream position" if held.get("kind") == "iterable" else "index"
     title = f"Sample {what} {index} raises {first_line} (loader {lo.loader_id}, worker {worker_id})"
     if index is None and indices:

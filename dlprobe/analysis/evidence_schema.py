@@ -221,7 +221,7 @@ class TooFewShardsEvidence(BadSampleEvidence, total=False):
 
 
 class WorkerErrorEvidence(BadSampleEvidence, total=False):
-    pass
+    stream_position: int | None  # an IterableDataset's: the position in the worker's stream (no index to check)
 
 
 class SamplerOutOfRangeEvidence(BadSampleEvidence, total=False):
@@ -566,6 +566,7 @@ class FdLeakEvidence(InJob, total=False):
     leaking: list[FdLeakRow]
     hit_limit_pids: list[int]
     error: str | None
+    opened_at: str | None  # the user's frame of the worker's `Too many open files`: where it opens them
 
 
 class SharedHandleEvidence(InJob, total=False):
@@ -575,6 +576,9 @@ class SharedHandleEvidence(InJob, total=False):
     num_workers: int | None
     error_type: str | None  # a worker's error tied to the handles (an I/O error, or one naming them)
     tied_by: str | None  # why it is tied
+    tied_index: int | None  # the index the tied worker failed on ...
+    tied_index_alone: str | None  # ... and what it did loaded alone (sample_check outcome: loads, fails-any, ...)
+    mapped: list[dict[str, Any]]  # data files the parent had mapped as the workers forked (path, size, attribute)
 
 
 class WorkerStartFailedEvidence(InJob, total=False):

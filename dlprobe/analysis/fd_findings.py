@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from dlprobe.analysis.death_findings import user_frame_from_traceback
 from dlprobe.analysis.labels import process_name
 from dlprobe.analysis.model import Finding, ProcessRecord, RunData
 
@@ -22,15 +23,20 @@ EMFILE = re.compile(r"Too many open files|\[Errno 24\]|EMFILE")
 def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
     """The process's descriptor climb, or None where its count did not climb as a leak does."""
     readings = proc.series.values("fds")
-    if len(readings) < FD_MIN_READINGS:
+    # Two readings are enough for a process that climbed to its limit between them (a worker opening 100 files a
+    # second lives about a second): there is no later half to ask whether it kept climbing.
+    at_limit = len(readings) >= 2 and bool(proc.nofile) and readings[-1][1] >= (proc.nofile or 0) * NEAR_LIMIT_SHARE
+    if len(readings) < FD_MIN_READINGS and not at_limit:
         return None
     (t0, first), (t1, last) = readings[0], readings[-1]
     peak = max(n for _, n in readings)
     rise = peak - first
-    if rise < max(FD_LEAK_MIN, first * FD_LEAK_SHARE) or last < first + rise * 0.8 or t1 <= t0:
+    # A process that climbed to its limit needs no more rise than that: it ran out.
+    least = 1 if at_limit else max(FD_LEAK_MIN, first * FD_LEAK_SHARE)
+    if rise < least or last < first + rise * 0.8 or t1 <= t0:
         return None
     mid = readings[len(readings) // 2][1]
-    if last - mid < rise * FD_LATE_SHARE:
+    if len(readings) >= FD_MIN_READINGS and last - mid < rise * FD_LATE_SHARE:
         return None
     rate = (last - first) / (t1 - t0)
     row: dict[str, Any] = {
@@ -58,6 +64,19 @@ def _emfile_text(run: RunData) -> str | None:
         for line in text.splitlines():
             if EMFILE.search(line):
                 return line.strip()[:300]
+    return None
+
+
+def _opened_at(run: RunData) -> str | None:
+    """Where a worker was opening the descriptor it was refused: the user's frame of its `Too many open files`
+    traceback, the code that opens the files that pile up."""
+    for lo in run.loaders:
+        for e in lo.errors:
+            text = f"{e.get('message') or ''}\n{e.get('cause') or ''}"
+            if EMFILE.search(text):
+                frame = user_frame_from_traceback(text)
+                if frame:
+                    return frame
     return None
 
 
@@ -90,7 +109,9 @@ def find_fd_leak(run: RunData) -> list[Finding]:
     rows.sort(key=lambda r: -r["fds_per_s"])
     emfile = _emfile_text(run)
     by_pid = {r["pid"]: r for r in rows}
-    hit = [p.pid for p in run.processes if _reached_limit(run, p, by_pid.get(p.pid))] if emfile else []
+    # A leaking process read at its limit reached it, whether or not the run's output kept the error (a worker whose
+    # EMFILE never reached the loop: the main process then sees only torch's EOFError).
+    hit = [p.pid for p in run.processes if (emfile or p.pid in by_pid) and _reached_limit(run, p, by_pid.get(p.pid))]
     top = rows[0]
     who = names[top["pid"]]
     others = len(rows) - 1
@@ -104,19 +125,34 @@ def find_fd_leak(run: RunData) -> list[Finding]:
         plural = len(hit) > 1
         title += (
             f"; {' and '.join(names[pid] for pid in hit)} reached {'their' if plural else 'its'} limit of "
-            f"{limit:,} open files ({'each ' if plural else ''}RLIMIT_NOFILE) as `Too many open files` was raised"
+            f"{limit:,} open files ({'each ' if plural else ''}RLIMIT_NOFILE)"
+            + (" as `Too many open files` was raised" if emfile else "")
         )
     elif limit and top["seconds_to_limit"] is not None:
         title += f"; at this rate it reaches its limit of {limit:,} in ~{_duration(top['seconds_to_limit'])}"
+    opened_at = _opened_at(run)
+    opening = re.search(r"'(/[^']+)'", emfile or "")
+    if top["fd_targets"]:
+        title += f"; most point to {top['fd_targets'][0]['target']}"
+    elif opening:  # too fast to read the targets: the file the refused open named
+        title += f"; it was opening {opening.group(1)} when refused"
     detail = (
         "The count of /proc/PID/fd, read through the run, rose without falling back: something opens files (or "
         f"sockets) and never closes them. {_targets_text(top)}"
     )
+    if opened_at:
+        detail += f" The worker was opening one more at {opened_at} when the limit refused it: that code opens them."
     leaking = {r["pid"] for r in rows}
     for proc in run.processes:
         counts = [n for _, n in proc.series.values("fds")]
         if proc.role == "main" and proc.pid not in leaking and counts:
             detail += f" The main process held {min(counts)} to {max(counts)} throughout: the leak is not its."
+    if hit and not emfile:
+        detail += (
+            f" {' and '.join(names[pid] for pid in hit).capitalize()} reached the limit: its next open fails with "
+            "`Too many open files` (EMFILE), though the run's output kept no such line; a worker that dies of it "
+            "reaches the loop as torch's EOFError or a lost connection."
+        )
     if emfile:
         detail += (
             f" The run's error says `{emfile}`: "
@@ -129,11 +165,12 @@ def find_fd_leak(run: RunData) -> list[Finding]:
             "next descriptor was asked for, not the cause)."
         )
     fix = (
-        "Close what `__getitem__` (or the code it calls) opens: `with open(path, 'rb') as f:`, or keep at most one "
+        (f"At {opened_at}: c" if opened_at else "C")
+        + "lose what `__getitem__` (or the code it calls) opens: `with open(path, 'rb') as f:`, or keep at most one "
         "handle per file in a bounded cache that closes what it evicts. A handle kept on `self` in a worker is "
         "never closed by the parent. Raising the limit (`ulimit -n`) only delays the failure."
     )
-    evidence = {"leaking": rows, "hit_limit_pids": hit, "error": emfile}
+    evidence = {"leaking": rows, "hit_limit_pids": hit, "error": emfile, "opened_at": opened_at}
     severity = "error" if hit else "warning"
     loader_id = next((p.loader_id for p in run.processes if p.pid == top["pid"]), None)
     return [Finding("fd-leak", severity, title, detail, fix, evidence, loader_id=loader_id)]

@@ -531,6 +531,9 @@ def load_run(path: Path) -> RunData:
                 (str(p[0]), p[1]) for p in rec["top"] if isinstance(p, list) and len(p) == 2 and isinstance(p[1], int)
             ]
             processes[int(rec["pid"])].fd_targets = (float(rec["t"]), int(rec["n"]), top)
+            nofile = rec.get("nofile")
+            if isinstance(nofile, int) and not isinstance(nofile, bool):  # read again as the count climbed: a
+                processes[int(rec["pid"])].nofile = nofile  # worker_init_fn may have lowered it after the fork
         elif kind == SAMPLE_UNREAD:
             unread.setdefault(int(rec["pid"]), str(rec["error"]))
     for ev in events:

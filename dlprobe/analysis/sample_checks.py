@@ -187,6 +187,39 @@ def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], error_line: str, 
     return Finding("worker-error", "error", title, detail, fix, evidence, lo.loader_id)
 
 
+def iterable_error(
+    lo: LoaderRecord, evidence: dict[str, Any], error_line: str, exc_type: str, position: Any
+) -> Finding:
+    """worker-error for an IterableDataset: no index names the record, so none is loaded alone and none is blamed.
+    What can be checked is the worker's own share of the stream, replayed alone up to the position it failed at."""
+    worker_id = evidence.get("worker_id")
+    n = lo.num_workers
+    at = f" at position {position} of its stream" if isinstance(position, int) else ""
+    evidence.update({"sample_alone": SAMPLE_CHECK_UNVERIFIED, "stream_position": position,
+                     "sample_check_reason": "an IterableDataset has no index to load alone"})  # fmt: skip
+    evidence.pop("index", None)
+    share = f"worker {worker_id} of {n}" if n else f"worker {worker_id}"
+    title = (
+        f"{cut_line(error_line)} in worker {worker_id}{at} (loader {lo.loader_id}, an IterableDataset: no sample "
+        "index to check)"
+    )
+    detail = (
+        f"Worker {worker_id} raised {exc_type}{at}"
+        + (f" in {evidence['raised_in']}" if evidence.get("raised_in") else "")
+        + ". An IterableDataset yields records from its own iterator, so there is no index that names the record "
+        "and none was loaded again alone: dlprobe blames no sample. What can be checked is the worker's share: "
+        f"iterate the dataset as {share} (its shard) alone, without the other workers. If it fails at the same "
+        "place, the record there is bad; if it runs past it, the error comes from what the workers share or use "
+        f"up together: {_causes(error_line)}."
+    )
+    fix = (
+        f"Replay {share}'s share alone (num_workers=0 with the same sharding, or a loop over `iter(dataset)` with "
+        "`get_worker_info()` standing in for that worker) and see whether it fails at the same record. Open files, "
+        "archives and connections in `__iter__`, not in `__init__`, so each worker has its own."
+    )
+    return Finding("worker-error", "error", title, detail, fix, evidence, lo.loader_id)
+
+
 def sampler_out_of_range(
     lo: LoaderRecord, evidence: dict[str, Any], error_line: str, exc_type: str, length: int
 ) -> Finding:

@@ -10,7 +10,7 @@ from dlprobe.analysis.loop_timing import events_of, loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stack_causes import main_thread, native_wait
 from dlprobe.frames import is_remedy_file, is_user_file
-from dlprobe.rundir.schema import EV_FORK_STATE, EV_START, EV_STARTUP_PROFILE
+from dlprobe.rundir.schema import EV_FORK_HANDLES, EV_FORK_STATE, EV_START, EV_STARTUP_PROFILE
 
 SLOW_CONSTRUCT_S = 2.0  # the script's work before the loader existed (imports timed apart)
 SLOW_WORKER_START_S = 2.0  # iter() plus the first batch
@@ -395,8 +395,10 @@ def find_fork_hazard(run: RunData) -> list[Finding]:
         if (loader.start_method or "fork") != "fork":
             continue
         seen = hung_libraries(run, loader.loader_id)
+        handed = events_of(run, EV_FORK_HANDLES, loader.loader_id)
+        pools = [p for p in (handed[0].get("pools") or []) if isinstance(p, dict)] if handed else []
         for state in events_of(run, EV_FORK_STATE, loader.loader_id):
-            finding = _fork_finding(loader, state, seen)
+            finding = _fork_finding(loader, state, seen, pools)
             if finding is not None:
                 findings.append(finding)
                 break  # the first risky fork is enough evidence
@@ -424,10 +426,18 @@ def _native_names(state: dict[str, Any]) -> str:
     return ", ".join(f"{n} x{c}" if c > 1 else n for n, c in list(names.items())[:6])
 
 
-def _fork_finding(loader: LoaderRecord, state: dict[str, Any], seen: list[str] | None = None) -> Finding | None:
-    threads = state.get("python_threads") or []
+def _fork_finding(
+    loader: LoaderRecord,
+    state: dict[str, Any],
+    seen: list[str] | None = None,
+    pools: list[dict[str, Any]] | None = None,
+) -> Finding | None:
+    # Threads a dataset's object holds (a ThreadPoolExecutor in self.pool) are that object's: named by it below.
+    pooled = {name for p in pools or [] for name in p.get("threads") or []}
+    every_thread = state.get("python_threads") or []
+    threads = [t for t in every_thread if t.get("name") not in pooled]
     baseline = state.get("baseline") or {}
-    native = state.get("os_threads", 1) - 1 - len(threads)
+    native = state.get("os_threads", 1) - 1 - len(every_thread)
     native_before = baseline.get("os_threads", 1) - 1 - baseline.get("python_threads", 0) if baseline else 0
     # torch.distributed's own communication threads (gloo's loops, NCCL's watchdog) run in every rank of a job and
     # the workers never touch the process group: PyTorch's own DDP recipe forks workers next to them.
@@ -437,7 +447,7 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any], seen: list[str] |
     native_extra = max(0, native - native_before - comm)
     cuda = bool(state.get("cuda_initialized"))
     openmp_pool = native_extra > 0 and state.get("openmp") and (state.get("torch_threads") or 1) > 1
-    if not threads and not cuda and not native_extra:
+    if not threads and not cuda and not native_extra and not pools:
         return None
     # Only a thread caught running its own code, or one whose code takes a lock, is a risk; one parked in a wait or
     # a sleep is not.
@@ -445,6 +455,17 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any], seen: list[str] |
     running = [t for t in threads if t.get("state", "running") != "waiting"]
     waiting = [t for t in threads if t.get("state") == "waiting"]
     causes, fixes = [], []
+    for pool in (pools or [])[:3]:
+        attr, count = pool.get("attribute"), pool.get("count") or len(pool.get("threads") or [])
+        causes.append(
+            f"the dataset's `{attr}` ({pool.get('owner')}) holding {count} live thread(s) "
+            f"({', '.join(pool.get('threads') or [])}): each worker inherits `{attr}` without its threads, so work it "
+            "hands to them never runs"
+        )
+        fixes.append(
+            f"create `{attr}` in each worker, not in `__init__`: set `{attr} = None` there and create it on first use "
+            f"in `__getitem__` (`if {attr} is None:`) or in a worker_init_fn; or do the work without it in the workers"
+        )
     if running:
         names = ", ".join(
             t["name"]
@@ -492,7 +513,7 @@ def _fork_finding(loader: LoaderRecord, state: dict[str, Any], seen: list[str] |
     fixes.append(
         f"or {alternative}" if fixes else f"nothing for threads idle in a wait; if workers hang at start, {alternative}"
     )
-    severity = "warning" if running or cuda or seen else "info"
+    severity = "warning" if running or cuda or seen or pools else "info"
     return Finding(
         code="fork-hazard",
         severity=severity,

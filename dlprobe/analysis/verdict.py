@@ -27,6 +27,7 @@ DEATH_CODES = (
     "worker-killed",
     "shm-exhausted",
     "bad-sample",
+    "worker-error",
     "too-few-shards",
     "script-error",
     "script-killed",
@@ -94,6 +95,49 @@ def _start_failure_explains(cause: Finding, symptom: Finding) -> str | None:
     return None
 
 
+# A worker's error that is not the sample's (it loads alone, fails like every index, or was not checked).
+_NOT_THE_SAMPLE = ("loads", "fails-any", "unverified", None)
+_OUT_OF_DESCRIPTORS = re.compile(r"Too many open files|\[Errno 2[34]\]")
+
+
+def _shared_handle_explains(cause: Finding, symptom: Finding) -> str | None:
+    """A handle the workers share, tied to a worker's error, explains that error when the sample is not at fault."""
+    if cause.code != "shared-handle" or not cause.evidence.get("error_type") or not _same_loader(cause, symptom):
+        return None
+    if (
+        symptom.code == "worker-error"
+        and symptom.evidence.get("sample_alone") in _NOT_THE_SAMPLE
+        and symptom.evidence.get("exception") == cause.evidence.get("error_type")
+    ):
+        raised = str(symptom.evidence.get("error") or "").split(":", 1)[0].strip()  # zlib.error, not torch's `error`
+        name = raised if raised and " " not in raised else symptom.evidence.get("exception")
+        return f"the {name} of {_worker_name(symptom)} (worker-error)"
+    return None
+
+
+def _fd_leak_explains(cause: Finding, symptom: Finding) -> str | None:
+    """Descriptors that reached the limit explain every `Too many open files`, and the main process's EOFError (or
+    lost connection) as torch's next receive fails for want of a descriptor."""
+    if cause.code != "fd-leak":
+        return None
+    error = str(symptom.evidence.get("error") or symptom.evidence.get("message") or "")
+    leaking = [row.get("pid") for row in cause.evidence.get("leaking") or [] if isinstance(row, dict)]
+    hit = cause.evidence.get("hit_limit_pids") or []
+    if (
+        symptom.code == "worker-error"
+        and _OUT_OF_DESCRIPTORS.search(error)
+        and symptom.evidence.get("pid") in leaking + hit
+    ):
+        return f"the `Too many open files` of {_worker_name(symptom)} (worker-error)"
+    if not hit:
+        return None
+    if symptom.code == "script-error" and (
+        _OUT_OF_DESCRIPTORS.search(error) or symptom.evidence.get("type") in ("EOFError", "ConnectionResetError")
+    ):
+        return f"the script's {symptom.evidence.get('type') or 'exception'} (script-error)"
+    return None
+
+
 def _script_error_restates(cause: Finding, symptom: Finding) -> str | None:
     """The script's exception is torch re-raising what the cause already says (the worker's death, its exception)."""
     if symptom.code != "script-error" or cause.code not in _RESTATED_BY_SCRIPT_ERROR:
@@ -116,6 +160,8 @@ RULES: tuple[Callable[[Finding, Finding], str | None], ...] = (
     _shm_explains,
     _fork_explains,
     _start_failure_explains,
+    _shared_handle_explains,
+    _fd_leak_explains,
     _script_error_restates,
 )
 

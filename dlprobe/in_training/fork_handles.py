@@ -11,8 +11,10 @@ library state for all of them."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
+import types
 from typing import Any
 
 from dlprobe.rundir.schema import RUN_DIR_ENV
@@ -22,6 +24,10 @@ MAX_OBJECTS = 500
 MAX_DEPTH = 4
 MAX_ITEMS = 16  # items of a container looked into: handles sit in attributes, rarely deep in a big list
 MAX_HANDLES = 16
+MAX_MAPPED = 16
+MAPS_LINES_MAX = 20000  # /proc/self/maps lines read at most (a process has a few hundred to a few thousand)
+# Mapped files that are code or the system's, not data: shared libraries, Python's own files, the locale archive.
+_LIBRARY_MAP = re.compile(r"\.so(\.[\d.]+)?$|\.so\.|/python\d[\d.]*$|/locale/|locale-archive$|\.pyc$|/ld\.so\.cache$")
 NAME_ATTRIBUTES = ("filename", "name", "path", "_path", "file", "uri", "url", "database")
 _SKIP_PREFIXES = ("/dev/", "/proc/", "/sys/")
 _ACCESS = {os.O_RDONLY: "r", os.O_WRONLY: "w", os.O_RDWR: "rw"}
@@ -65,6 +71,43 @@ def _fdinfo(fd: int) -> dict[str, Any]:
         return {"pos": int(lines["pos"].strip()), "access": _ACCESS.get(flags & os.O_ACCMODE, "?")}
     except (OSError, KeyError, ValueError):
         return {}
+
+
+def _system_prefixes() -> tuple[str, ...]:
+    """Where the system's and Python's own files live: their mappings are not the dataset's data."""
+    own = {os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p}
+    return (*_SKIP_PREFIXES, "/usr/lib/", "/lib/", "/lib64/", "/usr/lib64/", "/usr/share/", *sorted(own))
+
+
+def _mapped_files() -> dict[str, dict[str, Any]]:
+    """Data files mapped into this process (np.memmap, Arrow's memory-mapped tables, mmap.mmap on a file): every
+    file-backed mapping of /proc/self/maps but libraries, Python's own files, the kernel's and the run directory."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            lines = [line for _, line in zip(range(MAPS_LINES_MAX), f, strict=False)]
+    except OSError:
+        return found
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith("/"):
+            continue
+        path = parts[5].rstrip("\n")
+        if path.endswith(" (deleted)") or _LIBRARY_MAP.search(path) or path.startswith(_system_prefixes()):
+            continue
+        if run_dir and path.startswith(os.path.join(run_dir, "")):
+            continue
+        try:
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+        except ValueError:  # noqa: S112 - a line of another shape maps nothing we can size
+            continue
+        perms = parts[1]
+        entry = found.setdefault(path, {"path": path, "kib": 0, "shared": False, "writable": False})
+        entry["kib"] += (end - start) // 1024
+        entry["shared"] = entry["shared"] or perms[3:4] == "s"
+        entry["writable"] = entry["writable"] or perms[1:2] == "w"
+    return found
 
 
 def _is_leaf(obj: Any) -> bool:
@@ -156,27 +199,113 @@ def dataset_handles(dataset: Any) -> dict[str, Any]:
     sockets that objects reachable from the dataset hold, the library's object first where a file object and the
     library's both hold one."""
     descriptors = _open_descriptors()
+    mapped = _mapped_files()
     handles: list[dict[str, Any]] = []
-    if descriptors:
-        seen: set[int] = set()
-        queue: list[tuple[str, Any, int]] = [("self", dataset, 0)]
-        while queue and len(seen) < MAX_OBJECTS:
-            path, obj, depth = queue.pop(0)
-            if id(obj) in seen or _is_leaf(obj):
-                continue
-            seen.add(id(obj))
-            if depth > 0:
-                held = _held(obj, descriptors)
-                handles.extend({**descriptors[fd], "attribute": path, "owner": owner_of(obj)} for fd in held)
-            if depth < MAX_DEPTH:
-                queue.extend((path + suffix, child, depth + 1) for suffix, child in _children(obj))
+    named_paths: list[tuple[str, str, Any, str]] = []  # (a path string the dataset holds, where, its holder's, where)
+    threads: list[tuple[str, str]] = []  # (where, name) of live threads the dataset's objects hold: a pool's workers
+    tops: dict[str, Any] = {}  # the dataset's own attributes, by path: the owner a thread found under one is named by
+    # Always walked (bounded): a pool's threads need no descriptor to be found.
+    seen: set[int] = set()
+    queue: list[tuple[str, Any, int, Any, str]] = [("self", dataset, 0, None, "")]
+    while queue and len(seen) < MAX_OBJECTS:
+        path, obj, depth, parent, parent_path = queue.pop(0)
+        if isinstance(obj, str) and obj.startswith("/") and parent is not None:
+            named_paths.append((obj, path, parent, parent_path))
+        if _is_memmap(obj) and isinstance(getattr(obj, "filename", None), (str, os.PathLike)):
+            _claim_mapping(mapped, os.fspath(obj.filename), path, obj)
+        if id(obj) in seen or _is_leaf(obj):
+            continue
+        seen.add(id(obj))
+        if depth == 1:
+            tops[path] = obj
+        if _is_live_thread(obj):
+            threads.append((path, str(getattr(obj, "name", "?"))))
+            continue
+        if depth > 0:
+            held = _held(obj, descriptors)
+            how = "fileno" if _fileno(obj) is not None else "name"
+            handles.extend({**descriptors[fd], "attribute": path, "owner": owner_of(obj), "held_by": how}
+                           for fd in held)  # fmt: skip
+            for name in _names(obj):
+                _claim_mapping(mapped, name, path, obj)
+        if depth < MAX_DEPTH:
+            queue.extend((path + suffix, child, depth + 1, obj, path) for suffix, child in _children(obj))
     handles = [h for h in handles if not _inside_another(h, handles)]
+    handles.extend(_unclaimed(descriptors, handles, named_paths))
     handles.sort(key=lambda h: (h["owner"].startswith(("_io.", "io.")), h["fd"]))
     try:
         total = len(os.listdir("/proc/self/fd"))
     except OSError:
         total = None
-    return {"fds": total, "handles": handles[:MAX_HANDLES]}
+    shown = sorted(mapped.values(), key=lambda m: ("attribute" not in m, -m["kib"]))[:MAX_MAPPED]
+    return {"fds": total, "handles": handles[:MAX_HANDLES], "mapped": shown, "pools": _pools(threads, tops)}
+
+
+def _is_live_thread(obj: Any) -> bool:
+    threading = sys.modules.get("threading")
+    return threading is not None and isinstance(obj, threading.Thread) and obj.is_alive()
+
+
+def _pools(threads: list[tuple[str, str]], tops: dict[str, Any]) -> list[dict[str, Any]]:
+    """The dataset's attributes that hold live threads (a ThreadPoolExecutor's workers, a prefetcher's thread): a
+    forked worker inherits the object but none of its threads, so work handed to them there never runs."""
+    grouped: dict[str, list[str]] = {}
+    for where, name in threads:
+        top = re.match(r"self(\.[A-Za-z_]\w*|\[[^\]]*\])", where)
+        grouped.setdefault(top.group(0) if top else where, []).append(name)
+    pools = []
+    for attribute, names in list(grouped.items())[:MAX_HANDLES]:
+        owner = owner_of(tops[attribute]) if attribute in tops else "threading.Thread"
+        pools.append({"attribute": attribute, "owner": owner, "threads": names[:8], "count": len(names)})
+    return pools
+
+
+def _is_memmap(obj: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, np.memmap)
+
+
+def _claim_mapping(mapped: dict[str, dict[str, Any]], name: str, attribute: str, obj: Any) -> None:
+    """The object names a mapped file: it holds that mapping (the first, shortest path to it wins)."""
+    entry = (mapped.get(name) or mapped.get(os.path.realpath(name))) if name.startswith("/") else None
+    if entry is not None and "attribute" not in entry:
+        entry.update({"attribute": attribute, "owner": owner_of(obj)})
+
+
+def _unclaimed(
+    descriptors: dict[int, dict[str, Any]], handles: list[dict[str, Any]], named_paths: list[tuple[str, str, Any, str]]
+) -> list[dict[str, Any]]:
+    """Descriptors to a file the dataset names by path, that no object claims by fileno() or a name (a sqlite3
+    connection, a C library's handle): held by the library objects beside that path, on the same holder."""
+    claimed = {h["fd"] for h in handles}
+    out: list[dict[str, Any]] = []
+    for fd, d in descriptors.items():
+        if fd in claimed or d["kind"] != "file":
+            continue
+        for value, _where, holder, holder_path in named_paths:
+            if value != d["target"]:  # the very file: a folder the dataset names holds many a file of others'
+                continue
+            # A descriptor the process opened for itself, beside a dataset that only names the file, is not the
+            # dataset's: only a library object beside the path may hold it.
+            siblings = [(f"{holder_path}{k}", v) for k, v in _children(holder) if _library_object(v)]
+            out.extend({**d, "attribute": attribute, "owner": owner_of(obj), "held_by": "path"}
+                       for attribute, obj in siblings)  # fmt: skip
+            if siblings:
+                break
+    return out
+
+
+def _library_object(obj: Any) -> bool:
+    """An opaque object of a library's own, implemented in C (no `__dict__`: sqlite3.Connection, a database client's
+    handle), that may hold a descriptor out of sight: not data, not a container, not a function."""
+    plain = (str, bytes, bytearray, int, float, bool, complex, type(None), type, dict, list, tuple, set, frozenset,
+             types.FunctionType, types.MethodType, types.BuiltinFunctionType)  # fmt: skip
+    if isinstance(obj, plain):
+        return False
+    if isinstance(getattr(obj, "__dict__", None), dict):  # a Python object is walked into, its handles found there
+        return False
+    module = type(obj).__module__.split(".", 1)[0]
+    return module not in ("builtins", "_io", "io", "torch", "numpy", "pathlib", "collections", "__main__")
 
 
 def _inside_another(handle: dict[str, Any], handles: list[dict[str, Any]]) -> bool:

@@ -464,7 +464,7 @@ def _emit_fork_handles(loader: Any, loader_id: int, epoch: int) -> None:
     except Exception as exc:  # an exotic dataset must never break the user's training
         probe_errors.record("hooks.fork_handles", exc, "the descriptors the dataset hands its workers are not known")
         return
-    if found["handles"]:
+    if found["handles"] or found["mapped"] or found["pools"]:
         _emit(EV_FORK_HANDLES, loader=loader_id, epoch=epoch, **found)
 
 
@@ -646,6 +646,9 @@ def _probed_next(self: Any, probe: LoaderProbe, original_next: Any) -> Any:
         probe.end_epoch()  # a loop still timed goes on timing in its next pass (new_pass)
         raise
     except BaseException as exc:
+        # The batch will not come: the loop is out of its wait while the probe checks the sample (up to its limit),
+        # so the hang watch never reads the probe's own check as a stalled loop (and --on-hang stop never ends it).
+        inflight.loop_outside(probe.loader_id, probe.batches)
         probe.record_error(exc, self)
         raise
     finally:

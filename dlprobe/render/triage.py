@@ -76,6 +76,8 @@ def _machine(result: dict[str, Any]) -> Text:
         soft, hard = machine["nofile"]
         parts.append(f"open files {soft} (hard {hard})")
     text.append("; ".join(parts))
+    # Read where triage runs, not from the log: the job's machine, container or limits may differ.
+    text.append(" (read here, not from the log: the job's own only if it ran on this machine)", style="dim")
     return text
 
 

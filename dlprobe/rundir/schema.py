@@ -208,7 +208,8 @@ SAMPLE_READING = "s"  # one round of readings (per process and for the system)
 SAMPLE_GONE = "gone"  # a process ended
 SAMPLE_UNREAD = "unread"  # a process whose memory (smaps_rollup) could not be read: pid, t, error (once per process)
 SAMPLE_THREAD = "thread"  # a worker thread (worker_method="thread") seen for the first time: pid, tid, comm
-SAMPLE_FD_TARGETS = "fdt"  # what a process's descriptors point to, read when its count climbed: pid, t, n, top
+SAMPLE_FD_TARGETS = "fdt"  # what a process's descriptors point to, read when its count climbed: pid, t, n, top,
+# nofile (its RLIMIT_NOFILE read again then)
 # Fields of a process's reading besides its memory (rss, uss, ... in bytes): CPU seconds it has used (utime+stime,
 # /proc/PID/stat) and seconds it has waited for a core (/proc/PID/schedstat), both cumulative since it started;
 # absent where they could not be read (runs recorded before dlprobe read them too).
@@ -532,6 +533,16 @@ class ForkHandle(TypedDict, total=False):
     access: str  # r | w | rw
     attribute: str  # the path from the dataset to the object holding it: self.h5, self.dataset.env
     owner: str  # the object's module and class: h5py._hl.files.File, lmdb.Environment
+    held_by: str  # how the object was tied to it: fileno | name | path (a path the dataset names, no fileno)
+
+
+class ForkMapping(TypedDict, total=False):
+    path: str  # a data file (not a library) mapped into the parent as the workers fork
+    kib: int  # mapped, all its mappings together
+    shared: bool  # MAP_SHARED somewhere (writes reach the file and every worker)
+    writable: bool
+    attribute: str  # the object holding it, where one names the file (np.memmap's filename, an Arrow table's path)
+    owner: str
 
 
 class PickleCheck(TypedDict, total=False):
@@ -594,6 +605,8 @@ class ForkHandlesEvent(Event, total=False):
     epoch: int
     fds: int | None
     handles: list[ForkHandle]
+    mapped: list[ForkMapping]
+    pools: list[dict[str, Any]]  # attribute, owner, threads (names), count: live threads the dataset's objects hold
 
 
 class ProfileStack(TypedDict, total=False):

@@ -237,7 +237,9 @@ class Sampler:
         self.next_fds = now + max(FD_EVERY_S, len(pids) * self.fd_cost_s / FD_SHARE)
         for pid, count in counts.items():
             first = self.first_fds.setdefault(pid, count)
-            if count >= first + FD_CLIMB and count >= 2 * self.fds_at_targets.get(pid, first):
+            # The first climb is read at once (a worker at its limit may live a second more), then each doubling.
+            read_at = self.fds_at_targets.get(pid)
+            if count >= first + FD_CLIMB and (read_at is None or count >= 2 * read_at):
                 self._fd_targets(now, pid, count)
         return counts
 
@@ -246,8 +248,9 @@ class Sampler:
         if top is None:
             return
         self.fds_at_targets[pid] = count
+        # The limit is read again with them: a worker_init_fn (or the dataset) may have set its own after the fork.
         self._write({"k": SAMPLE_FD_TARGETS, "pid": pid, "t": round(now, 3), "n": count,
-                     "top": [[pattern, n] for pattern, n in top]})  # fmt: skip
+                     "top": [[pattern, n] for pattern, n in top], "nofile": procfds.nofile_limit(pid)})  # fmt: skip
 
     def _thread_readings(self) -> dict[str, dict[str, float | None]]:
         readings: dict[str, dict[str, float | None]] = {}

@@ -227,6 +227,10 @@ class _Scanner:
             frame = block.user_frame()
             if frame is not None:
                 wrapper.fields["frame"] = f"{frame.file}:{frame.line} in {frame.func}"
+            called = block.frames.index(frame) + 1 if frame is not None else len(block.frames)
+            if called < len(block.frames):  # the library call the user's frame made, where it was raised (np.load)
+                lib = block.frames[called]
+                wrapper.fields["raised_in"] = f"{lib.file}:{lib.line} in {lib.func}"
         if not block.original and block.frames and block.frames[0].func == "<module>":
             first = block.frames[0]
             if not first.is_library:

@@ -99,19 +99,7 @@ def special_candidates(scan: LogScan, machine: MachineFacts) -> list[Candidate]:
             CONFIRMED, worker_ids=_worker_ids(wrappers), message=m.text, line=m.line)))  # fmt: skip
     files = scan.of("S6", "S7", "errno24")
     if files:
-        m = first(files)
-        nofile = machine.nofile
-        limit = f" The open-file limit here is {nofile[0]} (hard {nofile[1]})." if nofile else ""
-        out.append(Candidate(S.TOO_MANY_OPEN_FILES, m.line, make_finding(
-            "too-many-open-files", "The process ran out of file descriptors receiving batches from the workers",
-            "With the default `file_descriptor` sharing strategy every tensor received from a worker holds an open "
-            "file descriptor until it is freed; keeping batches alive (a list of batches, a cache) or many small "
-            "tensors per sample exhausts the limit." + limit,
-            "don't keep batches (`.item()`, `.clone()` or `.numpy()` what you keep), pack a sample's tensors into "
-            "one, raise the limit (`ulimit -n 65536`), or call `torch.multiprocessing.set_sharing_strategy("
-            "'file_system')` at the start.",
-            CONFIRMED, message=m.text, line=m.line, nofile_soft=nofile[0] if nofile else None,
-            nofile_hard=nofile[1] if nofile else None)))  # fmt: skip
+        out.append(_open_files_candidate(scan, machine, files))
     pickles = scan.of("pickle")
     if pickles:
         m = first(pickles)
@@ -146,6 +134,56 @@ def special_candidates(scan: LogScan, machine: MachineFacts) -> list[Candidate]:
             "persistent loaders, or upgrade torch.",
             LIKELY, message=m.text, line=m.line)))  # fmt: skip
     return out
+
+
+def _nofile_here(machine: MachineFacts) -> str:
+    """This machine's open-file limit, said to be this machine's: the log does not say the job's."""
+    nofile = machine.nofile
+    if not nofile:
+        return " The log does not say the job's open-file limit, and this machine's was not read."
+    return (f" The log does not say the job's open-file limit; on this machine (where triage runs, not necessarily "
+            f"where the job ran) it is {nofile[0]} (hard {nofile[1]}).")  # fmt: skip
+
+
+def _open_files_candidate(scan: LogScan, machine: MachineFacts, files: list[Match]) -> Candidate:
+    """`Too many open files`, attributed to the process whose traceback raised it: a worker's own code (its
+    `Original Traceback`: a dataset opening files it never closes), or the main process receiving batches (torch's
+    descriptor-passing of tensors)."""
+    m = first(files)
+    nofile = machine.nofile
+    limits = {"nofile_soft": nofile[0] if nofile else None, "nofile_hard": nofile[1] if nofile else None,
+              "nofile_read_from": "this machine" if nofile else None}  # fmt: skip
+    in_workers = [w for w in _wrappers_for(scan, ("errno24",)) if "worker_id" in w.fields]
+    if in_workers and not scan.of("S6", "S7"):
+        w = first(in_workers)
+        ids = _worker_ids(in_workers)
+        frame, raised_in = w.fields.get("frame"), w.fields.get("raised_in")
+        where = (f" at {frame}" if frame else "") + (f" (raised in {raised_in})" if raised_in else "")
+        who = f"DataLoader worker{'s' if len(ids) > 1 else ''} {', '.join(str(i) for i in ids)}"
+        return Candidate(S.TOO_MANY_OPEN_FILES, w.line, make_finding(
+            "too-many-open-files", f"{who} ran out of file descriptors in the dataset's own code"
+            + (f" ({frame.rsplit('/', 1)[-1]})" if frame else ""),
+            f"`{w.fields.get('original_exception') or 'OSError'}: {w.fields.get('original_message')}` was raised "
+            f"inside {who}{where} and re-raised in the main process: the worker's own descriptors ran out while it "
+            "opened a file, so it is the worker's open files that pile up (a file opened per sample or shard and "
+            "never closed, handles kept on `self`), not the tensors the main process receives. Every sample there "
+            "most likely loads alone." + _nofile_here(machine),
+            "close what `__getitem__` (or the code it calls) opens: `with open(path, 'rb') as f:` (np.load, "
+            "tarfile.open, PIL's Image.open accept a file object or close with a `with` block), or keep at most one "
+            "handle per file in a bounded cache that closes what it evicts. `dlprobe run` (below) counts each "
+            "worker's open descriptors through the run and names what they point to. Raising the limit only delays "
+            "it.",
+            CONFIRMED, cause="worker-descriptors", worker_ids=ids, frame=frame, raised_in=raised_in,
+            message=w.fields.get("original_message"), line=w.line, **limits))  # fmt: skip
+    return Candidate(S.TOO_MANY_OPEN_FILES, m.line, make_finding(
+        "too-many-open-files", "The main process ran out of file descriptors receiving batches from the workers",
+        "With the default `file_descriptor` sharing strategy every tensor received from a worker holds an open "
+        "file descriptor until it is freed; keeping batches alive (a list of batches, a cache) or many small "
+        "tensors per sample exhausts the limit." + _nofile_here(machine),
+        "don't keep batches (`.item()`, `.clone()` or `.numpy()` what you keep), pack a sample's tensors into "
+        "one, raise the limit (`ulimit -n 65536`), or call `torch.multiprocessing.set_sharing_strategy("
+        "'file_system')` at the start.",
+        CONFIRMED, cause="main-receiving", message=m.text, line=m.line, **limits))  # fmt: skip
 
 
 _IMAGE_ERRORS = ("image file is truncated", "cannot identify image file", "decoder error")

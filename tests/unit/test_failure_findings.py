@@ -337,3 +337,13 @@ def test_workers_that_have_not_started_are_named_starting_not_a_lost_batch():
     # One worker in its loop (idle) is enough to say the workers started: then the batch is lost.
     run.hangs = [hang_record([main_proc(), starting_worker(11, 0), idle_worker()])]
     assert find_hangs(run)[0].evidence["cause"] == "queue-wait"
+
+
+def test_an_iterable_datasets_error_blames_no_record_and_says_what_can_be_checked():
+    run = _dead_run(_error(_caught("ValueError: record 250 has a negative length")))
+    run.inflight = {11: {**slot(11, 0, "getitem", [62, 63], 62), "kind": "iterable"}}
+    [finding] = find_worker_deaths(run)
+    assert finding.code == "worker-error" and "index" not in finding.evidence
+    assert finding.evidence["stream_position"] == 62 and finding.evidence["sample_alone"] == "unverified"
+    assert "no sample index to check" in finding.title and "blames no sample" in finding.detail
+    assert "worker 0 of 2" in finding.detail and "Replay worker 0 of 2's share alone" in finding.fix

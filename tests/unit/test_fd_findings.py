@@ -59,3 +59,40 @@ def test_the_reader_counts_this_process_and_folds_numbers_in_targets():
     assert procfds.nofile_limit(os.getpid()) == (None if soft == resource.RLIM_INFINITY else soft)
     assert procfds.target_pattern("/tmp/tmpa8b/00012/shard_3.npy") == "/tmp/tmpa8b/*/shard_*.npy"
     assert procfds.target_pattern("socket:[991]") == "socket"
+
+
+def test_the_leak_names_the_files_and_the_frame_that_opens_them():
+    leaking = _worker(11, 0, [20, 60, 100, 140, 180])
+    leaking.fd_targets = (103.0, 140, [("/data/shard-*.tar", 120), ("pipe", 8)])
+    lo = loader()
+    lo.errors = [{"type": "OSError", "message": "Caught OSError in DataLoader worker process 0.\nOriginal Traceback "
+                  '(most recent call last):\n  File "/home/u/train.py", line 28, in __getitem__\n    archive = '
+                  'tarfile.open(path)\n  File "/usr/lib/python3.11/tarfile.py", line 1794, in open\n'
+                  "OSError: [Errno 24] Too many open files: '/data/shard-023.tar'"}]  # fmt: skip
+    [finding] = find_fd_leak(run([lo], [leaking]))
+    assert finding.title.endswith("most point to /data/shard-*.tar")
+    assert finding.evidence["opened_at"] == "__getitem__ (train.py:28)"
+    assert "opening one more at __getitem__ (train.py:28)" in finding.detail
+    assert finding.fix.startswith("At __getitem__ (train.py:28): close what")
+
+
+def test_a_leaking_worker_read_at_its_limit_reached_it_though_no_error_line_was_kept():
+    leaking = _worker(11, 0, [12, 40, 80, 127], nofile=128)  # worker_init_fn set 128; stderr was a pipe: not kept
+    [finding] = find_fd_leak(run([loader()], [leaking]))
+    assert finding.severity == "error" and finding.evidence["hit_limit_pids"] == [11]
+    assert "reached its limit of 128 open files (RLIMIT_NOFILE)" in finding.title
+    assert "Too many open files` was raised" not in finding.title and "torch's EOFError" in finding.detail
+
+
+def test_two_readings_are_enough_for_a_worker_that_climbed_to_its_limit_between_them():
+    fast = _worker(11, 0, [76, 127], nofile=128)  # it lived a second: read twice, 51 more (under FD_LEAK_MIN)
+    [finding] = find_fd_leak(run([loader()], [fast]))
+    assert finding.evidence["hit_limit_pids"] == [11] and finding.severity == "error"
+    assert find_fd_leak(run([loader()], [_worker(11, 0, [76, 127], nofile=20_000)])) == []  # far from it: too few
+
+
+def test_a_leak_too_quick_for_its_targets_names_the_file_the_refused_open_named():
+    data = run([loader()], [_worker(11, 0, [76, 127], nofile=128)])
+    data.stderr_tail = "OSError: [Errno 24] Too many open files: '/data/shard-023.tar'"
+    [finding] = find_fd_leak(data)
+    assert finding.title.endswith("it was opening /data/shard-023.tar when refused")

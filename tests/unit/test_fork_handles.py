@@ -98,3 +98,63 @@ def test_attributes_a_proxy_makes_up_are_never_asked_for():
 
     assert dataset_handles(Holder(client=Proxy()))["handles"] == []
     assert asked == []
+
+
+def test_a_worker_error_whose_index_loads_alone_is_tied_to_the_shared_handle_and_cites_the_check():
+    error = {"type": "ValueError", "message": "Caught ValueError in DataLoader worker process 1.\nOriginal Traceback"
+             " ...\nValueError: reply for sample 80, asked for 32"}  # fmt: skip
+    shared = _run([error])
+    assert find_shared_handles(shared)[0].severity == "info"  # nothing in the error names the handle
+    shared.events.append({"ev": "sample_check", "loader": 0, "index": 32, "exception": "ValueError",
+                          "outcome": "loads"})  # fmt: skip
+    [warning] = find_shared_handles(shared)
+    assert warning.severity == "warning" and warning.evidence["tied_index"] == 32
+    assert warning.evidence["tied_index_alone"] == "loads"
+    assert "dataset[32], the index it failed on, loads when dlprobe loads it again alone" in warning.detail
+
+
+def test_a_library_handle_without_fileno_is_found_beside_the_path_and_a_memmap_by_its_mapping(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "rows.db"
+    sqlite3.connect(db).close()
+    np.save(tmp_path / "arr.npy", np.arange(50_000.0))
+    conn = sqlite3.connect(db)  # holds the database's descriptor, with no fileno() nor a file name to ask
+    conn.execute("select 1").fetchall()
+    try:
+        found = dataset_handles(Holder(path=str(db), db=conn, arr=np.load(tmp_path / "arr.npy", mmap_mode="r")))
+    finally:
+        conn.close()
+    [handle] = found["handles"]
+    assert (handle["attribute"], handle["owner"], handle["held_by"]) == ("self.db", "sqlite3.Connection", "path")
+    [mapped] = [m for m in found["mapped"] if m["path"] == str(tmp_path / "arr.npy")]
+    assert mapped["attribute"] == "self.arr" and mapped["owner"] == "numpy.memmap" and not mapped["writable"]
+    assert not any(m["path"].endswith(".so") for m in found["mapped"])
+
+
+def test_a_mapped_file_is_a_suspect_only_where_a_workers_error_names_it():
+    mapping = {"path": "/data/tokens.bin", "kib": 4096, "shared": True, "writable": True, "attribute": "self.tokens",
+               "owner": "numpy.memmap"}  # fmt: skip
+    lo = loader(num_workers=2)
+    quiet = run([lo], [], events=[{"ev": EV_FORK_HANDLES, "t": 1.0, "pid": 1, "loader": 0, "epoch": 0, "fds": 9,
+                                   "handles": [], "mapped": [mapping]}])  # fmt: skip
+    assert find_shared_handles(quiet) == []
+    lo.errors = [{"type": "ValueError", "message": "Caught ValueError in DataLoader worker process 1.\nOriginal "
+                  "Traceback ...\n    x = self.tokens[i]\nValueError: cannot reshape array"}]  # fmt: skip
+    [finding] = find_shared_handles(quiet)
+    assert finding.severity == "warning" and finding.evidence["attributes"] == ["self.tokens"]
+    assert "memory-mapped /data/tokens.bin" in finding.detail
+
+
+def test_a_python_object_beside_the_path_is_not_taken_for_the_holder_of_a_descriptor_opened_elsewhere(tmp_path):
+    class Resize:  # a transform: a Python object of a library's, callable, holding no descriptor
+        size = 32
+
+        def __call__(self, x):
+            return x
+
+    (tmp_path / "index.csv").write_text("a,b\n")
+    with open(tmp_path / "index.csv") as unrelated:  # the script's own open file, that the dataset names by path
+        assert unrelated.fileno() > 2
+        found = dataset_handles(Holder(path=str(tmp_path / "index.csv"), transform=Resize()))
+    assert found["handles"] == []

@@ -203,6 +203,39 @@ def test_fork_hazard_names_the_library_a_hung_worker_waits_in_instead_of_guessin
     assert seen.fix.startswith("keep tokenizers out of the parent before the workers fork")
 
 
+def test_fork_hazard_names_the_dataset_attribute_whose_pool_threads_the_workers_lose():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dlprobe.analysis.startup_findings import find_fork_hazard
+    from dlprobe.in_training.fork_handles import dataset_handles
+    from dlprobe.rundir.schema import EV_FORK_HANDLES, EV_FORK_STATE
+    from tests.unit import fakes
+
+    class Pooled:
+        def __init__(self):
+            self.pool = ThreadPoolExecutor(max_workers=1)
+            self.pool.submit(int).result()  # its one thread starts in the parent
+
+    dataset = Pooled()
+    try:
+        found = dataset_handles(dataset)
+    finally:
+        dataset.pool.shutdown()
+    [pool] = found["pools"]
+    assert pool["attribute"] == "self.pool" and pool["owner"] == "concurrent.futures.thread.ThreadPoolExecutor"
+    name = pool["threads"][0]
+    state = {"ev": EV_FORK_STATE, "t": 1.0, "pid": 1, "loader": 0, "epoch": 0, "os_threads": 2,
+             "os_thread_names": {"python": 2}, "python_threads": [{"name": name, "state": "waiting"}],
+             "baseline": {"os_threads": 1, "python_threads": 0}, "torch_threads": 1, "openmp": False,
+             "cuda_initialized": False}  # fmt: skip
+    handed = {"ev": EV_FORK_HANDLES, "t": 1.0, "pid": 1, "loader": 0, "epoch": 0, "fds": 5, "handles": [],
+              "mapped": [], "pools": found["pools"]}  # fmt: skip
+    [finding] = find_fork_hazard(fakes.run([fakes.loader()], [], events=[state, handed]))
+    assert finding.severity == "warning" and "the dataset's `self.pool` (concurrent.futures" in finding.title
+    assert "idle in a wait" not in finding.title and "native thread" not in finding.title
+    assert finding.fix.startswith("create `self.pool` in each worker, not in `__init__`")
+
+
 # --- severity that means the same on every machine, and advice in the user's own code -------------------------------
 
 RANDRANGE = ["/usr/lib/python3.11/random.py", "Random.randrange", 284]

@@ -274,3 +274,29 @@ def test_without_line_prefixes_torchruns_root_cause_names_the_rank_not_its_other
 def test_a_log_of_one_process_names_no_rank():
     findings = diagnose(scan_of(killed(6565)), machine(parse_oom_lines(DMESG, boot_time=BOOT)), NOW)
     assert "rank" not in findings[0].evidence and "rank" not in findings[0].title
+
+
+WORKER_EMFILE = (
+    TRACEBACK + '  File "/usr/lib/python3/site-packages/torch/_utils.py", line 794, in reraise\n    raise exception\n'
+    "OSError: Caught OSError in DataLoader worker process 1.\n"
+    "Original Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3/site-packages/torch/utils/data/_utils/fetch.py", line 54, in fetch\n'
+    '  File "/home/u/data.py", line 29, in __getitem__\n'
+    "    return torch.from_numpy(np.load(f))\n"
+    '  File "/usr/lib/python3/site-packages/numpy/lib/_npyio_impl.py", line 483, in load\n'
+    '  File "/usr/lib/python3/site-packages/numpy/lib/_format_impl.py", line 847, in read_array\n'
+    "OSError: [Errno 24] Too many open files\n"
+)
+
+
+def test_too_many_open_files_in_a_worker_is_the_workers_own_files_not_torchs_sharing():
+    [finding] = [f for f in diagnose(scan_of(WORKER_EMFILE), machine(nofile=(256, 4096)), NOW)
+                 if f.code == "too-many-open-files"]  # fmt: skip
+    assert finding.evidence["cause"] == "worker-descriptors" and finding.evidence["worker_ids"] == [1]
+    assert finding.evidence["frame"] == "/home/u/data.py:29 in __getitem__"
+    assert finding.evidence["raised_in"].endswith("_npyio_impl.py:483 in load")
+    assert "worker 1" in finding.title and "main process" not in finding.title
+    assert "sharing_strategy" not in finding.fix and "file_descriptor" not in finding.detail
+    # The limit quoted is this machine's, said to be: the log does not give the job's.
+    assert finding.evidence["nofile_read_from"] == "this machine"
+    assert "on this machine (where triage runs, not necessarily where the job ran) it is 256" in finding.detail

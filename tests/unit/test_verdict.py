@@ -130,3 +130,25 @@ def test_the_training_process_killed_by_the_oom_killer_is_a_death_the_memory_cau
     ordered, verdict = judge([_finding("cow-growth", "warning"), death])
     assert verdict is not None and verdict["code"] == "cow-growth" and verdict["severity"] == "error"
     assert ordered[1].code == "script-killed" and ordered[1].explained_by == "cow-growth"
+
+
+def test_a_shared_handle_leads_the_worker_error_whose_sample_loads_alone_and_a_bad_sample_stays_its_own():
+    error = _finding("worker-error", "error", {"exception": "BadZipFile", "sample_alone": "loads", "worker_id": 0})
+    shared = _finding("shared-handle", "warning", {"error_type": "BadZipFile"})
+    ordered, verdict = judge([error, shared])
+    assert [(f.code, f.explained_by) for f in ordered] == [("shared-handle", None), ("worker-error", "shared-handle")]
+    assert verdict is not None and verdict["code"] == "shared-handle"
+    # a sample that fails alone is the sample's, whatever the dataset holds
+    bad = _finding("bad-sample", "error", {"exception": "BadZipFile", "sample_alone": "fails", "worker_id": 0})
+    assert judge([bad, shared])[1]["code"] == "bad-sample"  # type: ignore[index]
+
+
+def test_descriptors_at_their_limit_lead_the_main_processs_eof_error_and_the_workers_too_many_open_files():
+    leak = _finding("fd-leak", "error", {"hit_limit_pids": [7]})
+    eof = _finding("script-error", "error", {"type": "EOFError", "message": ""}, loader_id=None)
+    emfile = _finding("worker-error", "error", {"error": "OSError: [Errno 24] Too many open files", "worker_id": 1,
+                                               "pid": 7})  # fmt: skip
+    ordered, verdict = judge([eof, emfile, leak])
+    assert [(f.code, f.explained_by) for f in ordered][0] == ("fd-leak", None)
+    assert {f.code: f.explained_by for f in ordered[1:]} == {"script-error": "fd-leak", "worker-error": "fd-leak"}
+    assert verdict is not None and verdict["code"] == "fd-leak"
