@@ -520,8 +520,10 @@ def _record_unpicklable(loader: Any, loader_id: int, exc: BaseException) -> None
 def _emit_start_readiness(loader: Any, loader_id: int) -> None:
     """Once per loader, before its first workers start: what forkserver and spawn would make of it (bounded; nothing
     is changed). Not in a multiprocessing child."""
-    if not loader.num_workers or getattr(loader, "worker_method", None) == "thread" or os.environ.get(TAKEOVER_ENV):
+    if not loader.num_workers or getattr(loader, "worker_method", None) == "thread" or _taking_over:
         return  # scan and tune (a take-over) build loaders of their own, trial after trial: none is reported on
+    if os.environ.get(TAKEOVER_ENV):
+        return  # the loader about to be taken over
     try:
         import multiprocessing
 
@@ -755,6 +757,7 @@ def patch_dataloader(module: ModuleType) -> None:
 _deferred: LoopClock | None = None  # the loop being timed before its loader is taken over
 _loop_timed: dict[str, Any] | None = None  # what it timed (loop_clock.LoopClock.summary), once taken over
 _ended_with: int | None = None  # the exit status a take-over ended the script with (raised again if it was caught)
+_taking_over = False  # a take-over function (tune's trials, scan) runs: its loaders are its own, not the script's
 
 
 def _maybe_take_over(loader: Any, loader_id: int) -> None:
@@ -837,12 +840,15 @@ def _take_over(loader: Any, loader_id: int) -> None:
     flush_all()
     # The take-over runs inside this loader's probed __iter__, and it builds and iterates loaders of its own (tune's
     # trials): those must be probed like any other, so the re-entry guard is lifted while it runs.
+    global _taking_over
     outer = getattr(_inside, "iter", False), getattr(_inside, "next", False)
     _inside.iter = _inside.next = False
+    _taking_over = True
     try:
         code = function(loader)
     finally:
         _inside.iter, _inside.next = outer
+        _taking_over = False
     if code is None:  # the function let the script go on (scan: past Lightning's sanity check to the next loader)
         return
     _ended_with = int(code)

@@ -679,7 +679,7 @@ class TrialSpecFields(TypedDict, total=False):
     pin_memory: bool
     stage: str  # workers | prefetch | pin
     predicted_samples_per_s: float | None  # the search's prediction before the trial ran
-    search_reason: str
+    search_reason: str | None  # None where no search step chose it (a trial measured again, a later stage)
 
 
 class TrialResultFields(TrialSpecFields, total=False):

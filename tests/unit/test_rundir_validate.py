@@ -98,6 +98,8 @@ def test_every_event_kind_has_its_type_and_tunes_records_are_checked_at_load():
     end = {"ev": "trial_end", "t": 3.0, **spec, "status": "ok", "error": None, "batches": 60, "samples": 1920,
            "samples_per_s": 640.5, "loader_id": 1, "workers_that_fit_memory": None}  # fmt: skip
     assert event_problem(end) is None
+    # a trial measured again (tune's confirmation) carries no search step's reason or prediction
+    assert event_problem(end | {"search_reason": None, "predicted_samples_per_s": None}) is None
     assert event_problem(end | {"samples_per_s": "fast"}) == "'samples_per_s' is a string"
     assert event_problem({k: v for k, v in end.items() if k != "key"}) == "no 'key'"
     assert event_problem({"ev": "tune_workers_stop", "t": 1.0, "reason": "cap", "top": 4.5}) == "'top' is a number"
