@@ -61,3 +61,29 @@ def parse_metric(stdout: str, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.split()[1])
     raise SystemExit(f"no '{name}' line in output:\n{stdout[-1000:]}")
+
+
+# A loader as fast as a DataLoader gets (one int per batch): argv[1] batches over argv[2] workers. What a run
+# directory records per batch, worker row and reading is measured on it (report_scale.py, rundir_size.py).
+FAST_LOADER = """
+import sys
+from torch.utils.data import DataLoader, Dataset
+
+class Tiny(Dataset):
+    def __len__(self):
+        return int(sys.argv[1])
+
+    def __getitem__(self, i):
+        return i
+
+for batch in DataLoader(Tiny(), batch_size=1, num_workers=int(sys.argv[2])):
+    pass
+"""
+
+
+def record_fast_run(out: Path, batches: int, workers: int) -> Path:
+    """`dlprobe run` of FAST_LOADER into `out` (the script is written beside it)."""
+    script = out.parent / "fast_loader.py"
+    script.write_text(FAST_LOADER)
+    run([PYTHON, "-m", "dlprobe", "run", "--quiet", "--out", str(out), str(script), str(batches), str(workers)])
+    return out

@@ -21,31 +21,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import PYTHON, machine, run
+from _common import PYTHON, machine, record_fast_run, run
 
 HERE = Path(__file__).resolve().parent
 REPEATED_EVENTS = ("batches", "worker_batches", "dupes")
-FAST_LOADER = """
-import sys
-from torch.utils.data import DataLoader, Dataset
-
-class Tiny(Dataset):
-    def __len__(self):
-        return int(sys.argv[1])
-
-    def __getitem__(self, i):
-        return i
-
-for batch in DataLoader(Tiny(), batch_size=1, num_workers=2):
-    pass
-"""
 
 
 def record_real_run(out: Path, batches: int) -> Path:
-    script = out.parent / "fast_loader.py"
-    script.write_text(FAST_LOADER)
-    run([PYTHON, "-m", "dlprobe", "run", "--quiet", "--out", str(out), str(script), str(batches)])
-    return out
+    return record_fast_run(out, batches, workers=2)
 
 
 def _lines(path: Path) -> list[dict[str, object]]:

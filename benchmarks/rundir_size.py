@@ -20,24 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import PYTHON, machine, run
+from _common import machine, record_fast_run
 
 from dlprobe.rundir.schema import SAMPLE_READING
 
-FAST_LOADER = """
-import sys
-from torch.utils.data import DataLoader, Dataset
-
-class Tiny(Dataset):
-    def __len__(self):
-        return int(sys.argv[1])
-
-    def __getitem__(self, i):
-        return i
-
-for batch in DataLoader(Tiny(), batch_size=1, num_workers=8):
-    pass
-"""
 MB = 1e6
 TICKS_PER_HOUR = 4 * 3600
 
@@ -135,10 +121,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.run_dir
         if run_dir is None:
-            script = Path(tmp) / "fast_loader.py"
-            script.write_text(FAST_LOADER)
-            run_dir = Path(tmp) / "run"
-            run([PYTHON, "-m", "dlprobe", "run", "--quiet", "--out", str(run_dir), str(script), str(args.batches)])
+            run_dir = record_fast_run(Path(tmp) / "run", args.batches, workers=8)
         m = measure_run(run_dir)
         print(f"real run: {m['batches']:,.0f} batches, {m['processes']:.0f} processes, {m['readings']:.0f} readings; "
               f"{m['batch_bytes']:.1f} B per batch (batches events), {m['worker_row_bytes']:.1f} B per worker row, "
