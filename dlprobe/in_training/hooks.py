@@ -530,8 +530,11 @@ def _emit_start_readiness(loader: Any, loader_id: int) -> None:
         # A forkserver or spawn worker imports the script again (as __mp_main__, before it knows its parent): a loop
         # outside the guard reaches here in the worker too, where there is nothing to predict.
         main = sys.modules.get("__main__")
-        inheriting = getattr(multiprocessing.current_process(), "_inheriting", False)
-        if multiprocessing.parent_process() is not None or inheriting or getattr(main, "__name__", "") == "__mp_main__":
+        if (
+            multiprocessing.parent_process() is not None
+            or _bootstrapping()
+            or getattr(main, "__name__", "") == "__mp_main__"
+        ):
             return
         from dlprobe.in_training import isolated, start_readiness  # here: pickle and ast stay off the start-up
 
