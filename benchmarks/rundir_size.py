@@ -113,10 +113,17 @@ def worker_rows(rate: float, hours: float, workers: int = 8) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rates", default="500,5000,50000", help="batches per second to simulate")
-    parser.add_argument("--hours", type=float, default=6)
+    parser.add_argument(
+        "--hours",
+        type=int,
+        default=6,
+        help="whole hours to simulate (1 or more; the rest of the day is extrapolated from the last one)",
+    )
     parser.add_argument("--batches", type=int, default=30000)
     parser.add_argument("run_dir", nargs="?", type=Path)
     args = parser.parse_args()
+    if args.hours < 1:  # the folding is simulated hour by hour: under one there is no hour to extrapolate from
+        parser.error(f"--hours must be 1 or more, not {args.hours}")
     print(f"machine: {machine()}")
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.run_dir
