@@ -40,18 +40,33 @@ class ProjectionView:
     limit: tuple[int, str] | None
 
 
-def _rows_ceiling(rows: list[Mapping[str, Any]]) -> tuple[int, str] | None:
-    """What the rows' workers could hold by copying the parent's pages: each one's start plus its copies' ceiling, when
-    every row has one (runs recorded without page kinds have none)."""
-    copies: list[Mapping[str, Any]] = [c for r in rows if (c := (r["projection"] or {}).get("copies"))]
+HARD_LIMITS = ("cgroup limit", "cgroup", "MemTotal")  # limits the kernel enforces (MemAvailable is not one)
+
+
+def _rows_ceiling(rows: list[Mapping[str, Any]], limit: tuple[int, str] | None) -> tuple[int, str] | None:
+    """The ceiling that bounded the kind of growth that dominates: for copies (copy-on-write), what the rows' workers
+    could hold by copying the parent's pages (each one's start plus its copies' ceiling); for new allocations, the
+    memory limit (each worker's allocations were held under it, and all of them together are too). None when the
+    run does not say (no page kinds, no limit read)."""
+    projections = [r["projection"] or {} for r in rows]
+    copies: list[Mapping[str, Any]] = [c for p in projections if (c := p.get("copies"))]
+    allocations: list[Mapping[str, Any]] = [a for p in projections if (a := p.get("allocations"))]
+    copied = sum(int(c.get("measured_bytes") or 0) for c in copies)
+    allocated = sum(int(a.get("measured_bytes") or 0) for a in allocations)
+    if allocated > copied:
+        return (limit[0], f"ceiling: the {limit[1]}, what new allocations cannot pass") if limit else None
     if not rows or len(copies) < len(rows) or not all(c.get("ceiling_bytes") for c in copies):
         return None
-    total = sum(int(r["projection"].get("held_at_start_bytes") or 0) + int(c["ceiling_bytes"])
-                for r, c in zip(rows, copies, strict=True))  # fmt: skip
+    total = sum(int(p.get("held_at_start_bytes") or 0) + int(c["ceiling_bytes"])
+                for p, c in zip(projections, copies, strict=True))  # fmt: skip
     each = max(int(c["ceiling_bytes"]) for c in copies)
     source = str(copies[0]["ceiling_source"])
     who = f"{len(rows)} workers" if len(rows) > 1 else "the worker"
     return total, f"ceiling: what {who} could copy ({source}, {format_bytes(each)} each, after their start)"
+
+
+def _limit(ev: Mapping[str, Any]) -> tuple[int, str] | None:
+    return (int(ev["limit_bytes"]), str(ev.get("limit_kind") or "memory limit")) if ev.get("limit_bytes") else None
 
 
 def _cow_view(finding: FindingEntry) -> ProjectionView | None:
@@ -59,7 +74,7 @@ def _cow_view(finding: FindingEntry) -> ProjectionView | None:
     if ev.get("projected_total_bytes") is None or ev.get("measured_at_epoch_fraction") is None:
         return None
     rows = [r for r in ev.get("workers") or [] if r.get("counted") and r.get("projection")]
-    limit = (int(ev["limit_bytes"]), str(ev.get("limit_kind") or "memory limit")) if ev.get("limit_bytes") else None
+    limit = _limit(ev)
     return ProjectionView(
         code=finding["code"], loader_id=finding["loader_id"], workers=int(ev.get("counted_workers") or len(rows)),
         start_bytes=sum(int(r["projection"].get("held_at_start_bytes") or 0) for r in rows),
@@ -67,7 +82,7 @@ def _cow_view(finding: FindingEntry) -> ProjectionView | None:
         projected_bytes=int(ev["projected_total_bytes"]),
         low_bytes=int(ev.get("projected_low_total_bytes", ev["projected_total_bytes"])),
         high_bytes=int(ev.get("projected_high_total_bytes", ev["projected_total_bytes"])),
-        ceiling=_rows_ceiling(rows), limit=limit,
+        ceiling=_rows_ceiling(rows, limit), limit=limit,
     )  # fmt: skip
 
 
@@ -91,7 +106,7 @@ def _workers_view(finding: FindingEntry) -> ProjectionView | None:
         projected_bytes=sum(int(r["projection"]["projected_bytes"]) for r in rows),
         low_bytes=sum(int(r["projection"]["projected_low_bytes"]) for r in rows),
         high_bytes=sum(int(r["projection"]["projected_high_bytes"]) for r in rows),
-        ceiling=_rows_ceiling(rows), limit=None,
+        ceiling=_rows_ceiling(rows, None), limit=None,
     )  # fmt: skip
 
 
@@ -127,24 +142,34 @@ def projection_chart(view: ProjectionView) -> Chart:
     readings = as_read([(0.0, view.start_bytes / MiB), (at, view.measured_bytes / MiB)])
     chart.readings.append(Readings(f"read: {format_bytes(view.measured_bytes)} at {100 * at:.0f}% of the epoch "
                                    "(shaded: between the readings)", readings, MEASURED_COLOR))  # fmt: skip
+    # Nothing is drawn past a limit the kernel enforces: a projection that reaches it says the workers are killed
+    # before the epoch's end, not that they hold more.
+    hard = view.limit[0] / MiB if view.limit and view.limit[1] in HARD_LIMITS else None
     m = view.measured_bytes / MiB
-    low, high = view.low_bytes / MiB, view.high_bytes / MiB
+    projected = min(view.projected_bytes / MiB, hard) if hard else view.projected_bytes / MiB
+    low, high = (min(view.low_bytes / MiB, hard), min(view.high_bytes / MiB, hard)) if hard else (
+        view.low_bytes / MiB, view.high_bytes / MiB)  # fmt: skip
     chart.bands.append(Band(f"projected at the epoch's end: {format_bytes(view.projected_bytes)} (range "
                             f"{format_bytes(view.low_bytes)}-{format_bytes(view.high_bytes)}: every curve the "
                             "readings allow)", [(at, m), (1.0, high), (1.0, low)], PROJECTION_COLOR))  # fmt: skip
-    chart.lines.append(Line("projected (the least bent curve that fits)", [(at, m), (1.0, view.projected_bytes / MiB)],
+    chart.lines.append(Line("projected (the least bent curve that fits)", [(at, m), (1.0, projected)],
                             PROJECTION_COLOR, "dashed"))  # fmt: skip
+    if hard and view.high_bytes / MiB > hard:
+        chart.notes.append(f"The projection reaches the {view.limit[1] if view.limit else ''} ({hard:,.0f} MiB) before "
+                           f"the epoch's end ({view.high_bytes / MiB:,.0f} MiB at the top of its range): the kernel "
+                           "kills a process before its cgroup passes it, so it is drawn at the limit.")  # fmt: skip
     chart.marks.append((at, f"measured to {100 * at:.0f}% of the epoch"))
-    drawn = max(high, m, view.projected_bytes / MiB)
+    drawn = max(high, m, projected)
     if view.ceiling:
         chart.ceilings.append((view.ceiling[0] / MiB, f"{view.ceiling[1]}: {format_bytes(view.ceiling[0])}"))
         drawn = max(drawn, view.ceiling[0] / MiB)
-    if view.limit:
+    if view.limit and (not view.ceiling or view.ceiling[0] != view.limit[0]):  # the limit once, as the ceiling
         label = f"the {view.limit[1]}: {format_bytes(view.limit[0])}"
         if view.limit[0] / MiB <= LIMIT_ON_SCALE * drawn:
             chart.hlines.append((view.limit[0] / MiB, label))
         else:
             chart.notes.append(f"Not drawn, off the scale: {label}.")
     if view.ceiling is None:
-        chart.notes.append("No ceiling: this run's readings do not say what the workers could copy (no page kinds).")
+        chart.notes.append("No ceiling: this run's readings do not say what bounds the workers' growth (no page kinds "
+                           "or no memory limit read).")  # fmt: skip
     return chart

@@ -115,3 +115,20 @@ def test_memory_png_draws_the_node_total_as_read_and_never_above_its_limit(tmp_p
     [total] = drawn
     assert [y for _, y in total.points] == [700.0, 1000.0, 900.0] and total.clipped == 1
     assert (tmp_path / "memory.png").stat().st_size > 10_000
+
+
+def test_growth_by_new_allocations_is_bounded_by_the_limit_and_never_drawn_past_it():
+    # the OOM-killed worker's shape: it allocated (not copied) and its projection reaches the 600 MiB cgroup limit
+    finding = _cow_finding(0.16)
+    for row in finding["evidence"]["workers"]:
+        row["projection"]["copies"]["measured_bytes"] = 3 * MiB
+        row["projection"]["allocations"]["measured_bytes"] = 40 * MiB
+    finding["evidence"].update(limit_bytes=600 * MiB, projected_total_bytes=604 * MiB,
+                               projected_high_total_bytes=604 * MiB)  # fmt: skip
+    chart = projection_chart(projection_views([finding])[0])
+    # the ceiling is the limit the allocations were held under, not the copies' (which the readings passed)
+    assert chart.ceilings == [(600.0, "ceiling: the cgroup limit, what new allocations cannot pass: 600.0 MiB")]
+    assert chart.hlines == []  # the limit once
+    assert max(y for _, y in chart.bands[0].points) == 600.0 and chart.lines[0].points[-1] == (1.0, 600.0)
+    said = "reaches the cgroup limit (600 MiB) before the epoch's end (604 MiB at the top"
+    assert any(said in n for n in chart.notes)
