@@ -113,8 +113,8 @@ def plot_memory(data: MemoryPlot, path: Path) -> Path:
     if with_kinds:
         ax_kind.set_ylabel("MiB of PSS")
         ax_kind.set_title(
-            "workers by kind of page: round dots anonymous (heap, copy-on-write), squares file, triangles /dev/shm "
-            "(file and shm pages are shared or reclaimable)",
+            "workers by kind of page: dots anonymous (heap, copy-on-write), squares file, triangles /dev/shm "
+            "(shared or reclaimable)",
             fontsize=9,
         )
         ax_kind.grid(alpha=0.3)
