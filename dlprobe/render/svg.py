@@ -86,25 +86,46 @@ DOT_WIDTH = {"solid": 3.2}  # a reading's dot, in px; square dots are smaller
 
 
 def _readings_svg(r: Readings, px: Callable[[float], float], py: Callable[[float], float]) -> list[str]:
-    """A series as read: one path of rectangles, the band between each two readings (lower to higher), and one path
-    of zero-length strokes with round or square caps, a dot per reading (compact: no element per point)."""
+    """A series as read: one path for the band between each two readings (lower to higher), and one path of
+    zero-length strokes with round or square caps, a dot per reading (compact: no element per point)."""
     stroke = escape(r.color, quote=True)
     label = escape(r.label)
     out = []
-    rects = "".join(
-        f"M{_num(px(x0))} {_num(py(hi))}H{_num(px(x1))}V{_num(py(lo))}H{_num(px(x0))}Z"
-        for x0, x1, lo, hi in r.data.spans
-        if hi > lo
-    )
-    if rects:
-        out.append(f'<path d="{rects}" fill="{stroke}" fill-opacity="{BAND_OPACITY.get(r.dash, 0.1)}" stroke="none">'
+    if r.data.spans:
+        out.append(f'<path d="{_band_path(r.data.spans, px, py)}" fill="{stroke}" '
+                   f'fill-opacity="{BAND_OPACITY.get(r.dash, 0.1)}" stroke="none">'
                    f"<title>{label}: between two readings</title></path>")  # fmt: skip
-    dots = "".join(f"M{_num(px(x))} {_num(py(y))}h0" for x, y in r.data.points)
+    dots = "".join(dict.fromkeys(f"M{_num(px(x))} {_num(py(y))}h0" for x, y in r.data.points))  # one per pixel
     if dots:
         cap = "round" if r.dash == "solid" else "square"
         out.append(f'<path d="{dots}" fill="none" stroke="{stroke}" stroke-width="{DOT_WIDTH.get(r.dash, 2.4)}" '
                    f'stroke-linecap="{cap}"><title>{label}: as read</title></path>')  # fmt: skip
     return out
+
+
+def _band_path(spans: list[tuple[float, float, float, float]], px: Callable[[float], float],
+               py: Callable[[float], float]) -> str:  # fmt: skip
+    """The spans' rectangles as one stepped outline: along their tops left to right, back along their bottoms. Two
+    neighbouring spans share the reading between them, so their rectangles touch and the outline is their union.
+    Whole pixels: the band is a shade, and a long run's page stays small."""
+    path = [f"M{px(spans[0][0]):.0f} {py(spans[0][3]):.0f}"]
+    edges = [(x1, hi) for _, x1, _, hi in spans] + [(x0, lo) for x0, _, lo, _ in reversed(spans)]
+    level = f"{py(spans[0][3]):.0f}"
+    run_x = None  # a horizontal stretch at one level is one command, however many spans it crosses
+    for i, (x, y) in enumerate(edges):
+        if i == len(spans):  # the right end: down to the bottoms, and back left
+            path.append(f"H{run_x}")
+            run_x, level = None, f"{py(y):.0f}"
+            path.append(f"V{level}")
+        here = f"{py(y):.0f}"
+        if here != level:
+            if run_x:
+                path.append(f"H{run_x}")
+            path.append(f"V{here}")
+            level = here
+        run_x = f"{px(x):.0f}"
+    path.append(f"H{run_x}")
+    return "".join(path) + "Z"
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:

@@ -132,3 +132,11 @@ def test_growth_by_new_allocations_is_bounded_by_the_limit_and_never_drawn_past_
     assert max(y for _, y in chart.bands[0].points) == 600.0 and chart.lines[0].points[-1] == (1.0, 600.0)
     said = "reaches the cgroup limit (600 MiB) before the epoch's end (604 MiB at the top"
     assert any(said in n for n in chart.notes)
+
+
+def test_the_band_between_readings_is_one_stepped_outline_of_their_spans():
+    from dlprobe.render.svg import _band_path
+
+    spans = as_read([(0.0, 100.0), (10.0, 300.0), (12.0, 250.0)]).spans
+    # along the tops (300 from 0 to 12), down to the last span's bottom, back along the bottoms (250, then 100)
+    assert _band_path(spans, lambda x: x, lambda y: y) == "M0 300H12V250H10V100H0Z"
