@@ -140,3 +140,14 @@ def test_the_band_between_readings_is_one_stepped_outline_of_their_spans():
     spans = as_read([(0.0, 100.0), (10.0, 300.0), (12.0, 250.0)]).spans
     # along the tops (300 from 0 to 12), down to the last span's bottom, back along the bottoms (250, then 100)
     assert _band_path(spans, lambda x: x, lambda y: y) == "M0 300H12V250H10V100H0Z"
+
+
+def test_too_many_workers_gets_the_chart_from_its_workers_rows_unless_cow_growth_drew_that_loader():
+    cow = _cow_finding(0.25)
+    rows = [{**r, "uss_peak_bytes": 90 * MiB} for r in cow["evidence"]["workers"]]
+    workers = Finding("too-many-workers", "warning", "t", "d", "f", {"workers": rows}, loader_id=0).to_dict()
+    [view] = projection_views([workers])
+    assert view.code == "too-many-workers" and view.workers == 4 and view.measured_at == 0.25
+    assert view.measured_bytes == 4 * (2 + 70) * MiB and view.projected_bytes == 4 * 80 * MiB
+    assert (view.low_bytes, view.high_bytes) == (4 * 74 * MiB, 4 * 82 * MiB)
+    assert [v.code for v in projection_views([workers, cow])] == ["cow-growth"]  # one chart per loader
