@@ -282,7 +282,9 @@ def timeline_charts(report: Report, timeline: Mapping[str, Any], notes: list[str
             system.readings.append(job)
         if cgroup.get("limit"):
             system.hlines.append((cgroup["limit"] / MiB, f"cgroup limit {format_bytes(cgroup['limit'])}"))
-            system.notes.extend(n for r in system.readings if (n := clipped_note(r.label, r.data, "cgroup limit")))
+    for r in system.readings:  # /dev/shm is bounded by its size (tmpfs enforces it), the rest by the cgroup's limit
+        if note := clipped_note(r.label, r.data, "/dev/shm size" if r.label.startswith("/dev/shm") else "cgroup limit"):
+            system.notes.append(note)
     if system.readings:
         out.append(system)
     out.extend(projection_chart(view) for view in projection_views(report["findings"]))

@@ -151,3 +151,15 @@ def test_too_many_workers_gets_the_chart_from_its_workers_rows_unless_cow_growth
     assert view.measured_bytes == 4 * (2 + 70) * MiB and view.projected_bytes == 4 * 80 * MiB
     assert (view.low_bytes, view.high_bytes) == (4 * 74 * MiB, 4 * 82 * MiB)
     assert [v.code for v in projection_views([workers, cow])] == ["cow-growth"]  # one chart per loader
+
+
+def test_the_jobs_summed_memory_over_the_limit_is_drawn_at_it_and_the_machine_chart_says_how_high_it_read():
+    r = _run_over_its_limit()
+    r.processes[0].series.pss = [300 * MiB, 1200 * MiB, 600 * MiB]
+    charts = timeline_charts(build_report(r, analyze(r)), timeline_from_run(r), [])
+    machine = next(c for c in charts if c.title.startswith("Machine:"))
+    job = next(s for s in machine.readings if s.label.startswith("the job's own memory"))
+    assert max(y for _, y in job.data.points) == 1000.0
+    [note] = machine.notes
+    assert note.startswith("1 reading of the job's own memory (sum of its processes' PSS) above the cgroup limit")
+    assert "up to 1,200 MiB as read) drawn at the limit" in note
