@@ -32,6 +32,7 @@ class MemoryPlot(TypedDict):
     shm_used: list[int | None]
     shm_total: int | None
     node: NodeEntry | None  # the job report's node entry of this run directory (pss_total, memory_limit)
+    cgroup_limit: int | None  # the memory limit the kernel enforces on the run's cgroup: no USS is drawn above it
 
 
 def memory_plot(run: RunData, report: Report | None = None) -> MemoryPlot:
@@ -62,4 +63,5 @@ def memory_plot(run: RunData, report: Report | None = None) -> MemoryPlot:
         "shm_used": run.system.shm_used,
         "shm_total": run.system.shm_total,
         "node": next((n for n in nodes if n["run_dir"] == str(run.path)), None),
+        "cgroup_limit": run.system.cgroup_limit,
     }

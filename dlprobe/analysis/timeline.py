@@ -43,6 +43,13 @@ class ShmLine(TypedDict):
     total: int | None
 
 
+class OverLimit(TypedDict):
+    """The readings of a series that passed a limit the kernel enforces (drawn at it), and the highest, in MiB."""
+
+    readings: int
+    highest: float | None
+
+
 class Timeline(TypedDict):
     """What report.html draws besides the report: each list bounded (MAX_POINTS per line, MAX_STACK_LINES stacks per
     process); times in seconds since the run started, memory in MiB."""
@@ -54,7 +61,8 @@ class Timeline(TypedDict):
     processes: list[dict[str, Any]]  # name, role, and uss/rss/pss_* as [[s, MiB], ...]
     shm: ShmLine
     cgroup: CgroupLine
-    job_pss: list[list[float]]
+    job_pss: list[list[float]]  # at most the cgroup's limit
+    job_pss_over_limit: OverLimit  # the sums above it, drawn at it
     waits: list[dict[str, Any]]  # per loader: loader, batches, points [[s, ms], ...]
     events: list[dict[str, Any]]  # t, what, severity (and pid, name for a process that ended)
     hangs: list[dict[str, Any]]
@@ -260,6 +268,9 @@ def timeline_from_run(run: RunData, report: Report | None = None) -> Timeline:
         processes.append(entry)
 
     ended = run.result.get("ended_at")
+    limit = run.system.cgroup_limit
+    job_t, job_pss = job_pss_summable(run.processes)
+    over = [v for v in job_pss if limit and v > limit]
     return {
         "t_end": round(float(ended) - t0, 3) if isinstance(ended, (int, float)) and t0 else None,
         "reproduce": _reproduce(dict(run.meta)),
@@ -273,7 +284,8 @@ def timeline_from_run(run: RunData, report: Report | None = None) -> Timeline:
             # the cgroup whose use the sampler reads: the one setting the tightest limit, else the script's own
             "path": run.meta.get("cgroup_limit_dir") or run.meta.get("cgroup"),
         },
-        "job_pss": _points(*job_pss_as_read(run.processes, run.system.cgroup_limit), t0, MiB),
+        "job_pss": _points(job_t, [min(v, limit) if limit else v for v in job_pss], t0, MiB),
+        "job_pss_over_limit": {"readings": len(over), "highest": round(max(over) / MiB, 3) if over else None},
         "waits": _batch_times(run, t0),
         "events": _events(run, t0, labels),
         "hangs": _hang_stacks(run),
@@ -284,13 +296,11 @@ def timeline_from_run(run: RunData, report: Report | None = None) -> Timeline:
     }
 
 
-def job_pss_as_read(processes: list[ProcessRecord], limit: int | None) -> tuple[list[float], list[int]]:
+def job_pss_summable(processes: list[ProcessRecord]) -> tuple[list[float], list[int]]:
     """The job's PSS over time, only where its readings can be summed: each process counts with its last reading
     (tree_total), but a reading taken before another process of the tree started (a parent's PSS read before it
     forked its workers) still holds the pages it now shares in full, so the sum there counts them twice: those points
-    are left out (the line joins the readings either side), never drawn as memory the job held. And no point passes a
-    limit the kernel enforces (the cgroup's): the job cannot have held more, so a sum above it is the readings'
-    timing, drawn at the limit."""
+    are left out (the chart shows the band between the readings either side), never drawn as memory the job held."""
     series = [r for r in (p.series.values("pss") for p in processes) if r]
     times, totals = tree_total(processes, "pss")
     kept_t, kept = [], []
@@ -302,7 +312,7 @@ def job_pss_as_read(processes: list[ProcessRecord], limit: int | None) -> tuple[
         if latest and min(latest) < newest_start:
             continue
         kept_t.append(t)
-        kept.append(min(total, limit) if limit else total)
+        kept.append(total)
     return kept_t, kept
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ from dlprobe.analysis.report import cleanup_lines, probe_cost_line
 from dlprobe.analysis.report_schema import FindingEntry, Report
 from dlprobe.analysis.timeline import KIND_LINES, Timeline
 from dlprobe.render.html_page import _fmt, _rich_text, esc, page, scroll_box, value_html, write_page
-from dlprobe.render.svg import PALETTE, Chart, Line, Marker, chart_svg, legend_html
+from dlprobe.render.projection_chart import projection_chart, projection_views
+from dlprobe.render.readings import as_read, clipped_note
+from dlprobe.render.svg import PALETTE, Chart, Line, Marker, Readings, chart_svg, legend_html
 from dlprobe.units import NOT_READ, MiB, format_bytes
 
 # --- the page: its sections (the primitives they share with the other pages are in html_page.py) --------------
@@ -184,6 +187,12 @@ def _line(label: str, points: list[list[float]], color: str, dash: str = "solid"
     return Line(label, [(float(x), float(y)) for x, y in points], color, dash)
 
 
+def _readings(label: str, points: list[list[float]], color: str, dash: str = "solid",
+              bound: float | None = None) -> Readings:  # fmt: skip
+    """A sampled series as read: a dot per reading, the band between two readings, nothing above `bound` (MiB)."""
+    return Readings(label, as_read(((float(x), float(y)) for x, y in points), bound), color, dash)
+
+
 def _deaths(report: Report) -> dict[int, str]:
     """Why each dead worker died, as its finding says (the timeline only knows when its pid vanished)."""
     out = {}
@@ -196,44 +205,57 @@ def _deaths(report: Report) -> dict[int, str]:
     return out
 
 
-def _charts(report: Report, timeline: Mapping[str, Any], notes: list[str]) -> str:
+def _timeline_events(report: Report, timeline: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The timeline's events, each dead worker's with the cause its finding gives."""
     deaths = _deaths(report)
     events = []
     for e in timeline.get("events") or []:
         if e.get("pid") in deaths:
             e = {**e, "what": f"{e.get('name')} {deaths[e['pid']]}", "severity": "error"}
         events.append(e)
+    return events
+
+
+def timeline_charts(report: Report, timeline: Mapping[str, Any], notes: list[str]) -> list[Chart]:
+    """What the timeline section draws, as chart data (render/svg.py draws it): memory per process, by kind of page,
+    the machine's /dev/shm, cgroup and job memory, each sampled series as read (render/readings.py: a dot per reading,
+    the band between two, nothing above the cgroup's limit, said under the chart when a reading was), the memory
+    projections (render/projection_chart.py) and the loop's wait per batch. What it cannot draw goes to `notes`."""
+    events = _timeline_events(report, timeline)
     markers = [Marker(float(e["t"]), f"{i + 1}: {e['what']}", e.get("severity", "info")) for i, e in enumerate(events)]
     xs = [float(x) for p in timeline.get("processes") or [] for k in ("uss", "rss") for x, _ in p.get(k) or []]
     xs += [float(e["t"]) for e in events] + [float(x) for x, _ in (timeline.get("shm") or {}).get("used") or []]
     if timeline.get("t_end") is not None:
         xs.append(float(timeline["t_end"]))
     x_range = (min(0.0, *xs), max(xs)) if xs else None
-    out = []
-    mem = Chart("Memory per process: USS (solid, private to it), RSS (dotted, counts shared pages)", "MiB",
-                markers=markers, x_range=x_range)  # fmt: skip
-    kinds = Chart("Workers by kind of page (PSS): solid anonymous (heap, copy-on-write), dashed file, dash-dot shm",
-                  "MiB of PSS", markers=markers, x_range=x_range)  # fmt: skip
+    out: list[Chart] = []
+    cgroup = timeline.get("cgroup") or {}
+    # The cgroup's limit is one the kernel enforces: no reading of memory it charges is drawn above it.
+    limit = cgroup["limit"] / MiB if cgroup.get("limit") else None
+    mem = Chart(f"Memory per process: USS ({ROUND_DOT} private to it), RSS ({SQUARE_DOT} counts shared pages)",
+                "MiB", markers=markers, x_range=x_range)  # fmt: skip
+    kinds = Chart(f"Workers by kind of page (PSS): anonymous ({ROUND_DOT} heap, copy-on-write), file and shm "
+                  f"({SQUARE_DOT})", "MiB of PSS", markers=markers, x_range=x_range)  # fmt: skip
     for i, p in enumerate(timeline.get("processes") or []):
         color = PALETTE[i % len(PALETTE)]
         if p.get("uss"):
-            mem.lines.append(_line(f"{p['name']} USS", p["uss"], color))
-        if p.get("rss"):
-            mem.lines.append(_line(f"{p['name']} RSS", p["rss"], color, "dotted"))
+            mem.readings.append(_readings(f"{p['name']} USS", p["uss"], color, bound=limit))
+        if p.get("rss"):  # RSS counts file pages another cgroup may be charged for: not bounded by this one's limit
+            mem.readings.append(_readings(f"{p['name']} RSS", p["rss"], color, "dotted"))
         if p.get("role") == "worker":
             for metric, dash, kind in KIND_LINES:
                 if p.get(metric):
-                    kinds.lines.append(_line(f"{p['name']} {kind}", p[metric], color, dash))
-    cgroup = timeline.get("cgroup") or {}
+                    kinds.readings.append(_readings(f"{p['name']} {kind}", p[metric], color, dash))
     if cgroup.get("limit"):
         mem.hlines.append((cgroup["limit"] / MiB, f"memory limit (cgroup) {format_bytes(cgroup['limit'])}"))
-    if mem.lines:
-        out.append(_figure(mem))
+        mem.notes.extend(n for r in mem.readings if (n := clipped_note(r.label, r.data, "cgroup limit")))
+    if mem.readings:
+        out.append(mem)
     else:
         notes.append("no memory sample of the main process or a worker (the script ended before the first sample, "
                      "or it created no DataLoader workers)")  # fmt: skip
-    if kinds.lines:
-        out.append(_figure(kinds))
+    if kinds.readings:
+        out.append(kinds)
     elif any(p.get("role") == "worker" for p in timeline.get("processes") or []):
         notes.append("memory by kind of page: this run did not record it (an older dlprobe, or smaps_rollup "
                      "was not readable)")  # fmt: skip
@@ -242,20 +264,30 @@ def _charts(report: Report, timeline: Mapping[str, Any], notes: list[str]) -> st
     if shm.get("used"):
         total = shm.get("total")
         label = "/dev/shm used" + (f" (size {format_bytes(total)})" if total else "")
-        system.lines.append(_line(label, shm["used"], "#6A3D9A"))
+        system.readings.append(_readings(label, shm["used"], "#6A3D9A", bound=total / MiB if total else None))
         # the capacity only when use comes near it: otherwise it flattens the line that matters
         if total and max(y for _, y in shm["used"]) > 0.25 * total / MiB:
             system.hlines.append((total / MiB, f"/dev/shm size {format_bytes(total)}"))
     if cgroup.get("usage"):
         system.title = "Machine: /dev/shm use and the container's (cgroup's) memory"
-        system.lines.append(_line(cgroup_label(cgroup.get("path")), cgroup["usage"], "#B15928", "dashed"))
+        system.readings.append(_readings(cgroup_label(cgroup.get("path")), cgroup["usage"], "#B15928", "dotted",
+                                         bound=limit))  # fmt: skip
         if timeline.get("job_pss"):  # the cgroup counts every process in it (a container: all of it); the job's own
             system.title = "Machine: /dev/shm use, the container's (cgroup's) memory and the job's own"
-            system.lines.append(_line(JOB_PSS_LABEL, timeline["job_pss"], "#1B9E77"))
+            job = _readings(JOB_PSS_LABEL, timeline["job_pss"], "#1B9E77", bound=limit)
+            over = timeline.get("job_pss_over_limit") or {}
+            if over.get("readings"):  # the timeline drew them at the limit already; the chart says so
+                job = Readings(job.label, replace(job.data, clipped=over["readings"], highest=over["highest"]),
+                               job.color, job.dash)  # fmt: skip
+            system.readings.append(job)
         if cgroup.get("limit"):
             system.hlines.append((cgroup["limit"] / MiB, f"cgroup limit {format_bytes(cgroup['limit'])}"))
-    if system.lines:
-        out.append(_figure(system))
+    for r in system.readings:  # /dev/shm is bounded by its size (tmpfs enforces it), the rest by the cgroup's limit
+        if note := clipped_note(r.label, r.data, "/dev/shm size" if r.label.startswith("/dev/shm") else "cgroup limit"):
+            system.notes.append(note)
+    if system.readings:
+        out.append(system)
+    out.extend(projection_chart(view) for view in projection_views(report["findings"]))
     waits = Chart("The loop's wait per batch (batches reported in groups: times within a group are spread)",
                   "ms", markers=markers, x_range=x_range, y_format="{:,.1f}")  # fmt: skip
     for i, w in enumerate(timeline.get("waits") or []):
@@ -263,7 +295,13 @@ def _charts(report: Report, timeline: Mapping[str, Any], notes: list[str]) -> st
             _line(f"loader {w['loader']} ({w['batches']:,} batches)", w["points"], PALETTE[i % len(PALETTE)])
         )
     if waits.lines:
-        out.append(_figure(waits))
+        out.append(waits)
+    return out
+
+
+def _charts(report: Report, timeline: Mapping[str, Any], notes: list[str]) -> str:
+    events = _timeline_events(report, timeline)
+    out = [_figure(chart) for chart in timeline_charts(report, timeline, notes)]
     if events:
         rows = "".join(f'<tr class="{esc(e.get("severity"))}"><td>{i + 1}</td><td>{float(e["t"]):.2f} s</td>'
                        f"<td>{esc(e['what'])}</td></tr>" for i, e in enumerate(events))  # fmt: skip
@@ -277,6 +315,13 @@ def _charts(report: Report, timeline: Mapping[str, Any], notes: list[str]) -> st
 
 
 JOB_PSS_SUM = "sum of its processes' PSS"
+ROUND_DOT = "\u25cf"  # how a chart's legend tells a reading's dot: round for USS and anonymous pages
+SQUARE_DOT = "\u25a0"  # square for RSS, file and shm pages
+# Under every chart of readings: a straight line between two readings would draw what was never read.
+AS_READ = (
+    "Dots: the readings. Shaded: between two readings, from the lower to the higher of them; what the memory "
+    "did in between was not read."
+)
 JOB_PSS_LABEL = f"the job's own memory ({JOB_PSS_SUM})"
 CGROUP_MEMORY = "container/cgroup memory"
 
@@ -292,6 +337,8 @@ def cgroup_label(path: Any) -> str:
 
 
 def _figure(chart: Chart) -> str:
+    if chart.readings:
+        chart.notes.insert(0, AS_READ)
     return f"<figure>{chart_svg(chart)}{legend_html(chart)}</figure>"
 
 

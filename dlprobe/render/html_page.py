@@ -123,7 +123,8 @@ tr.fail td,tr.error td{background:#fdecee}tr.warning td{background:#fff6e0}
 details{margin:.4em 0}summary{cursor:pointer;font-weight:600}figure{margin:.8em 0}
 svg.chart{max-width:100%;height:auto;font-family:system-ui,sans-serif}
 svg .ct{font-size:13px;font-weight:600;fill:#1a1a1a}
-svg .tk{font-size:11px;fill:#333}svg .lim{fill:#9b001c}svg .mk{font-size:10px;font-weight:700}
+svg .tk{font-size:11px;fill:#333}svg .lim{fill:#9b001c}svg .ceil{fill:#333;font-weight:600}
+svg .mk{font-size:10px;font-weight:700}
 .legend{list-style:none;padding:0;margin:0;display:flex;flex-wrap:wrap;gap:.2em 1.2em;font-size:.85em}
 .scroll{overflow-x:auto}
 .note{color:#444;font-style:italic}.problems{border:1px solid #8A5A00;background:#fff8e6;padding:.4em 1em}

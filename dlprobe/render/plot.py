@@ -1,4 +1,6 @@
-"""The memory plot: USS (solid) and RSS (dotted) of every process, each worker's PSS by kind of page, /dev/shm.
+"""The memory plot: USS (round dots) and RSS (square dots) of every process, each worker's PSS by kind of page,
+/dev/shm; each reading a dot at its time, the span between two readings shaded from the lower to the higher
+(render/readings.py), nothing above the cgroup's memory limit.
 
 It draws `analysis/memory_plot.py:memory_plot`'s data; `commands/outputs.py` builds it from the run. The analysis is
 imported for its types only: the detached plot process (`commands/plot_process.py`) imports this module and
@@ -12,39 +14,57 @@ import json
 import os
 import subprocess
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlprobe import atomic
 from dlprobe.own_process import python_module_command
+from dlprobe.render.readings import AsRead, as_read, clipped_note, step_band
 from dlprobe.units import MiB
 
 if TYPE_CHECKING:
     from dlprobe.analysis.memory_plot import MemoryPlot, PlotProcess
     from dlprobe.analysis.report_schema import NodeEntry
 
-KIND_STYLES = (("pss_anon", "-", "anon"), ("pss_file", "--", "file"), ("pss_shmem", "-.", "shm"))
+KIND_STYLES = (("pss_anon", "o", "anon"), ("pss_file", "s", "file"), ("pss_shmem", "^", "shm"))
+
+
+def _plot_readings(ax: Any, data: AsRead, color: str, marker: str = "o", label: str | None = None,
+                   size: float = 2.5, shade: float = 0.15) -> None:  # fmt: skip
+    """A series as read: a dot per reading, and between two readings a band from the lower to the higher of them
+    (a straight line would draw what was never read)."""
+    xs, lows, highs = step_band(data.spans)
+    if xs:
+        ax.fill_between(xs, lows, highs, step="post", color=color, alpha=shade, linewidth=0)
+    ax.plot([x for x, _ in data.points], [y for _, y in data.points], linestyle="none", marker=marker,
+            markersize=size, color=color, label=label)  # fmt: skip
+
+
+def _as_read(values: list[tuple[float, int]], t0: float, bound: int | None = None) -> AsRead:
+    return as_read(((t - t0, v / MiB) for t, v in values), bound / MiB if bound else None)
 
 
 def _plot_kinds(ax: object, proc: PlotProcess, t0: float, color: str) -> None:
-    for metric, style, _name in KIND_STYLES:
+    for metric, marker, _name in KIND_STYLES:
         values: list[tuple[float, int]] = proc[metric]  # type: ignore[literal-required]
         if values:
-            ax.plot(  # type: ignore[attr-defined]
-                [t - t0 for t, _ in values], [v / MiB for _, v in values], color=color, linestyle=style
-            )
+            _plot_readings(ax, _as_read(values, t0), color, marker, size=2.0, shade=0.08)
 
 
-def _plot_node_total(ax: Any, node: NodeEntry | None, t0: float) -> None:
-    """A job's node total (every process of the tree: what the OOM killer sees), and its limit when near it."""
+def _plot_node_total(ax: Any, node: NodeEntry | None, t0: float) -> str | None:
+    """A job's node total (every process of the tree: what the OOM killer sees), never above its limit (the cgroup's
+    or the machine's memory: a sum above it is the readings' timing), and the limit when near it; the note owed for a
+    total drawn at the limit."""
     if node is None or not node["pss_total"]["t"]:
-        return
+        return None
     series = node["pss_total"]
-    totals = [v / MiB for v in series["bytes"]]
-    ax.plot([t - t0 for t in series["t"]], totals, color="black", linewidth=2, label="node total PSS")
     limit = node["memory_limit"]
-    if limit and max(totals) > 0.25 * limit / MiB:
+    data = _as_read(list(zip(series["t"], series["bytes"], strict=False)), t0, limit)
+    _plot_readings(ax, data, "black", size=3.0, label="node total PSS")
+    if limit and max(y for _, y in data.points) > 0.25 * limit / MiB:
         ax.axhline(limit / MiB, color="tab:red", linestyle="--", label=f"memory limit ({node['memory_limit_kind']})")
+    return clipped_note("the node total", data, f"memory limit ({node['memory_limit_kind']})")
 
 
 def plot_memory(data: MemoryPlot, path: Path) -> Path:
@@ -65,26 +85,36 @@ def plot_memory(data: MemoryPlot, path: Path) -> Path:
     else:
         fig, (ax_mem, ax_shm) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    limit = data.get("cgroup_limit")  # older plot data has none
+    notes = []
     for i, proc in enumerate(shown):
         color = colors[i % len(colors)]
         if with_kinds and proc["role"] == "worker":
             _plot_kinds(ax_kind, proc, t0, color)
         uss, rss = proc["uss"], proc["rss"]
-        if uss:
-            ax_mem.plot([t - t0 for t, _ in uss], [v / MiB for _, v in uss], color=color, label=f"{proc['label']} USS")
-        if rss:
-            ax_mem.plot([t - t0 for t, _ in rss], [v / MiB for _, v in rss], color=color, linestyle=":", alpha=0.7)
-    _plot_node_total(ax_mem, data["node"], t0)
-    ax_mem.set_ylabel("MiB (solid USS, dotted RSS)")
-    ax_mem.set_title(f"dlprobe: memory per process, {data['script']}")
+        if uss:  # private pages are charged to the cgroup: none past its limit
+            read = _as_read(uss, t0, limit)
+            _plot_readings(ax_mem, read, color, label=f"{proc['label']} USS")
+            notes.append(clipped_note(f"{proc['label']} USS", read, "cgroup limit"))
+        if rss:  # RSS counts file pages another cgroup may be charged for: drawn as read
+            _plot_readings(ax_mem, _as_read(rss, t0), color, "s", size=1.6, shade=0.06)
+    notes.append(_plot_node_total(ax_mem, data["node"], t0))
+    drawn = [v for p in shown for _, v in p["uss"]]
+    if limit and drawn and max(drawn) > 0.25 * limit:  # only near it: far above, it flattens the lines that matter
+        ax_mem.axhline(limit / MiB, color="tab:red", linestyle="--", linewidth=1, label="memory limit (cgroup)")
+    ax_mem.set_ylabel("MiB (round dots USS, square RSS)")
+    said = "\n".join(textwrap.fill(n, 150) for n in notes if n)
+    ax_mem.set_title(f"dlprobe: memory per process as read, {data['script']}\n"
+                     "dots: readings; shaded: between two readings, from the lower to the higher"
+                     + ("\n" + said if said else ""), fontsize=9)  # fmt: skip
     ax_mem.grid(alpha=0.3)
-    if ax_mem.lines:
+    if ax_mem.get_legend_handles_labels()[1]:
         ax_mem.legend(fontsize=8, loc="upper left")
     if with_kinds:
         ax_kind.set_ylabel("MiB of PSS")
         ax_kind.set_title(
-            "workers by kind of page: solid anonymous (heap, copy-on-write), dashed file, dash-dot /dev/shm "
-            "(file and shm pages are shared or reclaimable)",
+            "workers by kind of page: dots anonymous (heap, copy-on-write), squares file, triangles /dev/shm "
+            "(shared or reclaimable)",
             fontsize=9,
         )
         ax_kind.grid(alpha=0.3)
@@ -92,7 +122,7 @@ def plot_memory(data: MemoryPlot, path: Path) -> Path:
     if shm:
         total = data["shm_total"]
         label = "/dev/shm used" + (f" (size {total / MiB:,.0f} MiB)" if total else "")
-        ax_shm.plot([t for t, _ in shm], [u for _, u in shm], color="tab:purple", label=label)
+        _plot_readings(ax_shm, as_read(shm, total / MiB if total else None), "tab:purple", label=label)
         # Draw the size only when use gets near it; otherwise it flattens the line we care about.
         if total and max(u for _, u in shm) > 0.25 * total / MiB:
             ax_shm.axhline(total / MiB, color="tab:red", linestyle="--", label="/dev/shm size")

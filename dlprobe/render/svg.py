@@ -1,10 +1,14 @@
-"""Inline SVG line charts for report.html: polylines, axes, ticks and event markers, no JavaScript, no matplotlib."""
+"""Inline SVG charts for report.html: readings as dots with the band between them, lines, axes, ticks, limits and
+event markers, no JavaScript, no matplotlib."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
+
+from dlprobe.render.readings import AsRead
 
 # Colour-blind-safe (Okabe-Ito), dark enough on white for lines and legend swatches.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#8C564B")
@@ -30,6 +34,25 @@ class Line:
 
 
 @dataclass
+class Readings:
+    """A sampled series drawn as read (render/readings.py): a dot per reading, the band between two readings."""
+
+    label: str
+    data: AsRead
+    color: str = PALETTE[0]
+    dash: str = "solid"  # the dot's shape: solid a round dot, any other a square one (RSS, file pages)
+
+
+@dataclass
+class Band:
+    """A filled area (a projection's range): the polygon through `points`."""
+
+    label: str
+    points: list[tuple[float, float]]
+    color: str = PALETTE[0]
+
+
+@dataclass
 class Marker:
     """A vertical line at x with a short label (an epoch start, a worker's death, a hang)."""
 
@@ -48,6 +71,61 @@ class Chart:
     x_range: tuple[float, float] | None = None  # shared by every chart of a page so events line up
     y_format: str = "{:,.0f}"
     x_label: str = "seconds since the run started"
+    readings: list[Readings] = field(default_factory=list)
+    bands: list[Band] = field(default_factory=list)
+    ceilings: list[tuple[float, str]] = field(default_factory=list)  # (y, label): a bound a projection cannot pass
+    marks: list[tuple[float, str]] = field(default_factory=list)  # (x, label): a labelled vertical line
+    notes: list[str] = field(default_factory=list)  # said under the legend: what the chart changed and why
+    x_format: str = "{:g}"
+
+
+LIMIT_COLOR = "#B00020"  # a limit the kernel enforces, a capacity
+CEILING_COLOR = "#333333"  # a bound a projection was held under
+BAND_OPACITY = {"solid": 0.16}  # the band between two readings; fainter for the square-dot series (RSS)
+DOT_WIDTH = {"solid": 3.2}  # a reading's dot, in px; square dots are smaller
+
+
+def _readings_svg(r: Readings, px: Callable[[float], float], py: Callable[[float], float]) -> list[str]:
+    """A series as read: one path for the band between each two readings (lower to higher), and one path of
+    zero-length strokes with round or square caps, a dot per reading (compact: no element per point)."""
+    stroke = escape(r.color, quote=True)
+    label = escape(r.label)
+    out = []
+    if r.data.spans:
+        out.append(f'<path d="{_band_path(r.data.spans, px, py)}" fill="{stroke}" '
+                   f'fill-opacity="{BAND_OPACITY.get(r.dash, 0.1)}" stroke="none">'
+                   f"<title>{label}: between two readings</title></path>")  # fmt: skip
+    dots = "".join(dict.fromkeys(f"M{_num(px(x))} {_num(py(y))}h0" for x, y in r.data.points))  # one per pixel
+    if dots:
+        cap = "round" if r.dash == "solid" else "square"
+        out.append(f'<path d="{dots}" fill="none" stroke="{stroke}" stroke-width="{DOT_WIDTH.get(r.dash, 2.4)}" '
+                   f'stroke-linecap="{cap}"><title>{label}: as read</title></path>')  # fmt: skip
+    return out
+
+
+def _band_path(spans: list[tuple[float, float, float, float]], px: Callable[[float], float],
+               py: Callable[[float], float]) -> str:  # fmt: skip
+    """The spans' rectangles as one stepped outline: along their tops left to right, back along their bottoms. Two
+    neighbouring spans share the reading between them, so their rectangles touch and the outline is their union.
+    Whole pixels: the band is a shade, and a long run's page stays small."""
+    path = [f"M{px(spans[0][0]):.0f} {py(spans[0][3]):.0f}"]
+    edges = [(x1, hi) for _, x1, _, hi in spans] + [(x0, lo) for x0, _, lo, _ in reversed(spans)]
+    level = f"{py(spans[0][3]):.0f}"
+    run_x = None  # a horizontal stretch at one level is one command, however many spans it crosses
+    for i, (x, y) in enumerate(edges):
+        if i == len(spans):  # the right end: down to the bottoms, and back left
+            path.append(f"H{run_x}")
+            run_x, level = None, f"{py(y):.0f}"
+            path.append(f"V{level}")
+        here = f"{py(y):.0f}"
+        if here != level:
+            if run_x:
+                path.append(f"H{run_x}")
+            path.append(f"V{here}")
+            level = here
+        run_x = f"{px(x):.0f}"
+    path.append(f"H{run_x}")
+    return "".join(path) + "Z"
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
@@ -75,7 +153,11 @@ def chart_svg(chart: Chart, width: int = 900, height: int = 260) -> str:
     left, right, top, bottom = 70, 16, 28, 38
     plot_w, plot_h = width - left - right, height - top - bottom
     xs = [x for line in chart.lines for x, _ in line.points] + [m.x for m in chart.markers]
+    xs += [x for r in chart.readings for x, _ in r.data.points] + [x for b in chart.bands for x, _ in b.points]
+    xs += [x for x, _ in chart.marks]
     ys = [y for line in chart.lines for _, y in line.points] + [y for y, _ in chart.hlines]
+    ys += [y for r in chart.readings for _, y in r.data.points] + [y for b in chart.bands for _, y in b.points]
+    ys += [y for y, _ in chart.ceilings]
     x0, x1 = chart.x_range or ((min(xs), max(xs)) if xs else (0.0, 1.0))
     if x1 <= x0:
         x1 = x0 + 1.0
@@ -106,17 +188,33 @@ def chart_svg(chart: Chart, width: int = 900, height: int = 260) -> str:
     for tick in nice_ticks(x0, x1, 8):
         x = px(tick)
         parts.append(f'<line x1="{_num(x)}" x2="{_num(x)}" y1="{top + plot_h}" y2="{top + plot_h + 4}" stroke="#666"/>')
-        parts.append(f'<text x="{_num(x)}" y="{top + plot_h + 16}" text-anchor="middle" class="tk">{tick:g}</text>')
+        parts.append(f'<text x="{_num(x)}" y="{top + plot_h + 16}" text-anchor="middle" class="tk">'
+                     f"{escape(chart.x_format.format(tick))}</text>")  # fmt: skip
     parts.append(f'<text x="{left + plot_w / 2}" y="{height - 4}" text-anchor="middle" class="tk">'
                  f"{escape(chart.x_label)}</text>")  # fmt: skip
     parts.append(f'<text transform="translate(12 {top + plot_h / 2}) rotate(-90)" text-anchor="middle" class="tk">'
                  f"{escape(chart.y_label)}</text>")  # fmt: skip
-    for y, label in chart.hlines:
-        yy = _num(py(y))
-        parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{yy}" y2="{yy}" stroke="#B00020" '
-                     f'stroke-dasharray="6 4"><title>{escape(label)}</title></line>')  # fmt: skip
-        parts.append(f'<text x="{left + plot_w - 4}" y="{_num(py(y) - 4)}" text-anchor="end" class="tk lim">'
-                     f"{escape(label)}</text>")  # fmt: skip
+    for band in chart.bands:
+        coords = " ".join(f"{_num(px(x))},{_num(py(y))}" for x, y in band.points)
+        parts.append(f'<polygon points="{coords}" fill="{escape(band.color, quote=True)}" fill-opacity="0.25" '
+                     f'stroke="none"><title>{escape(band.label)}</title></polygon>')  # fmt: skip
+    for r in chart.readings:
+        parts.extend(_readings_svg(r, px, py))
+    for levels, color, cls in ((chart.hlines, LIMIT_COLOR, "tk lim"), (chart.ceilings, CEILING_COLOR, "tk ceil")):
+        for y, label in levels:
+            yy = _num(py(y))
+            parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{yy}" y2="{yy}" stroke="{color}" '
+                         f'stroke-dasharray="6 4"><title>{escape(label)}</title></line>')  # fmt: skip
+            parts.append(f'<text x="{left + plot_w - 4}" y="{_num(py(y) - 4)}" text-anchor="end" class="{cls}">'
+                         f"{escape(label)}</text>")  # fmt: skip
+    for x, label in chart.marks:
+        xx = _num(px(x))
+        anchor = "end" if px(x) > left + plot_w / 2 else "start"
+        shift = -4 if anchor == "end" else 4
+        parts.append(f'<line x1="{xx}" x2="{xx}" y1="{top}" y2="{top + plot_h}" stroke="#333" stroke-width="1.2">'
+                     f"<title>{escape(label)}</title></line>")  # fmt: skip
+        parts.append(f'<text x="{_num(px(x) + shift)}" y="{top + plot_h - 6}" text-anchor="{anchor}" class="tk" '
+                     f'paint-order="stroke" stroke="#fff" stroke-width="3">{escape(label)}</text>')  # fmt: skip
     for line in chart.lines:
         if not line.points:
             continue
@@ -251,10 +349,27 @@ def _flag(group: list[tuple[float, int, Marker]], lo: float, hi: float) -> Flag:
 def legend_html(chart: Chart) -> str:
     """The legend as HTML under the chart (so the browser's find and screen readers see it)."""
     items = []
+    for r in chart.readings:
+        fill = escape(r.color, quote=True)
+        cap = "round" if r.dash == "solid" else "square"
+        swatch = (f'<svg width="28" height="10" aria-hidden="true"><rect x="2" y="1" width="24" height="8" '
+                  f'fill="{fill}" fill-opacity="{BAND_OPACITY.get(r.dash, 0.1)}"/><path d="M8 5h0M20 5h0" '
+                  f'stroke="{fill}" stroke-width="{DOT_WIDTH.get(r.dash, 2.4)}" '
+                  f'stroke-linecap="{cap}"/></svg>')  # fmt: skip
+        items.append(f"<li>{swatch} {escape(r.label)}</li>")
+    for band in chart.bands:
+        swatch = (f'<svg width="28" height="10" aria-hidden="true"><rect x="0" y="1" width="28" height="8" '
+                  f'fill="{escape(band.color, quote=True)}" fill-opacity="0.25"/></svg>')  # fmt: skip
+        items.append(f"<li>{swatch} {escape(band.label)}</li>")
     for line in chart.lines:
         dash = DASHES.get(line.dash, "")
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         swatch = (f'<svg width="28" height="10" aria-hidden="true"><line x1="0" x2="28" y1="5" y2="5" '
                   f'stroke="{escape(line.color, quote=True)}" stroke-width="2"{dash_attr}/></svg>')  # fmt: skip
         items.append(f"<li>{swatch} {escape(line.label)}</li>")
-    return f'<ul class="legend">{"".join(items)}</ul>' if items else ""
+    for _, label in chart.ceilings:
+        swatch = (f'<svg width="28" height="10" aria-hidden="true"><line x1="0" x2="28" y1="5" y2="5" '
+                  f'stroke="{CEILING_COLOR}" stroke-width="2" stroke-dasharray="6 4"/></svg>')  # fmt: skip
+        items.append(f"<li>{swatch} {escape(label)}</li>")
+    legend = f'<ul class="legend">{"".join(items)}</ul>' if items else ""
+    return legend + "".join(f'<p class="note chart-note">{escape(note)}</p>' for note in chart.notes)

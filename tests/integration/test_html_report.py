@@ -81,3 +81,24 @@ def test_the_page_renders_in_a_headless_browser_without_console_errors(failed_ch
         assert f'data-code="{finding["code"]}"' in dom
     assert dom.count("<svg") >= 1 and "<script" not in dom.lower()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+
+
+def test_a_leaky_run_stopped_mid_epoch_draws_its_projection_with_range_ceiling_and_where_it_was_measured(tmp_path):
+    """The list of dicts read by 2 forked workers, the loop stopped after 200 of its 600 batches: cow-growth projects
+    the copies to the epoch's end, and the page draws it on the epoch's share, after the verdict."""
+    run_dir = tmp_path / "run"
+    proc = run_dlprobe(["run", "--quiet", "--out", str(run_dir), str(SCRIPTS / "leaky_list_dataset.py"), "600000",
+                        "200"], tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    [finding] = [f for f in json.loads((run_dir / "report.json").read_text())["findings"] if f["code"] == "cow-growth"]
+    at = finding["evidence"]["measured_at_epoch_fraction"]
+    assert 0 < at < 1
+    raw = (run_dir / "report.html").read_text()
+    text = read_page(run_dir, ["cow-growth"]).all_text
+    chart = raw[raw.index("Memory projection, loader 0 (cow-growth)") :]
+    assert f"measured to {100 * at:.0f}% of the epoch" in chart  # the mark, labelled
+    assert '<polygon points="' in chart and "projected at the epoch&#x27;s end" in chart  # the range, as a band
+    assert "ceiling: what 2 workers could copy (the parent&#x27;s anonymous memory at fork" in chart  # dashed
+    assert "stroke-dasharray" in chart.split("ceiling: what 2 workers")[0][-400:]
+    assert "Dots: the readings." in text  # the memory charts draw readings, the band between two
+    assert text.index("Verdict") < text.index("Findings (") < text.index("Memory projection")

@@ -370,7 +370,7 @@ def test_the_jobs_memory_line_draws_only_readings_that_can_be_summed_and_never_p
     # pages (each 200 MiB of PSS): summed with the parent's stale reading the job "held" 1,100 MiB at fork, over its
     # 1,000 MiB cgroup limit. Once the parent is read again (350 MiB) the sum is the job's.
     from dlprobe.analysis.model import ProcessRecord, Series
-    from dlprobe.analysis.timeline import job_pss_as_read
+    from dlprobe.analysis.timeline import job_pss_summable
 
     def proc(pid, role, t, pss):
         n = len(t)
@@ -378,9 +378,12 @@ def test_the_jobs_memory_line_draws_only_readings_that_can_be_summed_and_never_p
 
     parent = proc(1, "main", [0.0, 4.0], [700 * MiB, 350 * MiB])
     workers = [proc(10 + i, "worker", [2.0, 3.0, 4.0, 5.0], [200 * MiB] * 4) for i in range(2)]
-    times, totals = job_pss_as_read([parent, *workers], 1000 * MiB)
+    times, totals = job_pss_summable([parent, *workers])
     assert times == [0.0, 4.0, 5.0]  # 2.0 and 3.0 summed a reading from before the fork
     assert totals == [700 * MiB, 750 * MiB, 400 * MiB]  # at 5.0 the parent is past its last reading
-    # and where readings taken together still sum over the limit, the line stops at it
-    _, capped = job_pss_as_read([proc(1, "main", [0.0, 1.0], [1200 * MiB] * 2)], 1000 * MiB)
-    assert capped == [1000 * MiB, 1000 * MiB]
+    # and where readings taken together still sum over the limit, the timeline's line stops at it and counts them
+    r = run([], [proc(1, "main", [100.0, 101.0], [1200 * MiB] * 2)])
+    r.system = SystemSeries(t=[100.0, 101.0], cgroup_usage=[900 * MiB] * 2, cgroup_limit=1000 * MiB)
+    timeline = timeline_from_run(r)
+    assert [y for _, y in timeline["job_pss"]] == [1000.0, 1000.0]
+    assert timeline["job_pss_over_limit"] == {"readings": 2, "highest": 1200.0}
