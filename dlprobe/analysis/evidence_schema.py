@@ -55,7 +55,7 @@ class GrowthProjection(TypedDict, total=False):
 
 
 class WorkerProjectionRow(TypedDict, total=False):
-    """A worker's private memory projected to its epoch's end, by kind of page (memory_findings.WorkerProjection)."""
+    """A worker's private memory projected to its epoch's end, by kind of page (memory_growth.WorkerProjection)."""
 
     held_at_start_bytes: int
     projected_bytes: int

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from dataclasses import dataclass
+from collections.abc import Callable
 from itertools import zip_longest
 from typing import Any
 
 from dlprobe.analysis.model import Finding, LoaderRecord, ProcessRecord, RunData, Series
 from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.analysis.timed_batches import timed_batches
-from dlprobe.loader_model.memory_growth import Ceiling, Projection, project_growth
+from dlprobe.loader_model.memory_growth import (
+    Ceiling,
+    WorkerProjection,
+    limit_ceiling,
+    linear_clock,
+    project_worker_by_kind,
+    project_worker_uss,
+    tightest_limit,
+)
 from dlprobe.rundir.schema import EV_BATCHES, EV_PROCESS
 from dlprobe.units import MiB, format_bytes
 
@@ -186,40 +194,6 @@ def _worker_growth(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
     return rows
 
 
-@dataclass(frozen=True)
-class WorkerProjection:
-    """A worker's private memory over its epoch, by kind of page: what it had grown by its start (a load in
-    worker_init_fn, its first batch), then its copies of the parent's pages and its new allocations, each projected
-    to the epoch's end under its own ceiling (a copy cannot pass the parent's anonymous memory; an allocation the
-    memory limit). Runs recorded without page kinds have USS growth only, projected as allocations."""
-
-    held_at_start_bytes: int
-    copies: Projection | None
-    allocations: Projection
-
-    @property
-    def projected_bytes(self) -> int:
-        return self.held_at_start_bytes + (self.copies.projected_bytes if self.copies else 0) + (
-            self.allocations.projected_bytes)  # fmt: skip
-
-    @property
-    def range_bytes(self) -> tuple[int, int]:
-        parts = [p for p in (self.copies, self.allocations) if p is not None]
-        return (self.held_at_start_bytes + sum(p.low_bytes for p in parts),
-                self.held_at_start_bytes + sum(p.high_bytes for p in parts))  # fmt: skip
-
-    def evidence(self) -> dict[str, Any]:
-        low, high = self.range_bytes
-        return {
-            "held_at_start_bytes": self.held_at_start_bytes,
-            "projected_bytes": self.projected_bytes,
-            "projected_low_bytes": low,
-            "projected_high_bytes": high,
-            "copies": self.copies.evidence() if self.copies else None,
-            "allocations": self.allocations.evidence(),
-        }
-
-
 def _epoch_clock(run: RunData, loader: LoaderRecord, proc_series: Series) -> tuple[float, Any]:
     """(the share of the epoch done, a function from a reading's time to the share done then), read from the
     loader's `batches` events (batches so far, when each group was reported), not from the clock: a worker's early
@@ -240,10 +214,7 @@ def _epoch_clock(run: RunData, loader: LoaderRecord, proc_series: Series) -> tup
         and (loader.writer is None or e.get("pid") in (None, loader.writer)) and isinstance(e.get("total"), int)
     )  # fmt: skip
     if len(marks) < 2 or not epoch.batches:  # no batch reported with its time: the clock from start to last batch
-        t0, t_now = marks[0][0], epoch.t_last_batch or max(times)
-        if t_now <= t0:
-            return fraction, lambda _t: fraction
-        return fraction, lambda t: fraction * min(1.0, max(0.0, (t - t0) / (t_now - t0)))
+        return fraction, linear_clock(marks[0][0], epoch.t_last_batch or max(times), fraction)
     per_batch = fraction / epoch.batches
 
     def share_at(t: float) -> float:
@@ -273,14 +244,22 @@ def _parent_anon_at(run: RunData, t_fork: float) -> Ceiling | None:
 
 
 def worker_projection(run: RunData, loader: LoaderRecord, proc: ProcessRecord) -> WorkerProjection:
-    """A worker's growth projected to the end of its epoch by kind of page (WorkerProjection), from its start: when
-    it built its first batch, where timed (worker_init_fn and a load in the first sample are over by then), or when a
-    load at start was done."""
+    """A worker's growth projected to the end of its epoch by kind of page (loader_model WorkerProjection), on the
+    loader's epoch clock (its `batches` events)."""
+    measured_at, share_at = _epoch_clock(run, loader, proc.series)
+    return project_worker(run, loader.loader_id, proc, measured_at, share_at)
+
+
+def project_worker(
+    run: RunData, loader_id: int, proc: ProcessRecord, measured_at: float, share_at: Callable[[float], float]
+) -> WorkerProjection:
+    """A worker's growth projected to the end of its epoch (`measured_at`: the share done; `share_at`: the share done
+    at a reading's time), from its start: when it built its first batch, where timed (worker_init_fn and a load in the
+    first sample are over by then), or when a load at start was done. `run`'s advice reads it on the loader's epoch,
+    `tune` on a trial's (tune/results.py): one projection (loader_model/memory_growth.py)."""
     series = proc.series
-    built = first_batch_built(run, loader.loader_id, proc.pid)
-    measured_at, share_at = _epoch_clock(run, loader, series)
-    limit = memory_limit(run)
-    limit_ceiling = Ceiling(limit[0], f"the {limit[1]}") if limit else None
+    built = first_batch_built(run, loader_id, proc.pid)
+    limit = limit_ceiling(memory_limit(run))
     rows = [
         (t, d, a, sh or 0, f or 0)
         for t, d, a, sh, f in zip(
@@ -291,23 +270,11 @@ def worker_projection(run: RunData, loader: LoaderRecord, proc: ProcessRecord) -
     if len(rows) < 2:  # no page kinds: USS growth, as new memory (RSS never decides it)
         uss = sorted(series.values("uss"))
         start = _start_index([t for t, _ in uss], built, _load_done(series, "uss"))
-        base = uss[start][1] if uss else 0
-        points = [(share_at(t), v - base) for t, v in uss[start:]]
-        held = max(0, base - uss[0][1]) if uss else 0
-        return WorkerProjection(held, None, project_growth(points, measured_at, limit_ceiling))
-    t_0, d0, a0, sh0, f0 = rows[0]
-    cow = [(d - d0) - max(0, a - a0) - max(0, sh - sh0) - max(0, f - f0) for _, d, a, sh, f in rows]
-    new = [max(0, a - a0) for _, _, a, _, _ in rows]
+        return project_worker_uss([(share_at(t), v) for t, v in uss], start, measured_at, limit)
     times = [r[0] for r in rows]
     start = _start_index(times, built, _load_done(series, "anon"))
-    parent = _parent_anon_at(run, t_0)
-    copies_left = Ceiling(max(0, parent.bytes - max(0, cow[start])), parent.source) if parent else None
-    copies = project_growth([(share_at(t), c - cow[start]) for t, c in zip(times[start:], cow[start:], strict=True)],
-                            measured_at, copies_left)  # fmt: skip
-    allocations = project_growth(
-        [(share_at(t), n - new[start]) for t, n in zip(times[start:], new[start:], strict=True)], measured_at,
-        limit_ceiling)  # fmt: skip
-    return WorkerProjection(max(0, cow[start]) + new[start], copies, allocations)
+    return project_worker_by_kind([(share_at(t), d, a, sh, f) for t, d, a, sh, f in rows], start, measured_at,
+                                  _parent_anon_at(run, times[0]), limit)  # fmt: skip
 
 
 def _load_done(series: Series, metric: str) -> float | None:
@@ -479,12 +446,7 @@ def memory_limit(run: RunData) -> tuple[int, str] | None:
     machine had available (MemAvailable) while it ran. None when none of them was read."""
     machine = run.meta.get("machine") or {}
     available = [a for a in run.system.available if a is not None]
-    found = [
-        *([(int(run.system.cgroup_limit), "cgroup limit")] if run.system.cgroup_limit else []),
-        *([(int(machine["mem_total"]), "MemTotal")] if machine.get("mem_total") else []),
-        *([(max(available), "MemAvailable")] if available else []),
-    ]
-    return min(found) if found else None
+    return tightest_limit(run.system.cgroup_limit, machine.get("mem_total"), max(available) if available else None)
 
 
 def epoch_fraction(loader: LoaderRecord, world_size: int = 1) -> float:

@@ -24,6 +24,7 @@ from dlprobe.analysis.worker_cpu import (
 )
 from dlprobe.analysis.worker_reserve import RESERVE_KEYS, Reserve, measured_reserve
 from dlprobe.loader_model.limits import WORKER_CAP
+from dlprobe.loader_model.memory_growth import worker_end_bytes
 from dlprobe.loader_model.plan import LoaderPace, WorkerPlan
 from dlprobe.loader_model.plan import plan_workers as model_plan
 from dlprobe.loader_model.rate import (
@@ -391,7 +392,7 @@ def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, in
         grown = worker_steady_growth(run, loader.loader_id, proc)
         rows.append({"worker_id": proc.worker_id, "pid": proc.pid, "uss_peak_bytes": uss["peak"],
                      "uss_growth_bytes": grown.bytes if grown else 0, "projection": model.evidence()})  # fmt: skip
-        projected = max(projected, uss["peak"], (uss["start"] or 0) + model.projected_bytes)
+        projected = max(projected, worker_end_bytes(uss["start"] or 0, uss["peak"], model))
     if not rows:
         return None
     peak = int(max(r["uss_peak_bytes"] for r in rows))

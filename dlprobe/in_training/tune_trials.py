@@ -13,7 +13,9 @@ from typing import Any
 
 from dlprobe.in_training import hand_over, hooks, probe_errors
 from dlprobe.in_training.event_log import get_log
+from dlprobe.in_training.trial_memory import TrialMemory
 from dlprobe.loader_model.limits import WORKER_CAP
+from dlprobe.loader_model.memory_growth import epoch_share
 from dlprobe.loader_model.worker_memory import memory_for_workers, workers_that_fit
 from dlprobe.rundir.schema import (
     EV_TRIAL_END,
@@ -71,10 +73,7 @@ def describe(loader: Any) -> dict[str, Any]:
     iterable = isinstance(loader.dataset, IterableDataset)
     custom_sampler = loader.batch_size is None and loader.batch_sampler is not None
     custom_collate = loader.collate_fn is not default_collate
-    try:
-        batches_per_epoch: int | None = len(loader)
-    except TypeError:
-        batches_per_epoch = None
+    batches_per_epoch = _epoch_batches(loader)
     try:
         dataset_len: int | None = len(loader.dataset)
     except TypeError:
@@ -104,6 +103,14 @@ def describe(loader: Any) -> dict[str, Any]:
         "persistent_workers": bool(loader.persistent_workers),
         "notes": notes,
     }
+
+
+def _epoch_batches(loader: Any) -> int | None:
+    """Batches in an epoch of the script's loader, None where it has no length (an iterable dataset without one)."""
+    try:
+        return len(loader)
+    except TypeError:
+        return None
 
 
 def build(loader: Any, num_workers: int, prefetch_factor: int | None, pin_memory: bool, timeout: float) -> Any:
@@ -155,7 +162,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     # A hung trial is given up after its share of the budget plus a grace, but never past the sweep's deadline.
     give_up = max(1.0, min(time_cap + HANG_GRACE_S, deadline - time.time()))
     trial_loader = build(loader, nw, pf, spec["pin_memory"], timeout=round(min(max(5.0, time_cap), give_up), 1))
-    start = time.perf_counter()
+    start = time.perf_counter()  # the trial's epoch starts as its loader is iterated
     stamps: list[float] = []
     counts: list[int] = []
     passes = 0
@@ -169,6 +176,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     held_before = _held()  # the job before the trial's workers
     boot_start, kmsg = kernlog.since_boot(), kernlog.open_at_end()  # the kernel's records from this trial on
     worker_pids: set[int] = set()
+    memory = TrialMemory()  # the workers' memory as the trial goes, for the search's memory cap
     try:
         iterator = iter(trial_loader)
         result["loader_id"] = hooks.probe_id(trial_loader)
@@ -187,6 +195,8 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
                 timed = timed and hand_over.attach_to(iterator, clock)
                 continue
             stamps.append(time.perf_counter())
+            if nw and len(stamps) == 1:
+                memory.start(sorted(worker_pids))
             # The workers' CPU from the batch the rate is timed from (_throughput): the batches in flight at the start
             # arrive at once with a fresh worker's first, slower samples in them, and CPU read over a window the rate
             # is not read over gives a CPU per sample that is off by their share. From the first batch until then.
@@ -216,9 +226,14 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
             os.close(kmsg)
         if watchdog is not None:
             watchdog.cancel()
+        memory.stop()
         if busy_from is not None and result["status"] == "ok":
             handover = clock.seconds - handover_from if timed else None
-            result.update(_workers_now(iterator, *busy_from, held_before, handover))
+            # The trial's epoch clock as tune's results read it (from its start to its last batch); every worker has
+            # built its first batch once nw batches have come: its steady part, as run reads it, from there.
+            fraction = epoch_share(len(stamps), _epoch_batches(loader), ended=passes > 0)
+            projected = memory.worker_bytes(start, stamps[-1], fraction, stamps[min(nw, len(stamps)) - 1])
+            result.update(_workers_now(iterator, *busy_from, held_before, handover, projected))
         repeated = hooks.repeated_samples(trial_loader)
         if result["status"] == "ok" and repeated and repeated[0] >= DUPLICATE_SHARE * max(1, repeated[1]):
             # Said here too, not only when the supervisor reads the trials: the search must not follow its rate.
@@ -300,12 +315,14 @@ def _workers_now(
     main_cpu_then: float,
     held_before: int | None = None,
     handover_s: float | None = None,
+    projected_worker: int | None = None,
 ) -> dict[str, Any]:
     """The trial's workers at its end: the share of their time they wanted a CPU (and were on one), the main
     process's CPU share over the same window (receiving batches competes with the workers for the cores) and the
     share it spent taking batches off the result queue (`handover_s` seconds of the window), and how
-    many workers the memory left would hold (their private memory now against MemAvailable or the cgroup's room,
-    whichever is tighter)."""
+    many workers the memory left would hold: the largest worker's memory at the end of a full epoch
+    (`projected_worker`, in_training/trial_memory.py, as tune's results and `run` project it; else its private
+    memory now) against MemAvailable or the cgroup's room, whichever is tighter."""
     wall = time.perf_counter() - since
     main_cpu = time.process_time() - main_cpu_then
     busy_now = _busy_seconds(iterator)
@@ -342,7 +359,7 @@ def _workers_now(
         out["uncounted_per_worker_bytes"] = uncounted
     if uss:  # the workers' own memory is already out of what is available: the budget adds it back
         budget = memory_for_workers(limit, held_apart, available, sum(uss))
-        out["workers_that_fit_memory"] = workers_that_fit(budget, max(uss), uncounted)
+        out["workers_that_fit_memory"] = workers_that_fit(budget, max(max(uss), projected_worker or 0), uncounted)
     return out
 
 

@@ -18,6 +18,7 @@ Pure functions on plain numbers (bytes, epoch fractions): no I/O, no run directo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # The bends tried, in units of 1/epoch: 0 (the straight line) then from barely bent to done within 2% of an epoch.
@@ -136,3 +137,118 @@ def tightest(*ceilings: Ceiling | None) -> Ceiling | None:
     """The lowest of the ceilings that are known (a positive size), or None."""
     known = [c for c in ceilings if c is not None and c.bytes > 0]
     return min(known, key=lambda c: c.bytes) if known else None
+
+
+@dataclass(frozen=True)
+class WorkerProjection:
+    """A worker's private memory over its epoch, by kind of page: what it had grown by its start (a load in
+    worker_init_fn, its first batch), then its copies of the parent's pages and its new allocations, each projected
+    to the epoch's end under its own ceiling (a copy cannot pass the parent's anonymous memory; an allocation the
+    memory limit). Runs recorded without page kinds have USS growth only, projected as allocations."""
+
+    held_at_start_bytes: int
+    copies: Projection | None
+    allocations: Projection
+
+    @property
+    def projected_bytes(self) -> int:
+        return self.held_at_start_bytes + (self.copies.projected_bytes if self.copies else 0) + (
+            self.allocations.projected_bytes)  # fmt: skip
+
+    @property
+    def range_bytes(self) -> tuple[int, int]:
+        parts = [p for p in (self.copies, self.allocations) if p is not None]
+        return (self.held_at_start_bytes + sum(p.low_bytes for p in parts),
+                self.held_at_start_bytes + sum(p.high_bytes for p in parts))  # fmt: skip
+
+    @property
+    def measured_at(self) -> float:
+        """How far into the epoch the projection was measured: the earlier of its parts'."""
+        return min(p.measured_at for p in (self.copies, self.allocations) if p is not None)
+
+    @property
+    def ceiling(self) -> Ceiling | None:
+        """The ceiling that bounds the growth that matters most: the copies' where they were read, else the
+        allocations'."""
+        return self.copies.ceiling if self.copies is not None and self.copies.ceiling else self.allocations.ceiling
+
+    def evidence(self) -> dict[str, object]:
+        low, high = self.range_bytes
+        return {
+            "held_at_start_bytes": self.held_at_start_bytes,
+            "projected_bytes": self.projected_bytes,
+            "projected_low_bytes": low,
+            "projected_high_bytes": high,
+            "copies": self.copies.evidence() if self.copies else None,
+            "allocations": self.allocations.evidence(),
+        }
+
+
+def project_worker_by_kind(
+    points: list[tuple[float, int, int, int, int]],
+    start: int,
+    measured_at: float,
+    parent_anon: Ceiling | None,
+    limit: Ceiling | None,
+) -> WorkerProjection:
+    """A worker's projection from its readings by kind of page, in time order: (share of the epoch done,
+    Private_Dirty, Anonymous, Pss_Shmem, Pss_File); `start` the first reading of its steady part, `parent_anon` what
+    it could copy at most (the parent's anonymous memory at fork), `limit` the tightest memory limit.
+
+    Copies are the private pages that are neither new anonymous memory nor shmem or file pages; new anonymous memory
+    is an allocation. What it had grown by `start` is held, not projected."""
+    _, d0, a0, sh0, f0 = points[0]
+    cow = [(d - d0) - max(0, a - a0) - max(0, sh - sh0) - max(0, f - f0) for _, d, a, sh, f in points]
+    new = [max(0, a - a0) for _, _, a, _, _ in points]
+    shares = [p[0] for p in points]
+    copies_left = Ceiling(max(0, parent_anon.bytes - max(0, cow[start])), parent_anon.source) if parent_anon else None
+    copies = project_growth([(x, c - cow[start]) for x, c in zip(shares[start:], cow[start:], strict=True)],
+                            measured_at, copies_left)  # fmt: skip
+    allocations = project_growth(
+        [(x, n - new[start]) for x, n in zip(shares[start:], new[start:], strict=True)], measured_at, limit
+    )
+    return WorkerProjection(max(0, cow[start]) + new[start], copies, allocations)
+
+
+def project_worker_uss(points: list[tuple[float, int]], start: int, measured_at: float, limit: Ceiling | None) -> (
+        WorkerProjection):  # fmt: skip
+    """A worker's projection from its USS alone (runs recorded without page kinds), in time order: (share of the epoch
+    done, USS) per reading; its growth from `start` on is projected as new memory (RSS never decides it)."""
+    base = points[start][1] if points else 0
+    held = max(0, base - points[0][1]) if points else 0
+    return WorkerProjection(held, None, project_growth([(x, v - base) for x, v in points[start:]], measured_at, limit))
+
+
+def worker_end_bytes(first_uss: int, peak_uss: int, projection: WorkerProjection) -> int:
+    """A worker's private memory at the end of its epoch: its first reading plus the growth projected, never less than
+    its peak so far (the one per-worker figure of run's advice, attach's growth and tune's trials)."""
+    return max(peak_uss, first_uss + projection.projected_bytes)
+
+
+def epoch_share(made: int, batches_per_epoch: int | None, ended: bool = False) -> float:
+    """The share of an epoch done after `made` batches: 1 once it ended or where its length is unknown (nothing left
+    to project: what was measured is the end)."""
+    if ended or not batches_per_epoch:
+        return 1.0
+    return min(1.0, max(made, 1) / batches_per_epoch)
+
+
+def linear_clock(t0: float, t_now: float, fraction: float) -> Callable[[float], float]:
+    """The share of the epoch done at a time, where only its start (`t0`) and the last batch (`t_now`, `fraction`
+    of the epoch done then) are known: batches at an even pace in between."""
+    if t_now <= t0:
+        return lambda _t: fraction
+    return lambda t: fraction * min(1.0, max(0.0, (t - t0) / (t_now - t0)))
+
+
+def tightest_limit(cgroup_limit: int | None, mem_total: int | None, available: int | None) -> tuple[int, str] | None:
+    """The tightest memory limit and its name: the cgroup's limit, MemTotal, or the most memory the machine had
+    available (MemAvailable); None where none was read (run's findings and tune's search read it alike)."""
+    found = [(int(v), name) for v, name in ((cgroup_limit, "cgroup limit"), (mem_total, "MemTotal"),
+                                            (available, "MemAvailable")) if v]  # fmt: skip
+    return min(found) if found else None
+
+
+def limit_ceiling(limit: tuple[int, str] | None) -> Ceiling | None:
+    """The tightest memory limit (bytes, its name) as a ceiling on a worker's new allocations."""
+    return Ceiling(limit[0], f"the {limit[1]}") if limit else None

@@ -27,7 +27,8 @@ def steady_growth(
 
     Fitted on the later half only: a load that ends after the first batch (a worker still filling its table while
     another delivers) would read as growth over the whole window; growth that goes on holds its rate in the later half,
-    a finished load does not. With two readings there is no later half: their difference."""
+    a finished load does not; and at most what it rose over the part (the later half's rate over the whole part doubles
+    a step taken late in it). With two readings there is no later half: their difference."""
     steady = sorted((t, v) for t, v in readings if since <= t <= until)
     if len(steady) < 2 or steady[-1][0] <= steady[0][0]:
         return None
@@ -38,7 +39,10 @@ def steady_growth(
     if steady[-1][0] <= mid[0]:
         return None
     rate = max(0, steady[-1][1] - mid[1]) / (steady[-1][0] - mid[0])
-    return Growth(int(rate * span), span)
+    # Never more than it rose over the steady part: a step late in it (a batch buffer kept, an arena) would read as
+    # twice its size at the later half's rate, a growth that was not there.
+    rose = max(0, max(v for _, v in steady) - steady[0][1])
+    return Growth(min(int(rate * span), rose), span)
 
 
 def project_worker_bytes(peak: int, growth: Growth | None, batches_in_window: float, batches_left: float) -> int:

@@ -12,11 +12,14 @@ class TrialRow(TrialResultFields, total=False):
     """One configuration's row (tune/results.py collect_trials, then recommend and predict.annotate)."""
 
     duration_s: float  # from its trial_start to its trial_end
-    # Memory (tune/results.py: a worker's base and steady growth, projected with loader_model/worker_memory.py)
+    # Memory (tune/results.py: a worker's peak and steady growth, as `run` reads them; its memory at the end of a full
+    # epoch projected as `run` projects it, bent toward its ceiling: loader_model/memory_growth.py)
     worker_uss_peak_bytes: int | None
     worker_uss_growth_bytes: int | None
     steady_window_s: float | None
     loaded_at_start: bool
+    projected_worker_bytes: int | None  # the largest worker's, at the end of a full epoch
+    worker_projection: dict[str, Any] | None  # its WorkerProjection.evidence(): parts, ceilings, where measured
     shm_peak_delta_bytes: int | None
     batch_bytes: int | None
     shm_in_flight_bytes: int | None

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of
-from dlprobe.analysis.memory_findings import load_done_at
+from dlprobe.analysis.memory_findings import load_done_at, project_worker
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.loader_model.limits import HEADROOM, MEMORY_SHARE
+from dlprobe.loader_model.memory_growth import WorkerProjection, epoch_share, linear_clock, worker_end_bytes
 from dlprobe.loader_model.reserve import worker_reserve as shared_reserve
-from dlprobe.loader_model.worker_memory import Growth, fits, memory_for_workers, project_worker_bytes, steady_growth
+from dlprobe.loader_model.worker_memory import fits, memory_for_workers, steady_growth
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
 from dlprobe.tune.loop import keeps_up
 from dlprobe.tune.plan import DUPLICATE_SHARE, completed, merge_repeat, oom_killed, preference
@@ -123,27 +124,45 @@ def _first_batch_done(run: RunData) -> dict[int, float]:
     return out
 
 
-def project_epoch_bytes(trial: dict[str, Any], batches_per_epoch: int | None) -> int | None:
+def _trial_projection(
+    run: RunData, loader_id: int | None, start: dict[str, Any], end: dict[str, Any], batches_per_epoch: int | None
+) -> dict[str, Any]:
+    """The trial's largest worker projected to the end of a full epoch, as `run`'s advice projects a worker
+    (memory_findings.project_worker: what it held at start, then its copies and new allocations, each bent toward its
+    ceiling; loader_model/memory_growth.worker_end_bytes), on the trial's epoch clock: the trial began an epoch at its
+    start and had done `batches` of `batches_per_epoch` at its last batch (a trial that went past its epoch, or a
+    loader of unknown length, has nothing left to project: its peak)."""
+    fraction = epoch_share(int(end.get("batches") or 0), batches_per_epoch, ended=bool(end.get("passes")))
+    last_batch = float(end["t"]) - float(end.get("shutdown_s") or 0.0)  # trial_end is written after the shutdown
+    share_at = linear_clock(float(start["t"]), last_batch, fraction)
+    best: tuple[int, WorkerProjection] | None = None
+    if loader_id is None:
+        return {"projected_worker_bytes": None, "worker_projection": None}
+    for proc in run.workers(loader_id):
+        uss = [v for _, v in proc.series.values("uss")]
+        if not uss:
+            continue
+        model = project_worker(run, loader_id, proc, fraction, share_at)
+        per_worker = worker_end_bytes(uss[0], max(uss), model)
+        if best is None or per_worker > best[0]:
+            best = (per_worker, model)
+    if best is None:
+        return {"projected_worker_bytes": None, "worker_projection": None}
+    return {"projected_worker_bytes": best[0], "worker_projection": best[1].evidence()}
+
+
+def project_epoch_bytes(trial: dict[str, Any]) -> int | None:
     """The workers' memory at the end of a full epoch, on top of what the job used before the trials (the parent):
-    n x (a worker's base + its steady growth per batch x the batches it makes in an epoch) + /dev/shm in flight
-    (n x prefetch_factor x batch bytes where the batch's size was read, else the /dev/shm rise measured)."""
+    n x a worker's projected memory (`projected_worker_bytes`, _trial_projection; its peak where no projection was
+    made) + /dev/shm in flight (n x prefetch_factor x batch bytes where the batch's size was read, else the /dev/shm
+    rise measured)."""
     nw = trial["num_workers"]
     shm = max(trial.get("shm_peak_delta_bytes") or 0, trial.get("shm_in_flight_bytes") or 0)
     if nw == 0:
         return shm
-    peak = trial.get("worker_uss_peak_bytes")
-    if peak is None:
+    per_worker = trial.get("projected_worker_bytes") or trial.get("worker_uss_peak_bytes")
+    if per_worker is None:
         return None
-    grown, window, duration = (
-        trial.get("worker_uss_growth_bytes"),
-        trial.get("steady_window_s"),
-        trial.get("duration_s"),
-    )
-    made = trial.get("batches") or 0
-    growth = Growth(int(grown), float(window)) if grown and window else None
-    # The batches all workers made while it grew that much: the steady window's share of the trial's.
-    in_window = max(float(nw), made * min(1.0, window / duration)) if window and duration and made else 0.0
-    per_worker = project_worker_bytes(peak, growth, in_window, max(0, (batches_per_epoch or 0) - made))
     return int(nw * per_worker + shm)
 
 
@@ -235,6 +254,7 @@ def _finished_row(
     row["duration_s"] = round(end["t"] - start["t"], 3)
     steady_from = start["t"] + (end.get("first_batch_s") or 0.0)
     row.update(_worker_memory(run, end.get("loader_id"), steady_from, end["t"]))
+    row.update(_trial_projection(run, end.get("loader_id"), start, end, batches_per_epoch))
     shm_base, shm_peak = _window(run, start["t"], end["t"])
     row["shm_peak_delta_bytes"] = max(0, shm_peak - shm_base) if shm_peak is not None and shm_base is not None else None
     batch_bytes = _batch_bytes(run, loader_id := end.get("loader_id"))
@@ -245,7 +265,7 @@ def _finished_row(
     if repeats is not None and dupes[-1]["samples"] and repeats >= DUPLICATE_SHARE * dupes[-1]["samples"]:
         row["duplicates"] = dupes[-1]["duplicates"]
         row["status"] = "duplicates" if row["status"] == "ok" else row["status"]
-    row["projected_epoch_bytes"] = project_epoch_bytes(row, batches_per_epoch)
+    row["projected_epoch_bytes"] = project_epoch_bytes(row)
     return row
 
 

@@ -140,10 +140,10 @@ def test_recommend_picks_the_smallest_within_tolerance_that_fits():
     assert recommend([t | {"status": "crashed"} for t in trials], 1000 * MiB, 0.05)[0] is None
 
 
-def test_projected_epoch_memory_extends_steady_growth_to_the_epoch():
-    trial = {"num_workers": 2, "worker_uss_peak_bytes": 100 * MiB, "worker_uss_growth_bytes": 10 * MiB,
-             "steady_window_s": 1.0, "duration_s": 1.0, "batches": 20, "shm_peak_delta_bytes": 4 * MiB}  # fmt: skip
-    # each worker made 10 batches and grew 1 MiB per batch; 180 more batches -> 90 more per worker
-    assert project_epoch_bytes(trial, 200) == 2 * (100 + 90) * MiB + 4 * MiB
-    assert project_epoch_bytes(trial, None) == 2 * 100 * MiB + 4 * MiB
-    assert project_epoch_bytes(trial | {"steady_window_s": 0.2}, 200) == 2 * 100 * MiB + 4 * MiB
+def test_projected_epoch_memory_is_each_workers_projection_plus_shm_in_flight():
+    trial = {"num_workers": 2, "worker_uss_peak_bytes": 100 * MiB, "projected_worker_bytes": 190 * MiB,
+             "shm_peak_delta_bytes": 4 * MiB}  # fmt: skip
+    # the largest worker's memory at the end of the epoch (results._trial_projection, as run projects it), per worker
+    assert project_epoch_bytes(trial) == 2 * 190 * MiB + 4 * MiB
+    assert project_epoch_bytes(trial | {"projected_worker_bytes": None}) == 2 * 100 * MiB + 4 * MiB  # not projected
+    assert project_epoch_bytes(trial | {"num_workers": 0}) == 4 * MiB
