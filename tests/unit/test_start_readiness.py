@@ -211,3 +211,43 @@ def test_a_strided_array_is_counted_not_copied() -> None:
     dataset.table = np.zeros((4000, 2000))[:, ::2]  # type: ignore[attr-defined]  # 32 MiB, not contiguous
     event = readiness(dataset)
     assert event["picklable"] is True and event["pickled_bytes"] >= 32_000_000
+
+
+PRELOAD_SCRIPT = """
+import json, multiprocessing, os, sys
+
+LOADED_IN = os.getpid()  # the process that ran this script's top level
+
+
+def where_main_ran():
+    return sys.modules["__mp_main__"].LOADED_IN != os.getpid()  # True: inherited from the fork server
+
+
+if __name__ == "__main__":
+    from dlprobe.in_training.start_readiness import forkserver_state
+
+    before = forkserver_state()
+    ctx = multiprocessing.get_context("forkserver")
+    with ctx.Pool(1) as pool:
+        inherited = pool.apply(where_main_ran)
+    print(json.dumps({"before": before, "inherited": inherited, "after": forkserver_state()}))
+"""
+
+
+def test_the_fork_servers_preload_of_main_is_what_this_python_does(tmp_path: Path) -> None:
+    """CPython before 3.14 (and 3.13.8) never imported `__main__` in the fork server (gh-126631): each worker ran
+    the script's top level again. The check's reading of it agrees with a real forkserver worker of this Python."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "preload.py"
+    script.write_text(PRELOAD_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("DLPROBE_RUN_DIR", None)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env, check=True)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["before"]["preloads_main"] is seen["inherited"]
+    assert seen["before"]["running"] is False and seen["after"]["running"] is True
+    assert seen["before"]["preload"] == ["__main__"]
