@@ -110,3 +110,18 @@ def test_compare_prints_both_runs_side_by_side(runs: dict[str, DlprobeResult], t
 def test_compare_refuses_a_directory_that_is_no_run(tmp_path: Path) -> None:
     proc = run_dlprobe(["compare", str(tmp_path), str(tmp_path)], tmp_path)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+
+
+def test_tune_under_forkserver_measures_trials_with_workers(tmp_path: Path) -> None:
+    """Each forkserver worker imports the script again (torch: seconds on a busy machine) before its first batch: the
+    trial's window starts at that batch, and the start is bounded by the sweep's budget, not a batch's timeout."""
+    json_path = tmp_path / "tune.json"
+    proc = run_dlprobe(["tune", "--out", str(tmp_path / "t"), "--json", str(json_path), "--budget", "45s",
+                        "--batches", "8", "--max-workers", "1", str(SCRIPTS / "start_method_loader.py"),
+                        "forkserver", "8"], tmp_path, timeout=240)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = json.loads(json_path.read_text())["trials"]
+    with_workers = [t for t in trials if t["num_workers"] >= 1]
+    assert with_workers, trials
+    measured = [t for t in with_workers if t["status"] == "ok" and t["samples_per_s"]]
+    assert measured, [(t["key"], t["status"], t.get("error"), t.get("first_batch_s")) for t in with_workers]
