@@ -508,6 +508,15 @@ def _measure_again(
     done[key] = merge_repeat(first, done.get(key) or spec | {"status": "skipped"})
 
 
+def _start_up_s(done: dict[str, dict[str, Any]], num_workers: int) -> float:
+    """How long a trial's workers took to deliver their first batch, the slowest of the trials with workers so far:
+    a trial that has less of the budget left than that and MIN_TRIAL_S would end before it measured anything (under
+    forkserver or spawn each worker imports `__main__` again first)."""
+    if not num_workers:
+        return 0.0
+    return max((float(r.get("first_batch_s") or 0.0) for r in done.values() if r.get("num_workers")), default=0.0)
+
+
 def _run_one(
     loader: Any, spec: dict[str, Any], done: dict[str, dict[str, Any]], batches: int, deadline: float, left: int
 ) -> bool:
@@ -519,7 +528,7 @@ def _run_one(
         done[spec["key"]] = spec | {"status": "skipped"}
         return True
     remaining = deadline - time.time()
-    if remaining < MIN_TRIAL_S:
+    if remaining < MIN_TRIAL_S + _start_up_s(done, spec["num_workers"]):
         _emit(EV_TRIAL_SKIPPED, **spec, reason="budget spent")
         done[spec["key"]] = spec | {"status": "skipped"}
         return False
