@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from dlprobe.in_training.fork_handles import owner_of
+from dlprobe.in_training.pickle_walk import deepest_refusal
 
 MAX_PICKLE_S = 2.0  # pickling all of a loader's objects stops past this (the training waits for it)
 EXTRA_S = 0.25  # what collate_fn and worker_init_fn get past the bound, so a slow dataset leaves them judged
@@ -140,30 +141,6 @@ def _pickle(obj: Any, deadline: float, limit: int) -> dict[str, Any]:
     return state
 
 
-def _children(obj: Any) -> list[tuple[str, Any]]:
-    """(path suffix, value) of what pickling obj would pickle next: items, attributes, a method's object, a partial's
-    function and arguments."""
-    if isinstance(obj, dict):
-        return [(f"[{k!r}]", v) for k, v in list(obj.items())[:MAX_CHILDREN]]
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [(f"[{i}]", v) for i, v in enumerate(list(obj)[:MAX_CHILDREN])]
-    if type(obj).__name__ == "method":
-        return [(".__self__", obj.__self__)]
-    if type(obj).__name__ == "partial":
-        return [(".func", obj.func), *((f".args[{i}]", a) for i, a in enumerate(obj.args)),
-                *((f".keywords[{k!r}]", v) for k, v in obj.keywords.items())]  # fmt: skip
-    if _is_function(obj) or isinstance(obj, type):
-        return []  # pickled by name: it fails itself, or not at all
-    attrs = getattr(obj, "__dict__", None)
-    items = [(f".{k}", v) for k, v in list(attrs.items())[:MAX_CHILDREN] if isinstance(k, str)] if isinstance(
-        attrs, dict) else []  # fmt: skip
-    slots = getattr(type(obj), "__slots__", ())
-    for slot in [slots] if isinstance(slots, str) else list(slots)[:MAX_CHILDREN]:
-        if hasattr(obj, slot):
-            items.append((f".{slot}", getattr(obj, slot)))
-    return items
-
-
 def _is_function(obj: Any) -> bool:
     return type(obj).__name__ in ("function", "method", "builtin_function_or_method")
 
@@ -192,22 +169,10 @@ def _reason(obj: Any, error: str) -> tuple[str, str]:
     return "other", f"{owner}: {error}"
 
 
-def _find_culprit(obj: Any, path: str, deadline: float, budget: list[int]) -> tuple[str, Any, str]:
-    """The deepest attribute path below obj whose object fails to pickle alone, and that object and its error."""
-    error = ""
-    while True:
-        for suffix, child in _children(obj):
-            if budget[0] <= 0 or time.perf_counter() > deadline:
-                return path, obj, error
-            if isinstance(child, (str, bytes, int, float, bool, type(None))):
-                continue
-            budget[0] -= 1
-            result = _pickle(child, deadline, MAX_PICKLE_BYTES)
-            if result.get("ok") is False:
-                obj, path, error = child, path + suffix, result["error"]
-                break
-        else:
-            return path, obj, error
+def _refusal(obj: Any, deadline: float) -> str | None:
+    """pickle's error for obj pickled alone into the counting sink, or None (it pickles, or the bound was hit)."""
+    result = _pickle(obj, deadline, MAX_PICKLE_BYTES)
+    return str(result["error"]) if result.get("ok") is False else None
 
 
 def check_pickle(name: str, obj: Any, deadline: float) -> dict[str, Any]:
@@ -225,9 +190,17 @@ def check_pickle(name: str, obj: Any, deadline: float) -> dict[str, Any]:
     if result["not_run"]:
         entry["not_run"] = sorted(set(result["not_run"]))[:8]
     if result.get("ok") is False:
-        path, culprit, error = _find_culprit(obj, "self" if name == "dataset" else name, deadline, [MAX_SEARCH_PICKLES])
-        kind, why = _reason(culprit, error or result["error"])
-        entry.update(attribute=path, reason=why, kind=kind, error=error or result["error"])
+        path, culprit, error = deepest_refusal(
+            "self" if name == "dataset" else name,
+            obj,
+            str(result["error"]),
+            lambda child: _refusal(child, deadline),
+            limit=MAX_CHILDREN,
+            deadline=deadline,
+            budget=MAX_SEARCH_PICKLES,
+        )
+        kind, why = _reason(culprit, error)
+        entry.update(attribute=path, reason=why, kind=kind, error=error)
     return entry
 
 

@@ -251,3 +251,35 @@ def test_the_fork_servers_preload_of_main_is_what_this_python_does(tmp_path: Pat
     assert seen["before"]["preloads_main"] is seen["inherited"]
     assert seen["before"]["running"] is False and seen["after"]["running"] is True
     assert seen["before"]["preload"] == ["__main__"]
+
+
+class Holder:
+    """A bound method's object holds the lambda: pickle sends the method as (its object, its name)."""
+
+    def __init__(self) -> None:
+        self.cycle = self  # a walk that entered an object already on its path would go round
+        self.transform = lambda x: x
+
+    def apply(self, x: Any) -> Any:
+        return self.transform(x)
+
+
+class ViaMethod(Dataset):
+    def __init__(self) -> None:
+        self.fn = Holder().apply
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, i: int) -> Any:
+        return self.fn(i)
+
+
+def test_readiness_and_a_failed_start_name_the_same_attribute_by_one_walk() -> None:
+    from dlprobe.in_training.start_failures import blame
+
+    found = blocker(readiness(ViaMethod()))
+    assert (found["attribute"], found["kind"]) == ("self.fn.__self__.transform", "lambda")
+    failed = blame([("dataset", ViaMethod())])
+    assert failed is not None and failed.path == "dataset.fn.__self__.transform"
+    assert failed.reason == "a lambda (defined in Holder.__init__)"
