@@ -32,10 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dlprobe.analysis.start_method_findings import (  # noqa: E402
-    PIPE_BYTES,
-    pickled_lower_bound,
     predicted_start_s,
     start_work_s,
+    starts_in_turn,
     worker_share,
 )
 
@@ -167,7 +166,7 @@ def table(rows: list[dict]) -> str:
         m_start = r.get("start_s")
         p_cpu = start_work_s(ready, r["method"]) if ready and not blocked else None
         m_cpu = r.get("start_cpu_s")
-        serial = pickled_lower_bound(ready) > PIPE_BYTES  # the workers start one after another
+        serial = starts_in_turn(ready)  # the workers start one after another
         p_share = (
             worker_share(ready, 1 if serial else None) if ready and not blocked and r["method"] != "fork" else None
         )
@@ -210,6 +209,7 @@ def main() -> None:
     parser.add_argument("--rows", type=Path, help="print the table of the rows a previous run saved (--out's .json)")
     args = parser.parse_args()
     rows = json.loads(args.rows.read_text()) if args.rows else []
+    load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="dlprobe-bench-ready-") as tmp:
         for shape in [] if args.rows else args.shapes.split(","):
             for method in METHODS:
@@ -222,7 +222,7 @@ def main() -> None:
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
     text = (
-        f"{machine()}; load average {load} at the end\n\n"
+        f"{machine()}; load average {load_at_start:.2f} at the start, {load} at the end\n\n"
         f"records: {args.records:,} dicts; arrays and mmap: {args.mib} MiB float32; 2 workers; 1 epoch\n\n"
         + table(rows)
     )

@@ -21,7 +21,12 @@ COW_WORTH_SWITCH = 256 * MiB  # a forked worker's copies from here make a pickle
 COPY_SHARE = 0.5  # ... when the pickled copy would be at most this share of what each forked worker copied
 PIPE_BYTES = 64 * 1024  # Linux's pipe buffer: a bigger pickle makes the parent wait for each worker in turn
 BUSY_SHARE = 0.95  # a parent that ran less of its runnable time than this was competing for the cores
-INTERPRETER_START_S = 0.03  # a new python3 to its first line, on a warm disk (spawn only: forkserver forks it)
+INTERPRETER_START_S = 0.05  # CPU of a new python3 to its first line, site included (the fork server's own start)
+UNPICKLE_PER_PICKLE = 0.8  # a worker's CPU to unpickle per CPU second the check pickled (300,000 dicts: 0.6-0.9)
+# Arrays counted by length: the parent pickles each worker's copy in band and writes it into the pipe, the worker
+# reads and rebuilds it (128 MiB of float32 on the development machine: 0.27 s and 0.12 s of CPU)
+PARENT_COPY_S_PER_GIB = 2.1
+WORKER_COPY_S_PER_GIB = 0.95
 SLOW_START_TOTAL_S = 5.0  # forkserver/spawn start-ups summed over the run's worker starts: worth a finding ...
 SLOW_START_RUN_SHARE = 0.1  # ... when they are this share of the run or more
 _FIXES = {
@@ -79,21 +84,29 @@ def _starts(loader: LoaderRecord) -> int:
 
 
 def predicted_start_s(event: dict[str, Any], method: str) -> float | None:
-    """One worker's start-up under `method`, predicted from what the parent measured. A forkserver or spawn worker
-    starts a Python (spawn), imports what the parent imported before the loader, runs the script's top level
-    outside its guard again, and unpickles its copy (taken as long as the parent took to pickle it). That is the
-    parent's work in CPU time (its wall time times the share of it the parent ran, on a busy machine), spread over
-    the cores the workers then share: the parent's competitors (as many as its waiting says), less the parent, plus
-    the workers."""
+    """The first iterator's last worker started under `method`, predicted from what the parent measured.
+
+    Each worker costs CPU (start_work_s), and the parent pickles each worker's copy in turn (parent_pickle_s).
+    Under forkserver a server is started first, once per process (its interpreter, and `__main__`'s imports where it
+    preloads them). Past the pipe's buffer the parent waits for each worker to read its copy, which a spawn worker (a
+    forkserver one without the preload) does only after importing `__main__`: the workers start one after another,
+    each alone on its share of a core; below it they start together and share the cores."""
     work = start_work_s(event, method)
     if work is None or method == "fork":
         return work
     workers = max(1, int(event.get("num_workers") or 1))
-    if pickled_lower_bound(event) > PIPE_BYTES:
-        # The parent writes each worker's pickle into a pipe the worker reads only after it has imported `__main__`:
-        # past the pipe's buffer, the parent waits, and the next worker starts only then: one after another
-        return round(workers * work / worker_share(event, starting=1), 3)
-    return round(work / worker_share(event, starting=workers), 3)
+    alone = worker_share(event, starting=1)
+    server = server_start_s(event) if method == "forkserver" else 0.0
+    parent = parent_pickle_s(event)
+    if starts_in_turn(event):
+        return round((server + workers * (parent + work)) / alone, 3)
+    return round((server + workers * parent) / alone + work / worker_share(event, starting=workers), 3)
+
+
+def starts_in_turn(event: dict[str, Any]) -> bool:
+    """The parent writes each worker's pickle into a pipe the worker reads only when it gets to it: past the pipe's
+    buffer, the parent waits, and the next worker starts only then."""
+    return pickled_lower_bound(event) > PIPE_BYTES
 
 
 def pickled_lower_bound(event: dict[str, Any]) -> int:
@@ -108,23 +121,76 @@ def _parent_share(event: dict[str, Any]) -> float:
     return float(share) if isinstance(share, (int, float)) and 0 < share <= 1 else 1.0
 
 
-def start_work_s(event: dict[str, Any], method: str) -> float | None:
-    """The CPU seconds one forkserver or spawn worker spends starting (0 for fork; None: no start-up profile)."""
-    if method == "fork":
+def _share_now(event: dict[str, Any]) -> float:
+    """The share of a core a CPU-bound process got just before the workers started (the parent's last seconds and the
+    check's copy), else the parent's over its whole life."""
+    share = event.get("share_now")
+    return float(share) if isinstance(share, (int, float)) and 0 < share <= 1 else _parent_share(event)
+
+
+def _gib(n: Any) -> float:
+    return float(n) / (1024 * MiB) if isinstance(n, (int, float)) else 0.0
+
+
+def _pickle_cpu_s(event: dict[str, Any]) -> float:
+    """The check's CPU to pickle the in-band part (a run recorded before pickle_cpu_s: its wall time's share)."""
+    cpu = event.get("pickle_cpu_s")
+    if isinstance(cpu, (int, float)):
+        return float(cpu)
+    return float(event.get("pickle_s") or 0.0) * _parent_share(event)
+
+
+def parent_pickle_s(event: dict[str, Any]) -> float:
+    """The parent's CPU to pickle one worker's copy: what the check took for the in-band part, and the arrays it
+    counted by length copied into the pickle and the pipe."""
+    return _pickle_cpu_s(event) + _gib(event.get("buffer_bytes")) * PARENT_COPY_S_PER_GIB
+
+
+def server_start_s(event: dict[str, Any]) -> float:
+    """The fork server's start before the first forkserver worker, once per process: none where it already runs;
+    a new interpreter, and where it preloads `__main__` (CPython 3.14, 3.13.8) the script's imports and top level."""
+    server = event.get("forkserver") or {}
+    if server.get("running"):
         return 0.0
+    preloaded = (_redo_s(event) or 0.0) if server.get("preloads_main") else 0.0
+    return INTERPRETER_START_S + preloaded
+
+
+def _redo_s(event: dict[str, Any]) -> float | None:
+    """The CPU a worker spends redoing the parent's start: the main thread's CPU until the loop less the work inside
+    the guard; for a run recorded without it, the imports' and top level's wall time times the parent's share."""
     main = event.get("main") or {}
+    redo = main.get("redo_cpu_s")
+    if isinstance(redo, (int, float)):
+        return float(redo)
     imports = main.get("imports_s")
     if imports is None:
         return None
-    wall = float(imports) + float(main.get("top_level_work_s") or 0.0) + float(event.get("pickle_s") or 0.0)
-    return (INTERPRETER_START_S if method == "spawn" else 0.0) + wall * _parent_share(event)
+    return INTERPRETER_START_S + (float(imports) + float(main.get("top_level_work_s") or 0.0)) * _parent_share(event)
+
+
+def start_work_s(event: dict[str, Any], method: str) -> float | None:
+    """The CPU seconds one worker spends starting (0 for fork; None: no start-up profile): the parent's start again
+    (spawn; forkserver without the server's preload of `__main__`, less the interpreter's start it forks past), and
+    the unpickling of its copy."""
+    if method == "fork":
+        return 0.0
+    redo = _redo_s(event)
+    if redo is None:
+        return None
+    if method == "forkserver":
+        preloaded = (event.get("forkserver") or {}).get("preloads_main")
+        redo = 0.0 if preloaded else max(0.0, redo - INTERPRETER_START_S)
+    unpickle = _pickle_cpu_s(event) * UNPICKLE_PER_PICKLE + _gib(event.get("buffer_bytes")) * WORKER_COPY_S_PER_GIB
+    return round(redo + unpickle, 4)
 
 
 def worker_share(event: dict[str, Any], starting: int | None = None) -> float:
-    """The share of a core each starting worker gets: the parent's competitors (as many as its waiting says), less
-    the parent, which waits for the workers, plus the workers starting together (all of them by default)."""
+    """The share of a core each starting worker gets: the parent's competitors (as many as its waiting just before
+    the loop says), less the parent, which waits for the workers, plus the workers starting together (all of them by
+    default)."""
     cpus = max(1, int(event.get("cpus") or 1))
-    share = _parent_share(event)
+    share = _share_now(event)
     runnable = cpus / share if share < BUSY_SHARE else 1.0
     workers = starting if starting is not None else max(1, int(event.get("num_workers") or 1))
     return min(1.0, cpus / max(1.0, runnable - 1 + workers))

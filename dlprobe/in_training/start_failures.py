@@ -4,7 +4,8 @@ Two failures, each read where it happens:
 - the training process could not pickle what every worker is handed (the dataset, collate_fn, worker_init_fn):
   `Process.start()` raised in `iter(loader)`. pickle's message names a type ("Can't pickle local object
   'build.<locals>.<lambda>'", "cannot pickle '_io.BufferedReader' object") but not where it sits; `blame` walks the
-  objects again, only on this failure path, to the attribute that refuses (dataset.transform).
+  objects again, only on this failure path, to the attribute that refuses (dataset.transform), by the walk start
+  readiness makes before the workers start (in_training/pickle_walk.py).
 - a worker re-running the script (spawn and forkserver import `__main__` again in each worker) reached a loader's
   `iter()` at the script's top level: multiprocessing is still "bootstrapping" there and refuses to start processes.
   The worker itself knows (`current_process()._inheriting`), and where in the script it is.
@@ -17,6 +18,8 @@ import sys
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from dlprobe.in_training.pickle_walk import deepest_refusal
 
 # The walk runs once, after a failure; these bound it on a huge dataset (a list of a million records).
 MAX_DEPTH = 12
@@ -56,28 +59,6 @@ def _refused(obj: Any) -> BaseException | None:
     return None
 
 
-def _children(obj: Any) -> list[tuple[str, Any]]:
-    """(suffix, child) for the parts pickle would send of `obj`: attributes, items, a partial's function and args."""
-    import functools
-
-    if isinstance(obj, functools.partial):
-        return [(".func", obj.func), *((f".args[{i}]", a) for i, a in enumerate(obj.args))] + [
-            (f".keywords[{k!r}]", v) for k, v in (obj.keywords or {}).items()
-        ]
-    if isinstance(obj, dict):
-        return [(f"[{k!r}]", v) for k, v in list(obj.items())[:MAX_CHILDREN]]
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [(f"[{i}]", v) for i, v in enumerate(list(obj)[:MAX_CHILDREN])]
-    if isinstance(obj, type) or callable(obj) and not hasattr(obj, "__dict__"):
-        return []
-    attrs = getattr(obj, "__dict__", None)
-    children = [(f".{k}", v) for k, v in list(attrs.items())[:MAX_CHILDREN]] if isinstance(attrs, dict) else []
-    for slot in getattr(type(obj), "__slots__", ()) if not isinstance(obj, type) else ():
-        if isinstance(slot, str) and hasattr(obj, slot):
-            children.append((f".{slot}", getattr(obj, slot)))
-    return children
-
-
 def _type_name(obj: Any) -> str:
     cls = type(obj)
     return cls.__qualname__ if cls.__module__ in ("builtins", "__main__") else f"{cls.__module__}.{cls.__qualname__}"
@@ -106,23 +87,15 @@ def _reason(obj: Any, exc: BaseException) -> str:
 def blame(roots: list[tuple[str, Any]]) -> Blame | None:
     """The deepest object under `roots` that pickle refuses although everything it holds pickles, or None when every
     root pickles (the failure was something else)."""
-    deadline = time.monotonic() + MAX_SECONDS
+    deadline = time.perf_counter() + MAX_SECONDS
     for name, root in roots:
         exc = _refused(root)
         if exc is not None:
-            return _descend(name, root, exc, {id(root)}, 0, deadline)
+            path, culprit, culprit_exc = deepest_refusal(
+                name, root, exc, _refused, limit=MAX_CHILDREN, deadline=deadline, max_depth=MAX_DEPTH
+            )
+            return Blame(path, _type_name(culprit), _reason(culprit, culprit_exc))
     return None
-
-
-def _descend(path: str, obj: Any, exc: BaseException, on_path: set[int], depth: int, deadline: float) -> Blame:
-    if depth < MAX_DEPTH:
-        for suffix, child in _children(obj):
-            if id(child) in on_path or time.monotonic() > deadline:
-                continue
-            child_exc = _refused(child)
-            if child_exc is not None:
-                return _descend(path + suffix, child, child_exc, on_path | {id(child)}, depth + 1, deadline)
-    return Blame(path, _type_name(obj), _reason(obj, exc))
 
 
 def worker_roots(loader: Any, worker_init_fn: Any) -> list[tuple[str, Any]]:

@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from dlprobe.in_training.fork_handles import owner_of
+from dlprobe.in_training.pickle_walk import deepest_refusal
 
 MAX_PICKLE_S = 2.0  # pickling all of a loader's objects stops past this (the training waits for it)
 EXTRA_S = 0.25  # what collate_fn and worker_init_fn get past the bound, so a slow dataset leaves them judged
@@ -42,6 +43,7 @@ SAMPLE_ITEMS = 200  # items of a big container sized one by one; the rest are sc
 MAX_SIZE_DEPTH = 12
 MAX_SIZE_OBJECTS = 200_000
 PYMALLOC_ALIGN = 16
+MIN_RUNNABLE_S = 0.2  # the runnable time a share of a core is read over, at least
 _HANDLE_TYPES = ("BufferedReader", "BufferedWriter", "BufferedRandom", "TextIOWrapper", "FileIO", "socket",
                  "Environment", "Transaction", "Cursor", "File", "Group", "Dataset", "Connection", "mmap")  # fmt: skip
 _LOCK_TYPES = ("lock", "RLock", "_RLock", "Condition", "Semaphore", "Event")
@@ -139,30 +141,6 @@ def _pickle(obj: Any, deadline: float, limit: int) -> dict[str, Any]:
     return state
 
 
-def _children(obj: Any) -> list[tuple[str, Any]]:
-    """(path suffix, value) of what pickling obj would pickle next: items, attributes, a method's object, a partial's
-    function and arguments."""
-    if isinstance(obj, dict):
-        return [(f"[{k!r}]", v) for k, v in list(obj.items())[:MAX_CHILDREN]]
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [(f"[{i}]", v) for i, v in enumerate(list(obj)[:MAX_CHILDREN])]
-    if type(obj).__name__ == "method":
-        return [(".__self__", obj.__self__)]
-    if type(obj).__name__ == "partial":
-        return [(".func", obj.func), *((f".args[{i}]", a) for i, a in enumerate(obj.args)),
-                *((f".keywords[{k!r}]", v) for k, v in obj.keywords.items())]  # fmt: skip
-    if _is_function(obj) or isinstance(obj, type):
-        return []  # pickled by name: it fails itself, or not at all
-    attrs = getattr(obj, "__dict__", None)
-    items = [(f".{k}", v) for k, v in list(attrs.items())[:MAX_CHILDREN] if isinstance(k, str)] if isinstance(
-        attrs, dict) else []  # fmt: skip
-    slots = getattr(type(obj), "__slots__", ())
-    for slot in [slots] if isinstance(slots, str) else list(slots)[:MAX_CHILDREN]:
-        if hasattr(obj, slot):
-            items.append((f".{slot}", getattr(obj, slot)))
-    return items
-
-
 def _is_function(obj: Any) -> bool:
     return type(obj).__name__ in ("function", "method", "builtin_function_or_method")
 
@@ -191,22 +169,10 @@ def _reason(obj: Any, error: str) -> tuple[str, str]:
     return "other", f"{owner}: {error}"
 
 
-def _find_culprit(obj: Any, path: str, deadline: float, budget: list[int]) -> tuple[str, Any, str]:
-    """The deepest attribute path below obj whose object fails to pickle alone, and that object and its error."""
-    error = ""
-    while True:
-        for suffix, child in _children(obj):
-            if budget[0] <= 0 or time.perf_counter() > deadline:
-                return path, obj, error
-            if isinstance(child, (str, bytes, int, float, bool, type(None))):
-                continue
-            budget[0] -= 1
-            result = _pickle(child, deadline, MAX_PICKLE_BYTES)
-            if result.get("ok") is False:
-                obj, path, error = child, path + suffix, result["error"]
-                break
-        else:
-            return path, obj, error
+def _refusal(obj: Any, deadline: float) -> str | None:
+    """pickle's error for obj pickled alone into the counting sink, or None (it pickles, or the bound was hit)."""
+    result = _pickle(obj, deadline, MAX_PICKLE_BYTES)
+    return str(result["error"]) if result.get("ok") is False else None
 
 
 def check_pickle(name: str, obj: Any, deadline: float) -> dict[str, Any]:
@@ -219,12 +185,22 @@ def check_pickle(name: str, obj: Any, deadline: float) -> dict[str, Any]:
         entry.update(skipped=result["bounded"], pickled_at_least=result["bytes"])
     if result["tensors"]:
         entry.update(tensors=result["tensors"], tensor_bytes=result["tensor_bytes"])
+    if result["buffer_bytes"]:
+        entry["buffer_bytes"] = result["buffer_bytes"]  # counted by length, not pickled here
     if result["not_run"]:
         entry["not_run"] = sorted(set(result["not_run"]))[:8]
     if result.get("ok") is False:
-        path, culprit, error = _find_culprit(obj, "self" if name == "dataset" else name, deadline, [MAX_SEARCH_PICKLES])
-        kind, why = _reason(culprit, error or result["error"])
-        entry.update(attribute=path, reason=why, kind=kind, error=error or result["error"])
+        path, culprit, error = deepest_refusal(
+            "self" if name == "dataset" else name,
+            obj,
+            str(result["error"]),
+            lambda child: _refusal(child, deadline),
+            limit=MAX_CHILDREN,
+            deadline=deadline,
+            budget=MAX_SEARCH_PICKLES,
+        )
+        kind, why = _reason(culprit, error)
+        entry.update(attribute=path, reason=why, kind=kind, error=error)
     return entry
 
 
@@ -372,27 +348,43 @@ def main_script() -> dict[str, Any]:
             out["guarded"] = True if blocks else None  # iterated from a function called after the top level
     profile = startup_profile.profile_seconds()
     if profile is not None and blocks is not None:
-        imports = work = guarded = all_imports = 0.0
-        for stack, seconds in profile:
-            at = next((i for i, f in enumerate(stack) if f[1] == "<module>" and os.path.realpath(f[0]) == main_file),
-                      None)  # fmt: skip
-            # importlib's frames inside the script's (the script itself may run inside the import of sitecustomize);
-            # a stack cut at the profiler's depth has lost the script's frame: an import that deep is one of the
-            # top level's (torch's own imports), counted there
-            inner = stack if at is None else stack[at + 1 :]
-            importing = any(f[0].startswith("<frozen importlib") for f in inner)
-            if at is None and not importing:
-                continue  # before the script's first line
-            all_imports += seconds if importing else 0.0
-            if at is not None and _inside(stack[at][2], blocks):
-                guarded += seconds
-            elif importing:
-                imports += seconds
-            else:
-                work += seconds
-        out.update(top_level_imports_s=round(imports, 3), top_level_work_s=round(work, 3),
-                   guarded_s=round(guarded, 3), imports_s=round(all_imports, 3))  # fmt: skip
+        wall = _top_level_split(profile, main_file, blocks)
+        out.update(top_level_imports_s=round(wall["imports"], 3), top_level_work_s=round(wall["work"], 3),
+                   guarded_s=round(wall["guarded"], 3), imports_s=round(wall["all_imports"], 3))  # fmt: skip
+        cpu_profile = startup_profile.profile_seconds(cpu=True)
+        main_cpu = startup_profile.main_thread_cpu_s()
+        if cpu_profile and main_cpu is not None:
+            guarded_cpu = _top_level_split(cpu_profile, main_file, blocks)["guarded"]
+            # What a spawn worker redoes: all the main thread ran until the loop (the interpreter's start, the
+            # imports, the top level), less the work inside the guard, which it does not run
+            out.update(guarded_cpu_s=round(guarded_cpu, 3), redo_cpu_s=round(max(0.0, main_cpu - guarded_cpu), 3))
     return out
+
+
+def _top_level_split(
+    profile: list[tuple[Any, float]], main_file: str, blocks: list[tuple[int, int]]
+) -> dict[str, float]:
+    """The profile's seconds (wall or CPU) split into the top level's imports and other work outside the guard, the
+    work inside it, and every import."""
+    imports = work = guarded = all_imports = 0.0
+    for stack, seconds in profile:
+        at = next((i for i, f in enumerate(stack) if f[1] == "<module>" and os.path.realpath(f[0]) == main_file),
+                  None)  # fmt: skip
+        # importlib's frames inside the script's (the script itself may run inside the import of sitecustomize);
+        # a stack cut at the profiler's depth has lost the script's frame: an import that deep is one of the
+        # top level's (torch's own imports), counted there
+        inner = stack if at is None else stack[at + 1 :]
+        importing = any(f[0].startswith("<frozen importlib") for f in inner)
+        if at is None and not importing:
+            continue  # before the script's first line
+        all_imports += seconds if importing else 0.0
+        if at is not None and _inside(stack[at][2], blocks):
+            guarded += seconds
+        elif importing:
+            imports += seconds
+        else:
+            work += seconds
+    return {"imports": imports, "work": work, "guarded": guarded, "all_imports": all_imports}
 
 
 # -- the loader -----------------------------------------------------------------------------------------------------
@@ -418,12 +410,51 @@ def start_method_in_use(loader: Any) -> tuple[str, bool]:
 def cpu_share() -> float | None:
     """The share of its life so far this process ran when it was runnable (/proc/self/schedstat: on a CPU, and
     waiting for one): how much of its start-up's wall time was its own work on a busy machine."""
+    runnable = _runnable_s()
+    return round(runnable[0] / runnable[1], 3) if runnable and runnable[1] > 0 else None
+
+
+def _runnable_s() -> tuple[float, float] | None:
+    """(on-CPU seconds, runnable seconds) of this process's main thread so far (/proc/self/schedstat)."""
     try:
         with open("/proc/self/schedstat") as f:
             on_cpu, waited = (int(x) for x in f.read().split()[:2])
     except (OSError, ValueError):
         return None
-    return round(on_cpu / (on_cpu + waited), 3) if on_cpu + waited > 0 else None
+    return on_cpu / 1e9, (on_cpu + waited) / 1e9
+
+
+def share_now() -> dict[str, float]:
+    """The share of a core a CPU-bound process gets just before the workers start: the main thread's over the last
+    seconds before the loop (the start-up profile's readings; its first seconds are shared with the probe's own
+    supervisor starting, which the workers are not) together with this check's copy's (CPU-bound, right now).
+    Called in the copy, at the end of the check. Empty where neither was read."""
+    from dlprobe.in_training import startup_profile
+
+    parts = [r for r in (startup_profile.recent_runnable(), _runnable_s()) if r is not None]
+    on_cpu, runnable = sum(r[0] for r in parts), sum(r[1] for r in parts)
+    if runnable < MIN_RUNNABLE_S:
+        return {}  # too little to tell a share from one scheduling slice
+    return {"share_now": round(min(1.0, on_cpu / runnable), 3), "share_now_runnable_s": round(runnable, 3)}
+
+
+def forkserver_state() -> dict[str, Any]:
+    """What a forkserver would have ready for the workers: whether it is already running (an earlier loader started
+    it: no new server to wait for), the modules it preloads, and whether `__main__` among them is really imported
+    there. Before CPython's fix (3.14, 3.13.8) the server never imported `__main__` (gh-126631: it asked
+    get_preparation_data() for 'main_path', which is named 'init_main_from_path'), so every worker imported the
+    script again; since then the server imports it once and each worker forks with its imports done."""
+    import multiprocessing.forkserver as fs
+
+    server = getattr(fs, "_forkserver", None)
+    preload = [str(m) for m in getattr(server, "_preload_modules", None) or []]
+    ensure = getattr(getattr(fs, "ForkServer", None), "ensure_running", None)
+    fixed = "init_main_from_path" in getattr(getattr(ensure, "__code__", None), "co_consts", ())
+    return {
+        "running": getattr(server, "_forkserver_pid", None) is not None,
+        "preload": preload[:8],
+        "preloads_main": "__main__" in preload and fixed,
+    }
 
 
 def readiness(loader: Any, user_worker_init: Any) -> dict[str, Any]:
@@ -435,9 +466,11 @@ def readiness(loader: Any, user_worker_init: Any) -> dict[str, Any]:
     if user_worker_init is not None:
         handed.append(("worker_init_fn", user_worker_init))
     # the dataset gets the bound; collate_fn and worker_init_fn (functions, pickled by name) a little more each
+    cpu_started = time.process_time()
     objects = [check_pickle(name, obj, max(deadline, time.perf_counter() + EXTRA_S) if name != "dataset" else deadline)
                for name, obj in handed]  # fmt: skip
     pickle_s = time.perf_counter() - started
+    pickle_cpu_s = time.process_time() - cpu_started
     copy, truncated = copy_bytes([obj for _, obj in handed])
     size_s = time.perf_counter() - started - pickle_s
     done = all(o["picklable"] is not None for o in objects)
@@ -454,6 +487,8 @@ def readiness(loader: Any, user_worker_init: Any) -> dict[str, Any]:
         # all of it, or nothing: what part of a failing object pickled says nothing of what a worker would get
         "pickled_bytes": sum(o["pickled_bytes"] or 0 for o in objects) if complete else None,
         "pickle_s": round(pickle_s, 4),
+        "pickle_cpu_s": round(pickle_cpu_s, 4),  # the in-band part: what the parent pickles again for each worker
+        "buffer_bytes": sum(o.get("buffer_bytes", 0) for o in objects),  # large arrays, counted by length
         "copy_bytes": copy,
         "copy_truncated": truncated,
         "size_s": round(size_s, 4),
@@ -463,4 +498,6 @@ def readiness(loader: Any, user_worker_init: Any) -> dict[str, Any]:
         "cpu_share": cpu_share(),
         "load": round(os.getloadavg()[0], 2),
         "main": main_script(),
+        "forkserver": forkserver_state(),
+        **share_now(),
     }

@@ -43,7 +43,7 @@ MIN_ROUNDS = 5
 # a fast loader's 84 batches took 0.08 s past the batches in flight: 14 workers timed at 7,110 samples/s where 600
 # batches of the same loader ran at 10,600, and 32 read faster than their samples' own sleep allows.
 MIN_STEADY_S = 0.5
-MIN_TRIAL_S = 1.5  # a trial gets at least this long (worker start-up included)
+MIN_TRIAL_S = 1.5  # a trial gets at least this long, from its first batch (its workers' start-up is bounded apart)
 EXIT_TRIAL_HUNG = 4
 SEARCH_TRIALS_LEFT = 4  # a search trial's share of the budget left: the trials still to come are not known yet
 HANG_GRACE_S = 10.0  # beyond its time cap, a num_workers=0 trial is declared hung
@@ -161,8 +161,13 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     batches = max(batches, IN_FLIGHT_ROUNDS * nw * (pf or 2))
     # A hung trial is given up after its share of the budget plus a grace, but never past the sweep's deadline.
     give_up = max(1.0, min(time_cap + HANG_GRACE_S, deadline - time.time()))
-    trial_loader = build(loader, nw, pf, spec["pin_memory"], timeout=round(min(max(5.0, time_cap), give_up), 1))
+    batch_timeout = round(min(max(5.0, time_cap), give_up), 1)
+    trial_loader = build(loader, nw, pf, spec["pin_memory"], timeout=batch_timeout)
     start = time.perf_counter()  # the trial's epoch starts as its loader is iterated
+    # The trial's window (time_cap) runs from its first batch: the workers' start-up before it is not the loader's
+    # rate, and under forkserver or spawn (each worker imports `__main__` again) it can take longer than the window
+    # itself. Their start is bounded by the sweep's deadline instead of a batch's timeout.
+    window_from, window_s = start, time_cap
     stamps: list[float] = []
     counts: list[int] = []
     passes = 0
@@ -181,6 +186,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
         iterator = iter(trial_loader)
         result["loader_id"] = hooks.probe_id(trial_loader)
         worker_pids = {w.pid for w in getattr(iterator, "_workers", None) or []}
+        _batch_timeout(iterator, round(max(batch_timeout, deadline - time.time()), 1))  # the workers are starting
         timed = nw > 0 and hand_over.attach_to(iterator, clock)
         pass_start = 0  # batches before this pass of the dataset
         while len(stamps) < batches or _short(stamps, nw, pf):
@@ -188,7 +194,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
                 batch = next(iterator)
             except StopIteration:
                 passes += 1
-                if not stamps or len(stamps) == pass_start or time.perf_counter() - start > time_cap:
+                if not stamps or len(stamps) == pass_start or time.perf_counter() - window_from > window_s:
                     break  # nothing to cycle (a pass that yielded nothing: a one-shot stream), or out of time
                 pass_start = len(stamps)
                 iterator = iter(trial_loader)
@@ -197,6 +203,9 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
             stamps.append(time.perf_counter())
             if nw and len(stamps) == 1:
                 memory.start(sorted(worker_pids))
+            if len(stamps) == 1:  # a start that took the budget leaves the window what is left of it, or MIN_TRIAL_S
+                window_from, window_s = stamps[0], min(time_cap, max(MIN_TRIAL_S, deadline - time.time()))
+                _batch_timeout(iterator, batch_timeout)  # started: a batch that takes longer than this is a hang
             # The workers' CPU from the batch the rate is timed from (_throughput): the batches in flight at the start
             # arrive at once with a fresh worker's first, slower samples in them, and CPU read over a window the rate
             # is not read over gives a CPU per sample that is off by their share. From the first batch until then.
@@ -205,7 +214,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
                 handover_from = clock.seconds
             counts.append(_samples_in(batch, loader.batch_size or 1))
             del batch
-            if stamps[-1] - start > time_cap:
+            if stamps[-1] - window_from > window_s:
                 # A rate needs batches past those in flight at the start (they arrive together, with the workers'
                 # start-up in them): a trial cut off before that has no steady rate to give.
                 result["status"] = "ok" if len(stamps) >= max(3, nw * (pf or 2) + 3) else "too-slow"
@@ -245,6 +254,13 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     result.update(_throughput(start, stamps, counts, nw, pf))
     result["passes"] = passes
     return result
+
+
+def _batch_timeout(iterator: Any, seconds: float) -> None:
+    """How long the iterator waits for its next batch before it raises "DataLoader timed out" (torch reads its
+    `_timeout` at every batch; a loader without workers has none)."""
+    if isinstance(getattr(iterator, "_timeout", None), (int, float)) and getattr(iterator, "_timeout", 0) > 0:
+        iterator._timeout = seconds
 
 
 def _settled(stamps: list[float], nw: int, pf: int | None) -> bool:
@@ -509,6 +525,15 @@ def _measure_again(
     done[key] = merge_repeat(first, done.get(key) or spec | {"status": "skipped"})
 
 
+def _start_up_s(done: dict[str, dict[str, Any]], num_workers: int) -> float:
+    """How long a trial's workers took to deliver their first batch, the slowest of the trials with workers so far:
+    a trial that has less of the budget left than that and MIN_TRIAL_S would end before it measured anything (under
+    forkserver or spawn each worker imports `__main__` again first)."""
+    if not num_workers:
+        return 0.0
+    return max((float(r.get("first_batch_s") or 0.0) for r in done.values() if r.get("num_workers")), default=0.0)
+
+
 def _run_one(
     loader: Any, spec: dict[str, Any], done: dict[str, dict[str, Any]], batches: int, deadline: float, left: int
 ) -> bool:
@@ -520,7 +545,7 @@ def _run_one(
         done[spec["key"]] = spec | {"status": "skipped"}
         return True
     remaining = deadline - time.time()
-    if remaining < MIN_TRIAL_S:
+    if remaining < MIN_TRIAL_S + _start_up_s(done, spec["num_workers"]):
         _emit(EV_TRIAL_SKIPPED, **spec, reason="budget spent")
         done[spec["key"]] = spec | {"status": "skipped"}
         return False

@@ -559,6 +559,7 @@ class PickleCheck(TypedDict, total=False):
     error: str
     tensors: int
     tensor_bytes: int
+    buffer_bytes: int  # large arrays counted by their length, not pickled by the check
     not_run: list[str]  # classes of the user's own code whose __reduce__/__getstate__ the probe did not call
 
 
@@ -573,6 +574,16 @@ class MainScript(TypedDict, total=False):
     top_level_work_s: float  # the top level's other work outside the guard
     guarded_s: float
     imports_s: float  # every import before the loader (a worker imports what its objects need again)
+    guarded_cpu_s: float  # the main thread's CPU inside the guard (a worker does not run it)
+    redo_cpu_s: float  # the main thread's CPU until the loop, less guarded_cpu_s: what a spawn worker runs again
+
+
+class ForkserverState(TypedDict, total=False):
+    """What a fork server would have ready for the loader's workers (in_training/start_readiness.forkserver_state)."""
+
+    running: bool  # already started by this process: no server start to wait for
+    preload: list[str]  # the modules it imports once (multiprocessing.set_forkserver_preload)
+    preloads_main: bool  # `__main__` among them and really imported there (CPython 3.14, 3.13.8: gh-126631)
 
 
 class StartReadinessEvent(Event, total=False):
@@ -587,6 +598,8 @@ class StartReadinessEvent(Event, total=False):
     picklable: bool | None
     pickled_bytes: int | None
     pickle_s: float
+    pickle_cpu_s: float  # the check's CPU for the in-band pickle (the parent pickles each worker's copy again)
+    buffer_bytes: int  # large arrays counted by length (the parent copies them into each worker's pickle)
     copy_bytes: int  # the memory a worker's unpickled copy takes (estimated)
     copy_truncated: bool
     size_s: float
@@ -596,6 +609,9 @@ class StartReadinessEvent(Event, total=False):
     cpu_share: float | None  # of its runnable time so far, the share the process ran (the rest: waiting for a core)
     load: float  # the 1-minute load average then
     main: MainScript
+    forkserver: ForkserverState
+    share_now: float  # the share of a core a CPU-bound process got over the main thread's last seconds and the check
+    share_now_runnable_s: float  # the runnable time share_now was read over
 
 
 class ForkHandlesEvent(Event, total=False):

@@ -110,3 +110,21 @@ def test_compare_prints_both_runs_side_by_side(runs: dict[str, DlprobeResult], t
 def test_compare_refuses_a_directory_that_is_no_run(tmp_path: Path) -> None:
     proc = run_dlprobe(["compare", str(tmp_path), str(tmp_path)], tmp_path)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+
+
+def test_tune_under_forkserver_measures_trials_with_workers(tmp_path: Path) -> None:
+    """Each forkserver worker imports the script again before its first batch (here it sleeps 12 s there, longer than
+    a trial's share of the 50 s budget): the trial's window starts at that batch, and the start is bounded by the
+    sweep's budget, not a batch's timeout. A later trial that would not start within what is left is skipped."""
+    json_path = tmp_path / "tune.json"
+    # --loop-steps 0: taken over at the script's first iteration, before its own workers start
+    proc = run_dlprobe(["tune", "--out", str(tmp_path / "t"), "--json", str(json_path), "--budget", "50s",
+                        "--loop-steps", "0", "--batches", "8", "--max-workers", "1",
+                        str(SCRIPTS / "slow_worker_start.py"), "forkserver", "12"], tmp_path, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = json.loads(json_path.read_text())["trials"]
+    with_workers = [t for t in trials if t["num_workers"] >= 1]
+    measured = [t for t in with_workers if t["status"] == "ok" and t["samples_per_s"]]
+    assert measured, [(t["key"], t["status"], t.get("error"), t.get("first_batch_s")) for t in with_workers]
+    assert measured[0]["first_batch_s"] >= 12  # the start it waited for
+    assert not [t for t in with_workers if t["status"] == "hung"], with_workers

@@ -46,3 +46,13 @@ def test_a_guarded_healthy_loader_gets_one_line_and_no_finding(probe) -> None:
     assert result.returncode == 0 and result.findings("start-method") == []
     (loader, *_) = result.report["loaders"]
     assert "the dataset pickles" in loader["start_readiness"]
+    # What the start-up prediction is made of, read in the real training process: the main thread's CPU a worker would
+    # run again, the share of a core just before the loop, and the fork server this Python would start
+    import json
+
+    (ready,) = [e for e in map(json.loads, (result.run_dir / "events.jsonl").read_text().splitlines())
+                if e["ev"] == "start_readiness"]  # fmt: skip
+    assert ready["main"]["redo_cpu_s"] > 0 and ready["main"]["guarded_cpu_s"] >= 0
+    assert 0 < ready["share_now"] <= 1 and ready["share_now_runnable_s"] > 0
+    assert ready["forkserver"]["running"] is False and ready["forkserver"]["preload"] == ["__main__"]
+    assert ready["pickle_cpu_s"] >= 0 and ready["buffer_bytes"] >= 0

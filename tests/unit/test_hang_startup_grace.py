@@ -28,7 +28,13 @@ def test_a_wait_while_every_worker_is_still_starting_is_not_a_hang_until_the_gra
         assert watch.stalled_wait(since + STARTUP_GRACE_S + 1, [MAIN], workers) is not None  # the grace is bounded
         assert watch.stalled_wait(since + 5.0, [MAIN]) is not None  # no workers known: the timeout as before
         Slot(fmt.slot_path(tmp_path, worker.pid), fmt.ROLE_WORKER, 0, 0)  # the worker reached worker_init_fn
-        assert watch.stalled_wait(since + 5.0, [MAIN], workers) is not None
+        # the timeout counts again from the tick that saw it started, not from the wait's start (a forkserver worker
+        # that started 7.7 s into a wait was a main-hang at once, before its first batch could come)
+        assert watch.stalled_wait(since + 6.0, [MAIN], workers) is None
+        assert watch.stalled_wait(since + 8.0, [MAIN], workers) is None
+        assert watch.stalled_wait(since + 9.5, [MAIN], workers) is not None
+        # a wait never seen with its workers starting: a hang at the timeout, as before
+        assert HangWatch(tmp_path, MAIN, timeout_s=3.0, on_hang="stop").stalled_wait(since + 5.0, [MAIN], workers)
     finally:
         worker.kill()
         worker.wait()

@@ -5,7 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.model import Epoch
-from dlprobe.analysis.start_method_findings import find_start_method, predicted_start_s, readiness_line
+from dlprobe.analysis.start_method_findings import (
+    INTERPRETER_START_S,
+    PARENT_COPY_S_PER_GIB,
+    UNPICKLE_PER_PICKLE,
+    WORKER_COPY_S_PER_GIB,
+    find_start_method,
+    predicted_start_s,
+    readiness_line,
+    start_work_s,
+)
 from tests.unit.fakes import MiB, loader, run, series, worker
 
 LAMBDA = {"name": "dataset", "picklable": False, "pickled_bytes": None, "attribute": "self.transform",
@@ -46,7 +55,7 @@ def test_nothing_would_change_is_one_line_and_no_finding() -> None:
     assert find_start_method(r) == []
     assert readiness_line(r, r.loaders[0]) == (
         "fork (the interpreter's default); forkserver/spawn: the dataset pickles (4.0 MiB), each worker would hold a "
-        "~20.0 MiB copy; its workers would all be started in ~3.2 s"
+        "~20.0 MiB copy; its workers would all be started in ~3.4 s"
     )
 
 
@@ -72,7 +81,7 @@ def test_spawn_workers_started_once_are_not() -> None:
     assert find_start_method(r) == []
     assert readiness_line(r, r.loaders[0]) == (
         "spawn (chosen by the script) (workers started in 1.50 s); forkserver: the dataset pickles (4.0 MiB), each "
-        "worker would hold a ~20.0 MiB copy; its workers would all be started in ~3.2 s; fork: no copy up front, "
+        "worker would hold a ~20.0 MiB copy; its workers would all be started in ~3.4 s; fork: no copy up front, "
         "no start-up"
     )
 
@@ -87,14 +96,33 @@ def test_forked_workers_that_copy_far_more_than_a_pickle_is_an_info() -> None:
 
 
 def test_predicted_start_up_shares_the_cores() -> None:
-    e = event([PICKLES], num_workers=8, cpus=2, cpu_share=1.0, pickled_bytes=60 * 1024)
+    # the main thread ran 1.5 s of CPU a worker redoes, the check pickled 60 KiB in 0.1 s of CPU, the fork server is
+    # up and does not preload `__main__` (CPython before 3.14 and 3.13.8)
+    main = {"file": "train.py", "guarded": True, "redo_cpu_s": 1.5}
+    server = {"running": True, "preloads_main": False}
+    e = event([PICKLES], num_workers=8, cpus=2, cpu_share=1.0, pickled_bytes=60 * 1024, pickle_cpu_s=0.1, main=main,
+              forkserver=server)  # fmt: skip
+    unpickle = 0.1 * UNPICKLE_PER_PICKLE
     assert predicted_start_s(e, "fork") == 0.0
-    assert predicted_start_s(e, "forkserver") == round((1.5 + 0.1) * 4, 3)  # 8 workers on 2 cores
-    assert predicted_start_s(e, "spawn") == round((0.03 + 1.5 + 0.1) * 4, 3)
-    # a parent that ran a quarter of its time: 1.6 s of wall was 0.4 s of work, and its 8 competitors (itself one)
-    # become 7 + 2 workers for the 2 cores
-    busy = event([PICKLES], num_workers=2, cpus=2, cpu_share=0.25, pickled_bytes=60 * 1024)
-    assert predicted_start_s(busy, "forkserver") == round(1.6 * 0.25 / (2 / 9), 3)
+    # the parent pickles 8 copies in turn on its core, then the 8 workers share 2 cores
+    assert predicted_start_s(e, "spawn") == round(8 * 0.1 + (1.5 + unpickle) * 4, 3)
+    assert predicted_start_s(e, "forkserver") == round(8 * 0.1 + (1.5 - INTERPRETER_START_S + unpickle) * 4, 3)
+    # a fork server that imports `__main__` once (CPython 3.14): started first, alone; each worker only unpickles
+    preloading = e | {"forkserver": {"running": False, "preloads_main": True}}
+    assert predicted_start_s(preloading, "forkserver") == round(INTERPRETER_START_S + 1.5 + 8 * 0.1 + unpickle * 4, 3)
+    # a core's quarter just before the loop: 8 runnable (itself one) become 7 + 2 workers for the 2 cores; the share
+    # of the parent's whole life (its first seconds shared with the probe's supervisor) is not what counts
+    busy = e | {"num_workers": 2, "share_now": 0.25, "cpu_share": 0.1}
+    assert predicted_start_s(busy, "spawn") == round(2 * 0.1 / (2 / 8) + (1.5 + unpickle) / (2 / 9), 3)
     # a pickle past the pipe's buffer: the parent waits for each worker to read its own, so they start in turn
-    serial = event([PICKLES], num_workers=2, cpus=2, cpu_share=0.25)
-    assert predicted_start_s(serial, "forkserver") == round(2 * 1.6 * 0.25 / (2 / 8), 3)
+    serial = busy | {"pickled_bytes": 4 * MiB}
+    assert predicted_start_s(serial, "spawn") == round(2 * (0.1 + 1.5 + unpickle) / (2 / 8), 3)
+    # 128 MiB of arrays counted by length: copied into each pickle by the parent, out of the pipe by the worker
+    arrays = serial | {"buffer_bytes": 128 * MiB, "pickle_cpu_s": 0.0}
+    parent, worker = PARENT_COPY_S_PER_GIB / 8, 1.5 + WORKER_COPY_S_PER_GIB / 8
+    assert predicted_start_s(arrays, "spawn") == round(2 * (parent + worker) / (2 / 8), 3)
+
+
+def test_a_run_recorded_before_the_cpu_readings_is_predicted_from_its_wall_times() -> None:
+    e = event([PICKLES], cpu_share=0.5)  # imports_s 1.5, pickle_s 0.1: half of it was CPU
+    assert start_work_s(e, "spawn") == round(INTERPRETER_START_S + 1.5 * 0.5 + 0.1 * 0.5 * UNPICKLE_PER_PICKLE, 4)

@@ -211,3 +211,75 @@ def test_a_strided_array_is_counted_not_copied() -> None:
     dataset.table = np.zeros((4000, 2000))[:, ::2]  # type: ignore[attr-defined]  # 32 MiB, not contiguous
     event = readiness(dataset)
     assert event["picklable"] is True and event["pickled_bytes"] >= 32_000_000
+
+
+PRELOAD_SCRIPT = """
+import json, multiprocessing, os, sys
+
+LOADED_IN = os.getpid()  # the process that ran this script's top level
+
+
+def where_main_ran():
+    return sys.modules["__mp_main__"].LOADED_IN != os.getpid()  # True: inherited from the fork server
+
+
+if __name__ == "__main__":
+    from dlprobe.in_training.start_readiness import forkserver_state
+
+    before = forkserver_state()
+    ctx = multiprocessing.get_context("forkserver")
+    with ctx.Pool(1) as pool:
+        inherited = pool.apply(where_main_ran)
+    print(json.dumps({"before": before, "inherited": inherited, "after": forkserver_state()}))
+"""
+
+
+def test_the_fork_servers_preload_of_main_is_what_this_python_does(tmp_path: Path) -> None:
+    """CPython before 3.14 (and 3.13.8) never imported `__main__` in the fork server (gh-126631): each worker ran
+    the script's top level again. The check's reading of it agrees with a real forkserver worker of this Python."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "preload.py"
+    script.write_text(PRELOAD_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("DLPROBE_RUN_DIR", None)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env, check=True)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["before"]["preloads_main"] is seen["inherited"]
+    assert seen["before"]["running"] is False and seen["after"]["running"] is True
+    assert seen["before"]["preload"] == ["__main__"]
+
+
+class Holder:
+    """A bound method's object holds the lambda: pickle sends the method as (its object, its name)."""
+
+    def __init__(self) -> None:
+        self.cycle = self  # a walk that entered an object already on its path would go round
+        self.transform = lambda x: x
+
+    def apply(self, x: Any) -> Any:
+        return self.transform(x)
+
+
+class ViaMethod(Dataset):
+    def __init__(self) -> None:
+        self.fn = Holder().apply
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, i: int) -> Any:
+        return self.fn(i)
+
+
+def test_readiness_and_a_failed_start_name_the_same_attribute_by_one_walk() -> None:
+    from dlprobe.in_training.start_failures import blame
+
+    found = blocker(readiness(ViaMethod()))
+    assert (found["attribute"], found["kind"]) == ("self.fn.__self__.transform", "lambda")
+    failed = blame([("dataset", ViaMethod())])
+    assert failed is not None and failed.path == "dataset.fn.__self__.transform"
+    assert failed.reason == "a lambda (defined in Holder.__init__)"

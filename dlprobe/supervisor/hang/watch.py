@@ -30,7 +30,9 @@ from dlprobe.system.pyspy import find_py_spy
 # The longest a loop's wait past --hang-timeout is put down to its workers still starting: under spawn or forkserver
 # each worker is a new Python importing torch and unpickling the dataset, which on a busy machine takes longer than
 # a short timeout. A worker counts as started once it has its in-flight record (made before the user's
-# worker_init_fn, so a worker_init_fn that hangs is still reported at --hang-timeout).
+# worker_init_fn, so a worker_init_fn that hangs is still reported at --hang-timeout). A wait that outlasted the
+# timeout while its workers were starting gets the timeout again from the tick that first saw one started: a
+# forkserver worker that started at 7.7 s into the wait was otherwise a main-hang at once, before its first batch.
 STARTUP_GRACE_S = 60.0
 CPU_WINDOW_S = 0.5  # two readings this far apart tell a blocked process from a busy one
 PARALLEL_DUMPS = 4
@@ -46,6 +48,9 @@ class HangWatch:
         self.on_hang = on_hang
         # (pid, since) of every wait dumped already: in a job each rank's loop waits on its own
         self.reported: set[tuple[int, float]] = set()
+        # waits seen past the timeout with every worker starting, and the tick that then saw one started
+        self.seen_starting: set[tuple[int, float]] = set()
+        self.started_at: dict[tuple[int, float], float] = {}
         self.count = 0
         self.stopped = False
 
@@ -68,16 +73,22 @@ class HangWatch:
                 continue
             if now - since < self.timeout_s or (pid, since) in self.reported:
                 continue
-            if now - since < max(self.timeout_s, STARTUP_GRACE_S) and self._starting(pid, workers or {}):
-                continue
+            if now - since < max(self.timeout_s, STARTUP_GRACE_S):
+                live = self._live_workers(pid, workers or {})
+                started = [w for w in live if slot_path(self.run_dir, w).exists()]
+                if live and not started:
+                    self.seen_starting.add((pid, since))
+                    continue
+                just_started = started and (pid, since) in self.seen_starting
+                if just_started and now - self.started_at.setdefault((pid, since), now) < self.timeout_s:
+                    continue  # its workers have just started: the timeout counts from then
             if found is None or since < found[1]["since"]:
                 found = (pid, loop)
         return found
 
-    def _starting(self, main_pid: int, workers: dict[int, tuple[int, int, int]]) -> bool:
-        """Whether every live worker of this training process is still starting: none has its in-flight record."""
-        mine = [pid for pid, (writer, _, _) in workers.items() if writer == main_pid and Path(f"/proc/{pid}").exists()]
-        return bool(mine) and not any(slot_path(self.run_dir, pid).exists() for pid in mine)
+    def _live_workers(self, main_pid: int, workers: dict[int, tuple[int, int, int]]) -> list[int]:
+        """This training process's workers still alive; one without its in-flight record is still starting."""
+        return [pid for pid, (writer, _, _) in workers.items() if writer == main_pid and Path(f"/proc/{pid}").exists()]
 
     def check(
         self,
