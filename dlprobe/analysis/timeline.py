@@ -4,16 +4,14 @@ of the run and JSON-able, so the page (`render/html.py`) needs neither `RunData`
 
 from __future__ import annotations
 
-import math
 import shlex
-from bisect import bisect_right
 from typing import Any, TypedDict
 
 from dlprobe.analysis.downsample import downsample, keep_indices
 from dlprobe.analysis.labels import legend_name, process_name
-from dlprobe.analysis.model import ProcessRecord, RunData
+from dlprobe.analysis.model import RunData
 from dlprobe.analysis.report_schema import Report
-from dlprobe.analysis.stats import tree_total
+from dlprobe.analysis.stats import job_pss_summable
 from dlprobe.rundir.schema import (
     EV_BATCHES,
     EV_EPOCH,
@@ -294,26 +292,6 @@ def timeline_from_run(run: RunData, report: Report | None = None) -> Timeline:
         "stderr_tail": run.stderr_tail,
         "stderr_not_kept": run.stderr_not_kept,
     }
-
-
-def job_pss_summable(processes: list[ProcessRecord]) -> tuple[list[float], list[int]]:
-    """The job's PSS over time, only where its readings can be summed: each process counts with its last reading
-    (tree_total), but a reading taken before another process of the tree started (a parent's PSS read before it
-    forked its workers) still holds the pages it now shares in full, so the sum there counts them twice: those points
-    are left out (the chart shows the band between the readings either side), never drawn as memory the job held."""
-    series = [r for r in (p.series.values("pss") for p in processes) if r]
-    times, totals = tree_total(processes, "pss")
-    kept_t, kept = [], []
-    for t, total in zip(times, totals, strict=True):
-        counted = [r for r in series if r[0][0] <= t <= r[-1][0]]
-        newest_start = max((r[0][0] for r in counted), default=t)
-        # each counted process's latest reading at or before t: all must come after the newest process started
-        latest = [r[bisect_right(r, (t, math.inf)) - 1][0] for r in counted]
-        if latest and min(latest) < newest_start:
-            continue
-        kept_t.append(t)
-        kept.append(total)
-    return kept_t, kept
 
 
 def page_timeline(run: RunData | None, report: Report | None = None) -> tuple[Timeline | None, list[str]]:

@@ -370,7 +370,7 @@ def test_the_jobs_memory_line_draws_only_readings_that_can_be_summed_and_never_p
     # pages (each 200 MiB of PSS): summed with the parent's stale reading the job "held" 1,100 MiB at fork, over its
     # 1,000 MiB cgroup limit. Once the parent is read again (350 MiB) the sum is the job's.
     from dlprobe.analysis.model import ProcessRecord, Series
-    from dlprobe.analysis.timeline import job_pss_summable
+    from dlprobe.analysis.stats import job_pss_summable
 
     def proc(pid, role, t, pss):
         n = len(t)

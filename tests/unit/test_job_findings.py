@@ -437,8 +437,29 @@ def test_the_node_total_holds_each_processs_last_reading_between_its_readings():
     assert tree_total([a, b, c], "pss") == ([0.0, 1.0, 2.0, 3.0], [10, 10 + 100 + 5, 12 + 100, 300])
     # report.json's pss_total_peak (and check's max_total_pss) read the same total: the sum of one round's readings
     # alone would give 105 here (b and c read at 1, a and d not), not the 165 the node held then
-    b, d = proc(2, [(1.0, 100), (3.0, 30)]), proc(4, [(0.0, 50), (1.5, 50)])
+    # (all four started together and were read in turns)
+    b, c, d = (
+        proc(2, [(0.0, 90), (1.0, 100), (3.0, 30)]),
+        proc(3, [(0.0, 5), (1.0, 5)]),
+        proc(4, [(0.0, 50), (1.5, 50)]),
+    )
     assert job_pss_peak([a, b, c, d]) == 10 + 100 + 5 + 50
+
+
+def test_the_jobs_pss_peak_leaves_out_a_sum_with_a_parents_reading_from_before_its_fork():
+    # The fixed demo's job read 214.8 MiB in one run and 289.6 MiB in the next (check's baseline total_pss failed on
+    # the script that wrote it): the parent read at 200 MiB before it forked a copy of itself that shares half of its
+    # pages, summed with the copy's 100 MiB read after the fork. Once the parent is read again the sum is the job's.
+    from dlprobe.analysis.model import ProcessRecord, Series
+    from dlprobe.analysis.stats import job_pss_peak
+
+    def proc(pid: int, readings: list[tuple[float, int]]) -> ProcessRecord:
+        t, v = [t for t, _ in readings], [v for _, v in readings]
+        return ProcessRecord(pid, "other", series=Series(t=t, rss=list(v), uss=list(v), pss=list(v), swap=[0] * len(t)))
+
+    parent = proc(1, [(0.0, 200), (3.0, 110)])
+    copy = proc(2, [(1.0, 100), (2.0, 100), (3.0, 100), (4.0, 100)])
+    assert job_pss_peak([parent, copy]) == 210  # not 300, the sum at 1.0 and 2.0
 
 
 def test_a_finding_from_the_jobs_own_files_is_said_once_without_ranks():
