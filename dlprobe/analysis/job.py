@@ -10,13 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from dlprobe.analysis.memory_findings import COW_HEAP_WALK_FLOOR, epoch_fraction
+from dlprobe.analysis.memory_findings import epoch_fraction, worker_projection
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData, loaders_from_events
-from dlprobe.analysis.stats import tree_total
-from dlprobe.loader_model.worker_memory import project_worker_bytes, steady_growth
+from dlprobe.analysis.stats import metric_summary, tree_total
+from dlprobe.loader_model.memory_growth import worker_end_bytes
 from dlprobe.rundir.schema import EV_EPOCH, EV_PROCESS, HangRecord, Meta, ProcessEvent
-
-PROJECT_MIN_GROWTH = COW_HEAP_WALK_FLOOR
 
 
 @dataclass
@@ -196,29 +194,26 @@ def _epoch_fraction(view: RankView, loader: LoaderRecord) -> float:
 
 
 def _rank_growth(view: RankView) -> int:
-    """Bytes the rank's processes (itself and workers) would still add by the end of the epoch at the rate so far."""
+    """Bytes the rank's workers would still add by the end of the epoch: each one's private memory projected to the
+    end less its peak so far (private growth adds to the node's PSS one for one)."""
     extra = 0
     for loader in view.run.loaders:
-        fraction = _epoch_fraction(view, loader)
-        if fraction >= 1.0:
-            continue
         for proc in view.run.workers(loader.loader_id):
-            readings = proc.series.values("pss")
-            if readings:
-                peak = max(v for _, v in readings)
-                extra += _projected(readings, fraction) - peak
+            uss = metric_summary(proc.series, "uss")
+            if uss["peak"] is not None:
+                extra += _worker_end(view, loader, proc) - uss["peak"]
     return extra
 
 
-def _projected(readings: list[tuple[float, int]], fraction: float) -> int:
-    """A worker's memory at the end of the epoch, `fraction` of which is done: its peak plus its steady growth extended
-    (loader_model/worker_memory.py, as `run` and `tune` project it). A worker's start-up (imports, first batches) adds
-    a few MiB that do not go on growing, so growth less than a finding's threshold is taken as none."""
-    peak = max(v for _, v in readings)
-    grown = steady_growth(readings)
-    if grown is None or grown.bytes < PROJECT_MIN_GROWTH or fraction >= 1.0:
+def _worker_end(view: RankView, loader: LoaderRecord, proc: ProcessRecord) -> int:
+    """A worker's private memory at the end of its epoch: the per-worker figure of `run`'s advice, `tune` and `attach`
+    (what it held at start, its copies and allocations each bent toward their ceiling: memory_findings.worker_projection
+    on loader_model/memory_growth.py), never less than its peak; its peak once the epoch ended."""
+    uss = metric_summary(proc.series, "uss")
+    peak = int(uss["peak"] or 0)
+    if _epoch_fraction(view, loader) >= 1.0:
         return peak
-    return project_worker_bytes(peak, grown, fraction, 1.0 - fraction)
+    return worker_end_bytes(uss["start"] or 0, peak, worker_projection(view.run, loader, proc))
 
 
 def _node_memory(run: RunData, node: int, views: list[RankView]) -> NodeMemory:
@@ -251,11 +246,9 @@ def _fit_workers(memory: NodeMemory, views: list[RankView]) -> None:
         own = [v for _, v in main.series.values("uss")] if main else []
         ranks_own += max(own) if own else 0
         for loader in view.run.loaders:
-            fraction = _epoch_fraction(view, loader)
             for proc in view.run.workers(loader.loader_id):
-                readings = proc.series.values("uss")
-                if readings:
-                    peaks.append(_projected(readings, fraction))
+                if proc.series.values("uss"):
+                    peaks.append(_worker_end(view, loader, proc))
     if not peaks or not memory.limit_bytes or not views:
         return
     memory.worker_peak_bytes = max(peaks)

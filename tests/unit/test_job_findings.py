@@ -406,12 +406,28 @@ def test_the_process_groups_own_threads_are_no_fork_hazard():
     assert "1 native thread(s) started since import" in finding.title
 
 
-def test_a_running_epoch_projects_the_node_total_to_its_end():
-    # 5 of 10 batches (160 samples / 2 ranks / batch 8) and each worker grew 400 MiB: 400 MiB more each by the end
+def test_a_running_epoch_projects_the_node_total_to_its_end_with_runs_own_per_worker_figure():
+    # 5 of 10 batches (160 samples / 2 ranks / batch 8) and each worker grew 400 MiB so far. The node's total and the
+    # workers that fit use the figure run's advice, tune and attach use (memory_findings.worker_projection, bent toward
+    # its ceiling), not a straight line of their own (which said 400 MiB more each, whatever the ceiling).
+    from dlprobe.analysis.memory_findings import worker_projection
+    from dlprobe.analysis.stats import metric_summary
+    from dlprobe.loader_model.memory_growth import worker_end_bytes
+
     half = {"ended": False, "batches": 5}
     job = split_job([two_ranks(LEAKY, LEAKY, r0=half, r1=half)])
     memory = job.nodes[0]
-    assert memory.projected_bytes == memory.pss_peak + 4 * 400 * MiB
+    ends = []
+    for view in job.ranks:
+        for proc in view.run.workers(0):
+            uss = metric_summary(proc.series, "uss")
+            model = worker_projection(view.run, view.run.loaders[0], proc)
+            ends.append((worker_end_bytes(uss["start"] or 0, uss["peak"] or 0, model), uss["peak"] or 0))
+    assert len(ends) == 4 and all(end > peak for end, peak in ends)  # growth still to come in a running epoch
+    assert memory.projected_bytes == memory.pss_peak + sum(end - peak for end, peak in ends)
+    assert memory.worker_peak_bytes == max(end for end, _ in ends)
+    ended = split_job([two_ranks(LEAKY, LEAKY)]).nodes[0]  # every epoch ended: its peaks, nothing projected
+    assert ended.projected_bytes is None and ended.worker_peak_bytes == 700 * MiB
 
 
 def test_a_rank_that_died_before_its_loader_keeps_its_script_error():
