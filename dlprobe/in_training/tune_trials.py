@@ -210,7 +210,8 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
             # arrive at once with a fresh worker's first, slower samples in them, and CPU read over a window the rate
             # is not read over gives a CPU per sample that is off by their share. From the first batch until then.
             if nw and (busy_from is None or len(stamps) == nw * (pf or 2) + 1):
-                busy_from = (time.perf_counter(), _busy_seconds(iterator), time.process_time())
+                # (the main process's CPU less the probe's memory reads so far: probe_cpu_s below takes out the rest)
+                busy_from = (time.perf_counter(), _busy_seconds(iterator), time.process_time() - memory.cpu_s)
                 handover_from = clock.seconds
             counts.append(_samples_in(batch, loader.batch_size or 1))
             del batch
@@ -242,7 +243,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
             # built its first batch once nw batches have come: its steady part, as run reads it, from there.
             fraction = epoch_share(len(stamps), _epoch_batches(loader), ended=passes > 0)
             projected = memory.worker_bytes(start, stamps[-1], fraction, stamps[min(nw, len(stamps)) - 1])
-            result.update(_workers_now(iterator, *busy_from, held_before, handover, projected))
+            result.update(_workers_now(iterator, *busy_from, held_before, handover, projected, memory.cpu_s))
         repeated = hooks.repeated_samples(trial_loader)
         if result["status"] == "ok" and repeated and repeated[0] >= DUPLICATE_SHARE * max(1, repeated[1]):
             # Said here too, not only when the supervisor reads the trials: the search must not follow its rate.
@@ -332,15 +333,17 @@ def _workers_now(
     held_before: int | None = None,
     handover_s: float | None = None,
     projected_worker: int | None = None,
+    probe_cpu_s: float = 0.0,
 ) -> dict[str, Any]:
     """The trial's workers at its end: the share of their time they wanted a CPU (and were on one), the main
     process's CPU share over the same window (receiving batches competes with the workers for the cores) and the
     share it spent taking batches off the result queue (`handover_s` seconds of the window), and how
     many workers the memory left would hold: the largest worker's memory at the end of a full epoch
     (`projected_worker`, in_training/trial_memory.py, as tune's results and `run` project it; else its private
-    memory now) against MemAvailable or the cgroup's room, whichever is tighter."""
+    memory now) against MemAvailable or the cgroup's room, whichever is tighter. `probe_cpu_s`: the CPU the probe's
+    memory reads took in this process, not the main process's."""
     wall = time.perf_counter() - since
-    main_cpu = time.process_time() - main_cpu_then
+    main_cpu = max(0.0, time.process_time() - probe_cpu_s - main_cpu_then)
     busy_now = _busy_seconds(iterator)
     common = [pid for pid in busy_then if pid in busy_now]
     out: dict[str, Any] = {"worker_busy_share": None, "worker_cpu_share": None, "worker_runq_share": None,
