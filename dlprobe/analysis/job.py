@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from dlprobe.analysis.memory_findings import epoch_fraction, worker_projection
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData, loaders_from_events
-from dlprobe.analysis.stats import metric_summary, tree_total
+from dlprobe.analysis.stats import job_pss_summable, metric_summary, tree_total
 from dlprobe.loader_model.memory_growth import worker_end_bytes
 from dlprobe.rundir.schema import EV_EPOCH, EV_PROCESS, HangRecord, Meta, ProcessEvent
 
@@ -217,7 +217,7 @@ def _worker_end(view: RankView, loader: LoaderRecord, proc: ProcessRecord) -> in
 
 
 def _node_memory(run: RunData, node: int, views: list[RankView]) -> NodeMemory:
-    times, pss = tree_total(run.processes, "pss")
+    times, pss = job_pss_summable(run.processes)  # no sum holding a parent's reading from before its fork
     uss_times, uss = tree_total(run.processes, "uss")
     uss_at = dict(zip(uss_times, uss, strict=True))
     host = next((v.host for v in views if v.host), None) or (run.meta.get("machine") or {}).get("host")

@@ -24,7 +24,7 @@ from dlprobe.analysis.report_schema import (
     WorkerTime,
 )
 from dlprobe.analysis.start_method_findings import readiness_line
-from dlprobe.analysis.stats import job_pss_peak, metric_summary, tree_total, wait_summary
+from dlprobe.analysis.stats import job_pss_peak, metric_summary, wait_summary
 from dlprobe.analysis.verdict import judge
 from dlprobe.analysis.worker_cpu import idle_worker_ids, loader_cpu
 from dlprobe.rundir.schema import ORPHAN_GRACE_S, ShmRemoved, SupervisorCost
@@ -271,7 +271,7 @@ def _rank_entry(job: Job, view: RankView) -> RankEntry:
         "wait_fraction": max(waits) if waits else None,
         "uss_peak": metric_summary(main.series, "uss")["peak"] if main else None,
         "workers_uss_peak": sum(metric_summary(p.series, "uss")["peak"] or 0 for p in workers) if workers else None,
-        "pss_peak": max(tree_total(run.processes, "pss")[1], default=None),
+        "pss_peak": job_pss_peak(run.processes),
     }
 
 

@@ -58,18 +58,18 @@ def job_pss_peak(processes: list[ProcessRecord]) -> int | None:
 
 def job_pss_summable(processes: list[ProcessRecord]) -> tuple[list[float], list[int]]:
     """The job's PSS over time, only where its readings can be summed: each process counts with its last reading
-    (tree_total), but a reading taken before another process of the tree started (a parent's PSS read before it
-    forked its workers, or a copy of itself) still holds the pages it now shares in full, so the sum there counts them
-    twice: those points are left out, never taken for memory the job held."""
-    series = [r for r in (p.series.values("pss") for p in processes) if r]
+    (tree_total), but a parent's reading taken before a child of its started (its workers, a copy of itself) still
+    holds the pages they now share in full, so a sum with the child's reading counts them twice: those points are
+    left out, never taken for memory the job held. Only a parent's stale reading does this: a still process read
+    every 30 s beside workers restarted every epoch leaves the sums in."""
+    tracked = [(p, r) for p in processes if (r := p.series.values("pss"))]
     times, totals = tree_total(processes, "pss")
     kept_t, kept = [], []
     for t, total in zip(times, totals, strict=True):
-        counted = [r for r in series if r[0][0] <= t <= r[-1][0]]
-        newest_start = max((r[0][0] for r in counted), default=t)
-        # each counted process's latest reading at or before t: all must come after the newest process started
-        latest = [r[bisect_right(r, (t, math.inf)) - 1][0] for r in counted]
-        if latest and min(latest) < newest_start:
+        counted = [(p, r) for p, r in tracked if r[0][0] <= t <= r[-1][0]]
+        # each counted process's latest reading at or before t
+        latest = {p.pid: r[bisect_right(r, (t, math.inf)) - 1][0] for p, r in counted}
+        if any(p.ppid in latest and r[0][0] > latest[p.ppid] for p, r in counted):
             continue
         kept_t.append(t)
         kept.append(total)

@@ -33,7 +33,7 @@ def report_metrics(report: Report) -> dict[str, float | None]:
     system = report["system"]
     # .get: a baseline written before the job total was recorded lacks it; the sum of peaks bounds it
     total_pss: float | None = system.get("pss_total_peak")
-    if total_pss is None:
+    if "pss_total_peak" not in system:
         peaks = [peak for p in report["processes"] if (peak := p["pss"]["peak"]) is not None]
         total_pss = sum(peaks) if peaks else None
     loaders = report["loaders"]

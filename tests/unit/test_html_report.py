@@ -372,12 +372,13 @@ def test_the_jobs_memory_line_draws_only_readings_that_can_be_summed_and_never_p
     from dlprobe.analysis.model import ProcessRecord, Series
     from dlprobe.analysis.stats import job_pss_summable
 
-    def proc(pid, role, t, pss):
+    def proc(pid, role, t, pss, ppid=None):
         n = len(t)
-        return ProcessRecord(pid, role, series=Series(t=t, rss=[None] * n, uss=[None] * n, pss=pss, swap=[None] * n))
+        return ProcessRecord(pid, role, ppid=ppid,
+                             series=Series(t=t, rss=[None] * n, uss=[None] * n, pss=pss, swap=[None] * n))  # fmt: skip
 
     parent = proc(1, "main", [0.0, 4.0], [700 * MiB, 350 * MiB])
-    workers = [proc(10 + i, "worker", [2.0, 3.0, 4.0, 5.0], [200 * MiB] * 4) for i in range(2)]
+    workers = [proc(10 + i, "worker", [2.0, 3.0, 4.0, 5.0], [200 * MiB] * 4, ppid=1) for i in range(2)]
     times, totals = job_pss_summable([parent, *workers])
     assert times == [0.0, 4.0, 5.0]  # 2.0 and 3.0 summed a reading from before the fork
     assert totals == [700 * MiB, 750 * MiB, 400 * MiB]  # at 5.0 the parent is past its last reading

@@ -469,13 +469,20 @@ def test_the_jobs_pss_peak_leaves_out_a_sum_with_a_parents_reading_from_before_i
     from dlprobe.analysis.model import ProcessRecord, Series
     from dlprobe.analysis.stats import job_pss_peak
 
-    def proc(pid: int, readings: list[tuple[float, int]]) -> ProcessRecord:
+    def proc(pid: int, readings: list[tuple[float, int]], ppid: int | None = None) -> ProcessRecord:
         t, v = [t for t, _ in readings], [v for _, v in readings]
-        return ProcessRecord(pid, "other", series=Series(t=t, rss=list(v), uss=list(v), pss=list(v), swap=[0] * len(t)))
+        return ProcessRecord(pid, "other", ppid=ppid,
+                             series=Series(t=t, rss=list(v), uss=list(v), pss=list(v), swap=[0] * len(t)))  # fmt: skip
 
     parent = proc(1, [(0.0, 200), (3.0, 110)])
-    copy = proc(2, [(1.0, 100), (2.0, 100), (3.0, 100), (4.0, 100)])
+    copy = proc(2, [(1.0, 100), (2.0, 100), (3.0, 100), (4.0, 100)], ppid=1)
     assert job_pss_peak([parent, copy]) == 210  # not 300, the sum at 1.0 and 2.0
+    # Only a parent's stale reading: a still process of the tree (a resource tracker) read at 0 and 20 s beside
+    # workers the parent, read every 0.5 s, restarts every 2 s leaves every sum with a fresh parent reading in.
+    main = proc(1, [(i * 0.5, 100) for i in range(41)])
+    tracker = proc(5, [(0.0, 10), (20.0, 10)], ppid=1)
+    workers = [proc(100 + i, [(2.0 * (i // 2) + 0.75, 150), (2.0 * (i // 2) + 1.75, 160)], ppid=1) for i in range(20)]
+    assert job_pss_peak([main, tracker, *workers]) == 100 + 10 + 2 * 160
 
 
 def test_a_finding_from_the_jobs_own_files_is_said_once_without_ranks():
