@@ -11,7 +11,7 @@ import time
 import warnings
 from typing import Any
 
-from dlprobe.in_training import hand_over, hooks, probe_errors
+from dlprobe.in_training import hand_over, hooks, probe_errors, start_method_choice
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.trial_memory import TrialMemory
 from dlprobe.loader_model.limits import WORKER_CAP
@@ -186,7 +186,11 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
         iterator = iter(trial_loader)
         result["loader_id"] = hooks.probe_id(trial_loader)
         worker_pids = {w.pid for w in getattr(iterator, "_workers", None) or []}
-        _batch_timeout(iterator, round(max(batch_timeout, deadline - time.time()), 1))  # the workers are starting
+        if start_method_choice.current_method(trial_loader) != "fork":
+            # spawn/forkserver workers import the script again before their first batch (seconds under load): their
+            # start is bounded by the sweep's deadline. Forked workers start at once: a first batch that takes longer
+            # than the batch timeout is a hang (a lock held across fork), not a start, and must not take the budget.
+            _batch_timeout(iterator, round(max(batch_timeout, deadline - time.time()), 1))
         timed = nw > 0 and hand_over.attach_to(iterator, clock)
         pass_start = 0  # batches before this pass of the dataset
         while len(stamps) < batches or _short(stamps, nw, pf):

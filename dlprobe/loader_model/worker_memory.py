@@ -1,14 +1,13 @@
 """A worker's memory and the memory the workers may use: one answer for `run`'s findings, `tune`'s trials (and its
 search inside the training process), `attach` and the job's node totals. Pure functions on plain numbers: each
-caller reads its own evidence (a run's samples, a trial's window, an attached tree) and asks these."""
+caller reads its own evidence (a run's samples, a trial's window, an attached tree) and asks these. A worker's memory
+at the end of an epoch is memory_growth.py's projection (bent toward its ceiling), not a line from its steady growth."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from dlprobe.loader_model.limits import MEMORY_SHARE
-
-MIN_GROWTH_WINDOW_S = 0.5  # steady growth over a shorter window is too noisy to extend to an epoch
 
 
 @dataclass(frozen=True)
@@ -43,18 +42,6 @@ def steady_growth(
     # twice its size at the later half's rate, a growth that was not there.
     rose = max(0, max(v for _, v in steady) - steady[0][1])
     return Growth(min(int(rate * span), rose), span)
-
-
-def project_worker_bytes(peak: int, growth: Growth | None, batches_in_window: float, batches_left: float) -> int:
-    """One worker's memory at the end of the epoch: its peak so far plus its steady growth extended, at the same rate
-    per batch, over the batches still to come (`batches_in_window`: the batches all workers made while it grew that
-    much; `batches_left`: those all workers still make this epoch). Not extended from a window too short to say
-    (MIN_GROWTH_WINDOW_S) or where nothing is left."""
-    if growth is None or growth.bytes <= 0 or growth.seconds < MIN_GROWTH_WINDOW_S:
-        return peak
-    if batches_in_window <= 0 or batches_left <= 0:
-        return peak
-    return int(peak + growth.bytes * batches_left / batches_in_window)
 
 
 def memory_for_workers(
