@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -312,3 +313,16 @@ def test_a_script_that_swallows_the_take_over_does_not_train_and_one_that_fails_
     assert proc.returncode == 1 and result is None
     assert "error: the script raised ValueError: loss is nan in the steps of its loop" in proc.stderr
     assert "--loop-steps 0" in proc.stderr and "dlprobe/supervisor" not in proc.stderr  # the script's error, not ours
+
+
+def test_a_fork_trial_whose_first_sample_never_returns_is_given_up_at_its_batch_timeout_not_the_budgets_end(tmp_path):
+    # Forked workers start at once, so a first batch that does not come is a hang: the trial's timeout is the batch
+    # timeout (its share of the budget). Only spawn/forkserver workers, which import the script first, may take until
+    # the sweep's deadline; a fork trial did too, and one hung first sample took what was left of the budget.
+    proc, result, _ = _tune(tmp_path, "worker_first_sample_hangs.py", "--budget", "90s", "--max-workers", "2")
+    assert proc.returncode == 0, proc.stderr
+    hung = [t for t in result["trials"] if t["status"] == "hung"]
+    assert hung and all(t["num_workers"] > 0 for t in hung), result["trials"]
+    timeout = re.search(r"timed out after ([\d.]+) seconds", hung[0]["error"])
+    assert timeout and float(timeout[1]) <= 40, hung[0]  # the torch timeout tune set, not the clock: no timing
+    assert result["recommended"]["num_workers"] == 0
