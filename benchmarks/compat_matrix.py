@@ -37,6 +37,7 @@ START_METHODS = ["fork", "spawn", "forkserver"]
 # the probe's own bookkeeping), a bad sample, scan, tune, a torchrun job, check.
 _FAILURES = "tests/integration/test_run_failures.py::"
 _MEMORY = "tests/integration/test_run_memory.py::"
+_READINESS = "tests/integration/test_start_readiness.py::"
 PER_METHOD = [
     "tests/integration/test_run_probe_truth.py",
     _FAILURES + "test_blocked_sample_is_a_worker_hang_with_the_users_frame",
@@ -48,6 +49,11 @@ PER_METHOD = [
     "tests/integration/test_tune.py::test_small_dataset_with_custom_batch_sampler_and_collate_fn",
     "tests/integration/test_launchers.py::test_torchrun_two_ranks_each_with_workers",
     "tests/integration/test_check.py::test_hang_timeout_stops_a_hung_loader_and_fails",
+    # What breaks before the workers start: worker-start-failed naming a lambda or a missing main guard (the runs pick
+    # spawn or forkserver with --start-method), compare, tune's trials under forkserver; readiness naming the lambda
+    # as forkserver's workers fail on it.
+    "tests/integration/test_start_method.py",
+    _READINESS + "test_the_same_lambda_with_forkserver_forced_is_named_as_its_workers_fail",
 ]
 # Copy-on-write only exists under fork (the default start method on Linux before Python 3.14), and these tests pick
 # their loader's start method themselves: run once, with the default.
@@ -55,6 +61,13 @@ FORK_ONLY = [
     _MEMORY + "test_leaky_list_dataset_reports_cow_growth_naming_the_attribute",
     _MEMORY + "test_spawn_loader_is_seen_with_its_workers_and_reports_the_copy",
     _MEMORY + "test_forkserver_workers_are_found_as_grandchildren",
+    # What a run under fork predicts before forkserver breaks it (a lambda, a loop without a main guard): under spawn
+    # or forkserver these scripts fail as predicted, which the per-method readiness test checks. The healthy loader's
+    # "no finding" holds under fork only: with forkserver forced (2.13.0/3.12, load 6-8) its workers took 7.8 s to
+    # start in each of 2 epochs, and `start-method` rightly says so (fork would start them at once).
+    _READINESS + "test_a_lambda_under_the_default_fork_is_named_before_forkserver_breaks_on_it",
+    _READINESS + "test_a_loop_without_a_main_guard_is_named_with_its_line",
+    _READINESS + "test_a_guarded_healthy_loader_gets_one_line_and_no_finding",
 ]
 SUBSET = PER_METHOD + FORK_ONLY
 # Scripts that cannot run under spawn or forkserver at all, with or without dlprobe: their dataset holds a local

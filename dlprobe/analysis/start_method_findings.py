@@ -329,9 +329,9 @@ def _breaks_on_upgrade(loader: LoaderRecord, event: dict[str, Any], method: str)
             "Python 3.14 starts workers with forkserver on Linux, and forkserver and spawn pickle the dataset, "
             "collate_fn and worker_init_fn for each worker and import `__main__` again in it. What stops them: "
             + "; ".join(_blocker_text(b) for b in blocked[:4])
-            + '. The error then comes at the first `iter(loader)` ("Can\'t pickle local object", "cannot pickle", '
-            'or "An attempt has been made to start a new process before the current process has finished its '
-            'bootstrapping phase").'
+            + '. The error then comes at the first `iter(loader)` ("Can\'t pickle local object", on Python 3.13 '
+            '"Can\'t get local object", "cannot pickle", or "An attempt has been made to start a new process '
+            'before the current process has finished its bootstrapping phase").'
         ),
         fix="; ".join(fixes)
         + ". Until then, `multiprocessing_context='fork'` on the DataLoader keeps today's behaviour on Python 3.14.",

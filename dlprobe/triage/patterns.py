@@ -95,8 +95,9 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("none-sample", r"'NoneType' object has no attribute 'numel'", needs_loader_frames=True),
     _p(
         "pickle",
-        r"Can't pickle local object|Can't get attribute '[^']+' on <module '__main__'|cannot pickle '[^']+' object"
-        r"|Got pickle error when attempting to start a worker Process",
+        # Python 3.13 words pickle's refusal of a lambda or local class "Can't get local object"
+        r"Can't (?:pickle|get) local object|Can't get attribute '[^']+' on <module '__main__'"
+        r"|cannot pickle '[^']+' object|Got pickle error when attempting to start a worker Process",
         needs_loader_frames=True,
     ),
     _p("kernel-oom", r"Killed process (?P<pid>\d+) \((?P<comm>[^)]*)\)"),

@@ -1,6 +1,6 @@
 """`dlprobe run --start-method`: the workers really start with the method asked for, the script's own choice is
 overridden and said, a worker that cannot start under spawn names why, and `dlprobe compare` sets two runs side by
-side. Three real runs, started together once for the module."""
+side. Four real runs, started together once for the module."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ RUNS = {
     # name: (options, script)
     "lambda": (["--start-method", "spawn"], "lambda_transform_dataset.py"),
     "no_guard": (["--start-method", "spawn", "--hang-timeout", "0"], "no_main_guard.py"),
+    # forkserver before CPython 3.13.8 imports the script again in each worker, as spawn does (Python 3.14's default)
+    "no_guard_forkserver": (["--start-method", "forkserver", "--hang-timeout", "0"], "no_main_guard.py"),
     "forkserver": (["--start-method", "forkserver", "--hang-timeout", "0"], "prints_worker_start_method.py"),
 }
 
@@ -65,8 +67,9 @@ def test_a_lambda_in_the_dataset_under_spawn_names_the_attribute(runs: dict[str,
     assert result.report["verdict"]["code"] == "worker-start-failed"
 
 
-def test_a_script_without_main_guard_under_spawn_names_the_guard_and_its_line(runs: dict[str, DlprobeResult]) -> None:
-    result = runs["no_guard"]
+@pytest.mark.parametrize("run", ["no_guard", "no_guard_forkserver"])
+def test_a_script_without_main_guard_names_the_guard_and_its_line(runs: dict[str, DlprobeResult], run: str) -> None:
+    result = runs[run]
     assert result.returncode == 1
     finding = _one(result, "worker-start-failed")
     ev = finding["evidence"]

@@ -83,6 +83,12 @@ def test_messages_printed_outside_a_traceback_pass_the_keyword_gate(pid):
     assert scan.counts.get(pid) == 1
 
 
+def test_python_3_13s_wording_of_an_unpicklable_lambda_is_a_pickle_error():
+    # 2.13.0/3.13 forkserver (compat matrix): pickle says "get" where 3.10-3.12 say "pickle"
+    line = "AttributeError: Can't get local object 'S.__init__.<locals>.<lambda>'"
+    assert "pickle" in {m.id for m in match_line(line)}
+
+
 def test_fields_of_the_worker_death_messages():
     [s1] = match_line(SAMPLES["S1"])
     assert s1.fields == {"pid": 7847, "signal": "Killed", "signal_number": 9}
