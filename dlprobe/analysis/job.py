@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from dlprobe.analysis.memory_findings import epoch_fraction, worker_projection
+from dlprobe.analysis.memory_findings import epoch_fraction, loader_worker_end
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData, loaders_from_events
 from dlprobe.analysis.stats import job_pss_summable, metric_summary, tree_total
-from dlprobe.loader_model.memory_growth import worker_end_bytes
 from dlprobe.rundir.schema import EV_EPOCH, EV_PROCESS, HangRecord, Meta, ProcessEvent
 
 
@@ -193,27 +192,20 @@ def _epoch_fraction(view: RankView, loader: LoaderRecord) -> float:
     return epoch_fraction(loader, view.identity.get("world_size") or 1)
 
 
-def _rank_growth(view: RankView) -> int:
-    """Bytes the rank's workers would still add by the end of the epoch: each one's private memory projected to the
-    end less its peak so far (private growth adds to the node's PSS one for one)."""
-    extra = 0
+def _worker_ends(view: RankView) -> list[tuple[int, int]]:
+    """(private memory at the end of its epoch, USS peak so far) of each of the rank's workers that was read: the
+    per-worker figure of `run`'s advice, `tune` and `attach` (memory_findings.loader_worker_end), or its peak once the
+    epoch ended. Computed once per rank for both the node's total and the workers that fit."""
+    ends = []
     for loader in view.run.loaders:
+        running = _epoch_fraction(view, loader) < 1.0
         for proc in view.run.workers(loader.loader_id):
-            uss = metric_summary(proc.series, "uss")
-            if uss["peak"] is not None:
-                extra += _worker_end(view, loader, proc) - uss["peak"]
-    return extra
-
-
-def _worker_end(view: RankView, loader: LoaderRecord, proc: ProcessRecord) -> int:
-    """A worker's private memory at the end of its epoch: the per-worker figure of `run`'s advice, `tune` and `attach`
-    (what it held at start, its copies and allocations each bent toward their ceiling: memory_findings.worker_projection
-    on loader_model/memory_growth.py), never less than its peak; its peak once the epoch ended."""
-    uss = metric_summary(proc.series, "uss")
-    peak = int(uss["peak"] or 0)
-    if _epoch_fraction(view, loader) >= 1.0:
-        return peak
-    return worker_end_bytes(uss["start"] or 0, peak, worker_projection(view.run, loader, proc))
+            peak = metric_summary(proc.series, "uss")["peak"]
+            if peak is None:
+                continue
+            end = loader_worker_end(view.run, loader, proc) if running else None
+            ends.append((end[0] if end else int(peak), int(peak)))
+    return ends
 
 
 def _node_memory(run: RunData, node: int, views: list[RankView]) -> NodeMemory:
@@ -229,26 +221,25 @@ def _node_memory(run: RunData, node: int, views: list[RankView]) -> NodeMemory:
         memory.limit_bytes, memory.limit_kind = int(run.system.cgroup_limit), "cgroup"
     elif (run.meta.get("machine") or {}).get("mem_total"):
         memory.limit_bytes, memory.limit_kind = int(run.meta["machine"]["mem_total"]), "MemTotal"
-    growth = sum(_rank_growth(v) for v in views)
+    ends = [_worker_ends(v) for v in views]
+    # what the workers would still add by the end of the epoch (private growth adds to the node's PSS one for one)
+    growth = sum(end - peak for rank in ends for end, peak in rank)
     if memory.pss and growth:  # an epoch still running: its growth so far, extended to the epoch's end
         memory.projected_bytes = max(memory.pss) + growth
     memory.workers = sum(max((lo.num_workers for lo in v.run.loaders), default=0) for v in views)
-    _fit_workers(memory, views)
+    _fit_workers(memory, views, ends)
     return memory
 
 
-def _fit_workers(memory: NodeMemory, views: list[RankView]) -> None:
-    """How many workers per rank the node's memory holds, at each worker's memory projected to the epoch's end."""
-    peaks = []
+def _fit_workers(memory: NodeMemory, views: list[RankView], ends: list[list[tuple[int, int]]]) -> None:
+    """How many workers per rank the node's memory holds, at each worker's memory projected to the epoch's end
+    (`ends`: _worker_ends of each view)."""
+    peaks = [end for rank in ends for end, _peak in rank]
     ranks_own = 0
     for view in views:
         main = next((p for p in view.run.processes if p.role == "main"), None)
         own = [v for _, v in main.series.values("uss")] if main else []
         ranks_own += max(own) if own else 0
-        for loader in view.run.loaders:
-            for proc in view.run.workers(loader.loader_id):
-                if proc.series.values("uss"):
-                    peaks.append(_worker_end(view, loader, proc))
     if not peaks or not memory.limit_bytes or not views:
         return
     memory.worker_peak_bytes = max(peaks)

@@ -19,6 +19,7 @@ from dlprobe.loader_model.memory_growth import (
     project_worker_by_kind,
     project_worker_uss,
     tightest_limit,
+    worker_end_bytes,
 )
 from dlprobe.rundir.schema import EV_BATCHES, EV_PROCESS
 from dlprobe.units import MiB, format_bytes
@@ -248,6 +249,26 @@ def worker_projection(run: RunData, loader: LoaderRecord, proc: ProcessRecord) -
     loader's epoch clock (its `batches` events)."""
     measured_at, share_at = _epoch_clock(run, loader, proc.series)
     return project_worker(run, loader.loader_id, proc, measured_at, share_at)
+
+
+def worker_end(
+    run: RunData, loader_id: int, proc: ProcessRecord, measured_at: float, share_at: Callable[[float], float]
+) -> tuple[int, int, WorkerProjection] | None:
+    """(a worker's private memory at the end of its epoch, its USS peak so far, the projection behind it): the one
+    per-worker figure of `run`'s advice, `tune`'s trials and the job's node totals (memory_growth.worker_end_bytes on
+    project_worker); None for a worker whose USS was never read."""
+    uss = metric_summary(proc.series, "uss")
+    if uss["peak"] is None:
+        return None
+    model = project_worker(run, loader_id, proc, measured_at, share_at)
+    return worker_end_bytes(uss["start"] or 0, uss["peak"], model), uss["peak"], model
+
+
+def loader_worker_end(run: RunData, loader: LoaderRecord, proc: ProcessRecord) -> tuple[int, int, WorkerProjection] | (
+        None):  # fmt: skip
+    """worker_end on the loader's epoch clock (its `batches` events), as worker_projection reads it."""
+    measured_at, share_at = _epoch_clock(run, loader, proc.series)
+    return worker_end(run, loader.loader_id, proc, measured_at, share_at)
 
 
 def project_worker(

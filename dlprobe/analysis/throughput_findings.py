@@ -6,7 +6,7 @@ from typing import Any
 
 from dlprobe.analysis.head_of_line import HOL_SHARE, HeadOfLine, head_of_line
 from dlprobe.analysis.loop_timing import LoopTiming, events_of, loop_timing, recorded_usable_cores
-from dlprobe.analysis.memory_findings import first_batch_built, load_done_at, worker_projection
+from dlprobe.analysis.memory_findings import first_batch_built, load_done_at, loader_worker_end
 from dlprobe.analysis.model import Finding, LoaderRecord, ProcessRecord, RunData
 from dlprobe.analysis.startup_findings import BUSY_RUNQ_SHARE
 from dlprobe.analysis.stats import metric_summary
@@ -24,7 +24,6 @@ from dlprobe.analysis.worker_cpu import (
 )
 from dlprobe.analysis.worker_reserve import RESERVE_KEYS, Reserve, measured_reserve
 from dlprobe.loader_model.limits import WORKER_CAP
-from dlprobe.loader_model.memory_growth import worker_end_bytes
 from dlprobe.loader_model.plan import LoaderPace, WorkerPlan
 from dlprobe.loader_model.plan import plan_workers as model_plan
 from dlprobe.loader_model.rate import (
@@ -380,19 +379,19 @@ def find_input_bound(run: RunData) -> list[Finding]:
 
 def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, int, list[dict[str, Any]]] | None:
     """(largest per-worker USS projected to the end of the epoch, largest measured, rows) or None without readings.
-    A worker's projection is cow-growth's (memory_findings.worker_projection: what it held at start, then its copies
+    A worker's projection is cow-growth's (memory_findings.loader_worker_end: what it held at start, then its copies
     and new allocations, each bent toward its ceiling), so no worker is projected past what it could copy."""
     rows: list[dict[str, Any]] = []
     projected = 0
     for proc in run.workers(loader.loader_id):
-        uss = metric_summary(proc.series, "uss")
-        if uss["peak"] is None:
+        end = loader_worker_end(run, loader, proc)
+        if end is None:
             continue
-        model = worker_projection(run, loader, proc)
+        end_bytes, peak, model = end
         grown = worker_steady_growth(run, loader.loader_id, proc)
-        rows.append({"worker_id": proc.worker_id, "pid": proc.pid, "uss_peak_bytes": uss["peak"],
+        rows.append({"worker_id": proc.worker_id, "pid": proc.pid, "uss_peak_bytes": peak,
                      "uss_growth_bytes": grown.bytes if grown else 0, "projection": model.evidence()})  # fmt: skip
-        projected = max(projected, worker_end_bytes(uss["start"] or 0, uss["peak"], model))
+        projected = max(projected, end_bytes)
     if not rows:
         return None
     peak = int(max(r["uss_peak_bytes"] for r in rows))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of
-from dlprobe.analysis.memory_findings import load_done_at, project_worker
+from dlprobe.analysis.memory_findings import load_done_at, worker_end
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.loader_model.limits import HEADROOM, MEMORY_SHARE
-from dlprobe.loader_model.memory_growth import WorkerProjection, epoch_share, linear_clock, worker_end_bytes
+from dlprobe.loader_model.memory_growth import epoch_share, linear_clock
 from dlprobe.loader_model.reserve import worker_reserve as shared_reserve
 from dlprobe.loader_model.worker_memory import fits, memory_for_workers, steady_growth
 from dlprobe.rundir.schema import EV_TRIAL_SKIPPED, EV_TRIAL_START, EV_WORKER_BATCHES
@@ -132,23 +132,16 @@ def _trial_projection(
     ceiling; loader_model/memory_growth.worker_end_bytes), on the trial's epoch clock: the trial began an epoch at its
     start and had done `batches` of `batches_per_epoch` at its last batch (a trial that went past its epoch, or a
     loader of unknown length, has nothing left to project: its peak)."""
+    if loader_id is None:
+        return {"projected_worker_bytes": None, "worker_projection": None}
     fraction = epoch_share(int(end.get("batches") or 0), batches_per_epoch, ended=bool(end.get("passes")))
     last_batch = float(end["t"]) - float(end.get("shutdown_s") or 0.0)  # trial_end is written after the shutdown
     share_at = linear_clock(float(start["t"]), last_batch, fraction)
-    best: tuple[int, WorkerProjection] | None = None
-    if loader_id is None:
+    ends = [e for proc in run.workers(loader_id) if (e := worker_end(run, loader_id, proc, fraction, share_at))]
+    if not ends:
         return {"projected_worker_bytes": None, "worker_projection": None}
-    for proc in run.workers(loader_id):
-        uss = [v for _, v in proc.series.values("uss")]
-        if not uss:
-            continue
-        model = project_worker(run, loader_id, proc, fraction, share_at)
-        per_worker = worker_end_bytes(uss[0], max(uss), model)
-        if best is None or per_worker > best[0]:
-            best = (per_worker, model)
-    if best is None:
-        return {"projected_worker_bytes": None, "worker_projection": None}
-    return {"projected_worker_bytes": best[0], "worker_projection": best[1].evidence()}
+    end_bytes, _peak, model = max(ends, key=lambda e: e[0])
+    return {"projected_worker_bytes": end_bytes, "worker_projection": model.evidence()}
 
 
 def project_epoch_bytes(trial: dict[str, Any]) -> int | None:
