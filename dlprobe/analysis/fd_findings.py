@@ -36,7 +36,8 @@ def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
     if rise < least or last < first + rise * 0.8 or t1 <= t0:
         return None
     mid = readings[len(readings) // 2][1]
-    if len(readings) >= FD_MIN_READINGS and last - mid < rise * FD_LATE_SHARE:
+    # A count that stopped rising in the second half settled, unless it stopped at the limit: there it could not rise.
+    if len(readings) >= FD_MIN_READINGS and last - mid < rise * FD_LATE_SHARE and not at_limit:
         return None
     rate = (last - first) / (t1 - t0)
     row: dict[str, Any] = {

@@ -61,8 +61,11 @@ DISCOVER_EVERY_S = 2.0
 # hundreds) are counted this often per process, the interval stretched so all processes' counts stay within FD_SHARE
 # of a core. A count FD_CLIMB above the process's first, and at least double the count at the last reading of the
 # targets, has its targets read (a readlink each, bounded): where a leak's descriptors point is known before the
-# process dies of it.
+# process dies of it. A process's first FD_YOUNG_S seconds, and a climbing count within two readings of its limit, are
+# read every tick instead: a worker that opens files per sample under a low limit (worker_init_fn's setrlimit) can
+# reach it a second after it starts, between two regular readings, and its few descriptors cost microseconds to count.
 FD_EVERY_S = 1.0
+FD_YOUNG_S = 5.0
 FD_SHARE = 0.002
 FD_CLIMB = 64
 FIRST_FD_COST_S = 0.00005
@@ -148,6 +151,9 @@ class Sampler:
         self.stale_s = MAX_STALE_S
         self.next_fds = 0.0
         self.fd_cost_s = FIRST_FD_COST_S
+        self.fd_seen: dict[int, float] = {}  # when each process's descriptors were first counted
+        self.fd_last: dict[int, tuple[float, int]] = {}  # each process's last count, and when
+        self.fd_limits: dict[int, int] = {}  # RLIMIT_NOFILE as last read (at discovery, or with the targets)
         self.first_fds: dict[int, int] = {}  # each process's first descriptor count
         self.fds_at_targets: dict[int, int] = {}  # the count when its targets were last read
         self.unread: dict[int, str] = {}  # processes whose smaps_rollup was refused, and why
@@ -211,7 +217,10 @@ class Sampler:
             ppid = started = None
         self.created[pid] = started
         record = {"k": SAMPLE_PROC, "pid": pid, "ppid": ppid, "comm": procmem.read_comm(pid), "start": started}
-        self._write({**record, "nofile": procfds.nofile_limit(pid)})
+        limit = procfds.nofile_limit(pid)
+        if limit:
+            self.fd_limits[pid] = limit
+        self._write({**record, "nofile": limit})
 
     def add_thread(self, pid: int, tid: int) -> None:
         """A DataLoader worker that is a thread of `pid`: its CPU time is read each tick (it has no memory of its
@@ -222,20 +231,24 @@ class Sampler:
         self._write({"k": SAMPLE_THREAD, "pid": pid, "tid": tid, "comm": procmem.read_comm(pid, tid)})
 
     def _fd_counts(self, now: float, pids: list[int]) -> dict[int, int]:
-        """Each live process's open-descriptor count, every FD_EVERY_S (stretched to keep within FD_SHARE of a core);
-        a count that climbed has its targets written too (_fd_targets)."""
-        if now < self.next_fds:
+        """Each live process's open-descriptor count: every FD_EVERY_S (stretched to keep within FD_SHARE of a core),
+        every tick for the processes `_fd_urgent` names; a count that climbed has its targets written too."""
+        regular = now >= self.next_fds
+        due = pids if regular else [pid for pid in pids if self._fd_urgent(now, pid)]
+        if not due:
             return {}
         counts: dict[int, int] = {}
         started = time.thread_time()
-        for pid in pids:
+        for pid in due:
             count = procfds.fd_count(pid)
             if count is not None:
                 counts[pid] = count
-        if pids:
-            self.fd_cost_s = 0.8 * self.fd_cost_s + 0.2 * (time.thread_time() - started) / len(pids)
-        self.next_fds = now + max(FD_EVERY_S, len(pids) * self.fd_cost_s / FD_SHARE)
+        self.fd_cost_s = 0.8 * self.fd_cost_s + 0.2 * (time.thread_time() - started) / len(due)
+        if regular:
+            self.next_fds = now + max(FD_EVERY_S, len(pids) * self.fd_cost_s / FD_SHARE)
         for pid, count in counts.items():
+            self.fd_seen.setdefault(pid, now)
+            self.fd_last[pid] = (now, count)
             first = self.first_fds.setdefault(pid, count)
             # The first climb is read at once (a worker at its limit may live a second more), then each doubling.
             read_at = self.fds_at_targets.get(pid)
@@ -243,14 +256,31 @@ class Sampler:
                 self._fd_targets(now, pid, count)
         return counts
 
+    def _fd_urgent(self, now: float, pid: int) -> bool:
+        """Whether the process's descriptors are counted this tick, between regular readings: in its first
+        FD_YOUNG_S, or while its count has climbed to within two regular intervals of its limit at the rate read."""
+        seen = self.fd_seen.get(pid)
+        if seen is None or now - seen < FD_YOUNG_S:
+            return True
+        last = self.fd_last.get(pid)
+        limit = self.fd_limits.get(pid)
+        first = self.first_fds.get(pid)
+        if last is None or not limit or first is None or last[1] <= first or last[0] <= seen:
+            return False
+        rate = (last[1] - first) / (last[0] - seen)
+        return limit - last[1] <= rate * 2 * FD_EVERY_S
+
     def _fd_targets(self, now: float, pid: int, count: int) -> None:
         top = procfds.fd_target_patterns(pid)
         if top is None:
             return
         self.fds_at_targets[pid] = count
         # The limit is read again with them: a worker_init_fn (or the dataset) may have set its own after the fork.
+        limit = procfds.nofile_limit(pid)
+        if limit:
+            self.fd_limits[pid] = limit
         self._write({"k": SAMPLE_FD_TARGETS, "pid": pid, "t": round(now, 3), "n": count,
-                     "top": [[pattern, n] for pattern, n in top], "nofile": procfds.nofile_limit(pid)})  # fmt: skip
+                     "top": [[pattern, n] for pattern, n in top], "nofile": limit})  # fmt: skip
 
     def _thread_readings(self) -> dict[str, dict[str, float | None]]:
         readings: dict[str, dict[str, float | None]] = {}
@@ -297,6 +327,8 @@ class Sampler:
             if stat is None:
                 self.gone.add(pid)
                 self.files.forget(pid)
+                for schedule in (self.fd_seen, self.fd_last, self.fd_limits):
+                    schedule.pop(pid, None)
                 for kept in self.thinner.process_ended():  # the readings before a death are written whole, first
                     self._write(kept)
                 self._write({"k": SAMPLE_GONE, "pid": pid, "t": round(now, 3)})

@@ -96,3 +96,12 @@ def test_a_leak_too_quick_for_its_targets_names_the_file_the_refused_open_named(
     data.stderr_tail = "OSError: [Errno 24] Too many open files: '/data/shard-023.tar'"
     [finding] = find_fd_leak(data)
     assert finding.title.endswith("it was opening /data/shard-023.tar when refused")
+
+
+def test_a_count_that_stopped_at_its_limit_is_a_leak_that_reached_it():
+    # read every tick from its start: the climb, then the readings at the limit until the worker died of it
+    stopped = _worker(11, 0, [30, 69, 86, 119, 127, 127, 127, 127], nofile=128)
+    [finding] = find_fd_leak(run([loader()], [stopped]))
+    assert finding.evidence["hit_limit_pids"] == [11] and finding.severity == "error"
+    settled = _worker(11, 0, [30, 69, 86, 119, 127, 127, 127, 127], nofile=20_000)
+    assert find_fd_leak(run([loader()], [settled])) == []  # far below its limit: files kept open, then no more

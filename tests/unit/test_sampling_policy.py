@@ -246,3 +246,22 @@ def test_hotspot_sampler_never_starts_py_spy_on_a_worker_that_has_exited(tmp_pat
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_descriptors_are_counted_every_tick_while_a_process_is_young_or_nearing_its_limit():
+    import io
+
+    from dlprobe.supervisor.sampler import FD_EVERY_S, FD_YOUNG_S, Sampler
+
+    sampler = Sampler(1, io.StringIO(), None)
+    assert sampler._fd_urgent(100.0, 7)  # never counted yet
+    sampler.fd_seen[7], sampler.first_fds[7], sampler.fd_limits[7] = 100.0, 20, 128
+    sampler.fd_last[7] = (101.0, 21)
+    assert sampler._fd_urgent(100.0 + FD_YOUNG_S / 2, 7)  # a worker at a low limit may die in its first second
+    sampler.fd_last[7] = (110.0, 21)
+    assert not sampler._fd_urgent(110.0, 7)  # old and settled: the regular FD_EVERY_S reading
+    rate = 10.0  # 100 more over 10 s
+    sampler.fd_last[7] = (110.0, 120)
+    assert rate * 2 * FD_EVERY_S >= 128 - 120 and sampler._fd_urgent(110.0, 7)  # 8 left, 10 a second
+    sampler.fd_limits[7] = 4096
+    assert not sampler._fd_urgent(110.0, 7)  # far from its limit
