@@ -163,6 +163,9 @@ class WorkerHangEvidence(InJob, _Batch, _Kernel, total=False):
     stack: list[str]
     hang_record: str
     also_stuck: list[dict[str, Any]]
+    batch: int  # batch-lost: the batch (torch's task number in the epoch) the worker made and the loop never got
+    made_s_before: float  # batch-lost: how long before the hang record the worker finished it
+    send_error: str | None  # batch-lost: "TypeError: h5py objects cannot be pickled", as the worker's queue dropped it
     tid: int  # a worker thread (worker_method "thread"): "pid" is then its thread id, in this process
     process_pid: int | None
     waiting_ranks: list[WaitingRank]

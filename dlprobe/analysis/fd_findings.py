@@ -39,6 +39,10 @@ def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
     # A count that stopped rising in the second half settled, unless it stopped at the limit: there it could not rise.
     if len(readings) >= FD_MIN_READINGS and last - mid < rise * FD_LATE_SHARE and not at_limit:
         return None
+    if at_limit:  # the climb ends where the limit stopped it: the readings after it (a hang, say) are no rate
+        t1, last = next((t, n) for t, n in readings if n == peak)
+        if t1 <= t0:
+            return None
     rate = (last - first) / (t1 - t0)
     row: dict[str, Any] = {
         "pid": proc.pid,

@@ -1,5 +1,6 @@
-"""Hang findings: `worker-hang` (a worker holds the batch the loop waits for and makes no progress) and
-`main-hang` (the training process itself is stuck while the workers are idle), from the hang records."""
+"""Hang findings: `worker-hang` (a worker holds the batch the loop waits for and makes no progress, or made it and the
+batch never arrived) and `main-hang` (the training process itself is stuck while the workers are idle), from the hang
+records."""
 
 from __future__ import annotations
 
@@ -17,7 +18,14 @@ from dlprobe.analysis.stack_causes import (
     own_frames,
     user_frames,
 )
-from dlprobe.rundir.schema import EV_BATCHES, EV_FORK_STATE, HANGS_DIR, HangRecord, hang_record_name
+from dlprobe.rundir.schema import (
+    EV_BATCH_SEND_ERROR,
+    EV_BATCHES,
+    EV_FORK_STATE,
+    HANGS_DIR,
+    HangRecord,
+    hang_record_name,
+)
 
 BUSY_PHASES = ("getitem", "collate", "worker_init_fn")
 MAX_STACK_LINES = 12
@@ -53,6 +61,90 @@ def _stuck_workers(record: HangRecord, loader_id: int | None) -> list[dict[str, 
     # other workers count as stuck only if they have held their sample about as long as the loop has waited
     others = [p for p in busy if p not in awaited_procs and (_age(p["inflight"], record["t"]) or 0) >= 0.8 * waited]
     return awaited_procs + others
+
+
+def _lost_batch(run: RunData, record: HangRecord) -> tuple[dict[str, Any], list[Any]] | None:
+    """The awaited worker and its ring row for the batch the loop waits for, where that worker already made it in
+    this epoch: the batch left the fetch and never reached the loop. None where the worker has not made it."""
+    loop = record.get("loop") or {}
+    awaited, task, loader_id = loop.get("awaited_worker"), loop.get("awaited_task"), loop.get("loader_id")
+    if awaited is None or task is None:
+        return None
+    lo = run.loader(loader_id) if loader_id is not None else None
+    # batch numbers start again each epoch: only a row made since this epoch's iterator began is the awaited batch
+    began = max((e.t_start for e in lo.epochs if e.t_start <= record["t"]), default=None) if lo else None
+    if began is None:
+        return None
+    for proc in record.get("processes") or []:
+        if proc.get("role") != "worker" or proc.get("worker_id") != awaited:
+            continue
+        if proc.get("loader_id") not in (loader_id, None):
+            continue
+        for row in (proc.get("inflight") or {}).get("recent") or []:
+            if len(row) >= 4 and row[0] == task and row[1] >= began:
+                return proc, row
+    return None
+
+
+def _send_error(run: RunData, pid: int | None, task: int) -> str | None:
+    """The error the worker's queue recorded as it dropped this batch (in_training/send_errors.py), if it did."""
+    for event in run.events:
+        if event.get("ev") == EV_BATCH_SEND_ERROR and event.get("pid") == pid and event.get("task") in (task, None):
+            return f"{event.get('type')}: {event.get('message')}"
+    return None
+
+
+BATCH_LOST_FIND = (
+    "Find the worker's error on its stderr: a traceback from multiprocessing's queue thread (`Queue._feed`) or from "
+    "`resource_sharer`. "
+)
+BATCH_LOST_FIX = (
+    "Make what collate_fn returns plain and picklable (tensors, numbers, strings, lists and dicts "
+    "of them: no open files, locks, generators or lambdas), keep each worker's open files under its limit (close "
+    "what `__getitem__` opens), and give DataLoader(timeout=...) so a batch that never comes raises instead of "
+    "hanging."
+)
+
+
+def _batch_lost(run: RunData, record: HangRecord, proc: dict[str, Any], row: list[Any]) -> Finding:
+    loop = record.get("loop") or {}
+    loader_id = loop.get("loader_id")
+    task, made = row[0], row[3]
+    thread, _ = _where(proc)
+    ago = record["t"] - made
+    slot = proc.get("inflight") or {}
+    later = [r[0] for r in slot.get("recent") or [] if len(r) >= 4 and r[3] > made]
+    title = (
+        f"Loader {loader_id}'s batch {task} never reached the training loop: worker {proc.get('worker_id')} "
+        f"(pid {proc.get('pid')}) made it {ago:.0f}s before and went on: batch-lost"
+    )
+    detail = (
+        f"The training loop waited {record.get('waited_s') or 0:.0f}s for batch {task} of loader {loader_id}. Worker "
+        f"{proc.get('worker_id')} finished it {ago:.0f}s before (collated and handed to its queue)"
+        + (f" and has made {len(later)} batch(es) since" if later else "")
+        + ": the batch was lost between the worker and the loop, so torch waits for it forever. A worker's queue "
+        "pickles each batch in a background thread; where that fails (an object in the batch that does not pickle, "
+        "a tensor whose file descriptor cannot be passed because the worker is at its open-file limit, /dev/shm "
+        "full), the thread prints the error on the worker's stderr and drops the batch."
+    )
+    sent = _send_error(run, proc.get("pid"), task)
+    if sent:
+        title += f" ({sent})"
+        detail += f" Here the worker's queue recorded why: `{sent}`."
+    else:
+        detail += " The worker's queue recorded no send error (the hook was not in place, or the batch went missing "
+        "further on, in the pin-memory thread)."
+    detail += _stack_note(record, proc)
+    if record.get("on_hang") == "stop":
+        detail += " dlprobe stopped the run (--on-hang stop)."
+    cause = Cause("batch-lost", "idle: it made the awaited batch, which never arrived", "")
+    evidence = {**_evidence(record, proc, cause, thread), "batch": task, "made_s_before": round(ago, 1),
+                "send_error": sent}  # fmt: skip
+    # The slot's current fetch is whatever the worker did next (a stale one if that fetch raised): not the hang's.
+    for key in ("index", "batch_indices", "position_in_batch", "phase", "stuck_s", "stuck_frame"):
+        evidence.pop(key, None)
+    fix = BATCH_LOST_FIX if sent else BATCH_LOST_FIND + BATCH_LOST_FIX
+    return Finding("worker-hang", "error", title, detail, fix, evidence, loader_id)
 
 
 def _stack_lines(thread: dict[str, Any] | None) -> list[str]:
@@ -224,8 +316,12 @@ def find_hangs(run: RunData) -> list[Finding]:
     findings = []
     for record in run.hangs:
         loop = record.get("loop") or {}
+        lost = _lost_batch(run, record)
         stuck = _stuck_workers(record, loop.get("loader_id"))
-        finding = _worker_hang(run, record, stuck) if stuck else _main_hang(run, record)
+        if lost is not None:
+            finding: Finding | None = _batch_lost(run, record, *lost)
+        else:
+            finding = _worker_hang(run, record, stuck) if stuck else _main_hang(run, record)
         if finding is None:
             continue
         if _recovered(run, record):

@@ -131,6 +131,13 @@ def _fd_leak_explains(cause: Finding, symptom: Finding) -> str | None:
         return f"the `Too many open files` of {_worker_name(symptom)} (worker-error)"
     if not hit:
         return None
+    if (
+        symptom.code == "worker-hang"
+        and symptom.evidence.get("cause") == "batch-lost"
+        and symptom.evidence.get("pid") in hit
+    ):
+        # passing a batch's tensor to the loop takes a descriptor in the worker: at its limit, the batch is dropped
+        return f"the lost batch of {_worker_name(symptom)} (worker-hang)"
     if symptom.code == "script-error" and (
         _OUT_OF_DESCRIPTORS.search(error) or symptom.evidence.get("type") in ("EOFError", "ConnectionResetError")
     ):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe import atomic
-from dlprobe.in_training import fatal_signals, probe_errors, tracebacks, worker_batches
+from dlprobe.in_training import fatal_signals, probe_errors, send_errors, tracebacks, worker_batches
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.inflight_format import (
     COLLATE,
@@ -358,6 +358,12 @@ class InflightInit:
             )
         if not in_thread:
             _read_own_start(self.loader_id, worker_id)
+            try:
+                send_errors.watch_sends(self.loader_id, worker_id)
+            except Exception as exc:
+                probe_errors.record(
+                    "send_errors.install", exc, f"a batch worker {worker_id} cannot send is not named by its error"
+                )
         slot = _current_slot()
         if self.user_fn is None:
             return

@@ -165,6 +165,9 @@ EV_WORKERS_LAST = "workers_last"
 # A worker's own memory as it starts, before the user's worker_init_fn: a load there (np.load of a table) can be done
 # before the main process's reading of it right after iter() on a busy machine, and growth is measured from here.
 EV_WORKER_START = "worker_start"
+# A batch a worker's queue could not send (in_training/send_errors.py): CPython's queue thread failed to pickle it,
+# printed the error on the worker's stderr and dropped it; the training loop waits for it forever.
+EV_BATCH_SEND_ERROR = "batch_send_error"
 # One DataLoader worker's batches, in chunks (in_training/worker_batches.py): when each fetch began, how long its
 # samples and its collate took. Capped per worker: past the cap only every `stride`-th fetch is kept.
 EV_WORKER_BATCHES = "worker_batches"
@@ -446,6 +449,15 @@ class WorkerStartEvent(Event, total=False):
     worker_id: int
     pid: int
     memory: dict[str, int] | None
+
+
+class BatchSendErrorEvent(Event, total=False):
+    loader: int
+    worker_id: int
+    pid: int
+    task: int | None  # torch's batch number in the epoch, where the dropped item was torch's (number, batch)
+    type: str  # the exception's type: TypeError, OSError
+    message: str  # its message, cut to MAX_SEND_ERROR_CHARS
 
 
 class BatchInfoEvent(Event, total=False):

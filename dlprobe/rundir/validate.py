@@ -22,6 +22,7 @@ EVENT_REQUIRED: dict[str, tuple[str, ...]] = {
     schema.EV_EPOCH_END: ("t", "loader"),
     schema.EV_WORKERS_LAST: ("t",),
     schema.EV_WORKER_START: ("t", "pid"),
+    schema.EV_BATCH_SEND_ERROR: ("t", "pid"),
     schema.EV_SCRIPT_ERROR: ("t",),
     # tune's and scan's readers index these (tune/results.py collect_trials, scan/result.py feed)
     schema.EV_TRIAL_START: ("t", "key", "num_workers"),
@@ -162,6 +163,7 @@ EVENT_TYPES: dict[str, type] = {
     schema.EV_WORKER_BATCHES: schema.WorkerBatchesEvent,
     schema.EV_WORKERS_LAST: schema.WorkersLastEvent,
     schema.EV_WORKER_START: schema.WorkerStartEvent,
+    schema.EV_BATCH_SEND_ERROR: schema.BatchSendErrorEvent,
     schema.EV_BATCH_INFO: schema.BatchInfoEvent,
     schema.EV_LOADER_ERROR: schema.LoaderErrorEvent,
     schema.EV_SAMPLE_CHECK: schema.SampleCheckEvent,

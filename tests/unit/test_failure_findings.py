@@ -8,7 +8,8 @@ from dlprobe.analysis import analyze
 from dlprobe.analysis.death_findings import WORKER_KILLED_CAUSES, find_worker_deaths
 from dlprobe.analysis.fault_records import parse_fault
 from dlprobe.analysis.hang_findings import find_hangs
-from dlprobe.analysis.model import SystemSeries
+from dlprobe.analysis.model import Epoch, Finding, SystemSeries
+from dlprobe.analysis.verdict import _fd_leak_explains
 from tests.unit import fakes
 from tests.unit.test_stack_causes import native, py, worker
 
@@ -74,6 +75,44 @@ def test_a_stall_that_recovers_is_a_warning():
     run.hangs = [hang_record([main_proc(), stuck_worker()])]
     [finding] = find_hangs(run)
     assert finding.severity == "warning" and finding.title.startswith("(recovered later)")
+
+
+def test_a_batch_the_awaited_worker_already_made_is_lost_not_stuck_on_its_stale_sample():
+    # The worker made batch 6 at 103.5 (its ring), then its next fetch raised at index 13 (the slot still says
+    # getitem), and it waits idle for an index: the loop waits for batch 6, which never came.
+    epoch = Epoch(0, 101.0, 0.1)
+    recent = [[4, 102.0, 102.4, 102.5, 8], [6, 103.0, 103.4, 103.5, 12]]
+    proc = {**stuck_worker(), "inflight": slot(11, 0, "getitem", [12, 13], 13, recent=recent)}
+    run = fakes.run([fakes.loader(epochs=[epoch])], [])
+    run.hangs = [hang_record([main_proc(), proc, idle_worker()])]
+    [finding] = find_hangs(run)
+    ev = finding.evidence
+    assert finding.code == "worker-hang" and ev["cause"] == "batch-lost" and (ev["batch"], ev["pid"]) == (6, 11)
+    assert ev["made_s_before"] == 6.5 and "index" not in ev and "stuck_frame" not in ev
+    assert finding.title.startswith("Loader 0's batch 6 never reached the training loop: worker 0 (pid 11)")
+    assert "Queue._feed" in finding.fix and ev["send_error"] is None  # its stderr holds why: the fix says where
+    sent = {"ev": "batch_send_error", "t": 103.6, "pid": 11, "task": 6, "type": "TypeError",
+            "message": "h5py objects cannot be pickled"}  # fmt: skip
+    run.events.append(sent)
+    [finding] = find_hangs(run)
+    assert finding.evidence["send_error"] == "TypeError: h5py objects cannot be pickled"
+    assert finding.title.endswith("batch-lost (TypeError: h5py objects cannot be pickled)")
+    assert "Queue._feed" not in finding.fix and "picklable" in finding.fix
+    # a batch 6 of an earlier epoch is not this one: the worker still holds this epoch's
+    run = fakes.run([fakes.loader(epochs=[Epoch(0, 90.0, 0.1), Epoch(1, 103.6, 0.1)])], [])
+    run.hangs = [hang_record([main_proc(), proc, idle_worker()])]
+    [finding] = find_hangs(run)
+    assert finding.evidence["cause"] == "blocked-read" and finding.evidence["index"] == 13
+
+
+def test_a_lost_batch_of_a_worker_at_its_descriptor_limit_is_explained_by_the_leak():
+    lost = Finding("worker-hang", "error", "t", "d", "f", {"pid": 11, "cause": "batch-lost", "worker_id": 0}, 0)
+    leak = Finding("fd-leak", "error", "t", "d", "f", {"leaking": [{"pid": 11}], "hit_limit_pids": [11]}, 0)
+    assert _fd_leak_explains(leak, lost) == "the lost batch of loader 0 worker 0 (worker-hang)"
+    other = Finding("worker-hang", "error", "t", "d", "f", {**lost.evidence, "pid": 12}, 0)
+    assert _fd_leak_explains(leak, other) is None
+    stuck = Finding("worker-hang", "error", "t", "d", "f", {**lost.evidence, "cause": "blocked-read"}, 0)
+    assert _fd_leak_explains(leak, stuck) is None
 
 
 def test_faulthandler_fallback_names_the_permission_fix():

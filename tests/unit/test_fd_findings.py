@@ -105,3 +105,5 @@ def test_a_count_that_stopped_at_its_limit_is_a_leak_that_reached_it():
     assert finding.evidence["hit_limit_pids"] == [11] and finding.severity == "error"
     settled = _worker(11, 0, [30, 69, 86, 119, 127, 127, 127, 127], nofile=20_000)
     assert find_fd_leak(run([loader()], [settled])) == []  # far below its limit: files kept open, then no more
+    [row] = find_fd_leak(run([loader()], [stopped]))[0].evidence["leaking"]
+    assert row["seconds"] == 4 and row["fds_per_s"] == 24.25  # 30 -> 127 over its first 4 s, not its 7 s of readings
