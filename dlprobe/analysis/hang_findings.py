@@ -94,6 +94,13 @@ def _send_error(run: RunData, pid: int | None, task: int) -> str | None:
     return None
 
 
+def _pin_thread_stuck(record: HangRecord) -> bool:
+    """The training process's pin-memory thread is stuck outside its queues: the batch the worker made is held there,
+    which main-hang's `pin-thread` says, not lost on the way."""
+    main = next((p for p in record.get("processes") or [] if p.get("role") == "main"), None)
+    return main is not None and main_wait_cause(main).cause == "pin-thread"
+
+
 BATCH_LOST_FIND = (
     "Find the worker's error on its stderr: a traceback from multiprocessing's queue thread (`Queue._feed`) or from "
     "`resource_sharer`. "
@@ -316,7 +323,7 @@ def find_hangs(run: RunData) -> list[Finding]:
     findings = []
     for record in run.hangs:
         loop = record.get("loop") or {}
-        lost = _lost_batch(run, record)
+        lost = _lost_batch(run, record) if not _pin_thread_stuck(record) else None
         stuck = _stuck_workers(record, loop.get("loader_id"))
         if lost is not None:
             finding: Finding | None = _batch_lost(run, record, *lost)

@@ -98,6 +98,12 @@ def test_a_batch_the_awaited_worker_already_made_is_lost_not_stuck_on_its_stale_
     assert finding.evidence["send_error"] == "TypeError: h5py objects cannot be pickled"
     assert finding.title.endswith("batch-lost (TypeError: h5py objects cannot be pickled)")
     assert "Queue._feed" not in finding.fix and "picklable" in finding.fix
+    # held by a pin-memory thread stuck outside its queues: main-hang's pin-thread says where, not lost
+    pinned = main_proc()
+    pinned["stack"] = [*pinned["stack"], {"name": "Thread-2 (_pin_memory_loop)", "frames": [
+        native("cudaHostAlloc"), py("pin_memory", user=False), py("_pin_memory_loop", user=False)]}]  # fmt: skip
+    run.hangs = [hang_record([pinned, {**proc, "inflight": {**proc["inflight"], "phase": "done"}}, idle_worker()])]
+    assert [(f.code, f.evidence["cause"]) for f in find_hangs(run)] == [("main-hang", "pin-thread")]
     # a batch 6 of an earlier epoch is not this one: the worker still holds this epoch's
     run = fakes.run([fakes.loader(epochs=[Epoch(0, 90.0, 0.1), Epoch(1, 103.6, 0.1)])], [])
     run.hangs = [hang_record([main_proc(), proc, idle_worker()])]
