@@ -19,6 +19,7 @@ from dlprobe.analysis import (
     memory_findings,
     probe_findings,
     run_findings,
+    send_findings,
     shm_findings,
     start_failure_findings,
     start_method_findings,
@@ -32,6 +33,7 @@ Analyzer = Callable[[RunData], list[Finding]]
 
 ANALYZERS: list[Analyzer] = [
     start_failure_findings.find_worker_start_failures,  # the cause of the deaths, hangs and errors that follow
+    send_findings.find_dropped_batches,  # before the hang or the timeout a dropped batch leads to
     hang_findings.find_hangs,  # the specific diagnoses first: they explain a script-error that follows
     death_findings.find_worker_deaths,
     fork_findings.find_shared_handles,  # before a worker's error is read as a bad sample or the script's
@@ -65,6 +67,7 @@ ANALYZERS: list[Analyzer] = [
 ANALYZER_CODES: dict[str, tuple[str, ...]] = {
     "find_worker_start_failures": ("worker-start-failed",),
     "find_start_method_forced": ("start-method-forced",),
+    "find_dropped_batches": ("batch-dropped",),
     "find_hangs": ("worker-hang", "main-hang"),
     "find_worker_deaths": (
         "worker-killed",

@@ -572,6 +572,15 @@ class FdLeakEvidence(InJob, total=False):
     opened_at: str | None  # the user's frame of the worker's `Too many open files`: where it opens them
 
 
+class BatchDroppedEvidence(InJob, total=False):
+    error: str  # the first error the workers' queues dropped a batch with: "TypeError: h5py objects cannot be pickled"
+    batches: list[int]  # the batch numbers dropped (torch's, in the epoch), the first 50
+    count: int
+    workers: list[int]
+    pids: list[int]
+    other_errors: list[str]
+
+
 class SharedHandleEvidence(InJob, total=False):
     handles: list[dict[str, Any]]  # fd, target, kind, pos, access, attribute, owner (rundir.schema.ForkHandle)
     attributes: list[str]
@@ -644,6 +653,7 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "rank-failed": RankFailedEvidence,
     "thread-workers": ThreadWorkersEvidence,
     "fd-leak": FdLeakEvidence,
+    "batch-dropped": BatchDroppedEvidence,
     "shared-handle": SharedHandleEvidence,
     "worker-start-failed": WorkerStartFailedEvidence,
     "start-method-forced": StartMethodForcedEvidence,
@@ -696,6 +706,7 @@ class Evidence(  # every key of every code, each with its one type: what render/
 # first two scalar entries.
 KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "worker-hang": ("cause", "waited_s", "stuck_frame"),
+    "batch-dropped": ("count", "workers"),
     "main-hang": ("cause", "waited_s", "stuck_frame"),
     "worker-killed": ("cause", "signal", "index", "peak_rss_bytes"),
     "bad-sample": ("index", "exception", "raised_in"),

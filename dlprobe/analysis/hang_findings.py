@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.model import Finding, RunData
+from dlprobe.analysis.send_findings import PICKLABLE_BATCH_FIX
 from dlprobe.analysis.stack_causes import (
     Cause,
     classify,
@@ -105,12 +106,6 @@ BATCH_LOST_FIND = (
     "Find the worker's error on its stderr: a traceback from multiprocessing's queue thread (`Queue._feed`) or from "
     "`resource_sharer`. "
 )
-BATCH_LOST_FIX = (
-    "Make what collate_fn returns plain and picklable (tensors, numbers, strings, lists and dicts "
-    "of them: no open files, locks, generators or lambdas), keep each worker's open files under its limit (close "
-    "what `__getitem__` opens), and give DataLoader(timeout=...) so a batch that never comes raises instead of "
-    "hanging."
-)
 
 
 def _batch_lost(run: RunData, record: HangRecord, proc: dict[str, Any], row: list[Any]) -> Finding:
@@ -150,7 +145,7 @@ def _batch_lost(run: RunData, record: HangRecord, proc: dict[str, Any], row: lis
     # The slot's current fetch is whatever the worker did next (a stale one if that fetch raised): not the hang's.
     for key in ("index", "batch_indices", "position_in_batch", "phase", "stuck_s", "stuck_frame"):
         evidence.pop(key, None)
-    fix = BATCH_LOST_FIX if sent else BATCH_LOST_FIND + BATCH_LOST_FIX
+    fix = PICKLABLE_BATCH_FIX if sent else BATCH_LOST_FIND + PICKLABLE_BATCH_FIX
     return Finding("worker-hang", "error", title, detail, fix, evidence, loader_id)
 
 

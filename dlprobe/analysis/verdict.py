@@ -33,6 +33,7 @@ DEATH_CODES = (
     "script-killed",
     "worker-hang",
     "main-hang",
+    "batch-dropped",
     "rank-failed",
     "attached-workers-gone",
     "attached-worker-stuck",
@@ -131,6 +132,11 @@ def _fd_leak_explains(cause: Finding, symptom: Finding) -> str | None:
         return f"the `Too many open files` of {_worker_name(symptom)} (worker-error)"
     if not hit:
         return None
+    dropped_for_descriptors = symptom.code == "batch-dropped" and _OUT_OF_DESCRIPTORS.search(
+        str(symptom.evidence.get("error") or "")
+    )
+    if dropped_for_descriptors and any(pid in hit for pid in symptom.evidence.get("pids") or []):
+        return "the batches its workers could not send (batch-dropped)"
     if (
         symptom.code == "worker-hang"
         and symptom.evidence.get("cause") == "batch-lost"
@@ -142,6 +148,21 @@ def _fd_leak_explains(cause: Finding, symptom: Finding) -> str | None:
         _OUT_OF_DESCRIPTORS.search(error) or symptom.evidence.get("type") in ("EOFError", "ConnectionResetError")
     ):
         return f"the script's {symptom.evidence.get('type') or 'exception'} (script-error)"
+    return None
+
+
+def _dropped_batch_explains(cause: Finding, symptom: Finding) -> str | None:
+    """A batch the worker's queue dropped is the batch the loop then waits for (a hang), or times out on."""
+    if cause.code != "batch-dropped" or not _same_loader(cause, symptom):
+        return None
+    if symptom.code == "worker-hang" and symptom.evidence.get("cause") == "batch-lost":
+        batch = symptom.evidence.get("batch")
+        if batch in (cause.evidence.get("batches") or []) or symptom.evidence.get("pid") in (
+            cause.evidence.get("pids") or []
+        ):
+            return f"the hang waiting for batch {batch} (worker-hang)"
+    if symptom.code == "script-error" and "DataLoader timed out" in str(symptom.evidence.get("message") or ""):
+        return "the script's DataLoader timeout (script-error)"
     return None
 
 
@@ -169,6 +190,7 @@ RULES: tuple[Callable[[Finding, Finding], str | None], ...] = (
     _start_failure_explains,
     _shared_handle_explains,
     _fd_leak_explains,
+    _dropped_batch_explains,
     _script_error_restates,
 )
 
