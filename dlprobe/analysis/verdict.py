@@ -102,8 +102,17 @@ _OUT_OF_DESCRIPTORS = re.compile(r"Too many open files|\[Errno 2[34]\]")
 
 
 def _shared_handle_explains(cause: Finding, symptom: Finding) -> str | None:
-    """A handle the workers share, tied to a worker's error, explains that error when the sample is not at fault."""
-    if cause.code != "shared-handle" or not cause.evidence.get("error_type") or not _same_loader(cause, symptom):
+    """A handle the workers share, tied to a worker's error, explains that error when the sample is not at fault; and
+    a worker hung reading that very descriptor (the same socket or pipe inode) waits on what they share: another
+    worker took the reply it waits for."""
+    if cause.code != "shared-handle" or not _same_loader(cause, symptom):
+        return None
+    waited_on = symptom.evidence.get("fd_target")
+    shared = {h.get("target") for h in cause.evidence.get("handles") or [] if isinstance(h, dict)}
+    if symptom.code == "worker-hang" and waited_on and waited_on in shared:
+        attribute = next(h.get("attribute") for h in cause.evidence["handles"] if h.get("target") == waited_on)
+        return f"the hang of {_worker_name(symptom)} reading `{attribute}` (worker-hang)"
+    if not cause.evidence.get("error_type"):
         return None
     if (
         symptom.code == "worker-error"

@@ -1,7 +1,8 @@
 """The failure classes of issue 34 through libraries and shapes its own scenarios do not use: a zip archive shared
 across the fork, a tar archive opened per sample and never closed, a truncated PNG at a fixed index, an
-IterableDataset's bad record, a sample whose check outlasts the hang timeout, and an h5py handle in a batch that the
-worker's queue cannot send. One real run each, shared by the assertions about it."""
+IterableDataset's bad record, a sample whose check outlasts the hang timeout, an h5py handle in a batch that the
+worker's queue cannot send, and a socket shared across the fork that leaves a worker waiting for a reply another
+took. One real run each, shared by the assertions about it."""
 
 from __future__ import annotations
 
@@ -144,3 +145,17 @@ def test_an_h5py_handle_in_every_batch_is_the_batch_the_workers_queue_dropped_no
     assert "bad-sample" not in _codes(h5py_in_batch) and "index" not in evidence
     # the worker's queue still printed its own traceback on the script's stderr, as without dlprobe
     assert "h5py objects cannot be pickled" in h5py_in_batch.stderr
+
+
+def test_a_worker_hung_reading_the_socket_every_worker_shares_is_explained_by_that_handle(tmp_path_factory):
+    result = _run(tmp_path_factory, "socket_client_before_fork.py", "unchecked", options=HANG_STOP)
+    assert result.returncode == 143, result.stderr[-2000:]  # it never ends: dlprobe's --on-hang stop does
+    verdict = result.report["verdict"]
+    assert verdict["code"] == "shared-handle", verdict  # the cause, not the read it left waiting
+    [hang] = result.findings("worker-hang")
+    assert hang["evidence"]["cause"] == "blocked-read" and hang["explained_by"] == "shared-handle"
+    [shared] = result.findings("shared-handle")
+    socket_inode = hang["evidence"]["fd_target"]
+    assert socket_inode.startswith("socket:[")
+    assert socket_inode in {h["target"] for h in shared["evidence"]["handles"]}  # the very socket they share
+    assert "reading `self.conn`" in verdict["sentence"] and "bad-sample" not in _codes(result)

@@ -152,3 +152,16 @@ def test_descriptors_at_their_limit_lead_the_main_processs_eof_error_and_the_wor
     assert [(f.code, f.explained_by) for f in ordered][0] == ("fd-leak", None)
     assert {f.code: f.explained_by for f in ordered[1:]} == {"script-error": "fd-leak", "worker-error": "fd-leak"}
     assert verdict is not None and verdict["code"] == "fd-leak"
+
+
+def test_a_worker_hung_reading_a_socket_the_workers_share_is_explained_by_the_shared_handle():
+    handles = [{"fd": 7, "target": "socket:[4479821]", "kind": "socket", "attribute": "self.conn"}]
+    shared = _finding("shared-handle", "info", {"handles": handles})  # no worker error tied to it: a hang has none
+    hang = _finding("worker-hang", "error", {"cause": "blocked-read", "fd_target": "socket:[4479821]", "worker_id": 1})
+    ordered, verdict = judge([hang, shared])
+    assert [(f.code, f.explained_by, f.severity) for f in ordered] == [
+        ("shared-handle", None, "error"), ("worker-hang", "shared-handle", "error")]  # fmt: skip
+    assert verdict is not None and "the hang of loader 0 worker 1 reading `self.conn`" in verdict["sentence"]
+    # a read on a socket of its own (opened in the worker) is not the shared one's
+    own = _finding("worker-hang", "error", {"cause": "blocked-read", "fd_target": "socket:[5550001]", "worker_id": 1})
+    assert judge([own, shared])[1]["code"] == "worker-hang"  # type: ignore[index]
