@@ -386,8 +386,15 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
         if others:
             verified += f" Other indices failed with {exc_type} too: {indices_text(others)}."
     if held.get("kind") == "iterable" and held.get("phase") != "collate":
-        # No index to load alone: say what can be checked (the worker's share of the stream), blame no record.
-        return sample_checks.iterable_error(lo, evidence, first_line, exc_type, index)
+        # No index to load alone: the worker's own stream was replayed alone to the position; only a record that
+        # fails again there, after the ones before it loaded, is blamed.
+        check = sample_checks.stream_check(run, lo.loader_id, worker_id, index)
+        evidence.update(sample_checks.check_evidence(check, []))
+        evidence.pop("failed_indices", None)
+        if not sample_checks.blames_the_sample(evidence):
+            return sample_checks.iterable_error(lo, evidence, first_line, exc_type, index)
+        evidence["stream_position"] = index
+        verified = sample_checks.replayed_text(evidence, worker_id, index)
     what = "stream position" if held.get("kind") == "iterable" else "index"
     title = f"Sample {what} {index} raises {first_line} (loader {lo.loader_id}, worker {worker_id})"
     if index is None and indices:
@@ -415,6 +422,13 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
         f"{look} in a plain Python shell and fix the data or the code; if bad samples are expected, catch the "
         "error in __getitem__, return None, and drop Nones in a collate_fn."
     )
+    if held.get("kind") == "iterable" and index is not None:
+        fix = (
+            f"Look at the record worker {worker_id} reads at position {index} of its stream: reproduce with "
+            f"`itertools.islice(iter(dataset), {index}, {index + 1})` under that worker's `get_worker_info()` (or "
+            "num_workers=0 with the same sharding) and fix the data or the code; if bad records are expected, catch "
+            "the error in `__iter__` and skip the record there."
+        )
     return Finding("bad-sample", "error", title, detail, fix, evidence, lo.loader_id)
 
 

@@ -98,6 +98,25 @@ def dataset_length(run: RunData, lo: LoaderRecord, index: int) -> int | None:
     return length if isinstance(length, int) and not isinstance(length, bool) else None
 
 
+def stream_check(run: RunData, loader_id: int, worker_id: Any, position: Any) -> dict[str, Any] | None:
+    """The replay of this worker's stream to this position (positions repeat across workers: the worker decides)."""
+    found = None
+    for ev in run.events:
+        same_stream = ev.get("loader") == loader_id and ev.get("worker_id") == worker_id
+        if ev.get("ev") == EV_SAMPLE_CHECK and same_stream and ev.get("index") in (position, None):
+            found = ev
+    return found
+
+
+def replayed_text(evidence: dict[str, Any], worker_id: Any, position: Any) -> str:
+    """For a bad record of an IterableDataset: what the replay saw."""
+    return (
+        f" Replayed alone (worker {worker_id}'s own stream, with its worker info, seeds and worker_init_fn, in a "
+        f"process forked from the training process with the workers quiet), the {position} records before it load "
+        f"and the record at position {position} fails too ({evidence.get('error_alone')}): the record is at fault."
+    )
+
+
 def check_evidence(check: dict[str, Any] | None, indices: list[int]) -> dict[str, Any]:
     if check is None:
         return {"sample_alone": SAMPLE_CHECK_UNVERIFIED, "sample_check_reason": "no check was recorded",
@@ -195,22 +214,55 @@ def iterable_error(
     worker_id = evidence.get("worker_id")
     n = lo.num_workers
     at = f" at position {position} of its stream" if isinstance(position, int) else ""
-    evidence.update({"sample_alone": SAMPLE_CHECK_UNVERIFIED, "stream_position": position,
-                     "sample_check_reason": "an IterableDataset has no index to load alone"})  # fmt: skip
+    evidence.setdefault("sample_alone", SAMPLE_CHECK_UNVERIFIED)
+    evidence.setdefault("sample_check_reason", "no replay was recorded")
+    evidence["stream_position"] = position
     evidence.pop("index", None)
+    outcome = evidence.get("sample_alone")
     share = f"worker {worker_id} of {n}" if n else f"worker {worker_id}"
+    raised = f"Worker {worker_id} raised {exc_type}{at}" + (
+        f" in {evidence['raised_in']}" if evidence.get("raised_in") else ""
+    )
+    replayed = (
+        f"dlprobe replayed {share}'s own stream alone (its worker info, seeds and worker_init_fn, in a process "
+        "forked from the training process once the workers were quiet)"
+    )
+    own_fix = DESCRIPTORS_FIX if _EXHAUSTED.search(error_line) else SHARED_STATE_FIX
+    own_fix += " For an IterableDataset, open them in `__iter__`, so each worker has its own."
+    if outcome == SAMPLE_CHECK_LOADS:
+        title = (
+            f"{cut_line(error_line)} in worker {worker_id}{at}, which loads when that stream is replayed alone: not "
+            f"the record (loader {lo.loader_id})"
+        )
+        detail = (
+            f"{raised}. {replayed}, and it ran past position {position}: the error comes from the workers loading "
+            f"together, not from the data: {_causes(error_line)}."
+        )
+        return Finding("worker-error", "error", title, detail, own_fix, evidence, lo.loader_id)
+    if outcome == SAMPLE_CHECK_FAILS_ANY:
+        earlier = evidence.get("control_index")
+        title = (
+            f"{cut_line(error_line)} in worker {worker_id}{at}, and at position {earlier} too when that stream is "
+            f"replayed alone: not one record (loader {lo.loader_id})"
+        )
+        detail = (
+            f"{raised}. {replayed}, and it failed already at position {earlier}, a record the worker had loaded fine "
+            f"({evidence.get('control_error') or evidence.get('error_alone')}): every record fails in a forked "
+            f"process, so the dataset holds state from before the fork that a forked process cannot use "
+            f"({_causes(error_line)})."
+        )
+        return Finding("worker-error", "error", title, detail, own_fix, evidence, lo.loader_id)
+    reason = evidence.get("sample_check_reason") or "no reason recorded"
     title = (
-        f"{cut_line(error_line)} in worker {worker_id}{at} (loader {lo.loader_id}, an IterableDataset: no sample "
-        "index to check)"
+        f"{cut_line(error_line)} in worker {worker_id}{at} (loader {lo.loader_id}, an IterableDataset: the record "
+        "was not checked)"
     )
     detail = (
-        f"Worker {worker_id} raised {exc_type}{at}"
-        + (f" in {evidence['raised_in']}" if evidence.get("raised_in") else "")
-        + ". An IterableDataset yields records from its own iterator, so there is no index that names the record "
-        "and none was loaded again alone: dlprobe blames no sample. What can be checked is the worker's share: "
-        f"iterate the dataset as {share} (its shard) alone, without the other workers. If it fails at the same "
-        "place, the record there is bad; if it runs past it, the error comes from what the workers share or use "
-        f"up together: {_causes(error_line)}."
+        f"{raised}. An IterableDataset yields records from its own iterator, so there is no index that names the "
+        f"record, and the worker's stream could not be replayed alone ({reason}): dlprobe blames no record. What "
+        f"can be checked is the worker's share: iterate the dataset as {share} (its shard) alone, without the other "
+        "workers. If it fails at the same place, the record there is bad; if it runs past it, the error comes from "
+        f"what the workers share or use up together: {_causes(error_line)}."
     )
     fix = (
         f"Replay {share}'s share alone (num_workers=0 with the same sharding, or a loop over `iter(dataset)` with "

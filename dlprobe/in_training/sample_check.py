@@ -83,13 +83,13 @@ def _check(loader_id: int, epoch: int, iterator: Any, exc_type: str, worker_id: 
     if not 0 <= worker_id < len(workers) or dataset is None:
         _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason="the failing worker is not known to the loop")
         return
-    if getattr(iterator, "_dataset_kind", 0) != 0:  # _DatasetKind.Iterable: no index to load again
-        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason="an IterableDataset has no index to load alone")
-        return
     slot = read_slot(slot_path(run_dir, workers[worker_id].pid)) or {}
     held = slot.get("failed") or (slot if slot.get("phase") in _BUSY else {})
     index = held.get("index")
     head["index"] = index
+    if getattr(iterator, "_dataset_kind", 0) != 0:  # _DatasetKind.Iterable: no index, the worker's stream instead
+        _check_stream(head, iterator, dataset, workers, run_dir, held)
+        return
     if held.get("phase") == "collate" or index is None:
         why = "the error came from collate, not one sample" if held.get("phase") == "collate" else "no index recorded"
         _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
@@ -119,6 +119,84 @@ def _check(loader_id: int, epoch: int, iterator: Any, exc_type: str, worker_id: 
     control = next((i for i in known_good if i != index and (length is None or 0 <= i < length)), None)
     head["control_index"] = control
     _emit(**head, **_load_in_child(dataset, index, control))
+
+
+def _check_stream(
+    head: dict[str, Any], iterator: Any, dataset: Any, workers: list[Any], run_dir: str, held: dict[str, Any]
+) -> None:
+    """An IterableDataset's record has no index: replay the failing worker's own stream alone, as torch started it
+    (its worker info, seeds and worker_init_fn), through the records it loaded to the position it failed at."""
+    position = head.get("index")
+    head["kind"] = "iterable"
+    if held.get("phase") == "collate" or not isinstance(position, int):
+        why = "the error came from collate, not one record" if held.get("phase") == "collate" else "no position"
+        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
+        return
+    key = (head["loader"], -1 - head["worker_id"])  # one replay per worker's stream
+    if key in _checked:
+        return
+    _checked.add(key)
+    busy = _wait_idle(run_dir, workers)
+    if busy:
+        why = f"workers {busy} were still loading after {IDLE_WAIT_S:.0f} s: a replay now would not be alone"
+        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
+        return
+    init_fn = getattr(iterator, "_worker_init_fn", None)
+    init_fn = getattr(init_fn, "user_fn", init_fn)  # dlprobe's recording wrapper: the user's own function
+    stream = _Stream(dataset, head["worker_id"], len(workers), getattr(iterator, "_base_seed", None), init_fn)
+    _emit(**head, **_load_in_child(stream, position, None))
+
+
+class _Stream:
+    """Indexable like a map-style dataset for the child: stream[p] replays this worker's stream to position p."""
+
+    def __init__(self, dataset: Any, worker_id: int, num_workers: int, base_seed: int | None, init_fn: Any) -> None:
+        self.dataset, self.worker_id, self.num_workers = dataset, worker_id, num_workers
+        self.base_seed, self.init_fn = base_seed, init_fn
+
+    def __getitem__(self, position: int) -> Any:
+        import torch.utils.data._utils.worker as torch_worker  # the training imported torch: already loaded
+
+        seed = 0
+        if isinstance(self.base_seed, int):  # the seeds torch's worker loop set (_worker_loop), for shuffle buffers
+            import random
+
+            seed = self.base_seed + self.worker_id
+            random.seed(seed)
+            torch_worker.torch.manual_seed(seed)
+            numpy = sys.modules.get("numpy")
+            if numpy is not None:
+                numpy.random.seed(torch_worker._generate_state(self.base_seed, self.worker_id))
+        torch_worker._worker_info = torch_worker.WorkerInfo(
+            id=self.worker_id, num_workers=self.num_workers, seed=seed, dataset=self.dataset
+        )
+        if self.init_fn is not None:
+            self.init_fn(self.worker_id)
+        records = iter(self.dataset)
+        for before in range(position):
+            try:
+                next(records)
+            except StopIteration:
+                raise _StreamEnded(before) from None
+            except Exception as exc:
+                raise _EarlierRecord(before, exc) from exc
+        return next(records)
+
+
+class _StreamEnded(Exception):
+    """The replayed stream ended before the position the worker failed at: not the worker's stream, alone."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__(f"the replayed stream ended after {at} records")
+        self.at = at
+
+
+class _EarlierRecord(Exception):
+    """A record before the position failed in the replay: every record fails alone, not one."""
+
+    def __init__(self, at: int, exc: BaseException) -> None:
+        super().__init__(f"record {at} failed first: {_describe(exc)}")
+        self.at, self.error = at, exc
 
 
 def _wait_idle(run_dir: str, workers: list[Any]) -> list[int]:
@@ -179,6 +257,13 @@ def _child(dataset: Any, index: int, control: int | None, out: int) -> None:
         try:
             dataset[index]
             result["outcome"] = SAMPLE_CHECK_LOADS
+        except _StreamEnded as ended:
+            result["outcome"], result["reason"] = SAMPLE_CHECK_UNVERIFIED, str(ended)
+        except _EarlierRecord as earlier:
+            result["outcome"], result["error_alone"] = SAMPLE_CHECK_FAILS_ANY, _describe(earlier.error)
+            result["error_type_alone"] = type(earlier.error).__name__
+            result["control_index"], result["control_loads"] = earlier.at, False
+            result["control_error"] = _describe(earlier.error)
         except Exception as exc:
             result["outcome"], result["error_alone"] = SAMPLE_CHECK_FAILS, _describe(exc)
             result["error_type_alone"] = type(exc).__name__

@@ -110,13 +110,28 @@ def test_a_truncated_png_at_a_fixed_index_is_still_that_bad_sample_and_only_it(c
     assert corrupt_png.findings("worker-error") == [] and corrupt_png.findings("shared-handle") == []
 
 
-def test_an_iterable_datasets_bad_record_blames_no_sample_and_names_the_workers_stream(iterable_bad_record):
+def test_an_iterable_datasets_bad_record_is_blamed_once_its_workers_stream_replayed_alone_fails_there(
+    iterable_bad_record,
+):
+    # member 250 raises every run: worker 2's (of 4) record at position 62, after 62 that load
     assert iterable_bad_record.returncode == 1
-    assert "bad-sample" not in _codes(iterable_bad_record)
-    [error] = iterable_bad_record.findings("worker-error")
-    evidence = error["evidence"]
-    assert "index" not in evidence and isinstance(evidence["stream_position"], int)
-    assert "no sample index to check" in error["title"] and "Replay worker" in error["fix"]
+    [bad] = iterable_bad_record.findings("bad-sample")
+    evidence = bad["evidence"]
+    assert (evidence["worker_id"], evidence["stream_position"], evidence["sample_alone"]) == (2, 62, "fails")
+    assert evidence["error_alone"] == "ValueError: record 250 has a negative length"
+    assert "the 62 records before it load" in bad["detail"] and "islice(iter(dataset), 62, 63)" in bad["fix"]
+    assert iterable_bad_record.report["verdict"]["code"] == "bad-sample"
+    assert iterable_bad_record.findings("worker-error") == []
+
+
+def test_an_iterable_datasets_record_that_loads_when_its_stream_is_replayed_is_not_blamed(tmp_path_factory):
+    # the archive opened in __init__: the workers' shared offset fails at random; replayed alone, the stream reads
+    result = _run(tmp_path_factory, "iterable_zip_before_fork.py", "DATA")
+    assert "bad-sample" not in _codes(result)
+    for error in result.findings("worker-error"):
+        assert error["evidence"]["sample_alone"] in ("loads", "unverified") and "index" not in error["evidence"]
+        if error["evidence"]["sample_alone"] == "loads":
+            assert "replayed alone: not the record" in error["title"], error["title"]
 
 
 def test_a_sample_check_that_outlasts_the_hang_timeout_is_no_hang_and_leaves_the_exit_code(tmp_path_factory):

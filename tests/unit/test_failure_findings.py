@@ -384,11 +384,34 @@ def test_workers_that_have_not_started_are_named_starting_not_a_lost_batch():
     assert find_hangs(run)[0].evidence["cause"] == "queue-wait"
 
 
-def test_an_iterable_datasets_error_blames_no_record_and_says_what_can_be_checked():
+def test_an_iterable_datasets_record_is_blamed_only_when_its_workers_stream_replayed_alone_fails_there():
     run = _dead_run(_error(_caught("ValueError: record 250 has a negative length")))
     run.inflight = {11: {**slot(11, 0, "getitem", [62, 63], 62), "kind": "iterable"}}
-    [finding] = find_worker_deaths(run)
+    [finding] = find_worker_deaths(run)  # no replay recorded: no record blamed, what can be checked said
     assert finding.code == "worker-error" and "index" not in finding.evidence
     assert finding.evidence["stream_position"] == 62 and finding.evidence["sample_alone"] == "unverified"
-    assert "no sample index to check" in finding.title and "blames no sample" in finding.detail
+    assert "the record was not checked" in finding.title and "blames no record" in finding.detail
     assert "worker 0 of 2" in finding.detail and "Replay worker 0 of 2's share alone" in finding.fix
+    check = {
+        "ev": "sample_check",
+        "t": 105.0,
+        "loader": 0,
+        "worker_id": 0,
+        "exception": "ValueError",
+        "index": 62,
+        "kind": "iterable",
+        "outcome": "fails",
+        "error_alone": "ValueError: record 250 has a negative length",
+    }
+    run.events.append(check)  # fmt: skip
+    [finding] = find_worker_deaths(run)
+    assert finding.code == "bad-sample" and finding.evidence["stream_position"] == 62
+    assert "the 62 records before it load" in finding.detail and "islice(iter(dataset), 62, 63)" in finding.fix
+    run.events[-1] = {**check, "worker_id": 1}  # another worker's stream at the same position is not this one's
+    assert find_worker_deaths(run)[0].code == "worker-error"
+    run.events[-1] = {**check, "outcome": "loads", "error_alone": None}
+    [finding] = find_worker_deaths(run)
+    assert finding.code == "worker-error" and "replayed alone: not the record" in finding.title
+    run.events[-1] = {**check, "outcome": "fails-any", "control_index": 7, "control_error": "ValueError: x"}
+    [finding] = find_worker_deaths(run)
+    assert finding.code == "worker-error" and "at position 7 too" in finding.title
