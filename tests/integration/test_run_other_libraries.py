@@ -174,3 +174,14 @@ def test_a_worker_hung_reading_the_socket_every_worker_shares_is_explained_by_th
     assert socket_inode.startswith("socket:[")
     assert socket_inode in {h["target"] for h in shared["evidence"]["handles"]}  # the very socket they share
     assert "reading `self.conn`" in verdict["sentence"] and "bad-sample" not in _codes(result)
+
+
+def test_a_webdataset_records_bad_member_is_blamed_at_its_workers_stream_position_after_replay(tmp_path_factory):
+    result = _run(tmp_path_factory, "webdataset_bad_record.py", "DATA")
+    assert result.returncode == 1, result.stderr[-2000:]
+    [bad] = result.findings("bad-sample")
+    evidence = bad["evidence"]
+    # webdataset's own worker split, replayed: worker 0 reads shard 0 (50 records), then shard 2's 18th
+    assert (evidence["worker_id"], evidence["stream_position"], evidence["sample_alone"]) == (0, 67, "fails")
+    assert evidence["raised_in"].startswith("decode (webdataset_bad_record.py:")
+    assert result.report["verdict"]["code"] == "bad-sample"
