@@ -57,14 +57,21 @@ def test_tracebacks_show_no_probe_frames_and_exit_like_python(tmp_path, mode, la
     assert proc.stdout == plain.stdout
 
 
-@pytest.mark.parametrize("launch", ["script", "command"])
-def test_a_users_script_in_a_folder_named_dlprobe_keeps_its_frames(tmp_path, launch):
-    # A user's project may be called dlprobe too (~/dlprobe/train.py): only the installed package's frames are
-    # dlprobe's, so the user's traceback keeps every frame plain python shows, in the worker's text as well.
-    script = tmp_path / "dlprobe" / "train.py"
+@pytest.fixture(scope="module")
+def project_named_dlprobe(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A user's project called dlprobe too (~/dlprobe/train.py), and its run under plain python: the same for both
+    ways of launching it under dlprobe."""
+    script = tmp_path_factory.mktemp("project") / "dlprobe" / "train.py"
     script.parent.mkdir()
     shutil.copy(SCRIPTS / RAISES, script)
-    plain = subprocess.run([sys.executable, str(script), "worker"], capture_output=True, text=True)
+    return script, subprocess.run([sys.executable, str(script), "worker"], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("launch", ["script", "command"])
+def test_a_users_script_in_a_folder_named_dlprobe_keeps_its_frames(tmp_path, launch, project_named_dlprobe):
+    # A user's project may be called dlprobe too (~/dlprobe/train.py): only the installed package's frames are
+    # dlprobe's, so the user's traceback keeps every frame plain python shows, in the worker's text as well.
+    script, plain = project_named_dlprobe
     target = [str(script)] if launch == "script" else ["--", sys.executable, str(script)]
     # run from inside the project: `python -m dlprobe` in its parent would import the folder as the package
     proc = run_dlprobe(["run", "--quiet", "--out", str(tmp_path / "run"), *target, "worker"], script.parent)
