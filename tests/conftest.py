@@ -131,6 +131,64 @@ def probe(tmp_path: Path):
     return _probe
 
 
+def shared_run(tmp_path_factory: pytest.TempPathFactory, name: str, *target: str, options: tuple[str, ...] = (),
+               timeout: float = 300) -> DlprobeResult:  # fmt: skip
+    """One real `dlprobe run [options] TARGET...` into a run directory of its own, for a fixture wider than one test
+    (module or session) that several tests assert on."""
+    tmp = tmp_path_factory.mktemp(name)
+    run_dir = tmp / "run"
+    return checked_shared_run(
+        DlprobeResult(run_dlprobe(["run", "--out", str(run_dir), *options, *target], tmp, timeout=timeout), run_dir)
+    )
+
+
+def checked_shared_run(result: DlprobeResult) -> DlprobeResult:
+    """The checks the autouse fixtures make on a test's tmp_path, made on a shared run (which is not under one): its
+    plotter is done, and its report fits the schema with nothing rejected."""
+    from tests.schema_check import problems
+
+    _gone, alive = __import__("psutil").wait_procs(background_plotters(result.run_dir.parent), timeout=60)
+    assert alive == [], f"plot processes still running after 60 s: {alive}"
+    if (result.run_dir / "report.json").exists():
+        assert not problems(result.report), problems(result.report)[:5]
+        assert not result.report.get("read_problems"), result.report["read_problems"]
+    return result
+
+
+@pytest.fixture(scope="session")
+def leaky_list_run(tmp_path_factory: pytest.TempPathFactory) -> DlprobeResult:
+    """`dlprobe run leaky_list_dataset.py`: 2 forked workers copying a list of 600,000 dicts. One run for the whole
+    session: test_run_memory (cow-growth), test_trace (its tracks), test_fixes (the naive twin) and test_verdict_first
+    (the report opens with its verdict) read the same."""
+    return shared_run(tmp_path_factory, "leaky_list", str(SCRIPTS / "leaky_list_dataset.py"))
+
+
+@pytest.fixture(scope="session")
+def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> DlprobeResult:
+    """`dlprobe run healthy_loader.py`: 2 fork workers, two epochs, nothing wrong. One run for the session:
+    test_run_advice (no finding), test_start_readiness (its start-up figures) and test_thread_workers (process
+    workers, no thread) read it."""
+    return shared_run(tmp_path_factory, "healthy", str(SCRIPTS / "healthy_loader.py"))
+
+
+@pytest.fixture(scope="session")
+def worker_hang_run(tmp_path_factory: pytest.TempPathFactory) -> DlprobeResult:
+    """`dlprobe run --quiet --hang-timeout 3 --on-hang stop faulty_worker.py hang`: worker 0 blocks reading a pipe on
+    index 13 and dlprobe stops the run. One run for the session: test_run_failures (the worker-hang finding) and
+    test_trace (the hang on the trace) read it."""
+    options = ("--quiet", "--hang-timeout", "3", "--on-hang", "stop")
+    return shared_run(tmp_path_factory, "worker_hang", str(SCRIPTS / "faulty_worker.py"), "hang", options=options)
+
+
+@pytest.fixture(scope="session")
+def ddp_leaky_list_job(tmp_path_factory: pytest.TempPathFactory) -> DlprobeResult:
+    """`dlprobe run -- torchrun --nproc-per-node 2 ddp_leaky_list.py`: the leaky list on 2 ranks x 2 workers. One run
+    for the session: test_job_report (the job's cow-growth) and test_trace (a track per rank and worker) read it."""
+    from tests.integration.test_job_report import run_job
+
+    return checked_shared_run(run_job(tmp_path_factory.mktemp("ddp_leaky_list"), "ddp_leaky_list.py"))
+
+
 def dead_pid() -> int:
     """The pid of a process that has exited and been reaped: what a killed builder or worker leaves behind."""
     proc = subprocess.Popen([sys.executable, "-c", "pass"])

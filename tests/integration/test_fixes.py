@@ -19,8 +19,8 @@ def _run(tmp_path: Path, name: str, script: str, *args: str, env: dict[str, str]
                          run_dir)  # fmt: skip
 
 
-def test_packed_records_remove_the_cow_growth_the_list_of_dicts_shows(tmp_path: Path):
-    leaky = _run(tmp_path, "list", "leaky_list_dataset.py")
+def test_packed_records_remove_the_cow_growth_the_list_of_dicts_shows(tmp_path: Path, leaky_list_run):
+    leaky = leaky_list_run
     assert leaky.returncode == 0, leaky.stderr
     [finding] = leaky.findings("cow-growth")
     assert "`self.records = PackedRecords(self.records)`" in finding["fix"]

@@ -42,8 +42,8 @@ def run_job(tmp_path: Path, script: str, *script_args: str, options: list[str] |
     return DlprobeResult(run_dlprobe(args, tmp_path, timeout=300), run_dir)
 
 
-def test_leaky_list_on_both_ranks_is_one_cow_growth_with_the_node_total(tmp_path):
-    result = run_job(tmp_path, "ddp_leaky_list.py")
+def test_leaky_list_on_both_ranks_is_one_cow_growth_with_the_node_total(ddp_leaky_list_job):
+    result = ddp_leaky_list_job
     assert result.returncode == 0, result.stderr
     assert "rank 0 checksum" in result.stdout and "rank 1 checksum" in result.stdout  # the ranks' output, unchanged
     report = result.report

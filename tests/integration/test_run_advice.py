@@ -151,8 +151,8 @@ def test_thread_idle_in_a_wait_at_fork_is_info_at_most(probe):
     assert "idle in a wait or sleep (monitor)" in finding["title"]
 
 
-def test_healthy_loader_gets_no_findings(probe):
-    result = probe("healthy_loader.py")
+def test_healthy_loader_gets_no_findings(healthy_run):
+    result = healthy_run
     assert result.returncode == 0, result.stderr
     codes = [f["code"] for f in result.report["findings"]]
     # Whether the loop waits for data, and how long start-up takes, depend on how busy the machine is (CI machines

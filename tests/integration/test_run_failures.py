@@ -57,8 +57,8 @@ def _probe_faulty(tmp_path: Path, mode: str, *args: str, options: list[str] | No
     return run_dlprobe(cmd, tmp_path, timeout=120, env=env), run_dir
 
 
-def test_blocked_sample_is_a_worker_hang_with_the_users_frame(tmp_path):
-    proc, run_dir = _probe_faulty(tmp_path, "hang", options=HANG_OPTIONS)
+def test_blocked_sample_is_a_worker_hang_with_the_users_frame(worker_hang_run):
+    proc, run_dir = worker_hang_run, worker_hang_run.run_dir  # faulty_worker.py hang under HANG_OPTIONS
     assert proc.returncode == 143, proc.stderr  # dlprobe ended it with SIGTERM
     report = _report(run_dir)
     finding = _finding(report, "worker-hang")

@@ -11,8 +11,8 @@ from tests.conftest import SCRIPTS, memory_cgroup, needs_small_shm, run_with_sma
 MiB = 1024 * 1024
 
 
-def test_leaky_list_dataset_reports_cow_growth_naming_the_attribute(probe):
-    result = probe("leaky_list_dataset.py")
+def test_leaky_list_dataset_reports_cow_growth_naming_the_attribute(leaky_list_run):
+    result = leaky_list_run
     assert result.returncode == 0, result.stderr
     [finding] = result.findings("cow-growth")
     evidence = finding["evidence"]

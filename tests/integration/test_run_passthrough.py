@@ -9,10 +9,12 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from dlprobe.rundir.schema import META_FILE, RUN_SCHEMA_VERSION
-from tests.conftest import SCRIPTS, names_not_in_schema, run_dlprobe, wait_for_plot
+from tests.conftest import SCRIPTS, names_not_in_schema, run_dlprobe, shared_run, wait_for_plot
 from tests.htmlpage import read_page
+from tests.schema_check import problems
 
 
 def _plain(script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -76,8 +78,15 @@ def test_unwritable_run_directory_is_a_usage_error(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_report_command_rerenders_a_saved_run(probe, tmp_path):
-    result = probe("fails_after_batches.py", "0", options=["--quiet"])
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory):
+    """A run that finished cleanly, for the tests of `dlprobe report` on a saved run directory. The re-render test
+    deletes report.json and memory.png and checks `report` writes them again, so the directory ends as it began."""
+    return shared_run(tmp_path_factory, "saved", str(SCRIPTS / "fails_after_batches.py"), "0", options=("--quiet",))
+
+
+def test_report_command_rerenders_a_saved_run(saved_run, tmp_path):
+    result = saved_run
     saved = json.loads((result.run_dir / "report.json").read_text())
     (result.run_dir / "report.json").unlink()
     wait_for_plot(result.run_dir).unlink()
@@ -90,8 +99,8 @@ def test_report_command_rerenders_a_saved_run(probe, tmp_path):
     assert "DataLoaders" in proc.stdout
 
 
-def test_run_directory_format_version_older_reads_newer_is_refused(probe, tmp_path):
-    result = probe("fails_after_batches.py", "0", options=["--quiet"])
+def test_run_directory_format_version_older_reads_newer_is_refused(saved_run, tmp_path):
+    result = saved_run
     meta = json.loads((result.run_dir / META_FILE).read_text())
     assert meta["schema_version"] == RUN_SCHEMA_VERSION
     assert names_not_in_schema(result.run_dir) == []
@@ -99,7 +108,7 @@ def test_run_directory_format_version_older_reads_newer_is_refused(probe, tmp_pa
     assert current.returncode == 0, current.stderr
 
     # as written by a dlprobe from before the field: read as version 1, silently (same name length: same wrapping)
-    older = tmp_path / "old"
+    older = result.run_dir.parent / "old"  # beside the run: its path as long as the run's
     shutil.copytree(result.run_dir, older)
     del meta["schema_version"]
     (older / META_FILE).write_text(json.dumps(meta))
@@ -108,8 +117,9 @@ def test_run_directory_format_version_older_reads_newer_is_refused(probe, tmp_pa
     assert proc.stdout == current.stdout.replace(str(result.run_dir), str(older))
     assert proc.stderr == current.stderr == ""
     assert "the script finished: exit code 0" in read_page(older).all_text
+    assert problems(json.loads((older / "report.json").read_text())) == []  # outside tmp_path: checked here
 
-    newer = tmp_path / "new"
+    newer = result.run_dir.parent / "new"
     shutil.copytree(result.run_dir, newer)
     meta["schema_version"] = RUN_SCHEMA_VERSION + 1
     (newer / META_FILE).write_text(json.dumps(meta))

@@ -57,14 +57,21 @@ def test_tracebacks_show_no_probe_frames_and_exit_like_python(tmp_path, mode, la
     assert proc.stdout == plain.stdout
 
 
-@pytest.mark.parametrize("launch", ["script", "command"])
-def test_a_users_script_in_a_folder_named_dlprobe_keeps_its_frames(tmp_path, launch):
-    # A user's project may be called dlprobe too (~/dlprobe/train.py): only the installed package's frames are
-    # dlprobe's, so the user's traceback keeps every frame plain python shows, in the worker's text as well.
-    script = tmp_path / "dlprobe" / "train.py"
+@pytest.fixture(scope="module")
+def project_named_dlprobe(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A user's project called dlprobe too (~/dlprobe/train.py), and its run under plain python: the same for both
+    ways of launching it under dlprobe."""
+    script = tmp_path_factory.mktemp("project") / "dlprobe" / "train.py"
     script.parent.mkdir()
     shutil.copy(SCRIPTS / RAISES, script)
-    plain = subprocess.run([sys.executable, str(script), "worker"], capture_output=True, text=True)
+    return script, subprocess.run([sys.executable, str(script), "worker"], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("launch", ["script", "command"])
+def test_a_users_script_in_a_folder_named_dlprobe_keeps_its_frames(tmp_path, launch, project_named_dlprobe):
+    # A user's project may be called dlprobe too (~/dlprobe/train.py): only the installed package's frames are
+    # dlprobe's, so the user's traceback keeps every frame plain python shows, in the worker's text as well.
+    script, plain = project_named_dlprobe
     target = [str(script)] if launch == "script" else ["--", sys.executable, str(script)]
     # run from inside the project: `python -m dlprobe` in its parent would import the folder as the package
     proc = run_dlprobe(["run", "--quiet", "--out", str(tmp_path / "run"), *target, "worker"], script.parent)
@@ -78,8 +85,14 @@ def test_a_users_script_in_a_folder_named_dlprobe_keeps_its_frames(tmp_path, lau
     assert_no_probe_frames(proc.stderr)
 
 
-def test_stateful_dataloader_is_probed_like_a_dataloader(tmp_path):
-    plain = _plain("stateful_loader.py")
+@pytest.fixture(scope="module")
+def stateful_plain() -> subprocess.CompletedProcess[str]:
+    """stateful_loader.py under plain python: what both the probed run and the run whose probe fails must match."""
+    return _plain("stateful_loader.py")
+
+
+def test_stateful_dataloader_is_probed_like_a_dataloader(tmp_path, stateful_plain):
+    plain = stateful_plain
     proc, report = _probe(tmp_path, "stateful_loader.py")
     assert proc.returncode == plain.returncode == 0
     assert proc.stdout == plain.stdout
@@ -102,7 +115,7 @@ def test_batched_fetch_names_the_index_that_raised(tmp_path, kind):
     assert ev["batch_indices"] == list(range(8, 16))
 
 
-def test_a_probe_that_cannot_open_its_event_log_leaves_training_alone(tmp_path):
+def test_a_probe_that_cannot_open_its_event_log_leaves_training_alone(tmp_path, stateful_plain):
     # A directory where the events file should be makes open() fail in the target (EISDIR), even for root.
     (tmp_path / "events.jsonl").mkdir()
     env = {**os.environ, "DLPROBE_RUN_DIR": str(tmp_path)}
@@ -110,7 +123,7 @@ def test_a_probe_that_cannot_open_its_event_log_leaves_training_alone(tmp_path):
     launch.inject(env, LAUNCH_SCRIPT, script)  # started as `dlprobe run` starts it: this process is its supervisor
     command = launch.target_command(LAUNCH_SCRIPT, script, [])
     probed = subprocess.run(command, capture_output=True, text=True, env=env)
-    plain = _plain("stateful_loader.py")
+    plain = stateful_plain
     assert probed.returncode == plain.returncode == 0, probed.stderr
     assert probed.stdout == plain.stdout
     assert probed.stderr == plain.stderr  # not a word from the probe: the script's own warnings only

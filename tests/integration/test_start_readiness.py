@@ -43,8 +43,8 @@ def test_a_loop_without_a_main_guard_is_named_with_its_line(probe) -> None:
     assert finding["evidence"]["main_script"]["guarded"] is False
 
 
-def test_a_guarded_healthy_loader_gets_one_line_and_no_finding(probe) -> None:
-    result = probe("healthy_loader.py")
+def test_a_guarded_healthy_loader_gets_one_line_and_no_finding(healthy_run) -> None:
+    result = healthy_run
     assert result.returncode == 0 and result.findings("start-method") == []
     (loader, *_) = result.report["loaders"]
     assert "the dataset pickles" in loader["start_readiness"]

@@ -108,8 +108,8 @@ def test_a_stuck_worker_thread_is_named_with_its_index_and_its_own_stack(probe):
     assert "getitem of index 37 at the end" in _trace_tracks(result.run_dir)[track]
 
 
-def test_process_workers_show_nothing_of_threads(probe):
-    result = probe("healthy_loader.py")
+def test_process_workers_show_nothing_of_threads(healthy_run):
+    result = healthy_run
     assert result.returncode == 0, result.stderr
     assert not result.findings("thread-workers")
     (loader,) = _events(result.run_dir, "loader")

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SCRIPTS, run_dlprobe
-from tests.integration.test_job_report import run_job
+from tests.conftest import run_dlprobe
 from tests.perfetto import load_in_perfetto, missing, process_names, structure_problems
 
 
@@ -33,8 +32,8 @@ def _worker_batches(trace: dict[str, Any]) -> dict[int, int]:
     return found
 
 
-def test_leaky_run_has_a_track_per_worker_with_its_batches_and_memory(probe):
-    result = probe("leaky_list_dataset.py")
+def test_leaky_run_has_a_track_per_worker_with_its_batches_and_memory(leaky_list_run):
+    result = leaky_list_run
     assert result.returncode == 0, result.stderr
     trace = _trace(result.run_dir / "trace.json")
     names = process_names(trace)
@@ -49,10 +48,8 @@ def test_leaky_run_has_a_track_per_worker_with_its_batches_and_memory(probe):
     assert "warning: cow-growth" in _names(trace, "i")
 
 
-def test_a_hang_is_an_instant_on_the_stalled_process(tmp_path):
-    run_dir = tmp_path / "run"
-    options = ["--quiet", "--hang-timeout", "3", "--on-hang", "stop"]
-    proc = run_dlprobe(["run", "--out", str(run_dir), *options, str(SCRIPTS / "faulty_worker.py"), "hang"], tmp_path)
+def test_a_hang_is_an_instant_on_the_stalled_process(worker_hang_run):
+    proc, run_dir = worker_hang_run, worker_hang_run.run_dir
     assert proc.returncode == 143, proc.stderr
     trace = _trace(run_dir / "trace.json")
     assert [n.split(" (pid")[0] for n in process_names(trace)] == [
@@ -67,8 +64,8 @@ def test_a_hang_is_an_instant_on_the_stalled_process(tmp_path):
     assert batches[2][:3] == ["batch 0", "batch 2", "batch 4"] and batches[3][:3] == ["batch 1", "batch 3", "batch 5"]
 
 
-def test_torchrun_job_has_a_track_per_rank_and_worker_and_report_merges_it(tmp_path):
-    result = run_job(tmp_path, "ddp_leaky_list.py")
+def test_torchrun_job_has_a_track_per_rank_and_worker_and_report_merges_it(ddp_leaky_list_job, tmp_path):
+    result = ddp_leaky_list_job
     assert result.returncode == 0, result.stderr
     trace = _trace(result.run_dir / "trace.json")
     labels = [n.split(" (pid")[0] for n in process_names(trace)]
@@ -82,11 +79,11 @@ def test_torchrun_job_has_a_track_per_rank_and_worker_and_report_merges_it(tmp_p
 
 
 @pytest.mark.slow
-def test_perfetto_loads_the_trace_with_one_named_track_per_process(probe, tmp_path):
+def test_perfetto_loads_the_trace_with_one_named_track_per_process(request, tmp_path):
     reason = missing()
     if reason:
         pytest.skip(f"no real viewer here: {reason}")
-    result = probe("leaky_list_dataset.py")
+    result = request.getfixturevalue("leaky_list_run")  # only once a viewer is here: the run is not made to skip
     assert result.returncode == 0, result.stderr
     names = process_names(json.loads((result.run_dir / "trace.json").read_text()))
     text = load_in_perfetto(result.run_dir / "trace.json", tmp_path / "perfetto.png", names)

@@ -13,8 +13,9 @@ def _lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.rstrip().splitlines()]
 
 
-def test_the_leaky_run_opens_with_its_verdict_fits_a_screen_and_keeps_the_evidence_for_verbose(probe, tmp_path):
-    result = probe("leaky_list_dataset.py")
+def test_the_leaky_run_opens_with_its_verdict_fits_a_screen_and_keeps_the_evidence_for_verbose(leaky_list_run,
+                                                                                                 tmp_path):  # fmt: skip
+    result = leaky_list_run
     assert result.returncode == 0, result.stderr
     verdict = result.report["verdict"]
     assert verdict["code"] == "cow-growth" and verdict["code"] == result.report["findings"][0]["code"]
