@@ -5,8 +5,8 @@ the shipped file is the generated one.
 
 One meaning per key: "ranks" is a list of rank labels or entries wherever it appears; counts are `*_count`."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: a TypedDict's string annotations are each compiled into a ForwardRef
+# when the class is made, which made importing this module about 10 ms more of CPU in every process that imports it.
 import json
 import types
 import typing

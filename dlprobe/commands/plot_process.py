@@ -15,6 +15,22 @@ from dlprobe import atomic
 from dlprobe.rundir.schema import PLOT_ERROR_FILE, PLOT_FILE, PLOT_PARTIAL_FILE
 
 
+def skip_artist_signatures() -> None:
+    """As matplotlib imports, it builds the signature and docstring of `set()` for each of its ~100 Artist classes from
+    every setter's docstring (`Artist.__init_subclass__`): 0.2 s of the 0.9 s that importing it costs. This process
+    draws one PNG and never reads a signature or a docstring, so that step is skipped here (only here: not in
+    `dlprobe report` nor in the Python API, where the importing program may read them). `set()` itself is unchanged:
+    every Artist's is still `Artist.set`. Where a matplotlib lacks the step, nothing is replaced; a test checks the PNG
+    is byte-for-byte the one drawn without this."""
+    try:
+        from matplotlib import artist
+    except Exception:  # noqa: S110 - no matplotlib: plot_memory's own import says so in memory.png.error.txt
+        return
+    step = "_update_set_signature_and_docstring"  # matplotlib 3.x's name for it
+    if callable(getattr(artist.Artist, step, None)):
+        setattr(artist.Artist, step, classmethod(lambda cls: None))
+
+
 def draw_saved_plot(run_dir: Path, data_file: Path) -> None:
     """Write memory.png atomically from the saved data; a failure goes to memory.png.error.txt (detached: no one
     reads this process's stderr, so the reason is kept in the run)."""
@@ -34,4 +50,5 @@ def draw_saved_plot(run_dir: Path, data_file: Path) -> None:
 
 
 if __name__ == "__main__":
+    skip_artist_signatures()
     draw_saved_plot(Path(sys.argv[1]), Path(sys.argv[2]))

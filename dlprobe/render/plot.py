@@ -74,6 +74,7 @@ def plot_memory(data: MemoryPlot, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.layout_engine import TightLayoutEngine
 
     t0 = data["t0"]
     shown = data["processes"]
@@ -130,7 +131,9 @@ def plot_memory(data: MemoryPlot, path: Path) -> Path:
     ax_shm.set_ylabel("MiB")
     ax_shm.set_xlabel("seconds since start")
     ax_shm.grid(alpha=0.3)
-    fig.tight_layout()
+    # fig.tight_layout()'s layout, without the placeholder layout engine it leaves on the figure: with one, savefig
+    # draws the whole figure once more before drawing it for the PNG (0.70 -> 0.56 s of CPU; the same bytes).
+    TightLayoutEngine().execute(fig)
     png = io.BytesIO()
     fig.savefig(png, dpi=100, format="png")
     plt.close(fig)

@@ -4,8 +4,8 @@ Both sides import from here: the writer (in_training, running inside the user's 
 (supervisor, analysis, commands). This module imports nothing heavy, so the target can import it cheaply.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: a TypedDict's string annotations are each compiled into a ForwardRef
+# when the class is made, which made importing this module 18 ms instead of 7 of CPU in every process that imports it.
 from typing import Any, TypedDict
 
 # Bump when a reader of an older dlprobe would misread a run written by this one. Runs without the field

@@ -283,3 +283,22 @@ def test_readiness_and_a_failed_start_name_the_same_attribute_by_one_walk() -> N
     failed = blame([("dataset", ViaMethod())])
     assert failed is not None and failed.path == "dataset.fn.__self__.transform"
     assert failed.reason == "a lambda (defined in Holder.__init__)"
+
+
+def test_the_top_level_split_resolves_each_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start-up profile's stacks repeat the same few files (torch's imports: dozens of `<module>` frames a stack);
+    each is resolved once, whatever the number of stacks, and the split is the same as resolving every frame."""
+    script = tmp_path / "train.py"
+    script.write_text('import torch\nif __name__ == "__main__":\n    pass\n')
+    main_file = str(script)
+    blocks = start_readiness._guard_blocks(main_file) or []
+    imports = [(f"/lib/mod{i}.py", "<module>", 1) for i in range(20)] + [("<frozen importlib._bootstrap>", "x", 1)]
+    profile: list[tuple[Any, float]] = [(tuple(imports), 0.01)] * 300  # cut above the script: its imports too
+    profile += [(((main_file, "<module>", 1), *imports), 0.02)] * 100  # its top-level import
+    profile += [(((main_file, "<module>", 3),), 0.5)]  # inside the guard
+    calls: list[str] = []
+    real = start_readiness.os.path.realpath
+    monkeypatch.setattr(start_readiness.os.path, "realpath", lambda p: calls.append(p) or real(p))
+    split = start_readiness._top_level_split(profile, main_file, blocks, {})
+    assert len(calls) == len(set(calls)) == 21
+    assert split == pytest.approx({"imports": 5.0, "work": 0.0, "guarded": 0.5, "all_imports": 5.0})

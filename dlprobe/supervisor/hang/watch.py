@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +253,9 @@ def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) ->
         if first.permission_denied:
             problem = {"kind": "permission", "error": first.error, "advice": stacks.PERMISSION_ADVICE}
         else:
+            # Imported at a hang only: concurrent.futures brings logging, 18 ms of every run's start-up otherwise
+            from concurrent.futures import ThreadPoolExecutor
+
             with ThreadPoolExecutor(max_workers=PARALLEL_DUMPS) as pool:
                 pids = [e["pid"] for e in targets[1:]]
                 results.update(zip(pids, pool.map(lambda pid: stacks.py_spy_dump(exe, pid), pids), strict=True))
