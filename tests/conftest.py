@@ -21,6 +21,10 @@ import pytest
 import dlprobe
 
 SCRIPTS = Path(__file__).parent / "scripts"
+# Every real run starts Pythons that import dlprobe (the CLI, the target's hooks, the plot process). Where the shell or
+# CI image sets PYTHONDONTWRITEBYTECODE, each of them compiles dlprobe's source again: about 0.5 s of CPU per run,
+# hundreds of runs. The processes the tests start may cache it (__pycache__ is ignored by git).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # The installed package, by its real location: never a substring such as "dlprobe/", which a checkout, its .venv or
 # a user's own project (~/dlprobe/train.py) may hold in its path too.
 PACKAGE_DIRS = {os.path.join(d, "") for d in (os.path.dirname(os.path.abspath(dlprobe.__file__)),
