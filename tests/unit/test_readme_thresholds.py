@@ -52,6 +52,7 @@ NOT_THRESHOLDS = {
     "attach_findings.SAME_MOMENT_S",
     "memory_findings.SUSPECTS_FIXED",
     "head_of_line.SLOW_SHOWN",
+    "send_findings.BATCHES_SHOWN",
 }
 _NUMBER = re.compile(r"^([A-Z][A-Z_]+)\s*(?::[^=]*)?=\s*-?[0-9]", re.M)
 
