@@ -162,8 +162,30 @@ def test_healthy_loader_gets_no_findings(healthy_run):
         assert "No problems found." in result.stderr
     # the probe really watched it (two epochs) and left the loop alone
     assert result.report["loaders"][0]["epochs"] == 2
-    if "input-bound" not in codes:
+    if not _loop_seen_waiting(result.run_dir / "events.jsonl"):
         assert not (result.run_dir / "stacks.txt").exists()  # py-spy never started: the loop did not wait for data
+
+
+def _loop_seen_waiting(events_file) -> bool:
+    """Whether the loop's waits, as the hotspot sampler reads them while the run goes on, ever reached its start rule
+    (START_WAIT_SHARE of the time since the first batch, past START_AFTER_S): on a busy machine they can, early,
+    in a run whose whole-run wait share stays too low for input-bound."""
+    from dlprobe.supervisor.stack_recorder import START_AFTER_S, START_WAIT_SHARE
+
+    first = None
+    waited = 0.0
+    for line in events_file.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("ev") != "batches":
+            continue
+        waits = event.get("waits") or []
+        if first is None:
+            first, waits = event["t"] - sum(waits), waits[1:]  # the first batch is start-up, not steady waiting
+        waited += sum(waits)
+        span = event["t"] - first
+        if span >= START_AFTER_S and waited >= START_WAIT_SHARE * span:
+            return True
+    return False
 
 
 def test_more_workers_than_the_one_usable_core_gets_too_many_workers(tmp_path):
@@ -368,7 +390,9 @@ def test_workers_far_ahead_of_the_loop_get_loop_bound_with_the_count_that_keeps_
     assert evidence["worker_uss_mean_bytes"] >= 100 * 2**20  # each worker's own table
     assert evidence["surplus_bytes"] == evidence["surplus_workers"] * evidence["worker_uss_mean_bytes"]
     assert f"DataLoader(..., num_workers={evidence['suggested_num_workers']})" in finding["fix"]
-    assert result.findings("input-bound") == [] and result.findings("too-many-workers") == []
+    # On a busy machine a note may say the loop waited for the hand-over now and then; never a warning.
+    assert [f for f in result.findings("input-bound") if f["severity"] != "info"] == []
+    assert result.findings("too-many-workers") == []
 
 
 def test_two_workers_ahead_of_the_loop_are_no_surplus_worth_a_word(probe):
