@@ -16,6 +16,7 @@ FD_LEAK_SHARE = 0.5  # ... and at least half again what it started with (a worke
 # leaking. The later half's rise is at least this share of the whole rise.
 FD_LATE_SHARE = 0.25
 FD_MIN_READINGS = 3
+CEILING_SLACK = 4  # descriptors below the limit that count as at it (the next few opens of a worker all fail)
 NEAR_LIMIT_SHARE = 0.9  # a count this close to its limit is the process that hit `Too many open files`
 EMFILE = re.compile(r"Too many open files|\[Errno 24\]|EMFILE")
 
@@ -36,8 +37,10 @@ def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
     if rise < least or last < first + rise * 0.8 or t1 <= t0:
         return None
     mid = readings[len(readings) // 2][1]
-    # A count that stopped rising in the second half settled, unless it stopped at the limit: there it could not rise.
-    if len(readings) >= FD_MIN_READINGS and last - mid < rise * FD_LATE_SHARE and not at_limit:
+    # A count that stopped rising in the second half settled, unless it stopped at the limit itself: there it could
+    # not rise (a process that holds 90% of its limit and stays there has settled).
+    at_ceiling = bool(proc.nofile) and last >= (proc.nofile or 0) - CEILING_SLACK
+    if len(readings) >= FD_MIN_READINGS and last - mid < rise * FD_LATE_SHARE and not at_ceiling:
         return None
     if at_limit:  # the climb ends where the limit stopped it: the readings after it (a hang, say) are no rate
         t1, last = next((t, n) for t, n in readings if n == peak)

@@ -87,10 +87,13 @@ def _lost_batch(run: RunData, record: HangRecord) -> tuple[dict[str, Any], list[
     return None
 
 
-def _send_error(run: RunData, pid: int | None, task: int) -> str | None:
-    """The error the worker's queue recorded as it dropped this batch (in_training/send_errors.py), if it did."""
+def _send_error(run: RunData, pid: int | None, task: int, made_from: float) -> str | None:
+    """The error the worker's queue recorded as it dropped this batch (in_training/send_errors.py), if it did: the
+    same worker, the same batch number, after the batch was begun (a persistent worker numbers each epoch anew)."""
     for event in run.events:
-        if event.get("ev") == EV_BATCH_SEND_ERROR and event.get("pid") == pid and event.get("task") in (task, None):
+        if event.get("ev") != EV_BATCH_SEND_ERROR or event.get("pid") != pid or event.get("task") != task:
+            continue
+        if (event.get("t") or 0.0) >= made_from:
             return f"{event.get('type')}: {event.get('message')}"
     return None
 
@@ -129,7 +132,7 @@ def _batch_lost(run: RunData, record: HangRecord, proc: dict[str, Any], row: lis
         "a tensor whose file descriptor cannot be passed because the worker is at its open-file limit, /dev/shm "
         "full), the thread prints the error on the worker's stderr and drops the batch."
     )
-    sent = _send_error(run, proc.get("pid"), task)
+    sent = _send_error(run, proc.get("pid"), task, row[1])
     if sent:
         title += f" ({sent})"
         detail += f" Here the worker's queue recorded why: `{sent}`."

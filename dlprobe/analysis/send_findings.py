@@ -35,7 +35,7 @@ def find_dropped_batches(run: RunData) -> list[Finding]:
     """One finding per loader whose workers' queues dropped batches, led by the first error."""
     by_loader: dict[int | None, list[dict[str, Any]]] = {}
     for event in run.events:
-        if event.get("ev") == EV_BATCH_SEND_ERROR:
+        if event.get("ev") == EV_BATCH_SEND_ERROR and isinstance(event.get("task"), int):
             by_loader.setdefault(event.get("loader"), []).append(event)
     findings = []
     for loader_id, events in by_loader.items():

@@ -107,11 +107,12 @@ def _shared_handle_explains(cause: Finding, symptom: Finding) -> str | None:
     worker took the reply it waits for."""
     if cause.code != "shared-handle" or not _same_loader(cause, symptom):
         return None
-    waited_on = symptom.evidence.get("fd_target")
-    shared = {h.get("target") for h in cause.evidence.get("handles") or [] if isinstance(h, dict)}
-    if symptom.code == "worker-hang" and waited_on and waited_on in shared:
-        attribute = next(h.get("attribute") for h in cause.evidence["handles"] if h.get("target") == waited_on)
-        return f"the hang of {_worker_name(symptom)} reading `{attribute}` (worker-hang)"
+    waited_on = str(symptom.evidence.get("fd_target") or "")
+    # Sockets and pipes only: the same inode is the same connection; a path read anew may be a hung mount's.
+    holders = {h.get("target"): h.get("attribute") for h in cause.evidence.get("handles") or [] if isinstance(h, dict)}
+    if symptom.code == "worker-hang" and waited_on.startswith(("socket:[", "pipe:[")) and waited_on in holders:
+        held_by = f"`{holders[waited_on]}`" if holders[waited_on] else "the descriptor they share"
+        return f"the hang of {_worker_name(symptom)} reading {held_by} (worker-hang)"
     if not cause.evidence.get("error_type"):
         return None
     if (
@@ -146,10 +147,12 @@ def _fd_leak_explains(cause: Finding, symptom: Finding) -> str | None:
     )
     if dropped_for_descriptors and any(pid in hit for pid in symptom.evidence.get("pids") or []):
         return "the batches its workers could not send (batch-dropped)"
+    sent = str(symptom.evidence.get("send_error") or "")
     if (
         symptom.code == "worker-hang"
         and symptom.evidence.get("cause") == "batch-lost"
         and symptom.evidence.get("pid") in hit
+        and (not sent or _OUT_OF_DESCRIPTORS.search(sent))  # an h5py handle in the batch is not the descriptors'
     ):
         # passing a batch's tensor to the loop takes a descriptor in the worker: at its limit, the batch is dropped
         return f"the lost batch of {_worker_name(symptom)} (worker-hang)"

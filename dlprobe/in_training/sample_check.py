@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import functools
 import json
 import os
 import re
@@ -141,10 +142,22 @@ def _check_stream(
         why = f"workers {busy} were still loading after {IDLE_WAIT_S:.0f} s: a replay now would not be alone"
         _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
         return
-    init_fn = getattr(iterator, "_worker_init_fn", None)
-    init_fn = getattr(init_fn, "user_fn", init_fn)  # dlprobe's recording wrapper: the user's own function
+    init_fn = _users_init_fn(getattr(iterator, "_worker_init_fn", None))
     stream = _Stream(dataset, head["worker_id"], len(workers), getattr(iterator, "_base_seed", None), init_fn)
-    _emit(**head, **_load_in_child(stream, position, None))
+    result = _load_in_child(stream, position, None)
+    if result.get("outcome") == SAMPLE_CHECK_FAILS and result.get("error_type_alone") != head["exception"]:
+        # A replay that fails otherwise than the worker did (a signal, another exception) says nothing of the record.
+        why = f"the replay failed with {result.get('error_alone')}, not the worker's {head['exception']}"
+        result = {"outcome": SAMPLE_CHECK_UNVERIFIED, "reason": why, "seconds": result.get("seconds")}
+    _emit(**head, **result)
+
+
+def _users_init_fn(init_fn: Any) -> Any:
+    """The loader's worker_init_fn without dlprobe's recording wrapper, also inside torch's partial for DataPipes."""
+    if isinstance(init_fn, functools.partial):
+        args = tuple(_users_init_fn(a) if hasattr(a, "user_fn") else a for a in init_fn.args)
+        return functools.partial(init_fn.func, *args, **init_fn.keywords)
+    return getattr(init_fn, "user_fn", init_fn)
 
 
 class _Stream:
@@ -170,9 +183,12 @@ class _Stream:
         torch_worker._worker_info = torch_worker.WorkerInfo(
             id=self.worker_id, num_workers=self.num_workers, seed=seed, dataset=self.dataset
         )
-        if self.init_fn is not None:
-            self.init_fn(self.worker_id)
-        records = iter(self.dataset)
+        try:
+            if self.init_fn is not None:
+                self.init_fn(self.worker_id)
+            records = iter(self.dataset)
+        except Exception as exc:
+            raise _ReplayNotStarted(exc) from exc
         for before in range(position):
             try:
                 next(records)
@@ -180,7 +196,17 @@ class _Stream:
                 raise _StreamEnded(before) from None
             except Exception as exc:
                 raise _EarlierRecord(before, exc) from exc
-        return next(records)
+        try:
+            return next(records)
+        except StopIteration:
+            raise _StreamEnded(position) from None
+
+
+class _ReplayNotStarted(Exception):
+    """worker_init_fn or iter(dataset) failed in the replay (CUDA in a forked child, say): the record is not checked."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(f"the replay could not start: {_describe(exc)}")
 
 
 class _StreamEnded(Exception):
@@ -257,8 +283,8 @@ def _child(dataset: Any, index: int, control: int | None, out: int) -> None:
         try:
             dataset[index]
             result["outcome"] = SAMPLE_CHECK_LOADS
-        except _StreamEnded as ended:
-            result["outcome"], result["reason"] = SAMPLE_CHECK_UNVERIFIED, str(ended)
+        except (_StreamEnded, _ReplayNotStarted) as unchecked:
+            result["outcome"], result["reason"] = SAMPLE_CHECK_UNVERIFIED, str(unchecked)
         except _EarlierRecord as earlier:
             result["outcome"], result["error_alone"] = SAMPLE_CHECK_FAILS_ANY, _describe(earlier.error)
             result["error_type_alone"] = type(earlier.error).__name__

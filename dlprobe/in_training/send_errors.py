@@ -45,7 +45,12 @@ def _record(loader_id: int, worker_id: int, exc: BaseException, item: Any) -> No
     log = get_log()
     if log is None:
         return
-    # torch's workers put (batch number, batch); anything else on a queue of the user's has no number
-    task = item[0] if isinstance(item, tuple) and len(item) == 2 and type(item[0]) is int else None
+    # Only what torch's worker puts, (batch number, batch): a queue of the user's in the worker is not a batch. A pipe
+    # the training process closed (it ended, or died) is not a batch the queue could not pickle either.
+    if not (isinstance(item, tuple) and len(item) == 2 and type(item[0]) is int):
+        return
+    if isinstance(exc, (BrokenPipeError, ConnectionResetError)):
+        return
+    task = item[0]
     log.emit(EV_BATCH_SEND_ERROR, loader=loader_id, worker_id=worker_id, pid=os.getpid(), task=task,
              type=type(exc).__name__, message=str(exc)[:MAX_SEND_ERROR_CHARS])  # fmt: skip

@@ -240,6 +240,7 @@ class Sampler:
         counts: dict[int, int] = {}
         started = time.thread_time()
         for pid in due:
+            self.fd_seen.setdefault(pid, now)  # young from the first try: one whose fds cannot be read ages too
             count = procfds.fd_count(pid)
             if count is not None:
                 counts[pid] = count
@@ -247,7 +248,6 @@ class Sampler:
         if regular:
             self.next_fds = now + max(FD_EVERY_S, len(pids) * self.fd_cost_s / FD_SHARE)
         for pid, count in counts.items():
-            self.fd_seen.setdefault(pid, now)
             self.fd_last[pid] = (now, count)
             first = self.first_fds.setdefault(pid, count)
             # The first climb is read at once (a worker at its limit may live a second more), then each doubling.
@@ -327,7 +327,7 @@ class Sampler:
             if stat is None:
                 self.gone.add(pid)
                 self.files.forget(pid)
-                for schedule in (self.fd_seen, self.fd_last, self.fd_limits):
+                for schedule in (self.fd_seen, self.fd_last, self.fd_limits, self.first_fds, self.fds_at_targets):
                     schedule.pop(pid, None)
                 for kept in self.thinner.process_ended():  # the readings before a death are written whole, first
                     self._write(kept)

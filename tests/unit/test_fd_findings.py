@@ -107,3 +107,9 @@ def test_a_count_that_stopped_at_its_limit_is_a_leak_that_reached_it():
     assert find_fd_leak(run([loader()], [settled])) == []  # far below its limit: files kept open, then no more
     [row] = find_fd_leak(run([loader()], [stopped]))[0].evidence["leaking"]
     assert row["seconds"] == 4 and row["fds_per_s"] == 24.25  # 30 -> 127 over its first 4 s, not its 7 s of readings
+
+
+def test_a_process_that_holds_most_of_its_limit_and_stays_there_has_settled():
+    # 950 shard files opened at start and kept, under the common soft limit of 1024: near it, not at it
+    holder = _worker(11, 0, [20, 940, 950, 950, 950, 950], nofile=1024)
+    assert find_fd_leak(run([loader()], [holder])) == []

@@ -48,3 +48,31 @@ def test_a_replay_that_fails_earlier_or_ends_first_says_so():
     with pytest.raises(_StreamEnded) as ended:
         _Stream(Shards(), 0, 2, None, None)[11]  # worker 0 of 2 has ten records: 0, 2, ... 18
     assert ended.value.at == 10
+
+
+def test_a_replay_that_cannot_start_or_runs_out_at_the_position_checks_nothing():
+    from dlprobe.in_training.sample_check import _ReplayNotStarted
+
+    def init_fails(worker_id: int) -> None:
+        raise RuntimeError("Cannot re-initialize CUDA in forked subprocess")
+
+    with pytest.raises(_ReplayNotStarted, match="re-initialize CUDA"):
+        _Stream(Shards(), 1, 2, None, init_fails)[3]
+    with pytest.raises(_StreamEnded) as ended:
+        _Stream(Shards(), 0, 2, None, None)[10]  # worker 0's ten records end exactly there
+    assert ended.value.at == 10
+
+
+def test_the_users_worker_init_fn_is_replayed_without_dlprobes_wrapper_also_inside_a_partial():
+    import functools
+
+    from dlprobe.in_training.inflight import InflightInit
+    from dlprobe.in_training.sample_check import _users_init_fn
+
+    def users(worker_id: int) -> None:
+        pass
+
+    wrapped = InflightInit(users, "/nonexistent", 0)
+    assert _users_init_fn(wrapped) is users and _users_init_fn(users) is users and _users_init_fn(None) is None
+    sharded = _users_init_fn(functools.partial(print, wrapped, 2, 0))  # torch's _sharding_worker_init_fn partial
+    assert sharded.func is print and sharded.args == (users, 2, 0)

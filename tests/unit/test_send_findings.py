@@ -48,3 +48,30 @@ def test_the_dropped_batch_explains_its_hang_and_timeout_and_a_leak_at_the_limit
     elsewhere = Finding("worker-hang", "error", "h", "d", "f", {"pid": 11, "cause": "batch-lost", "batch": 25}, 1)
     ordered, _ = judge([dropped, other, elsewhere])
     assert [f.explained_by for f in ordered if f.code == "worker-hang"] == [None, None]
+
+
+def test_only_torchs_batches_are_recorded_and_a_closed_pipe_is_no_dropped_batch(monkeypatch):
+    from dlprobe.in_training import send_errors
+
+    emitted: list[dict] = []
+
+    class Log:
+        def emit(self, ev: str, **fields: object) -> None:
+            emitted.append({"ev": ev, **fields})
+
+    monkeypatch.setattr(send_errors, "get_log", lambda: Log())
+    send_errors._record(0, 1, TypeError("h5py objects cannot be pickled"), (3, {"frames": None}))
+    send_errors._record(0, 1, TypeError("cannot pickle"), {"a log record": 1})  # a queue of the user's
+    send_errors._record(0, 1, BrokenPipeError(32, "Broken pipe"), (4, None))  # the training process went away
+    assert [(e["task"], e["type"]) for e in emitted] == [(3, "TypeError")]
+
+
+def test_a_lost_batch_whose_queue_named_another_error_is_not_the_descriptors():
+    from dlprobe.analysis.verdict import _fd_leak_explains
+
+    leak = Finding("fd-leak", "error", "l", "d", "f", {"leaking": [{"pid": 11}], "hit_limit_pids": [11]}, 0)
+    hang = Finding("worker-hang", "error", "h", "d", "f", {"pid": 11, "cause": "batch-lost", "batch": 2,
+                   "send_error": "TypeError: h5py objects cannot be pickled"}, 0)  # fmt: skip
+    assert _fd_leak_explains(leak, hang) is None
+    hang.evidence["send_error"] = "OSError: [Errno 24] Too many open files"
+    assert _fd_leak_explains(leak, hang) is not None

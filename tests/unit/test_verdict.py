@@ -162,6 +162,10 @@ def test_a_worker_hung_reading_a_socket_the_workers_share_is_explained_by_the_sh
     assert [(f.code, f.explained_by, f.severity) for f in ordered] == [
         ("shared-handle", None, "error"), ("worker-hang", "shared-handle", "error")]  # fmt: skip
     assert verdict is not None and "the hang of loader 0 worker 1 reading `self.conn`" in verdict["sentence"]
+    # a file path is not a connection: the same path read anew may be a hung mount's, not the shared offset's
+    files = [{"fd": 8, "target": "/mnt/nfs/data.bin", "kind": "file", "attribute": "self.f"}]
+    on_mount = _finding("worker-hang", "error", {"cause": "blocked-read", "fd_target": "/mnt/nfs/data.bin"})
+    assert judge([on_mount, _finding("shared-handle", "info", {"handles": files})])[1]["code"] == "worker-hang"  # type: ignore[index]
     # a read on a socket of its own (opened in the worker) is not the shared one's
     own = _finding("worker-hang", "error", {"cause": "blocked-read", "fd_target": "socket:[5550001]", "worker_id": 1})
     assert judge([own, shared])[1]["code"] == "worker-hang"  # type: ignore[index]
