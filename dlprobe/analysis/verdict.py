@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
+from typing import Any
 
 from dlprobe.analysis.model import SEVERITIES, Finding
 from dlprobe.analysis.report_schema import Verdict
@@ -109,7 +110,10 @@ def _shared_handle_explains(cause: Finding, symptom: Finding) -> str | None:
         return None
     waited_on = str(symptom.evidence.get("fd_target") or "")
     # Sockets and pipes only: the same inode is the same connection; a path read anew may be a hung mount's.
-    holders = {h.get("target"): h.get("attribute") for h in cause.evidence.get("handles") or [] if isinstance(h, dict)}
+    holders: dict[Any, Any] = {}
+    for handle in cause.evidence.get("handles") or []:
+        if isinstance(handle, dict):
+            holders.setdefault(handle.get("target"), handle.get("attribute"))  # the first object that holds it
     if symptom.code == "worker-hang" and waited_on.startswith(("socket:[", "pipe:[")) and waited_on in holders:
         held_by = f"`{holders[waited_on]}`" if holders[waited_on] else "the descriptor they share"
         return f"the hang of {_worker_name(symptom)} reading {held_by} (worker-hang)"
