@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlprobe.analysis.fd_findings import EMFILE
 from dlprobe.analysis.model import Finding, RunData
 from dlprobe.rundir.schema import EV_BATCH_SEND_ERROR
 
@@ -62,7 +63,7 @@ def find_dropped_batches(run: RunData) -> list[Finding]:
             "or raises `DataLoader timed out` where DataLoader(timeout=...) is set."
             + (f" Other errors too: {'; '.join(others[:3])}." if others else "")
         )
-        out_of_descriptors = "Too many open files" in error or "[Errno 24]" in error
+        out_of_descriptors = bool(EMFILE.search(error))
         evidence = {"error": error, "batches": batches[:50], "count": count, "workers": workers, "pids": pids,
                     "other_errors": others[:5]}  # fmt: skip
         fix = DESCRIPTORS_FIX if out_of_descriptors else PICKLABLE_BATCH_FIX
