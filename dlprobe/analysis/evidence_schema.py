@@ -210,6 +210,7 @@ class BadSampleEvidence(InJob, _Batch, _Shm, total=False):
     control_loads: bool | None
     control_error: str | None
     failed_indices: list[int]  # every index the loader's workers failed on with this exception, this one first
+    isolation: list[str] | None  # how the copy that loaded it again was sandboxed (in_training/sandbox.py)
     script_stopped_at: str | None  # the script's own error was this exception, re-raised here (file.py:line)
     sampler: str | None  # sampler-out-of-range: the class that yielded the index
     dataset_len: int | None

@@ -129,6 +129,7 @@ def check_evidence(check: dict[str, Any] | None, indices: list[int]) -> dict[str
         "control_loads": check.get("control_loads"),
         "control_error": check.get("control_error"),
         "failed_indices": indices,
+        "isolation": check.get("isolation"),
     }
 
 
@@ -146,9 +147,16 @@ def verified_text(evidence: dict[str, Any], index: int) -> str:
         else ""
     )
     return (
-        f" Loaded again alone (in a process forked from the training process, with the workers quiet), "
+        f" Loaded again alone (in a process forked from the training process, with the workers quiet"
+        f"{_isolation_text(evidence)}), "
         f"dataset[{index}] fails too ({evidence.get('error_alone')}){after}: the sample is at fault."
     )
+
+
+def _isolation_text(evidence: dict[str, Any]) -> str:
+    """How the copy that loaded it was kept from the training's world (in_training/sandbox.py)."""
+    isolation = evidence.get("isolation")
+    return "; " + "; ".join(str(x) for x in isolation) if isinstance(isolation, list) and isolation else ""
 
 
 def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], error_line: str, exc_type: str) -> Finding:
@@ -175,8 +183,8 @@ def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], error_line: str, 
         )
         detail = (
             f"{raised}. dlprobe loaded dataset[{index}] again alone, in a process forked from the training process "
-            f"once the workers were quiet, and it loaded.{many} So the error comes from the workers loading together, "
-            f"not from the data: {_causes(error_line)}."
+            f"once the workers were quiet{_isolation_text(evidence)}, and it loaded.{many} So the error comes from "
+            f"the workers loading together, not from the data: {_causes(error_line)}."
         )
     elif outcome == SAMPLE_CHECK_FAILS_ANY:
         control = evidence.get("control_index")

@@ -13,7 +13,7 @@ from typing import Any
 from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.memory_findings import _worker_growth
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
-from dlprobe.rundir.schema import EV_START_READINESS, EV_WORKER_START
+from dlprobe.rundir.schema import EV_START_READINESS, EV_START_READINESS_SKIPPED, EV_WORKER_START
 from dlprobe.units import MiB, format_bytes
 
 METHODS = ("fork", "forkserver", "spawn")
@@ -231,6 +231,9 @@ def readiness_line(run: RunData, loader: LoaderRecord) -> str | None:
     """One line for the loader's entry: the method in use and what the others would change."""
     event = readiness_event(run, loader)
     if event is None:
+        refused = events_of(run, EV_START_READINESS_SKIPPED, loader.loader_id)
+        if refused:  # a copy the script would have seen, or one that could have got it killed
+            return f"not checked: {refused[0].get('reason') or 'no reason recorded'}"
         return None
     method = loader.start_method or str(event.get("start_method"))
     how = "chosen by the script" if event.get("chosen") else "the interpreter's default"

@@ -36,6 +36,12 @@ def run(
         help="Start every DataLoader's workers with this method (fork, forkserver, spawn, or thread where torch has "
         "thread workers), overriding the script's own choice; compare two runs with `dlprobe compare`.",
     ),
+    no_isolated_checks: bool = typer.Option(
+        False,
+        "--no-isolated-checks",
+        help="Fork no copy of the training for dlprobe's own checks: no failing sample loaded again, no "
+        "start-method readiness check (docs/security.md).",
+    ),
 ) -> None:
     """Run SCRIPT under the probe and report on every DataLoader it creates.
 
@@ -47,5 +53,6 @@ def run(
     args = RunArgs(script, list(script_args or []), module, out, json_path, quiet, hang_timeout, on_hang)
     args.verbose = verbose
     args.start_method = start_method
+    args.no_isolated_checks = no_isolated_checks
     args.launch = launch_kind(ctx, module)
     raise typer.Exit(execute(args))

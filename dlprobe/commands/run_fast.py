@@ -21,7 +21,8 @@ from dlprobe.rundir.schema import LAUNCH_MODULE, LAUNCH_SCRIPT
 from dlprobe.supervisor.hang import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
 
 # Typer and click take ~30 ms to import, a tenth of what `dlprobe run` adds to a short script (benchmarks/startup.py).
-_FLAGS = {"--quiet": "quiet", "-q": "quiet", "-m": "module", "--verbose": "verbose", "-v": "verbose"}
+_FLAGS = {"--quiet": "quiet", "-q": "quiet", "-m": "module", "--verbose": "verbose", "-v": "verbose",
+          "--no-isolated-checks": "no_isolated_checks"}  # fmt: skip
 _VALUES = {
     "--out": "out",
     "-o": "out",
@@ -47,6 +48,7 @@ class RunArgs:
     launch: str = LAUNCH_SCRIPT
     verbose: bool = False  # every finding's evidence in the summary, not only its key numbers
     start_method: str | None = None  # --start-method: every loader's workers start with it (None: the script's own)
+    no_isolated_checks: bool = False  # --no-isolated-checks: no copy of the training forked for dlprobe's checks
 
 
 def parse(argv: list[str]) -> RunArgs | None:
@@ -97,6 +99,7 @@ def execute(args: RunArgs) -> int:
         on_hang=args.on_hang,
         launch=args.launch,
         start_method=args.start_method,
+        no_isolated_checks=args.no_isolated_checks,
         # Everything the report needs after the script (benchmarks/wall_timeline.py lists what is imported after
         # the exit): a module left out here is imported on the way to the summary, after the script has exited.
         # rich reads its emoji table on the summary's first markup.

@@ -20,6 +20,7 @@ from dlprobe.in_training import (
     identity,
     inflight,
     probe_errors,
+    quiet_fork,
     runtime_state,
     sample_check,
     script_errors,
@@ -50,6 +51,7 @@ from dlprobe.rundir.schema import (
     EV_START_METHOD,
     EV_START_METHOD_FORCED,
     EV_START_READINESS,
+    EV_START_READINESS_SKIPPED,
     EV_TAKEOVER,
     EV_TUNE_LOOP,
     EV_WORKER_START_FAILED,
@@ -538,6 +540,11 @@ def _emit_start_readiness(loader: Any, loader_id: int) -> None:
             return
         from dlprobe.in_training import isolated, start_readiness  # here: pickle and ast stay off the start-up
 
+        # No copy where the script would see it or where it could get the training killed (in_training/quiet_fork.py)
+        refused = quiet_fork.blocker() or quiet_fork.headroom_blocker(quiet_fork.anon_resident_bytes())
+        if refused is not None:
+            _emit(EV_START_READINESS_SKIPPED, loader=loader_id, reason=refused)
+            return
         # In a forked copy of this process: the pickler's memo and the walk's containers (hundreds of MiB for a big
         # dataset), the collections they set off and whatever a user object does when pickled stay out of the
         # training, whose workers are forked right after with the memory they would have had unprobed.
@@ -973,6 +980,7 @@ def install() -> None:
     lazy finder in place already in the same process, in which case no second one is added.
     """
     _start_main_process()
+    quiet_fork.track_at_fork()  # before the script registers any: who does decides whether dlprobe may fork
     startup_profile.start()
     module = sys.modules.get(DATALOADER_MODULE)
     if module is not None:

@@ -3,7 +3,10 @@ allocates (a pickler's memo, a walk's containers), the collections it would set 
 when it is pickled stay in the copy: the training's memory, its garbage collector and its objects are as they were.
 
 The copy leaves with os._exit: no atexit handler, no flush of the script's own stdio buffers (its output would be
-printed twice), no finalizer of the script's. Its result comes back as JSON on a pipe.
+printed twice), no finalizer of the script's. Its result comes back as JSON on a pipe. Its exit's SIGCHLD is kept
+from the script's handler (in_training/quiet_fork.py). A copy that stops making progress (a lock another thread held
+at the fork stays held in the copy forever) is stopped after STALL_S without CPU time, not at the time limit: the
+training waits for the copy, so a deadlocked copy must cost it a second, not the whole limit.
 """
 
 from __future__ import annotations
@@ -18,13 +21,23 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from dlprobe.in_training import quiet_fork
+
 _READ_CHUNK = 1 << 16
+STALL_S = 1.0  # a copy that used no CPU time for this long is blocked: stopped
+_POLL_S = 0.1
+CHILD_NAME = "dlprobe-check"  # the copy's name in /proc/PID/comm (ps, top, the report's process table)
 _FAILED = "__inspection_failed__"
 
 
 def run_in_child(inspect: Callable[[], dict[str, Any]], timeout_s: float) -> tuple[dict[str, Any] | None, str | None]:
     """(inspect()'s result, None), or (None, why it is missing): the copy failed, timed out (it is killed) or the
     process cannot fork."""
+    with quiet_fork.sigchld_kept_from_script():
+        return _fork_and_wait(inspect, timeout_s)
+
+
+def _fork_and_wait(inspect: Callable[[], dict[str, Any]], timeout_s: float) -> tuple[dict[str, Any] | None, str | None]:
     read_end, write_end = os.pipe()
     try:
         with warnings.catch_warnings():  # 3.12+ warns of fork() beside threads; the copy only reads and leaves
@@ -39,6 +52,8 @@ def run_in_child(inspect: Callable[[], dict[str, Any]], timeout_s: float) -> tup
         try:
             os.close(read_end)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the training's, not the copy's
+            with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+                comm.write(CHILD_NAME)
             try:
                 answer = inspect()
             except Exception as exc:  # said to the training's probe, which records it: never printed here
@@ -52,16 +67,28 @@ def run_in_child(inspect: Callable[[], dict[str, Any]], timeout_s: float) -> tup
             os._exit(status)
     os.close(write_end)
     chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     why: str | None = None
+    progress = (_cpu_ticks(pid), started)
     try:
         while True:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 why = f"the inspection took over {timeout_s:g} s and was stopped"
                 break
-            ready, _, _ = select.select([read_end], [], [], left)
+            ready, _, _ = select.select([read_end], [], [], min(left, _POLL_S))
             if not ready:
+                ticks = _cpu_ticks(pid)
+                if ticks is None or ticks != progress[0] or _runnable(pid):  # waiting for a CPU is not blocked
+                    progress = (ticks, time.monotonic())
+                elif time.monotonic() - progress[1] >= STALL_S:
+                    why = (
+                        f"the copy used no CPU for {STALL_S:g} s (blocked, likely on a lock another thread held at the "
+                        "fork) and was stopped"
+                    )
+                    break
                 continue
             chunk = os.read(read_end, _READ_CHUNK)
             if not chunk:
@@ -85,6 +112,24 @@ def run_in_child(inspect: Callable[[], dict[str, Any]], timeout_s: float) -> tup
     if _FAILED in result:
         return None, f"the inspection failed: {result[_FAILED]}"
     return result, None
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """utime + stime of the copy, in clock ticks (None: not read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[-1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _runnable(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] == b"R"
+    except (OSError, IndexError):
+        return False
 
 
 def _kill(pid: int) -> None:

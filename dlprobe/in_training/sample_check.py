@@ -8,7 +8,11 @@ exhaust (a handle opened before the fork, a pool of readers, descriptors) loads 
 
 The training is unchanged: the child writes nothing (its stdout and stderr go to /dev/null), ends with os._exit (no
 atexit handler, no flushed buffer of the parent's), is killed past a time limit, and whatever it does (crash, hang,
-raise) stays in it; the parent only waits, bounded, and writes one `sample_check` event.
+raise) stays in it; the parent only waits, bounded, and writes one `sample_check` event. What the loaded code does
+stays in the child too: it loads inside a sandbox (in_training/sandbox.py: no network, every file read-only, the
+training's streams and sockets closed), or not at all ("not verified", with the reason); a failure the sandbox may
+have caused, or one of another type than the worker's, blames nothing. No child is forked where the script would
+see it (in_training/quiet_fork.py: its at-fork handlers, its SIGCHLD handler) or with `--no-isolated-checks`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import time
 import warnings
 from typing import Any
 
-from dlprobe.in_training import probe_errors, quiet_signals
+from dlprobe.in_training import probe_errors, quiet_fork, quiet_signals, sandbox
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.inflight_format import read_slot, slot_path
 from dlprobe.rundir.schema import (
@@ -45,6 +49,7 @@ IDLE_WAIT_S = 5.0  # how long the workers get to finish what they were loading b
 LOAD_LIMIT_S = 10.0  # one child, both loads: a slower load is "not verified", never a verdict
 _BUSY = ("getitem", "collate", "worker_init_fn")
 QUIET_S = 0.3
+CHILD_NAME = "dlprobe-check"  # the child's name in /proc/PID/comm
 
 _checked: set[tuple[int, int]] = set()
 
@@ -62,6 +67,10 @@ def check_worker_error(loader_id: int, epoch: int, iterator: Any, exc: BaseExcep
             else f"the probe loads at most {MAX_CHECKS} failing indices again per process"
         )
         _emit(**head, index=None, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
+        return
+    refused = quiet_fork.blocker()
+    if refused is not None:
+        _emit(**head, index=None, outcome=SAMPLE_CHECK_UNVERIFIED, reason=refused)
         return
     try:
         with quiet_signals.held_back():  # our child's exit, or a worker's, must not raise from the probe's frames
@@ -119,7 +128,12 @@ def _check(loader_id: int, epoch: int, iterator: Any, exc_type: str, worker_id: 
     known_good += [i for i in (0, 1) if (length or 0) > i]
     control = next((i for i in known_good if i != index and (length is None or 0 <= i < length)), None)
     head["control_index"] = control
-    _emit(**head, **_load_in_child(dataset, index, control))
+    result = _load_in_child(dataset, index, control)
+    if result.get("outcome") == SAMPLE_CHECK_FAILS and result.get("error_type_alone") != exc_type:
+        # A load that fails otherwise than the worker did (another exception, a signal) says nothing of the sample.
+        why = f"loading it alone failed with {result.get('error_alone')}, not the worker's {exc_type}"
+        result = {**result, "outcome": SAMPLE_CHECK_UNVERIFIED, "reason": why}
+    _emit(**head, **result)
 
 
 def _check_stream(
@@ -279,20 +293,43 @@ def _child(dataset: Any, index: int, control: int | None, out: int) -> None:
             logging.disable(logging.CRITICAL)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(int(LOAD_LIMIT_S) + 2)  # a backstop: the parent kills the child at LOAD_LIMIT_S anyway
+        _name_process()
         result: dict[str, Any] = {}
+        try:
+            result["isolation"] = sandbox.enter(keep={out})
+        except sandbox.Unavailable as refused:
+            result["outcome"] = SAMPLE_CHECK_UNVERIFIED
+            result["reason"] = f"no sandbox to load it in ({refused}), so dlprobe did not run the dataset's code again"
+            os.write(out, json.dumps(result).encode()[:60000])
+            return
         try:
             dataset[index]
             result["outcome"] = SAMPLE_CHECK_LOADS
         except (_StreamEnded, _ReplayNotStarted) as unchecked:
             result["outcome"], result["reason"] = SAMPLE_CHECK_UNVERIFIED, str(unchecked)
         except _EarlierRecord as earlier:
+            by_sandbox = sandbox.refused_by_sandbox(earlier.error)
+            if by_sandbox is not None:  # a stream from a server, say: the sandbox has no network
+                result["outcome"] = SAMPLE_CHECK_UNVERIFIED
+                result["reason"] = f"the replay failed at record {earlier.at} in the sandbox ({by_sandbox})"
+                os.write(out, json.dumps(result).encode()[:60000])
+                return
             result["outcome"], result["error_alone"] = SAMPLE_CHECK_FAILS_ANY, _describe(earlier.error)
             result["error_type_alone"] = type(earlier.error).__name__
             result["control_index"], result["control_loads"] = earlier.at, False
             result["control_error"] = _describe(earlier.error)
         except Exception as exc:
-            result["outcome"], result["error_alone"] = SAMPLE_CHECK_FAILS, _describe(exc)
-            result["error_type_alone"] = type(exc).__name__
+            result["error_alone"], result["error_type_alone"] = _describe(exc), type(exc).__name__
+            by_sandbox = sandbox.refused_by_sandbox(exc)
+            if by_sandbox is not None:  # a write refused, no network, a closed stream: not the sample's failure
+                result["outcome"] = SAMPLE_CHECK_UNVERIFIED
+                result["reason"] = (
+                    f"loading it alone in the sandbox failed with {_describe(exc)}, which the sandbox may have "
+                    f"caused ({by_sandbox}): the dataset needs to write, reach the network or use a stream it shares"
+                )
+                os.write(out, json.dumps(result).encode()[:60000])
+                return
+            result["outcome"] = SAMPLE_CHECK_FAILS
             if control is not None:
                 try:
                     dataset[control]
@@ -300,14 +337,31 @@ def _child(dataset: Any, index: int, control: int | None, out: int) -> None:
                 except Exception as control_exc:
                     result["control_loads"] = False
                     result["control_error"] = _describe(control_exc)
-                    if type(control_exc).__name__ == result["error_type_alone"]:
+                    if sandbox.refused_by_sandbox(control_exc) is not None:
+                        result["control_loads"] = None  # the sandbox's doing, maybe: the control tells nothing
+                    elif type(control_exc).__name__ == result["error_type_alone"]:
                         result["outcome"] = SAMPLE_CHECK_FAILS_ANY
         os.write(out, json.dumps(result).encode()[:60000])
     finally:
         os._exit(0)
 
 
+def _name_process() -> None:
+    """`dlprobe-check` in ps and top, and in the report's process table, not a second copy of the training."""
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write(CHILD_NAME)
+
+
 def _load_in_child(dataset: Any, index: int, control: int | None) -> dict[str, Any]:
+    """Fork the child that loads dataset[index] (and the control) in the sandbox, wait for it (bounded)."""
+    low = quiet_fork.headroom_blocker(0)  # loading one sample takes little: the margin is what it needs
+    if low is not None:
+        return {"outcome": SAMPLE_CHECK_UNVERIFIED, "reason": low}
+    with quiet_fork.sigchld_kept_from_script():
+        return _fork_and_wait(dataset, index, control)
+
+
+def _fork_and_wait(dataset: Any, index: int, control: int | None) -> dict[str, Any]:
     read_end, write_end = os.pipe()
     start = time.monotonic()
     with warnings.catch_warnings():  # 3.12+ warns on fork() with threads: not on their stderr

@@ -7,9 +7,10 @@ stays in the main process) and imports `__main__` again. So, for the loader's fi
 - each of those objects is pickled into a counting sink (nothing is kept, nothing written anywhere), bounded in time
   and in bytes written. Protocol 5 hands large buffers (numpy arrays, memory maps) over out of band: they are counted
   by their length, never copied or read. torch's own reductions are not used: under them a tensor's storage moves to
-  shared memory, a change to the training's tensors. A class of the user's own code (not a library's) that defines
-  `__reduce__`, `__reduce_ex__` or `__getstate__` is never called (it may close a handle, drop a cache): the object
-  is named as not checked (`not_run`), and what it holds is neither pickled nor judged;
+  shared memory, a change to the training's tensors. A class that defines `__reduce__`, `__reduce_ex__` or
+  `__getstate__` is never called unless it is the standard library's or numpy's, pandas', torch's, Pillow's or
+  h5py's (the script's own, or another library's, may close a handle, drop a cache, write a file): the object is
+  named as not checked (`not_run`), and what it holds is neither pickled nor judged;
 - an object that does not pickle is searched for the attribute that fails (each child pickled alone, bounded), and
   named with the reason (a lambda, a local function or class, an open handle, a lock, a thread);
 - the copy each worker would rebuild is estimated in memory (objects deduplicated as pickle's memo does, big
@@ -28,6 +29,7 @@ import sys
 import time
 from typing import Any
 
+from dlprobe.in_training import quiet_fork
 from dlprobe.in_training.fork_handles import owner_of
 from dlprobe.in_training.pickle_walk import deepest_refusal
 
@@ -47,7 +49,8 @@ MIN_RUNNABLE_S = 0.2  # the runnable time a share of a core is read over, at lea
 _HANDLE_TYPES = ("BufferedReader", "BufferedWriter", "BufferedRandom", "TextIOWrapper", "FileIO", "socket",
                  "Environment", "Transaction", "Cursor", "File", "Group", "Dataset", "Connection", "mmap")  # fmt: skip
 _LOCK_TYPES = ("lock", "RLock", "_RLock", "Condition", "Semaphore", "Event")
-_LIBRARY_DIRS = tuple({os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+# Libraries whose pickling hooks only read the object's state (arrays, frames, images): they run in the copy
+_SAFE_REDUCERS = ("numpy", "pandas", "torch", "PIL", "h5py")  # h5py's only raise: its handles do not pickle
 
 
 class _Bound(Exception):
@@ -72,16 +75,13 @@ class _CountingSink:
         return n
 
 
-def _user_code(cls: type) -> bool:
-    """A class of the user's own code (the script, the project), not of Python or an installed library."""
-    module = sys.modules.get(cls.__module__)
-    path = getattr(module, "__file__", None)
-    if cls.__module__ in ("__main__", "__mp_main__"):
+def _reduction_known_safe(cls: type) -> bool:
+    """A class whose own pickling hooks dlprobe lets run: the standard library's and those of _SAFE_REDUCERS, which
+    only read the object's state. Any other's (the script's, an installed library's) is never called."""
+    if cls.__module__.split(".")[0] in _SAFE_REDUCERS:
         return True
-    if not path:
-        return False  # built in, or a C module
-    real = os.path.realpath(path)
-    return not (real.startswith(_LIBRARY_DIRS) or "site-packages" in real or "dist-packages" in real)
+    path = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    return not path or not quiet_fork.foreign_code(path)  # no file: built into the interpreter
 
 
 def _custom_pickling(cls: type) -> bool:
@@ -116,9 +116,10 @@ class _Pickler(pickle.Pickler):
             # numpy copies a non-contiguous array into bytes to pickle it: counted by its length, never copied
             self.state["buffer_bytes"] += int(obj.nbytes)
             return (int, ())
-        if not isinstance(obj, type) and _custom_pickling(cls) and _user_code(cls):
-            # What its own __getstate__ would drop (an LMDB environment, a lock) is not known without calling it:
-            # nothing of it is pickled here, and it is named as not checked
+        if not isinstance(obj, type) and _custom_pickling(cls) and not _reduction_known_safe(cls):
+            # What its own __getstate__ would drop (an LMDB environment, a lock) is not known without calling it, and
+            # calling it runs code of the script's or a library's (it may write a file, open a connection): nothing
+            # of it is pickled here, and it is named as not checked
             self.state["not_run"].append(f"{cls.__module__}.{cls.__qualname__}")
             return (object, ())
         return NotImplemented

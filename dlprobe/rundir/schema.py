@@ -127,6 +127,8 @@ TARGET_ENV = "DLPROBE_TARGET"
 # `dlprobe run --start-method M`: every DataLoader with workers starts them with M (as its multiprocessing_context,
 # set by the hooks as each loader is iterated; "thread": worker_method="thread" where the installed torch has it).
 START_METHOD_ENV = "DLPROBE_START_METHOD"
+# --no-isolated-checks: no copy of the training is forked for dlprobe's own checks (in_training/quiet_fork.py)
+NO_ISOLATED_CHECKS_ENV = "DLPROBE_NO_ISOLATED_CHECKS"
 START_METHOD_CHOICES = ("fork", "forkserver", "spawn", "thread")
 # stderr.log keeps at most this much of what the run wrote to stderr (its end): the page's tail and torchrun's
 # summary are read from the end (analysis/stderr_log.py).
@@ -181,6 +183,8 @@ EV_DUPES = "dupes"
 EV_FORK_STATE = "fork_state"
 EV_FORK_HANDLES = "fork_handles"  # descriptors objects of the dataset hold as a loader forks (in_training/fork_handles)
 EV_START_READINESS = "start_readiness"  # what the other start methods would make of a loader (start_readiness.py)
+# the readiness check was not run for a loader: `reason` (a fork the script would see, a memory limit too close)
+EV_START_READINESS_SKIPPED = "start_readiness_skipped"
 EV_ACCEL = "accel"
 EV_STARTUP_PROFILE = "startup_profile"
 EV_TAKEOVER = "takeover"
@@ -490,6 +494,7 @@ class SampleCheckEvent(Event, total=False):
     control_loads: bool
     control_error: str
     seconds: float
+    isolation: list[str]  # how the child was kept from the training's world (in_training/sandbox.py)
 
 
 class ProbeErrorEvent(Event, total=False):
@@ -596,6 +601,13 @@ class ForkserverState(TypedDict, total=False):
     running: bool  # already started by this process: no server start to wait for
     preload: list[str]  # the modules it imports once (multiprocessing.set_forkserver_preload)
     preloads_main: bool  # `__main__` among them and really imported there (CPython 3.14, 3.13.8: gh-126631)
+
+
+class StartReadinessSkippedEvent(Event, total=False):
+    """EV_START_READINESS_SKIPPED: a loader's readiness was not checked, and why (in_training/quiet_fork.py)."""
+
+    loader: int
+    reason: str
 
 
 class StartReadinessEvent(Event, total=False):
@@ -918,6 +930,7 @@ class Meta(TypedDict, total=False):
     attached: bool  # `dlprobe attach`: the job was already running; no hooks, only what /proc and py-spy show
     attached_pid: int  # the pid given to `dlprobe attach` (target_pid is the root of the tree it watched)
     start_method_forced: str  # `dlprobe run --start-method M`: every loader's workers were asked to start with M
+    isolated_checks: bool  # False: `--no-isolated-checks` (no copy of the training forked for dlprobe's checks)
 
 
 class SupervisorCost(TypedDict, total=False):

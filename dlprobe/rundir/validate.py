@@ -172,6 +172,7 @@ EVENT_TYPES: dict[str, type] = {
     schema.EV_FORK_STATE: schema.ForkStateEvent,
     schema.EV_FORK_HANDLES: schema.ForkHandlesEvent,
     schema.EV_START_READINESS: schema.StartReadinessEvent,
+    schema.EV_START_READINESS_SKIPPED: schema.StartReadinessSkippedEvent,
     schema.EV_STARTUP_PROFILE: schema.StartupProfileEvent,
     schema.EV_ACCEL: schema.AccelEvent,
     schema.EV_TAKEOVER: schema.TakeoverEvent,

@@ -22,6 +22,7 @@ from dlprobe.rundir.schema import (
     LAUNCH_COMMAND,
     LAUNCH_MODULE,
     LAUNCH_SCRIPT,
+    NO_ISOLATED_CHECKS_ENV,
     RUN_DIR_ENV,
     RUN_SCHEMA_VERSION,
     START_METHOD_CHOICES,
@@ -63,6 +64,8 @@ class RunOptions:
     stop_leftovers: bool = False
     # --start-method: every DataLoader's workers start with it (in_training/start_method_choice.py); None: the script's
     start_method: str | None = None
+    # --no-isolated-checks: the training forks no copy for dlprobe's checks (in_training/quiet_fork.py)
+    no_isolated_checks: bool = False
 
 
 @dataclass
@@ -172,6 +175,10 @@ def run_script(options: RunOptions) -> RunOutcome:
     if options.start_method:
         env[START_METHOD_ENV] = options.start_method
         meta["start_method_forced"] = options.start_method
+    env.pop(NO_ISOLATED_CHECKS_ENV, None)
+    if options.no_isolated_checks:
+        env[NO_ISOLATED_CHECKS_ENV] = "1"
+        meta["isolated_checks"] = False
     env.update(options.env)
     stderr_at_start = stderr_origin()  # before the script writes a byte
     child = _start(command, env)
