@@ -39,21 +39,26 @@ def test_a_copy_is_allowed_where_memory_is_plenty():
 
 def test_a_copy_blocked_on_a_lock_held_at_the_fork_is_stopped_for_want_of_progress():
     lock = threading.Lock()
-    holding = threading.Event()
+    holding, done = threading.Event(), threading.Event()
 
     def hold() -> None:
         with lock:
             holding.set()
-            time.sleep(30)
+            done.wait(60)
 
-    threading.Thread(target=hold, daemon=True).start()
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
     holding.wait()
 
     def needs_the_lock() -> dict[str, object]:
         with lock:  # held forever in the copy: the thread that holds it was not copied
             return {}
 
-    found, why = isolated.run_in_child(needs_the_lock, 60.0)
+    try:
+        found, why = isolated.run_in_child(needs_the_lock, 60.0)
+    finally:
+        done.set()
+        holder.join()  # no thread of this test's left for the next test in this process to see
     assert found is None and why is not None and "used no CPU" in why, why  # not "took over 60 s"
 
 
