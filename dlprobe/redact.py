@@ -7,13 +7,20 @@ wrote). A redacted value becomes `***`; everything else stays byte-identical.
 What counts as a credential:
 - an option or `NAME=value` whose name has a credential word: token, password, passwd, passphrase, pw, secret,
   credential(s), creds, cookie, bearer, apikey, auth... (`--hf-token`, `--db-password`, `--client-secret`,
-  `--auth-header`, `HF_TOKEN=`, `trainer.logger.api_key=`), or whose last word is `key` (`--api-key`,
+  `--auth-header`, `HF_TOKEN=`, `trainer.logger.api_key=`), `pass` as its last word (`--pass`, `--db-pass`, not
+  `--pass-through` nor `--single-pass`), `pwd` in an option or a longer name (`--pwd`, `DB_PWD=`, not the shell's
+  current directory `PWD=`), or whose last word is `key` (`--api-key`,
   `--wandb-key`, `AWS_SECRET_ACCESS_KEY=`) unless the word before it names data (`--sort-key`, `--image-key`,
   `--rng-key`). Not when its last word says the value is about the credential rather than the credential itself
   (`--token-length 5`, `--password-file PATH`, `--key-id`, `--secret-name`), nor for a tokenizer's own tokens
   (`--pad-token`, `--eos-token`), nor plural counts (`--max-tokens 512`), nor words that only contain one
   (`--tokenizer`, `--author`, `--keys`). `--token X` redacts X unless X is itself an option (`--token --lr 1`).
   A false positive costs a `***` in the report's "to reproduce" line; a false negative, a leaked credential.
+- in free text, the same names written as a config file writes them: INI `password = x` (at a line's start the
+  value runs to its end), YAML `password: x` (at a line's start: `Password: incorrect`, a capitalised word, is a
+  sentence, and a key mid-line is prose), a quoted JSON or dict value anywhere;
+- the mysql family's password glued to `-p` (`mysql -phunter2`, and `-p X`), only in a mysql-family command: `-p` is
+  a port (psql, ssh), a path or a flag (`mkdir -p`) everywhere else;
 - the password of a URL (`https://user:***@host`) and secret query parameters (`?token=***`, `&sig=***`);
 - well-known token shapes anywhere (`hf_***`, `ghp_***`, `sk-***`, `AKIA***`, `glpat-***`, `xoxb-***`,
   `AIza***`, JSON web tokens `eyJ***`), `Bearer ***`, and PEM private key blocks.
@@ -24,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache
+from typing import Any
 
 REDACTED = "***"
 
@@ -103,6 +111,12 @@ _DATA_KEYS = frozenset(
      "lookup", "cache", "shard", "rng", "prng", "random", "seed", "hash"}
 )  # fmt: skip
 _VOCABULARY = frozenset({"pad", "eos", "bos", "unk", "sep", "cls", "mask", "special", "start", "end", "stop", "chat"})
+# `pass` names a password only as the name's last word (--pass, --db-pass), and not a pass of an algorithm
+# (--single-pass, --two-pass, --forward-pass); --pass-through is a flag
+_PASS_COUNTS = frozenset(
+    {"single", "one", "two", "multi", "first", "second", "final", "last", "fast", "full", "sub", "by", "forward",
+     "backward", "high", "low", "band", "skip", "no", "each", "per"}
+)  # fmt: skip
 
 # Patterns are compiled on first use (re caches them): this module is imported by every training process at
 # start-up, and most command lines need none of them.
@@ -127,6 +141,11 @@ def is_secret_name(name: str) -> bool:
     if words[-1] == "key" and len(words) > 1 and words[-2] in _DATA_KEYS:
         return False
     if words[-1] == "key" or words[-1].endswith(("apikey", "accesskey", "privatekey", "secretkey", "authkey")):
+        return True
+    if words[-1] == "pass" and (len(words) == 1 or words[-2] not in _PASS_COUNTS):
+        return True
+    # the shell's PWD (and OLDPWD) is the current directory; --pwd, DB_PWD a password
+    if "pwd" in words and (len(words) > 1 or name.lstrip().startswith("-")):
         return True
     for i, word in enumerate(words):
         if word == "token" and i > 0 and words[i - 1] in _VOCABULARY:
@@ -172,6 +191,20 @@ _PEM = r"-----BEGIN (?P<pem>[A-Z0-9 ]*PRIVATE KEY)-----.*?-----END [A-Z0-9 ]*PRI
 _VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&'\"()\[\]{}<>]+)"
 _TEXT_OPTION = r"(?P<opt>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>=|[ \t]+)(?P<optval>" + _VALUE + ")"
 _TEXT_ASSIGN = r"(?P<name>(?<![\w.\-/])[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<val>" + _VALUE + ")"
+# `password = x` with spaces around `=`: at a line's start (an INI file, a config printed by the script) the value
+# runs to the line's end; mid-line one word, and not a call or a subscript (`token = tok(x)`, `key = keys[i]`: the
+# source line of a traceback, not a credential); never `==`
+_INI_LINE = r"^(?P<iname>[A-Za-z_][A-Za-z0-9_.\-]*)(?P<isep>[ \t]+=[ \t]*|=[ \t]+)(?!=)(?P<ival>[^\s][^\n]*?)[ \t]*$"
+_SPACED_ASSIGN = (
+    r"(?P<sname>(?<![\w.\-/])[A-Za-z_][A-Za-z0-9_.\-]*)(?P<ssep>[ \t]+=[ \t]*|=[ \t]+)(?!=)"
+    r"(?P<sval>" + _VALUE + r")(?![^\s,;&'\"()\[\]{}<>]|[ \t]*[(\[])"
+)
+# YAML, at a line's start (indented, or a list item): `password: hunter2`, `DB_PASSWORD: x` (value to the line's end,
+# less a ` # comment`). A key as YAML writes them, lower case or all capitals: `Password: incorrect` is a sentence.
+_YAML_LINE = (
+    r"^(?P<yhead>[ \t]*(?:-[ \t]+)?)(?P<ykey>[a-z_][A-Za-z0-9_.\-]*|[A-Z][A-Z0-9_]*)(?P<ysep>:[ \t]+)"
+    r"(?P<yval>[^\s#][^\n]*?)(?P<ytail>[ \t]+#[^\n]*)?[ \t]*$"
+)
 # JSON, YAML or a dict's repr: "api_key": "abc", 'token': 'abc' (a quoted value only: prose like
 # "password: incorrect" stays)
 _TEXT_KEYED = (
@@ -190,7 +223,10 @@ def _text_pattern() -> re.Pattern[str]:
 
 @cache
 def _named_pattern() -> re.Pattern[str]:
-    return re.compile(f"{_TEXT_OPTION}|{_TEXT_ASSIGN}|{_TEXT_KEYED}")
+    # the line forms first: at a line's start they take the whole value, spaces and all
+    return re.compile(
+        f"{_YAML_LINE}|{_INI_LINE}|{_TEXT_OPTION}|{_TEXT_ASSIGN}|{_SPACED_ASSIGN}|{_TEXT_KEYED}", re.MULTILINE
+    )
 
 
 def _quoted(value: str) -> str:
@@ -237,6 +273,20 @@ def redact_shapes(text: str) -> str:
 
 
 def _named(match: re.Match[str]) -> str:
+    if match["ykey"] is not None:
+        if not is_secret_name(match["ykey"]):
+            return match.group(0)
+        return f"{match['yhead']}{match['ykey']}{match['ysep']}{_quoted(match['yval'])}{match['ytail'] or ''}"
+    if match["iname"] is not None:
+        value = match["ival"]
+        if not is_secret_name(match["iname"]) or re.match(r"[\w.]+[ \t]*[(\[]", value):
+            return match.group(0)
+        return f"{match['iname']}{match['isep']}{_quoted(value)}"
+    if match["sname"] is not None:
+        # a bare `key = i` mid-line is code more often than a credential
+        if not is_secret_name(match["sname"]) or _words(match["sname"]) == ["key"]:
+            return match.group(0)
+        return f"{match['sname']}{match['ssep']}{_quoted(match['sval'])}"
     if match["opt"] is not None:
         value = match["optval"]
         if not is_secret_name(match["opt"]) or (match["sep"] != "=" and value.startswith("-")):
@@ -257,7 +307,41 @@ def redact_text(text: str) -> str:
     `{"api_key": "abc"}`)."""
     if not text:
         return text
-    return _named_pattern().sub(_named, redact_shapes(text))
+    return _redact_mysql(_named_pattern().sub(_named, redact_shapes(text)))
+
+
+# --- the mysql family's -p ------------------------------------------------------------------------------------
+
+# mysql, mysqldump, mysqladmin... and MariaDB's take the password glued to -p (`-phunter2`). A spaced `-p X` is, to
+# mysql itself, a prompt and a database named X, but people write it, and a database name starred costs little.
+# Only in such a command: elsewhere -p is a port (psql, ssh, `python -m http.server -p 8080`), a path or a flag
+# (`mkdir -p`, `cp -p`, `tar -pxf`), and starring it would hide what the report needs.
+_MYSQL_FAMILY = frozenset(
+    {"mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlshow", "mysqlcheck", "mysqlpump", "mysqlslap",
+     "mysqlbinlog", "mariadb", "mariadb-dump", "mariadb-admin", "mariadb-import", "mariadb-show", "mariadb-check"}
+)  # fmt: skip
+# a mysql-family command in text, to the end of that command (a pipe, `;`, `&`, a line's end)
+_MYSQL_COMMAND = (
+    r"(?<![\w.\-])(?:[\w.\-]*/)*(?:mysql(?:dump|admin|import|show|check|pump|slap|binlog)?|"
+    r"mariadb(?:-dump|-admin|-import|-show|-check)?)(?![\w.\-])[^\n|;&]*"
+)
+# -pSECRET or -p SECRET (not -p --next-option); quotes of the value kept
+_MYSQL_P = (
+    r"(?<![^\s\"'])-p(?:(?P<glued>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"
+    r"|(?P<gap>[ \t]+)(?P<spaced>\"[^\"\n]*\"|'[^'\n]*'|[^\s\-\"'][^\s]*))"
+)
+
+
+def _mysql_p(match: re.Match[str]) -> str:
+    if match["glued"] is not None:
+        return "-p" + _quoted(match["glued"])
+    return f"-p{match['gap']}{_quoted(match['spaced'])}"
+
+
+def _redact_mysql(text: str) -> str:
+    if "mysql" not in text and "mariadb" not in text:
+        return text
+    return re.sub(_MYSQL_COMMAND, lambda m: re.sub(_MYSQL_P, _mysql_p, m.group(0)), text)
 
 
 # --- command lines and environments ---------------------------------------------------------------------------
@@ -271,12 +355,21 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
     passwords and token shapes are redacted in any word; every other word is returned unchanged."""
     out: list[str] = []
     value_next = False
+    mysql = False  # in a mysql-family command: its -p is the password (see _MYSQL_FAMILY)
     for word in argv:
         if value_next:
             value_next = False
             if not word.startswith("--"):  # `--use-auth --epochs 3`: a flag, not an option with a value
                 out.append(REDACTED)
                 continue
+        if mysql and word.startswith("-p") and not word.startswith("-p-"):
+            if word == "-p":
+                value_next = True
+                out.append(word)
+            else:
+                out.append("-p" + REDACTED)
+            continue
+        mysql = mysql or word.rsplit("/", 1)[-1] in _MYSQL_FAMILY
         name, equals, _value = word.partition("=")
         if equals and is_secret_name(name) and re.fullmatch(_NAME, name):
             out.append(f"{name}={REDACTED}")
@@ -296,3 +389,40 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """Environment variables: a credential's name (HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY) hides its value;
     other values lose URL passwords and token shapes."""
     return {name: REDACTED if is_secret_name(name) else redact_shapes(value) for name, value in env.items()}
+
+
+# --- records ---------------------------------------------------------------------------------------------------
+
+# The fields of an event (and of what it nests) that copy free text from the script: an exception's message, a
+# worker's error as the sample check got it loading the index alone (`error_alone`, `control_error`), why a check
+# could not say (`reason`, which may quote that error), a launcher's summary. Their values are read as text.
+TEXT_FIELDS = frozenset(
+    {"message", "cause", "error", "error_alone", "control_error", "reason", "detail", "summary", "inspect_error",
+     "bounded", "hint", "consequence", "notes", "problem", "why"}
+)  # fmt: skip
+_MAX_DEPTH = 8
+
+
+def redact_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """The record with the strings under TEXT_FIELDS (at any depth) redacted as text; everything else, and the
+    record itself where nothing changed, as given (a caller's nested dicts are never changed in place)."""
+    return _fields(record, False, 0)
+
+
+def _fields(value: Any, text: bool, depth: int) -> Any:
+    if isinstance(value, str):
+        return redact_text(value) if text else value
+    if depth > _MAX_DEPTH:
+        return value
+    if isinstance(value, dict):
+        out = None
+        for key, item in value.items():
+            new = _fields(item, key in TEXT_FIELDS, depth + 1)
+            if new is not item:
+                out = dict(value) if out is None else out
+                out[key] = new
+        return value if out is None else out
+    if isinstance(value, (list, tuple)):
+        items = [_fields(item, text, depth + 1) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
+    return value

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from dlprobe.redact import redact_argv, redact_text
+from dlprobe.redact import redact_argv, redact_fields, redact_text
 from dlprobe.rundir.schema import AttachRecord, Meta
 
-# Event fields that hold a command line, and those that hold free text from the script (exceptions it raised).
+# Event fields that hold a command line; those that hold free text from the script (exceptions it raised) are
+# dlprobe/redact.py's TEXT_FIELDS, redacted as the events are written and again here, at any depth.
 _ARGV_FIELDS = ("argv",)
-_TEXT_FIELDS = ("message", "cause", "hint", "consequence", "detail")
 
 
 def _argv(value: Any) -> Any:
@@ -39,13 +39,13 @@ def redact_meta(meta: Meta) -> Meta:
 
 def redact_events(events: list[dict[str, Any]]) -> None:
     """In place: only the few fields that carry a command line or a message are looked at."""
-    for ev in events:
+    for i, ev in enumerate(events):
         for key in _ARGV_FIELDS:
             if key in ev:
                 ev[key] = _argv(ev[key])
-        for key in _TEXT_FIELDS:
-            if key in ev:
-                ev[key] = _text(ev[key])
+        redacted = redact_fields(ev)
+        if redacted is not ev:
+            events[i] = redacted
 
 
 def redact_attach(record: AttachRecord | None) -> AttachRecord | None:

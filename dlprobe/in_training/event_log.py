@@ -7,6 +7,7 @@ import os
 import time
 from typing import Any
 
+from dlprobe.redact import redact_fields
 from dlprobe.rundir.schema import EV_PROBE_ERROR, EVENTS_FILE, RUN_DIR_ENV
 
 
@@ -48,7 +49,10 @@ class EventLog:
 
 
 def _line(ev: str, fields: dict[str, Any]) -> bytes:
-    record = {"ev": ev, "t": time.time(), "pid": os.getpid(), **fields}
+    # Redacted here, as it is written: whatever copied an exception's message or a worker's error into an event
+    # (the sample check, a batch that could not be sent, the probe's own errors), no file of the run holds its
+    # credentials (dlprobe/redact.py, TEXT_FIELDS). The fields that hold none cost a set lookup each.
+    record = {"ev": ev, "t": time.time(), "pid": os.getpid(), **redact_fields(fields)}
     return (json.dumps(record, default=str, separators=(",", ":")) + "\n").encode()
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from dlprobe.in_training import probe_errors, quiet_fork, quiet_signals, sandbox
 from dlprobe.in_training.event_log import get_log
+from dlprobe.redact import redact_text
 from dlprobe.rundir.inflight_format import read_slot, slot_path
 from dlprobe.rundir.schema import (
     EV_SAMPLE_CHECK,
@@ -82,6 +83,11 @@ def check_worker_error(loader_id: int, epoch: int, iterator: Any, exc: BaseExcep
 def _emit(**fields: Any) -> None:
     log = get_log()
     if log is not None:
+        # a worker's error as the check got it: its credentials never reach the run directory (the event log
+        # redacts these fields too; here they are named)
+        for key in ("error_alone", "control_error", "reason"):
+            if isinstance(fields.get(key), str):
+                fields[key] = redact_text(fields[key])
         log.emit(EV_SAMPLE_CHECK, **fields)
 
 
@@ -275,7 +281,8 @@ def _activity(run_dir: str, workers: list[Any]) -> dict[int, tuple[Any, ...]]:
 
 
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300] if str(exc) else type(exc).__name__
+    # redacted before it is cut: a password cut in two would leave its first half
+    return redact_text(f"{type(exc).__name__}: {exc}".splitlines()[0])[:300] if str(exc) else type(exc).__name__
 
 
 def _child(dataset: Any, index: int, control: int | None, out: int) -> None:

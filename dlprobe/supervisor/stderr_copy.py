@@ -5,7 +5,8 @@ nothing of the script's output depends on dlprobe staying alive. Where stderr is
 `2> train.log`), what the run wrote to it is read back once the target has exited, from the file's size at the start:
 at most STDERR_KEPT_BYTES go to stderr.log: all of it, or where it wrote more, its first STDERR_HEAD_BYTES (the
 first error), a line saying how much was left out, and its end (the page's tail, torchrun's summary). A terminal, a
-pipe or a socket cannot be read back: nothing is kept, and result.json says why (`stderr`).
+pipe or a socket cannot be read back: nothing is kept, and result.json says why (`stderr`). The copy is redacted
+(dlprobe/redact.py): a credential the script printed stays in its own log, never in the run directory.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlprobe import atomic
+from dlprobe.redact import redact_text
 from dlprobe.rundir.schema import STDERR_FILE, STDERR_HEAD_BYTES, STDERR_KEPT_BYTES, StderrKept
 
 _KINDS = ((stat.S_ISFIFO, "pipe"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "terminal"))
@@ -73,6 +75,8 @@ def keep_stderr(origin: StderrOrigin, run_dir: Path, fd: int = 2) -> StderrKept:
         return _unread(f"cannot read it back: {exc.strerror or exc}")
     finally:
         os.close(source)
+    # Bytes that are not UTF-8 come back as they were (surrogateescape); once per run, about 1 MiB at most.
+    data = redact_text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
     # A temporary file of its own, then renamed over the name: a link planted there is replaced, never written through.
     atomic.write_bytes_atomic(run_dir / STDERR_FILE, data)
     return {"kind": "file", "written_bytes": written, "kept_bytes": len(data), "problem": None}

@@ -164,3 +164,38 @@ def test_attach_watches_only_the_jobs_tree_and_keeps_its_credentials_out(tmp_pat
     assert main["cmdline"][-3:] == [str(stop), "--token=***", "--other-user"]
     note = f"pid {helper} (sleep) in the tree belongs to another user (uid 65534)"
     assert note in record["notes"] and note in result.stderr
+
+
+@pytest.mark.parametrize("stderr_to", ["pipe", "file"])
+def test_a_workers_exception_copied_by_the_sample_check_keeps_its_credentials_out(
+    tmp_path: Path, stderr_to: str
+) -> None:
+    # the dataset raises OSError("cannot fetch https://alice:s3cretpw@db.example/x?token=abc123") for index 5: the
+    # worker's traceback, the sample check's own copy (loaded again alone) and the script's error all hold it
+    run_dir = tmp_path / "run"
+    args = ["run", "--out", str(run_dir), str(SCRIPTS / "secret_in_sample_error.py")]
+    if stderr_to == "pipe":
+        result = run_dlprobe(args, tmp_path)
+        returncode, stderr = result.returncode, result.stderr
+    else:  # `2> train.log`: dlprobe keeps a copy of the run's stderr in stderr.log
+        log = tmp_path / "train.log"
+        with log.open("w") as err:
+            command = [sys.executable, "-m", "dlprobe", *args]
+            env = {**os.environ, "COLUMNS": "120"}
+            returncode = subprocess.run(
+                command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=err, timeout=180, env=env
+            ).returncode
+        stderr = log.read_text()
+        assert (run_dir / "stderr.log").is_file()
+
+    assert returncode == 1, stderr[-3000:]
+    # the script's own stderr reaches the terminal (or its file) as plain python prints it
+    assert "OSError: cannot fetch https://alice:s3cretpw@db.example/x?token=abc123" in stderr
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    checks = [ev for ev in events if ev["ev"] == "sample_check"]
+    assert [(ev["index"], ev["outcome"]) for ev in checks] == [(5, "fails")], checks  # the check ran, and copied it
+    assert checks[0]["error_alone"] == "OSError: cannot fetch https://alice:***@db.example/x?token=***"
+    for secret in ("s3cretpw", "abc123"):
+        assert _files_holding(run_dir, secret) == [], secret
+    report = (run_dir / "report.json").read_text()
+    assert "https://alice:***@db.example/x?token=***" in report
