@@ -256,6 +256,7 @@ class ScriptErrorEvidence(InJob, total=False):
 
 class NoLoaderEvidence(InJob, total=False):
     exit_code: int | None
+    own_options: list[str]  # dlprobe run's own options written after the script, which the script got instead
 
 
 class _CowCost(TypedDict, total=False):

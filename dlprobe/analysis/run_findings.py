@@ -37,6 +37,10 @@ def find_run_problems(run: RunData) -> list[Finding]:
     if (
         not run.loaders and run.meta and run.probe_started and not run.meta.get("attached")
     ):  # a silent probe saw nothing: probe-degraded
+        own = [str(o) for o in run.meta.get("own_options_after_script") or []]
+        if exit_code == 2 and own:  # 2: a usage error (argparse, click): the script refused what it was given
+            findings.append(_own_options_to_script(run, own))
+            return findings
         findings.append(
             Finding(
                 code="no-loader",
@@ -52,6 +56,22 @@ def find_run_problems(run: RunData) -> list[Finding]:
             )
         )
     return findings
+
+
+def _own_options_to_script(run: RunData, own: list[str]) -> Finding:
+    """no-loader, where the script refused dlprobe's own options written after it (they are the script's there)."""
+    shown = " ".join(own)
+    script = str(run.meta.get("script") or "SCRIPT")
+    return Finding(
+        code="no-loader",
+        severity="warning",
+        title=f"The script exited 2 (a usage error) before any DataLoader: {shown} went to {script}, not to dlprobe",
+        detail=f"Everything after the script on dlprobe's command line is the script's own: {script} got {shown}, "
+        "which are dlprobe run's options, and stopped with exit code 2, the code of a usage error, before it "
+        "iterated any DataLoader.",
+        fix=f"Put dlprobe's options before the script: `dlprobe run {shown} {script} ...`.",
+        evidence={"exit_code": 2, "own_options": own},
+    )
 
 
 def _since_start(run: RunData, t: float | None) -> float | None:

@@ -86,6 +86,12 @@ def parse(argv: list[str]) -> RunArgs | None:
     return args
 
 
+def own_options_after_script(script_args: list[str]) -> list[str]:
+    """The words after the script that are `dlprobe run`'s own options: the script gets them, as designed, and the
+    report says where they go if the script then refuses them."""
+    return [word for word in script_args if word.split("=", 1)[0] in _FLAGS or word.split("=", 1)[0] in _VALUES]
+
+
 def execute(args: RunArgs) -> int:
     """Run the script under the probe, write and print its report; the script's exit code."""
     from dlprobe.supervisor.run_target import RunOptions, run_script
@@ -100,6 +106,7 @@ def execute(args: RunArgs) -> int:
         launch=args.launch,
         start_method=args.start_method,
         no_isolated_checks=args.no_isolated_checks,
+        own_options_after_script=own_options_after_script(list(args.script_args)),
         # Everything the report needs after the script (benchmarks/wall_timeline.py lists what is imported after
         # the exit): a module left out here is imported on the way to the summary, after the script has exited.
         # rich reads its emoji table on the summary's first markup.

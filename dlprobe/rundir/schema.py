@@ -930,6 +930,7 @@ class Meta(TypedDict, total=False):
     attached: bool  # `dlprobe attach`: the job was already running; no hooks, only what /proc and py-spy show
     attached_pid: int  # the pid given to `dlprobe attach` (target_pid is the root of the tree it watched)
     start_method_forced: str  # `dlprobe run --start-method M`: every loader's workers were asked to start with M
+    own_options_after_script: list[str]  # `dlprobe run s.py --verbose`: options of dlprobe's the script got
     isolated_checks: bool  # False: `--no-isolated-checks` (no copy of the training forked for dlprobe's checks)
 
 

@@ -66,6 +66,7 @@ class RunOptions:
     start_method: str | None = None
     # --no-isolated-checks: the training forks no copy for dlprobe's checks (in_training/quiet_fork.py)
     no_isolated_checks: bool = False
+    own_options_after_script: list[str] = field(default_factory=list)  # `dlprobe run s.py --verbose`: the script's
 
 
 @dataclass
@@ -175,6 +176,8 @@ def run_script(options: RunOptions) -> RunOutcome:
     if options.start_method:
         env[START_METHOD_ENV] = options.start_method
         meta["start_method_forced"] = options.start_method
+    if options.own_options_after_script:
+        meta["own_options_after_script"] = options.own_options_after_script
     env.pop(NO_ISOLATED_CHECKS_ENV, None)
     if options.no_isolated_checks:
         env[NO_ISOLATED_CHECKS_ENV] = "1"
