@@ -13,7 +13,7 @@ from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.stats import metric_summary
 from dlprobe.frames import is_user_file
-from dlprobe.rundir.schema import EV_EPOCH
+from dlprobe.rundir.schema import EV_EPOCH, SAMPLE_CHECK_ODD
 from dlprobe.units import format_bytes
 
 _CAUGHT = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
@@ -369,8 +369,14 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
     indices = held.get("indices") or []
     if entry is not None and entry["entry"] < len(indices) and indices[entry["entry"]] is not None:
         return _collate_mismatch(lo, evidence, held, entry, first_line)
-    index = held.get("index")
     verified = ""
+    if held.get("phase") == "collate":  # no entry named: the batch's samples, loaded again and compared
+        compared = sample_checks.batch_check(run, lo.loader_id, worker_id)
+        if compared is not None and compared.get("outcome") == SAMPLE_CHECK_ODD and compared.get("odd"):
+            return sample_checks.odd_samples(lo, evidence, compared, first_line)
+        verified = sample_checks.alike_text(compared)
+    # in collate the whole batch is at fault, not the last index fetched
+    index = held.get("index") if held.get("phase") != "collate" else None
     if isinstance(index, int) and held.get("kind") != "iterable" and held.get("phase") != "collate":
         # Blame the sample only once it failed alone; an index outside the dataset is the sampler's.
         length = sample_checks.dataset_length(run, lo, index)

@@ -211,6 +211,10 @@ class BadSampleEvidence(InJob, _Batch, _Shm, total=False):
     control_error: str | None
     failed_indices: list[int]  # every index the loader's workers failed on with this exception, this one first
     isolation: list[str] | None  # how the copy that loaded it again was sandboxed (in_training/sandbox.py)
+    # collate failed and named no entry: the samples whose structure is unlike the rest's (analysis/sample_checks.py)
+    odd_indices: list[int]
+    odd_signature: str | None  # the first odd sample's structure: "Tensor(1, 16, 16) float32"
+    common_signature: str | None  # what the other samples of the batch have
     script_stopped_at: str | None  # the script's own error was this exception, re-raised here (file.py:line)
     sampler: str | None  # sampler-out-of-range: the class that yielded the index
     dataset_len: int | None

@@ -20,6 +20,7 @@ from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.text_cut import first_line as cut_line
 from dlprobe.rundir.schema import (
     EV_SAMPLE_CHECK,
+    SAMPLE_CHECK_ALIKE,
     SAMPLE_CHECK_FAILS,
     SAMPLE_CHECK_FAILS_ANY,
     SAMPLE_CHECK_LOADS,
@@ -70,6 +71,66 @@ def sample_check(run: RunData, loader_id: int, index: int, worker_id: Any = None
         elif ev.get("index") is None and ev.get("worker_id") == worker_id:
             unindexed = ev
     return found or unindexed
+
+
+def batch_check(run: RunData, loader_id: int, worker_id: Any) -> dict[str, Any] | None:
+    """The comparison of the samples of the batch this worker's collate failed on (in_training/batch_compare.py)."""
+    found = None
+    for ev in run.events:
+        if ev.get("ev") != EV_SAMPLE_CHECK or ev.get("loader") != loader_id or ev.get("worker_id") != worker_id:
+            continue
+        if ev.get("batch_indices") is not None:
+            found = ev
+    return found
+
+
+def odd_samples(lo: LoaderRecord, evidence: dict[str, Any], check: dict[str, Any], first_line: str) -> Finding:
+    """bad-sample for a batch that did not collate: the samples whose structure is unlike the rest's, found by
+    loading each of them again alone and comparing types, shapes and dtypes."""
+    odd = check.get("odd") or []
+    indices = check.get("batch_indices") or []
+    common, count = check.get("common_signature"), check.get("common_count")
+    worker_id = evidence.get("worker_id")
+    named = indices_text([o["index"] for o in odd])
+    first = odd[0] if odd else {"index": None, "signature": None}
+    evidence.update({"index": first["index"], "odd_indices": [o["index"] for o in odd],
+                     "odd_signature": first["signature"], "common_signature": common,
+                     "isolation": check.get("isolation")})  # fmt: skip
+    if check.get("undecided"):
+        title = (
+            f"Samples of two shapes in one batch: index {first['index']} is {first['signature']}, "
+            f"{count} others are {common} (loader {lo.loader_id}, worker {worker_id})"
+        )
+        which = "As many samples have each structure, so which is wrong is not known: compare them."
+    else:
+        title = (
+            f"Sample index {first['index']} does not collate with the rest of its batch: {first['signature']} where "
+            f"the other {count} are {common} (loader {lo.loader_id}, worker {worker_id})"
+        )
+        others = f" (all {check.get('odd_count')}: {named})" if (check.get("odd_count") or 0) > 1 else ""
+        which = f"{check.get('odd_count')} of the {check.get('compared')} samples differ{others}; the rest are alike."
+    detail = (
+        f"The collate function failed on the batch {indices_text(indices)} with '{first_line}', which names no "
+        f"sample. dlprobe loaded each sample of that batch again, one by one (in a process forked from the training "
+        f"process{_isolation_text(check)}), and compared their types, shapes and dtypes: {which} Each of them loads: "
+        "the data is not unreadable, its shape is not the others'."
+    )
+    fix = (
+        f"Look at sample {first['index']}: dataset[{first['index']}] is {first['signature']}. Convert every sample to "
+        f"one shape in __getitem__ (for images, `.convert('RGB')` before the transform; pad or crop to one size), or "
+        "pass a collate_fn that pads (torch.nn.utils.rnn.pad_sequence) or keeps them in a list."
+    )
+    return Finding("bad-sample", "error", title, detail, fix, evidence, lo.loader_id)
+
+
+def alike_text(check: dict[str, Any] | None) -> str:
+    """For a collate error whose batch's samples all have one structure: not a shape or type mismatch."""
+    if not check or check.get("outcome") != SAMPLE_CHECK_ALIKE:
+        return ""
+    return (
+        f" Loaded again one by one, the batch's {check.get('compared')} samples all have the same structure "
+        f"({check.get('common_signature')}): it is not one sample of another shape or type."
+    )
 
 
 def failed_indices(run: RunData, lo: LoaderRecord, exc_type: str, index: int) -> list[int]:

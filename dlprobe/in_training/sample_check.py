@@ -28,9 +28,10 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
-from dlprobe.in_training import probe_errors, quiet_fork, quiet_signals, sandbox
+from dlprobe.in_training import batch_compare, probe_errors, quiet_fork, quiet_signals, sandbox
 from dlprobe.in_training.event_log import get_log
 from dlprobe.redact import redact_text
 from dlprobe.rundir.inflight_format import read_slot, slot_path
@@ -106,9 +107,11 @@ def _check(loader_id: int, epoch: int, iterator: Any, exc_type: str, worker_id: 
     if getattr(iterator, "_dataset_kind", 0) != 0:  # _DatasetKind.Iterable: no index, the worker's stream instead
         _check_stream(head, iterator, dataset, workers, run_dir, held)
         return
-    if held.get("phase") == "collate" or index is None:
-        why = "the error came from collate, not one sample" if held.get("phase") == "collate" else "no index recorded"
-        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
+    if held.get("phase") == "collate":
+        _check_batch(head, dataset, [i for i in held.get("indices") or [] if isinstance(i, int)], run_dir, workers)
+        return
+    if index is None:
+        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason="no index recorded")
         return
     if (loader_id, index) in _checked:
         return
@@ -140,6 +143,24 @@ def _check(loader_id: int, epoch: int, iterator: Any, exc_type: str, worker_id: 
         why = f"loading it alone failed with {result.get('error_alone')}, not the worker's {exc_type}"
         result = {**result, "outcome": SAMPLE_CHECK_UNVERIFIED, "reason": why}
     _emit(**head, **result)
+
+
+def _check_batch(head: dict[str, Any], dataset: Any, indices: list[int], run_dir: str, workers: list[Any]) -> None:
+    """collate failed on a batch: its samples, loaded again one by one in the sandbox, compared by structure."""
+    head["index"] = None  # the batch is at fault, not the last index fetched
+    head["batch_indices"] = indices
+    key = (head["loader"], -1000 - head["worker_id"])  # one comparison per worker's failing batch
+    if len(indices) < 2 or key in _checked:
+        if len(indices) < 2:
+            _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason="the error came from collate on a one-sample batch")
+        return
+    _checked.add(key)
+    busy = _wait_idle(run_dir, workers)
+    if busy:
+        why = f"workers {busy} were still loading after {IDLE_WAIT_S:.0f} s: a load now would not be alone"
+        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
+        return
+    _emit(**head, **_in_child(functools.partial(_load_batch, dataset, indices)))
 
 
 def _check_stream(
@@ -285,8 +306,9 @@ def _describe(exc: BaseException) -> str:
     return redact_text(f"{type(exc).__name__}: {exc}".splitlines()[0])[:300] if str(exc) else type(exc).__name__
 
 
-def _child(dataset: Any, index: int, control: int | None, out: int) -> None:
-    """In the forked child: silent, bounded, and never back into the parent's code (os._exit)."""
+def _child(out: int, body: Callable[[dict[str, Any]], None]) -> None:
+    """In the forked child: silent, bounded, sandboxed, and never back into the parent's code (os._exit). `body`
+    loads what the check needs and fills the result, which goes back on `out` as JSON."""
     try:
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
@@ -307,50 +329,72 @@ def _child(dataset: Any, index: int, control: int | None, out: int) -> None:
         except sandbox.Unavailable as refused:
             result["outcome"] = SAMPLE_CHECK_UNVERIFIED
             result["reason"] = f"no sandbox to load it in ({refused}), so dlprobe did not run the dataset's code again"
-            os.write(out, json.dumps(result).encode()[:60000])
-            return
-        try:
-            dataset[index]
-            result["outcome"] = SAMPLE_CHECK_LOADS
-        except (_StreamEnded, _ReplayNotStarted) as unchecked:
-            result["outcome"], result["reason"] = SAMPLE_CHECK_UNVERIFIED, str(unchecked)
-        except _EarlierRecord as earlier:
-            by_sandbox = sandbox.refused_by_sandbox(earlier.error)
-            if by_sandbox is not None:  # a stream from a server, say: the sandbox has no network
-                result["outcome"] = SAMPLE_CHECK_UNVERIFIED
-                result["reason"] = f"the replay failed at record {earlier.at} in the sandbox ({by_sandbox})"
-                os.write(out, json.dumps(result).encode()[:60000])
-                return
-            result["outcome"], result["error_alone"] = SAMPLE_CHECK_FAILS_ANY, _describe(earlier.error)
-            result["error_type_alone"] = type(earlier.error).__name__
-            result["control_index"], result["control_loads"] = earlier.at, False
-            result["control_error"] = _describe(earlier.error)
-        except Exception as exc:
-            result["error_alone"], result["error_type_alone"] = _describe(exc), type(exc).__name__
-            by_sandbox = sandbox.refused_by_sandbox(exc)
-            if by_sandbox is not None:  # a write refused, no network, a closed stream: not the sample's failure
-                result["outcome"] = SAMPLE_CHECK_UNVERIFIED
-                result["reason"] = (
-                    f"loading it alone in the sandbox failed with {_describe(exc)}, which the sandbox may have "
-                    f"caused ({by_sandbox}): the dataset needs to write, reach the network or use a stream it shares"
-                )
-                os.write(out, json.dumps(result).encode()[:60000])
-                return
-            result["outcome"] = SAMPLE_CHECK_FAILS
-            if control is not None:
-                try:
-                    dataset[control]
-                    result["control_loads"] = True
-                except Exception as control_exc:
-                    result["control_loads"] = False
-                    result["control_error"] = _describe(control_exc)
-                    if sandbox.refused_by_sandbox(control_exc) is not None:
-                        result["control_loads"] = None  # the sandbox's doing, maybe: the control tells nothing
-                    elif type(control_exc).__name__ == result["error_type_alone"]:
-                        result["outcome"] = SAMPLE_CHECK_FAILS_ANY
-        os.write(out, json.dumps(result).encode()[:60000])
+        else:
+            body(result)
+        os.write(out, json.dumps(result, default=str).encode()[:60000])
     finally:
         os._exit(0)
+
+
+def _refused_text(exc: BaseException, by_sandbox: str) -> str:
+    return (
+        f"loading it alone in the sandbox failed with {_describe(exc)}, which the sandbox may have caused "
+        f"({by_sandbox}): the dataset needs to write, reach the network or use a stream it shares"
+    )
+
+
+def _load_pair(dataset: Any, index: int, control: int | None, result: dict[str, Any]) -> None:
+    """dataset[index] alone; where it fails, the control index too (a failure of both alike is not the sample)."""
+    try:
+        dataset[index]
+        result["outcome"] = SAMPLE_CHECK_LOADS
+    except (_StreamEnded, _ReplayNotStarted) as unchecked:
+        result["outcome"], result["reason"] = SAMPLE_CHECK_UNVERIFIED, str(unchecked)
+    except _EarlierRecord as earlier:
+        by_sandbox = sandbox.refused_by_sandbox(earlier.error)
+        if by_sandbox is not None:  # a stream from a server, say: the sandbox has no network
+            result["outcome"] = SAMPLE_CHECK_UNVERIFIED
+            result["reason"] = f"the replay failed at record {earlier.at} in the sandbox ({by_sandbox})"
+            return
+        result["outcome"], result["error_alone"] = SAMPLE_CHECK_FAILS_ANY, _describe(earlier.error)
+        result["error_type_alone"] = type(earlier.error).__name__
+        result["control_index"], result["control_loads"] = earlier.at, False
+        result["control_error"] = _describe(earlier.error)
+    except Exception as exc:
+        result["error_alone"], result["error_type_alone"] = _describe(exc), type(exc).__name__
+        by_sandbox = sandbox.refused_by_sandbox(exc)
+        if by_sandbox is not None:  # a write refused, no network, a closed stream: not the sample's failure
+            result["outcome"], result["reason"] = SAMPLE_CHECK_UNVERIFIED, _refused_text(exc, by_sandbox)
+            return
+        result["outcome"] = SAMPLE_CHECK_FAILS
+        if control is not None:
+            try:
+                dataset[control]
+                result["control_loads"] = True
+            except Exception as control_exc:
+                result["control_loads"] = False
+                result["control_error"] = _describe(control_exc)
+                if sandbox.refused_by_sandbox(control_exc) is not None:
+                    result["control_loads"] = None  # the sandbox's doing, maybe: the control tells nothing
+                elif type(control_exc).__name__ == result["error_type_alone"]:
+                    result["outcome"] = SAMPLE_CHECK_FAILS_ANY
+
+
+def _load_batch(dataset: Any, indices: list[int], result: dict[str, Any]) -> None:
+    """Each sample of a batch that did not collate, loaded one by one and described by its structure (types,
+    shapes, dtypes): the ones unlike the rest are named (in_training/batch_compare.py)."""
+    shapes: dict[int, str] = {}
+    for index in indices[: batch_compare.MAX_SAMPLES]:
+        try:
+            shapes[index] = batch_compare.signature(dataset[index])
+        except Exception as exc:
+            by_sandbox = sandbox.refused_by_sandbox(exc)
+            result["outcome"] = SAMPLE_CHECK_UNVERIFIED
+            result["reason"] = (
+                _refused_text(exc, by_sandbox) if by_sandbox else f"dataset[{index}] failed alone: {_describe(exc)}"
+            )
+            return
+    result.update(batch_compare.odd_ones(shapes))
 
 
 def _name_process() -> None:
@@ -361,14 +405,18 @@ def _name_process() -> None:
 
 def _load_in_child(dataset: Any, index: int, control: int | None) -> dict[str, Any]:
     """Fork the child that loads dataset[index] (and the control) in the sandbox, wait for it (bounded)."""
-    low = quiet_fork.headroom_blocker(0)  # loading one sample takes little: the margin is what it needs
+    return _in_child(functools.partial(_load_pair, dataset, index, control))
+
+
+def _in_child(body: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    low = quiet_fork.headroom_blocker(0)  # loading a few samples takes little: the margin is what it needs
     if low is not None:
         return {"outcome": SAMPLE_CHECK_UNVERIFIED, "reason": low}
     with quiet_fork.sigchld_kept_from_script():
-        return _fork_and_wait(dataset, index, control)
+        return _fork_and_wait(body)
 
 
-def _fork_and_wait(dataset: Any, index: int, control: int | None) -> dict[str, Any]:
+def _fork_and_wait(body: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     read_end, write_end = os.pipe()
     start = time.monotonic()
     with warnings.catch_warnings():  # 3.12+ warns on fork() with threads: not on their stderr
@@ -376,7 +424,7 @@ def _fork_and_wait(dataset: Any, index: int, control: int | None) -> dict[str, A
         pid = os.fork()
     if pid == 0:  # pragma: no cover - the child ends in os._exit
         os.close(read_end)
-        _child(dataset, index, control, write_end)
+        _child(write_end, body)
     os.close(write_end)
     data = b""
     try:

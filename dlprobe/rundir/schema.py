@@ -149,6 +149,9 @@ SAMPLE_CHECK_FAILS = "fails"  # fails alone (and a control index it loaded just 
 SAMPLE_CHECK_FAILS_ANY = "fails-any"  # fails alone, and so does the control index, with the same error: not the sample
 SAMPLE_CHECK_LOADS = "loads"  # loads alone: not the sample
 SAMPLE_CHECK_UNVERIFIED = "unverified"  # not loaded alone (`reason` says why)
+# collate failed on a batch: its samples loaded one by one and compared by structure (in_training/batch_compare.py)
+SAMPLE_CHECK_ODD = "odd"  # some samples' structure is unlike the rest's (`odd`, `common_signature`)
+SAMPLE_CHECK_ALIKE = "alike"  # every sample has the same structure: not a shape or type mismatch
 EV_SAMPLE_CHECK = "sample_check"
 EV_START_METHOD = "start_method"
 # --start-method applied to one loader (or not: `applied` false and `reason`), with the script's own choice
@@ -495,6 +498,13 @@ class SampleCheckEvent(Event, total=False):
     control_error: str
     seconds: float
     isolation: list[str]  # how the child was kept from the training's world (in_training/sandbox.py)
+    batch_indices: list[int]  # collate failed: the batch compared (SAMPLE_CHECK_ODD / SAMPLE_CHECK_ALIKE)
+    common_signature: str | None  # the structure most of its samples have
+    common_count: int
+    odd: list[dict[str, Any]]  # [{"index", "signature"}] of the samples unlike the rest
+    odd_count: int
+    undecided: bool  # two structures, as many samples each: which is odd is not known
+    compared: int
 
 
 class ProbeErrorEvent(Event, total=False):

@@ -164,3 +164,19 @@ def test_no_isolated_checks_turns_both_off_and_says_so(probe, tmp_path):
     skipped = _events(result, "start_readiness_skipped")
     assert len(skipped) == 1 and "--no-isolated-checks" in skipped[0]["reason"]
     assert json.loads((result.run_dir / "meta.json").read_text())["isolated_checks"] is False
+
+
+def test_a_grayscale_image_among_rgb_ones_is_named_though_torch_names_no_sample(probe, tmp_path):
+    result = probe("one_grayscale_image.py", str(tmp_path), options=["--quiet"])
+    assert result.returncode == 1 and "Trying to resize storage that is not resizable" in result.stderr
+    finding = _worker_finding(result)
+    assert finding["code"] == "bad-sample" and finding["evidence"]["index"] == 13, finding["title"]
+    assert "(Tensor(1, 16, 16) float32, int) where the other 7 are (Tensor(3, 16, 16) float32, int)" in finding["title"]
+    assert "loaded each sample of that batch again, one by one" in finding["detail"]
+    assert ".convert('RGB')" in finding["fix"]
+
+
+def test_the_same_images_converted_to_rgb_get_no_finding(probe, tmp_path):
+    result = probe("one_grayscale_image.py", str(tmp_path), "rgb", options=["--quiet"])
+    assert result.returncode == 0 and "total " in result.stdout, result.stderr[-2000:]
+    assert [f for f in result.report["findings"] if f["code"] in ("bad-sample", "worker-error")] == []
