@@ -42,9 +42,9 @@ def main() -> None:
         # outside torch's worker loop, so without reading the batch's number from its frame), measured on batches
         # of one sample, where the per-batch cost is the whole difference
         without = min(per_sample_ns(recording, 10 * batches, 1) for _ in range(3))  # type: ignore[arg-type]
-        worker_batches.recorder = worker_batches.WorkerBatches(0, 0)
+        inflight._slot.recorder = worker_batches.WorkerBatches(0, 0)  # what a worker's fetch reads (slot.recorder)
         rows = min(per_sample_ns(recording, 10 * batches, 1) for _ in range(3))  # type: ignore[arg-type]
-        worker_batches.recorder = None
+        inflight._slot.recorder = None
     print(f"plain fetch:     {plain:7.0f} ns/sample (trivial dataset, identity collate)")
     print(f"recording fetch: {recorded:7.0f} ns/sample  (+{recorded - plain:.0f} ns)")
     print(f"batch rows:      {rows:7.0f} ns/batch of 1 sample (+{rows - without:.0f} ns per batch)")

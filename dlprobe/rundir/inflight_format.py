@@ -1,8 +1,10 @@
 """The in-flight slot: a fixed binary layout each process keeps in inflight/<pid>.bin, and its reader.
 
-A worker (or the training process) writes which dataset indices it is fetching into a small memory-mapped
-file; the supervisor reads the file whenever it needs to, even after the writer died. Writes go through a
-sequence counter (odd while an update is in progress) so a reader never uses a half-written record.
+A worker (or the training process) writes which dataset indices it is fetching into a small file (pwrite on
+its descriptor: never a shared mapping, which a file cut short by someone else turns into a SIGBUS); the supervisor
+reads the file whenever it needs to, even after the writer died, and takes a short or garbled file for no reading.
+Updates go through a sequence counter (odd while an update of several fields is in progress, moved on by two with a
+single field's) and a reader keeps only two agreeing copies with an even counter, never a half-written record.
 This module is shared by both sides, so it imports neither torch nor anything heavy.
 """
 
@@ -76,13 +78,14 @@ def slot_path(run_dir: str | Path, pid: int) -> Path:
 
 def _index_list(values: tuple[int, ...], n: int, kind: int, first: int) -> list[int | None]:
     """The batch's indices as far as they were stored (None for an index that is not an int)."""
-    if kind == KIND_ITERABLE:
-        return list(range(first, first + n)) if first != NOT_AN_INT else []
+    if kind == KIND_ITERABLE:  # the first MAX_INDICES positions, as a map batch keeps its first indices
+        return list(range(first, first + min(n, MAX_INDICES))) if first != NOT_AN_INT else []
     return [None if v == NOT_AN_INT else v for v in values[: min(n, len(values))]]
 
 
 def decode(buf: bytes) -> dict[str, Any] | None:
-    """A slot's bytes as plain data; None when it is not a slot."""
+    """A slot's bytes as plain data; None when it is not a slot: cut short (a file truncated by someone else, then
+    partly written again by its process before it noticed), or holding values no writer stores (overwritten)."""
     if len(buf) < SLOT_SIZE or buf[:4] != MAGIC:
         return None
     _, version, role, pid, loader, worker, fh_signal = HEADER.unpack_from(buf, OFF_HEADER)
@@ -93,6 +96,17 @@ def decode(buf: bytes) -> dict[str, Any] | None:
     f_phase, f_kind, f_fetch, f_t, f_pos, f_n, f_current = FAILED.unpack_from(buf, OFF_FAILED)
     f_indices = FAILED_INDICES.unpack_from(buf, OFF_FAILED_INDICES)
     l_state, l_loader, l_worker, l_task, l_since, l_batches = LOOP.unpack_from(buf, OFF_LOOP)
+    if (
+        role not in ROLES
+        or pid <= 0
+        or phase not in PHASES
+        or kind not in DATASET_KINDS
+        or fetches < 0
+        or n < 0
+        or (f_fetch and (f_phase not in PHASES or f_kind not in DATASET_KINDS or f_n < 0))
+        or (role == ROLE_MAIN and l_state not in LOOP_STATES)
+    ):
+        return None  # garbled: no index from it may be blamed
     slot: dict[str, Any] = {
         "pid": pid,
         "role": ROLES.get(role, "?"),

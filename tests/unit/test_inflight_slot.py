@@ -1,7 +1,8 @@
-"""The in-flight slot: what the target writes with plain stores is what the supervisor reads back."""
+"""The in-flight slot: what the target writes is what the supervisor reads back."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
 from pathlib import Path
@@ -176,3 +177,34 @@ def test_worker_threads_write_slots_of_their_own_and_leave_the_process_slot_alon
         assert slot["faulthandler_signal"] is None  # the process's handler dumps every thread already
         assert slot["indices"] == [10 * slot["worker_id"], 10 * slot["worker_id"] + 1]
     assert os.getpid() != main_pid
+
+
+def test_a_fetch_names_the_sample_it_raised_on_the_first_as_well_as_a_later_one(tmp_path):
+    # begin() records the batch's first sample as the one in flight, and the fetch records the others itself
+    from torch.utils.data._utils import fetch
+
+    from dlprobe.in_training import inflight
+
+    class Raises:
+        def __init__(self, bad):
+            self.bad = bad
+
+        def __getitem__(self, i):
+            if i == self.bad:
+                raise ValueError(i)
+            return i
+
+    path = fmt.slot_path(tmp_path, 4242)
+    inflight._slot = Slot(path, fmt.ROLE_WORKER, 0, 0)
+    try:
+        for bad, pos in ((12, 0), (14, 2)):
+            fetcher = fetch._MapDatasetFetcher(Raises(bad), True, lambda data: data, False)
+            with contextlib.suppress(ValueError):
+                inflight._map_fetch(fetcher, [12, 13, 14])
+            read = fmt.read_slot(path)
+            assert (read["phase"], read["index"], read["pos"]) == ("getitem", bad, pos)
+        fetcher = fetch._MapDatasetFetcher(Raises(-1), True, lambda data: data, False)
+        assert inflight._map_fetch(fetcher, [3, 4]) == [3, 4]
+        assert fmt.read_slot(path)["phase"] == "done"
+    finally:
+        inflight._slot = None
