@@ -27,6 +27,7 @@ from dlprobe.rundir.schema import (
     HangRecord,
     hang_record_name,
 )
+from dlprobe.system.pyspy import STOPPED_STATES
 
 BUSY_PHASES = ("getitem", "collate", "worker_init_fn")
 MAX_STACK_LINES = 12
@@ -163,6 +164,8 @@ def _stack_lines(thread: dict[str, Any] | None) -> list[str]:
 
 
 def _stack_note(record: HangRecord, proc: dict[str, Any]) -> str:
+    if proc.get("state") in STOPPED_STATES:
+        return ""  # the cause says it is stopped and why it has no stack; there is no tool to blame
     problem = record.get("stack_problem") or {}
     why = {"missing": "py-spy is not installed", "permission": "py-spy was not allowed to attach"}.get(
         problem.get("kind", ""), "py-spy gave no stack"
@@ -309,6 +312,12 @@ def _main_hang(run: RunData, record: HangRecord) -> Finding | None:
     return Finding("main-hang", "error", title, detail, cause.fix, _evidence(record, main, cause, thread), loader_id)
 
 
+def _main_stopped(record: HangRecord) -> bool:
+    """The stalled training process was stopped (SIGSTOP, Ctrl-Z, a debugger) when the hang was recorded."""
+    main = next((p for p in record.get("processes") or [] if p.get("role") == "main"), None)
+    return main is not None and main.get("state") in STOPPED_STATES
+
+
 def _recovered(run: RunData, record: HangRecord) -> bool:
     """A batch of the same loader arrived after the dump: it was a stall, not a hang (--on-hang wait)."""
     loader_id = (record.get("loop") or {}).get("loader_id")
@@ -323,8 +332,11 @@ def find_hangs(run: RunData) -> list[Finding]:
         loop = record.get("loop") or {}
         lost = _lost_batch(run, record) if not _pin_thread_stuck(record) else None
         stuck = _stuck_workers(record, loop.get("loader_id"))
-        if lost is not None:
-            finding: Finding | None = _batch_lost(run, record, *lost)
+        if _main_stopped(record):
+            # a stopped loop takes no batch: the ones its workers made wait in the queue, lost to nothing
+            finding: Finding | None = _main_hang(run, record)
+        elif lost is not None:
+            finding = _batch_lost(run, record, *lost)
         else:
             finding = _worker_hang(run, record, stuck) if stuck else _main_hang(run, record)
         if finding is None:

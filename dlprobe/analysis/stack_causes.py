@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlprobe.system.pyspy import STOPPED_STATES, stopped_note
+
 _OPENMP = re.compile(r"libgomp|\bgomp_|GOMP_|__kmp|libiomp|mkl_.*omp|omp_", re.IGNORECASE)
 _OPENCV = re.compile(r"libopencv|cv2|cv::", re.IGNORECASE)
 _LOCK_NATIVE = re.compile(
@@ -180,8 +182,27 @@ def _blocked_target(proc: dict[str, Any]) -> str:
     return f"a read ({proc.get('syscall') or proc.get('wchan')})"
 
 
+def stopped_cause(proc: dict[str, Any]) -> Cause | None:
+    """A process stopped by SIGSTOP, Ctrl-Z or a debugger makes no progress whatever its code: that is the cause
+    (never the stack it had, which cannot be read while it is stopped)."""
+    state = proc.get("state")
+    pid = proc.get("pid")
+    if state not in STOPPED_STATES or not isinstance(pid, int):
+        return None
+    return Cause(
+        "stopped",
+        f"stopped, so it runs no code at all: {stopped_note(pid, state)}",
+        f"Let it continue: `kill -CONT {pid}`, `fg` in the shell where Ctrl-Z stopped it, or continue in the "
+        "debugger attached to it.",
+        {k: proc.get(k) for k in ("state", "wchan", "syscall", "cpu_share", "threads")},
+    )
+
+
 def classify(proc: dict[str, Any], fork_threads: list[str] | None, start_method: str | None) -> Cause:
     """The most likely reason this process makes no progress."""
+    stopped = stopped_cause(proc)
+    if stopped is not None:
+        return stopped
     thread = main_thread(proc.get("stack") or [])
     frames = _inner(thread, 40)
     names = _names(frames)
@@ -290,6 +311,9 @@ def classify(proc: dict[str, Any], fork_threads: list[str] | None, start_method:
 
 def main_wait_cause(main: dict[str, Any]) -> Cause:
     """Why the training process itself makes no progress while no worker holds a batch."""
+    stopped = stopped_cause(main)
+    if stopped is not None:
+        return stopped
     threads = main.get("stack") or []
     pin = next((t for t in threads if "_pin_memory_loop" in _names(t.get("frames") or [])), None)
     kernel = {k: main.get(k) for k in ("state", "wchan", "syscall", "cpu_share", "threads")}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from dlprobe.commands.options import MODULE_HELP, SCRIPT_ARGS, json_option, launch_kind, out_option
-from dlprobe.commands.run_fast import RunArgs, execute
+from dlprobe.commands.run_fast import RunArgs, execute, exit_now
 from dlprobe.supervisor.hang import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
 
 
@@ -55,4 +55,7 @@ def run(
     args.start_method = start_method
     args.no_isolated_checks = no_isolated_checks
     args.launch = launch_kind(ctx, module)
-    raise typer.Exit(execute(args))
+    ending = execute(args)
+    if ending.signal is not None:
+        exit_now(ending)  # dies of the signal that killed the script, as python's caller would see it end
+    raise typer.Exit(ending.code)

@@ -9,6 +9,7 @@ import contextlib
 import errno
 import math
 import os
+import resource
 import signal
 import sys
 import threading
@@ -49,6 +50,16 @@ class RunArgs:
     verbose: bool = False  # every finding's evidence in the summary, not only its key numbers
     start_method: str | None = None  # --start-method: every loader's workers start with it (None: the script's own)
     no_isolated_checks: bool = False  # --no-isolated-checks: no copy of the training forked for dlprobe's checks
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How `dlprobe run` ends: with the script's exit code, or, where a signal killed the script, dying of the same
+    signal once the report is written, so its caller sees what plain python gives it (returncode -N; a shell stops
+    its line after Ctrl-C only when the child died of SIGINT)."""
+
+    code: int
+    signal: int | None = None
 
 
 def parse(argv: list[str]) -> RunArgs | None:
@@ -92,8 +103,8 @@ def own_options_after_script(script_args: list[str]) -> list[str]:
     return [word for word in script_args if word.split("=", 1)[0] in _FLAGS or word.split("=", 1)[0] in _VALUES]
 
 
-def execute(args: RunArgs) -> int:
-    """Run the script under the probe, write and print its report; the script's exit code."""
+def execute(args: RunArgs) -> Ending:
+    """Run the script under the probe, write and print its report; the script's exit code or its signal."""
     from dlprobe.supervisor.run_target import RunOptions, run_script
 
     options = RunOptions(
@@ -129,7 +140,7 @@ def execute(args: RunArgs) -> int:
             print_error(exc.message, exc.hint)
         except _ReportStopped as stopped:
             _say_report_stopped(outcome.run_dir, stopped.signum)
-    return outcome.exit_code
+    return Ending(outcome.exit_code, outcome.signal)
 
 
 class _ReportStopped(BaseException):
@@ -192,8 +203,8 @@ def _say_report_stopped(run_dir: Path, signum: int) -> None:
         pass
 
 
-def main(argv: list[str]) -> int | None:
-    """The exit code of a `dlprobe run` parsed here, as cli.main would give it; None when typer must parse it."""
+def main(argv: list[str]) -> Ending | None:
+    """How a `dlprobe run` parsed here ends, as cli.main would end it; None when typer must parse it."""
     args = parse(argv)
     if args is None:
         return None
@@ -205,9 +216,9 @@ def main(argv: list[str]) -> int | None:
         from dlprobe.console import print_error
 
         print_error(exc.message, exc.hint)
-        return exc.exit_code
+        return Ending(exc.exit_code)
     except KeyboardInterrupt:
-        return 130  # as typer answers Ctrl-C
+        return Ending(130)  # as typer answers Ctrl-C
     except OSError as exc:
         if exc.errno != errno.EPIPE:
             raise
@@ -215,18 +226,54 @@ def main(argv: list[str]) -> int | None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.dup2(devnull, sys.stderr.fileno())
-        return 1
+        return Ending(1)
 
 
-def exit_now(code: int) -> NoReturn:
-    """Exit with `code` once the report is written, skipping the interpreter's teardown: freeing every module and
-    object of the supervisor took 10-20 ms of CPU after the script had exited, for nothing (benchmarks/wall_timeline.py,
-    "interpreter exit"). The atexit handlers still run and the streams are flushed; with a thread of ours still
-    running, python's own exit (which waits for it) is kept."""
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
-        sys.exit(code)
+def exit_now(ending: Ending) -> NoReturn:
+    """Exit with the script's code once the report is written, skipping the interpreter's teardown: freeing every
+    module and object of the supervisor took 10-20 ms of CPU after the script had exited, for nothing
+    (benchmarks/wall_timeline.py, "interpreter exit"). The atexit handlers still run and the streams are flushed; with
+    a thread of ours still running, python's own exit (which waits for it) is kept. A script killed by a signal:
+    dlprobe dies of the same signal (`die_of`)."""
+    if ending.signal is not None:
+        die_of(ending.signal)
+    if _threads_left():
+        sys.exit(ending.code)
+    _flush_for_exit()
+    os._exit(ending.code)
+
+
+def die_of(signum: int) -> NoReturn:
+    """End dlprobe by the signal that killed its script, as plain python's caller would have seen it end: a parent's
+    returncode -N, not 128+N; a shell running `dlprobe run x.py; next` after Ctrl-C stops the line (bash goes on
+    after a child that exited 130, it stops only for one that died of SIGINT)."""
+    for thread in _threads_left():  # python's own exit waits for them too, before it re-raises a SIGINT
+        thread.join()
+    _flush_for_exit()
+    if signum in _CORE_SIGNALS:
+        # the script dumped its core (or not, by its own limit); dlprobe's would only be a second, useless file
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    if signum not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
+        signal.signal(signum, signal.SIG_DFL)  # dlprobe's own (SIGINT ignored, SIGTERM forwarded) are gone now
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    os.kill(os.getpid(), signum)
+    os._exit(128 + signum)  # a signal whose default action does not end a process (none kills a script that way)
+
+
+# Signals whose default action dumps core (signal(7)).
+_CORE_SIGNALS = frozenset(
+    {signal.SIGQUIT, signal.SIGILL, signal.SIGTRAP, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGSEGV,
+     signal.SIGXCPU, signal.SIGXFSZ, signal.SIGSYS}
+)  # fmt: skip
+
+
+def _threads_left() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+
+
+def _flush_for_exit() -> None:
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed pipe: nothing left to flush to, as at python's own exit
             stream.flush()
-    os._exit(code)

@@ -72,7 +72,8 @@ class RunOptions:
 @dataclass
 class RunOutcome:
     run_dir: Path
-    exit_code: int
+    exit_code: int  # a signal's death as a shell writes it, 128 + N, for the commands that keep their own codes
+    signal: int | None = None  # the signal that killed the target: `dlprobe run` dies of it too, as python would
 
 
 def check_script(script: str) -> None:
@@ -197,7 +198,9 @@ def run_script(options: RunOptions) -> RunOutcome:
         child.kill()  # a broken install: no target left running unwatched
         child.wait()
         raise
-    return RunOutcome(run_dir, run_watch.watch(child, run_dir, options, meta, previous, stderr_at_start))
+    exit_code = run_watch.watch(child, run_dir, options, meta, previous, stderr_at_start)
+    killed_by = -child.returncode if child.returncode is not None and child.returncode < 0 else None
+    return RunOutcome(run_dir, exit_code, killed_by)
 
 
 def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -18,6 +18,20 @@ PERMISSION_ADVICE = (
     "(Kubernetes: securityContext.capabilities.add: [SYS_PTRACE])."
 )
 
+# /proc/PID/stat's state of a stopped process: T (SIGSTOP, or SIGTSTP from Ctrl-Z), t (a debugger's tracing stop).
+# py-spy cannot pause it to read its stacks and fails with words that name ptrace ("unexpected waitpid result
+# PtraceEvent"), which PERMISSION_ERROR would read as a refusal: the state is read first, and said instead.
+STOPPED_STATES = ("T", "t")
+
+
+def stopped_note(pid: int, state: str) -> str:
+    """Why a stopped process has no stacks, and what lets them be read."""
+    return (
+        f"process {pid} is stopped (state {state}: SIGSTOP, Ctrl-Z or a debugger); its stacks cannot be read until "
+        f"it continues (kill -CONT {pid})"
+    )
+
+
 # py-spy's words when the process it was pointed at was gone (or no longer Python) before it attached.
 NO_PYTHON_PROCESSES = re.compile(r"No python processes found in process \d+")
 # What follows py-spy's message when RUST_BACKTRACE is set: "Stack backtrace:" and numbered frames ("   7: main",

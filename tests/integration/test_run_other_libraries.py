@@ -7,6 +7,7 @@ took. One real run each, shared by the assertions about it."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ def test_a_zip_archive_opened_before_fork_is_named_and_no_sample_is_blamed(zip_s
 def test_a_tar_archive_per_sample_never_closed_is_the_workers_leak_with_its_files_frame_and_limit(tar_leak):
     hangs = tar_leak.findings("worker-hang")
     # the script's own error, or (a batch dropped at the limit) dlprobe's stop of the hang it left
-    assert tar_leak.returncode == (143 if hangs else 1), tar_leak.stderr[-2000:]
+    assert tar_leak.returncode == (-signal.SIGTERM if hangs else 1), tar_leak.stderr[-2000:]
     verdict = tar_leak.report["verdict"]
     # The workers reach their limit of 128 within about a second, read every tick while they are young: fd-leak
     # leads, explaining the worker's Too many open files, the main process's EOFError or the lost batch. Never a
@@ -145,7 +146,7 @@ def test_a_sample_check_that_outlasts_the_hang_timeout_is_no_hang_and_leaves_the
 
 
 def test_an_h5py_handle_in_every_batch_is_the_batch_the_workers_queue_dropped_not_a_stuck_worker(h5py_in_batch):
-    assert h5py_in_batch.returncode == 143  # the loop waits forever: dlprobe's --on-hang stop ends it
+    assert h5py_in_batch.returncode == -signal.SIGTERM  # the loop waits forever: dlprobe's --on-hang stop ends it
     verdict = h5py_in_batch.report["verdict"]
     assert verdict["code"] == "batch-dropped", verdict  # the cause; the hang waiting for batch 0 is what it caused
     [dropped] = h5py_in_batch.findings("batch-dropped")
@@ -164,7 +165,7 @@ def test_an_h5py_handle_in_every_batch_is_the_batch_the_workers_queue_dropped_no
 
 def test_a_worker_hung_reading_the_socket_every_worker_shares_is_explained_by_that_handle(tmp_path_factory):
     result = _run(tmp_path_factory, "socket_client_before_fork.py", "unchecked", options=HANG_STOP)
-    assert result.returncode == 143, result.stderr[-2000:]  # it never ends: dlprobe's --on-hang stop does
+    assert result.returncode == -signal.SIGTERM, result.stderr[-2000:]  # it never ends: dlprobe's --on-hang stop does
     verdict = result.report["verdict"]
     assert verdict["code"] == "shared-handle", verdict  # the cause, not the read it left waiting
     [hang] = result.findings("worker-hang")

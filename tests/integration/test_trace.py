@@ -4,6 +4,7 @@ vizviewer are here, loaded in the real Perfetto UI."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def test_leaky_run_has_a_track_per_worker_with_its_batches_and_memory(leaky_list
 
 def test_a_hang_is_an_instant_on_the_stalled_process(worker_hang_run):
     proc, run_dir = worker_hang_run, worker_hang_run.run_dir
-    assert proc.returncode == 143, proc.stderr
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
     trace = _trace(run_dir / "trace.json")
     assert [n.split(" (pid")[0] for n in process_names(trace)] == [
         "main", "loader 0 / worker 0", "loader 0 / worker 1", "system"]  # fmt: skip

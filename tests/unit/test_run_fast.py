@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dlprobe.commands import run as run_command
-from dlprobe.commands.run_fast import RunArgs, parse
+from dlprobe.commands.run_fast import Ending, RunArgs, parse
 
 ACCEPTED = [
     ["run", "train.py"],
@@ -48,7 +48,7 @@ def _typer_args(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> RunArgs:
     from dlprobe.cli import app
 
     seen: list[RunArgs] = []
-    monkeypatch.setattr(run_command, "execute", lambda args: seen.append(args) or 0)
+    monkeypatch.setattr(run_command, "execute", lambda args: seen.append(args) or Ending(0))
     assert app(argv, standalone_mode=False) == 0
     return seen[0]
 

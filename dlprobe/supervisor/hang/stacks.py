@@ -15,8 +15,9 @@ from typing import Any
 
 from dlprobe import atomic
 from dlprobe.frames import is_user_file
+from dlprobe.supervisor.hang import procstate
 from dlprobe.system.pyspy import PERMISSION_ADVICE as PERMISSION_ADVICE
-from dlprobe.system.pyspy import PERMISSION_ERROR, error_line
+from dlprobe.system.pyspy import PERMISSION_ERROR, STOPPED_STATES, error_line, stopped_note
 
 DUMP_TIMEOUT_S = 20.0
 MISSING_ADVICE = "Install py-spy (`pip install py-spy`) for stacks with native frames, taken from outside the process."
@@ -31,6 +32,16 @@ class DumpResult:
     error: str | None = None
     permission_denied: bool = False
     raw: str | None = None
+    stopped: bool = False  # the process is stopped (state T or t): no dump was tried, none is refused
+
+
+def stopped_result(pid: int) -> DumpResult | None:
+    """The result for a process that is stopped, else None: py-spy cannot pause a stopped process and its error
+    names ptrace, and a faulthandler signal waits until the process continues."""
+    ticks = procstate.cpu_ticks(pid)
+    if ticks is None or ticks[0] not in STOPPED_STATES:
+        return None
+    return DumpResult(error=stopped_note(pid, ticks[0]), stopped=True)
 
 
 def _frame(name: str, filename: str | None, line: int | None, native: bool) -> dict[str, Any]:
@@ -101,6 +112,9 @@ def py_spy_dump(exe: str, pid: int, native: bool = True, nonblocking: bool = Fal
 
     `nonblocking` never pauses the process (`dlprobe attach`: a job dlprobe did not start); py-spy then reads
     Python frames only, and a frame may be torn if the process moved while it was read."""
+    stopped = stopped_result(pid)
+    if stopped is not None:
+        return stopped
     attempts = [True, False] if native and not nonblocking else [False]
     error = None
     for with_native in attempts:
@@ -114,7 +128,8 @@ def py_spy_dump(exe: str, pid: int, native: bool = True, nonblocking: bool = Fal
             return DumpResult("py-spy-native" if with_native else "py-spy", parse_py_spy(data), raw=out)
         error = error_line(err or out) or f"py-spy exited with {code}"
         if PERMISSION_ERROR.search(err or ""):
-            return DumpResult(error=error, permission_denied=True)
+            # stopped while py-spy attached: its failure is not a refusal either
+            return stopped_result(pid) or DumpResult(error=error, permission_denied=True)
         if not os.path.exists(f"/proc/{pid}"):
             return DumpResult(error="the process exited while it was being dumped")
     return DumpResult(error=error)

@@ -247,22 +247,25 @@ def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) ->
     targets = [e for e in processes if e["role"] in ("main", "worker") and not e.get("gone")]
     results: dict[int, stacks.DumpResult] = {}
     if exe is not None and targets:
-        # the first dump tells whether py-spy may attach at all; the others then run side by side
-        first = stacks.py_spy_dump(exe, targets[0]["pid"])
-        results[targets[0]["pid"]] = first
-        if first.permission_denied:
+        first = _first_dump(exe, [e["pid"] for e in targets], results)
+        if first is not None and first.permission_denied:
             problem = {"kind": "permission", "error": first.error, "advice": stacks.PERMISSION_ADVICE}
         else:
             # Imported at a hang only: concurrent.futures brings logging, 18 ms of every run's start-up otherwise
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=PARALLEL_DUMPS) as pool:
-                pids = [e["pid"] for e in targets[1:]]
+                pids = [e["pid"] for e in targets if e["pid"] not in results]
                 results.update(zip(pids, pool.map(lambda pid: stacks.py_spy_dump(exe, pid), pids), strict=True))
+    main = results.get(targets[0]["pid"]) if targets else None
+    if problem is None and main is not None and main.stopped:
+        problem = {"kind": "stopped", "error": main.error, "advice": ""}
     for entry in targets:
         pid = entry["pid"]
         result = results.get(pid)
-        if result is None or not result.threads:
+        if result is not None and result.stopped:
+            pass  # its faulthandler signal would wait until it continues: say it is stopped, and nothing more
+        elif result is None or not result.threads:
             signum = (entry.get("inflight") or {}).get("faulthandler_signal")
             if signum:  # only processes whose hooks registered the signal: for any other it would be fatal
                 fallback = stacks.faulthandler_dump(pid, signum, folder / FAULTHANDLER_FILE)
@@ -277,3 +280,13 @@ def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) ->
         if result.raw and result.tool and result.tool.startswith("py-spy"):
             atomic.write_text_atomic(folder / hang_stack_name(number, pid), result.raw)
     return problem
+
+
+def _first_dump(exe: str, pids: list[int], results: dict[int, stacks.DumpResult]) -> stacks.DumpResult | None:
+    """Dump in turn until one process is not stopped: that first real attempt tells whether py-spy may attach at all
+    (a stopped process is never tried, so it says nothing about permission); its result, None when all are stopped."""
+    for pid in pids:
+        results[pid] = stacks.py_spy_dump(exe, pid)
+        if not results[pid].stopped:
+            return results[pid]
+    return None
