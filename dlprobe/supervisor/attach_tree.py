@@ -229,6 +229,16 @@ def refuse_machine_wide(pid: int, what: str = "") -> None:
         raise DlprobeError(f"pid {pid}{what} is a kernel thread, not a training job", hint=FIND_HINT)
 
 
+def _not_readable(pid: int, name: str, proc: Proc, why: str) -> DlprobeError:
+    """Whether torch is loaded cannot be read: a permission problem, said as one (never "no torch")."""
+    owner = f"belongs to uid {proc.uid}" if proc.uid is not None and proc.uid != os.geteuid() else "is not readable"
+    return DlprobeError(
+        f"pid {pid} ({name}): pid {proc.pid} {owner}, and this user (uid {os.geteuid()}) may not read its memory "
+        f"maps ({why})",
+        hint=f"run `dlprobe attach {pid}` as the user who runs the job, or as root",
+    )
+
+
 def resolve(pid: int) -> Target:
     """The tree to watch for PID, or a DlprobeError (exit 2) saying why there is none."""
     refuse_machine_wide(pid)
@@ -260,7 +270,11 @@ def resolve(pid: int) -> Target:
             f"pid {pid} ({name}) is not a Python process and has no Python process below it",
             hint=FIND_HINT,
         )
-    if not any(procinfo.has_torch(p.pid) for p in mains):
+    seen = {p.pid: procinfo.torch_mapped(p.pid) for p in mains}
+    refused = [p for p in mains if seen[p.pid][1] is not None]
+    if not any(found for found, _ in seen.values()) and refused:
+        raise _not_readable(pid, name, refused[0], seen[refused[0].pid][1] or "")
+    if not any(found for found, _ in seen.values()):
         raise DlprobeError(
             f"pid {pid} ({name}) has no process that has loaded torch",
             hint=FIND_HINT + "; attach once the script has imported torch",

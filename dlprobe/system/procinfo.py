@@ -91,14 +91,21 @@ def is_python(pid: int, cmdline: list[str] | None = None) -> bool:
 
 def has_torch(pid: int) -> bool:
     """torch's C extension is mapped into the process (it has imported torch)."""
+    return torch_mapped(pid)[0]
+
+
+def torch_mapped(pid: int) -> tuple[bool, str | None]:
+    """(torch's C extension is mapped into the process, why its maps could not be read: None where they were)."""
     try:
         with open(f"/proc/{pid}/maps", "rb") as f:
             for line in f:
                 if b"libtorch" in line or b"/torch/_C" in line:
-                    return True
-    except OSError:
-        return False
-    return False
+                    return True, None
+    except PermissionError as exc:  # another user's process, or one that is not dumpable
+        return False, exc.strerror or "permission denied"
+    except OSError as exc:
+        return False, exc.strerror or str(exc)
+    return False, None
 
 
 def exit_state(pid: int) -> tuple[bool, int | None]:
