@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dlprobe.analysis import (
+    advice_agreement,
     attach_findings,
     batch_findings,
     death_findings,
@@ -200,4 +201,8 @@ def analyze(run: RunData, fold: bool = True) -> list[Finding]:
             findings.append(analysis_failed(name, exc, ANALYZER_CODES.get(name, ()), "analyzer"))
     if fold:
         findings = fold_script_errors(findings)
+    try:
+        findings = advice_agreement.agree(findings)
+    except Exception as exc:  # the findings stand as the analyzers made them
+        findings.append(analysis_failed("advice_agreement.agree", exc, (), "analyzer"))
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))

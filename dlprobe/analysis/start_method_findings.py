@@ -307,6 +307,10 @@ def _evidence(loader: LoaderRecord, event: dict[str, Any], method: str) -> dict[
     }
 
 
+# The start-method fix's last sentence; analysis/advice_agreement.py takes it back where this run shows fork unsafe
+KEEP_FORK = " Until then, `multiprocessing_context='fork'` on the DataLoader keeps today's behaviour on Python 3.14."
+
+
 def _breaks_on_upgrade(loader: LoaderRecord, event: dict[str, Any], method: str) -> Finding | None:
     """The loader starts under fork only because fork is this Python's default: on Python 3.14 (forkserver by default
     on Linux) or under spawn, its workers would not start."""
@@ -336,8 +340,7 @@ def _breaks_on_upgrade(loader: LoaderRecord, event: dict[str, Any], method: str)
             '"Can\'t get local object", "cannot pickle", or "An attempt has been made to start a new process '
             'before the current process has finished its bootstrapping phase").'
         ),
-        fix="; ".join(fixes)
-        + ". Until then, `multiprocessing_context='fork'` on the DataLoader keeps today's behaviour on Python 3.14.",
+        fix="; ".join(fixes) + "." + KEEP_FORK,
         evidence=_evidence(loader, event, method),
         loader_id=loader.loader_id,
     )

@@ -399,3 +399,12 @@ def test_two_workers_ahead_of_the_loop_are_no_surplus_worth_a_word(probe):
     result = probe("surplus_workers.py", "2", "60")
     assert result.returncode == 0, result.stderr
     assert result.findings("loop-bound") == []
+
+
+def test_a_lock_held_at_fork_in_a_loader_that_only_starts_under_fork_gets_one_direction(probe):
+    result = probe("lock_at_fork_unpicklable.py", options=["--quiet", "--hang-timeout", "3", "--on-hang", "stop"])
+    codes = {f["code"]: f for f in result.report["findings"]}
+    assert "fork-hazard" in codes and "start-method" in codes, list(codes)
+    assert "would not start under forkserver or spawn as it is" in codes["fork-hazard"]["fix"]
+    start_fix = codes["start-method"]["fix"]
+    assert "keeps today's behaviour" not in start_fix and "Forcing fork keeps this run's fork-hazard" in start_fix
