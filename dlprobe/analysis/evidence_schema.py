@@ -599,6 +599,34 @@ class SharedHandleEvidence(InJob, total=False):
     mapped: list[dict[str, Any]]  # data files the parent had mapped as the workers forked (path, size, attribute)
 
 
+class SharedRngEvidence(InJob, total=False):
+    """shared-rng: a generator the dataset holds, followed into the workers (in_training/rng_streams.py)."""
+
+    attribute: str  # its path from the dataset: self.rng
+    rng_class: str  # numpy.random.Generator, random.Random, torch.Generator
+    num_workers: int | None
+    persistent_workers: bool
+    shared_starts: int  # worker starts (a worker in an epoch) that began at one same state
+    worker_starts: int  # worker starts recorded for this attribute
+    distinct_starts: int  # the distinct states they began at
+    worker_ids: list[int]  # the workers among the shared starts
+    epochs: list[int]  # the epochs among them
+    drew_same: int  # of the shared starts, those at one same state again after their first batch
+    as_forked: bool  # every shared start held the state the main process had as the workers started
+
+
+class SameOrderEvidence(InJob, total=False):
+    """same-order-every-epoch: the sampler's order, one hash per complete epoch (in_training/sample_order.py)."""
+
+    sampler: str | None  # the class that shuffles (also sampler-out-of-range's: the class that yielded the index)
+    epochs: list[int]  # the epochs that had the one order
+    epochs_seen: int  # the complete epochs whose order was recorded
+    samples: int  # indices per epoch
+    sampler_epochs: list[int | None]  # the DistributedSampler's `epoch` as each of those epochs began
+    set_epoch_missing: bool  # the DistributedSampler's epoch was the same in each: set_epoch is the cause
+    digest: str  # the order's hash
+
+
 class WorkerStartFailedEvidence(InJob, total=False):
     failure: str  # unpicklable | main-guard (rundir.schema.WORKER_START_*)
     start_method: str | None
@@ -641,6 +669,8 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "pin-memory": PinMemoryEvidence,
     "dtype-waste": DtypeWasteEvidence,
     "iterable-duplicates": IterableDuplicatesEvidence,
+    "shared-rng": SharedRngEvidence,
+    "same-order-every-epoch": SameOrderEvidence,
     "slow-start": SlowStartEvidence,
     "remedy-cost": RemedyCostEvidence,
     "fork-hazard": ForkHazardEvidence,
@@ -684,6 +714,8 @@ class Evidence(  # every key of every code, each with its one type: what render/
     PinMemoryEvidence,
     DtypeWasteEvidence,
     IterableDuplicatesEvidence,
+    SharedRngEvidence,
+    SameOrderEvidence,
     SlowStartEvidence,
     RemedyCostEvidence,
     ForkHazardEvidence,
@@ -729,6 +761,8 @@ KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "loop-bound": ("wait_share", "num_workers", "suggested_num_workers"),
     "dtype-waste": ("batch_bytes", "saved_bytes_per_batch"),
     "iterable-duplicates": ("samples", "unique", "duplicates"),
+    "shared-rng": ("attribute", "rng_class", "shared_starts"),
+    "same-order-every-epoch": ("sampler", "epochs", "set_epoch_missing"),
     "slow-start": ("start_cost_s", "run_s", "hot_function"),
     "worker-start-failed": ("failure", "attribute_path", "file", "line"),
     "start-method-forced": ("forced_method",),

@@ -21,8 +21,10 @@ from dlprobe.in_training import (
     inflight,
     probe_errors,
     quiet_fork,
+    rng_streams,
     runtime_state,
     sample_check,
+    sample_order,
     script_errors,
     start_method_choice,
     startup_profile,
@@ -48,6 +50,7 @@ from dlprobe.rundir.schema import (
     EV_FORK_STATE,
     EV_LOADER,
     EV_LOADER_ERROR,
+    EV_SAMPLE_ORDER,
     EV_START_METHOD,
     EV_START_METHOD_FORCED,
     EV_START_READINESS,
@@ -268,6 +271,9 @@ class LoaderProbe:
             self.flush()
             self.epoch_open = False
             _emit(EV_EPOCH_END, loader=self.loader_id, epoch=self.epoch, batches=self.batches, **self._per_worker())
+            order = sample_order.take(self.epoch_iterator and self.epoch_iterator())
+            if order is not None:
+                _emit(EV_SAMPLE_ORDER, loader=self.loader_id, epoch=self.epoch, **order)
 
     def record_error(self, exc: BaseException, iterator: Any = None) -> None:
         self.flush()
@@ -591,19 +597,23 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
     inflight.loop_creating_iterator(probe.loader_id)
     user_init = inflight.wrap_worker_init(self, probe.loader_id)
     threads = getattr(self, "worker_method", None) == "thread"  # nothing is forked for thread workers
+    rng_init = rng_streams.NOT_SWAPPED
     if self.num_workers > 0 and not threads and (previous is None or not self.persistent_workers):
         # Threads, OpenMP and CUDA state right before the fork: a thread holding a lock now leaves it
         # locked forever in every worker (hang causes and the fork-hazard finding read this).
         _emit(EV_FORK_STATE, loader=probe.loader_id, epoch=probe.epoch + 1, **runtime_state.fork_snapshot())
         _emit_fork_handles(self, probe.loader_id, probe.epoch + 1)
+        rng_init = rng_streams.wrap_worker_init(self, probe.loader_id, probe.epoch + 1)  # the dataset's generators
     start = time.perf_counter()
     try:
         iterator = original_iter(self)
     except Exception as exc:
+        rng_streams.restore_worker_init(self, rng_init)
         inflight.restore_worker_init(self, user_init)
         _record_unpicklable(self, probe.loader_id, exc)
         raise
     finally:
+        rng_streams.restore_worker_init(self, rng_init)
         inflight.restore_worker_init(self, user_init)  # the wrapper only travels to the workers as they start
         inflight.loop_outside(probe.loader_id, probe.batches)
     new_iterator = iterator is not previous
@@ -612,6 +622,10 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
         if method:
             _emit(EV_START_METHOD, loader=probe.loader_id, start_method=method)
     probe.begin_epoch(iterator, new_iterator, time.perf_counter() - start)
+    try:
+        sample_order.begin(iterator, self)
+    except Exception as exc:  # never break training for the sampler's facts
+        probe_errors.record("hooks.sample_order", exc, f"loader {probe.loader_id}'s sampler is not named")
     if _is_loader_iterator(iterator):
         _iterators[iterator] = probe
     return iterator
@@ -752,6 +766,7 @@ def patch_dataloader(module: ModuleType) -> None:
     _patch_family(loader_cls, "__iter__", _wrap_iter)
     _patch_family(base_iter_cls, "__next__", _wrap_next)
     _patch_family(base_iter_cls, "_shutdown_workers", _wrap_shutdown)
+    _patch_family(base_iter_cls, "_next_index", sample_order.wrap_next_index)  # each epoch's order, one hash
     loader_cls._dlprobe_patched = True
     _register_atexit()
     if script_errors.launched_rank():  # an error before its first DataLoader is a rank's failure too

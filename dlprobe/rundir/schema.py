@@ -185,6 +185,11 @@ EV_BATCH_INFO = "batch_info"
 EV_DUPES = "dupes"
 EV_FORK_STATE = "fork_state"
 EV_FORK_HANDLES = "fork_handles"  # descriptors objects of the dataset hold as a loader forks (in_training/fork_handles)
+# A worker's random generators held on its dataset (in_training/rng_streams.py): each one's state as the main process
+# forked it, as the worker started (after worker_init_fn) and after the worker's first batch.
+EV_WORKER_RNG = "worker_rng"
+# The order of the indices a loader's sampler gave in one complete epoch, one running hash (in_training/sample_order.py)
+EV_SAMPLE_ORDER = "sample_order"
 EV_START_READINESS = "start_readiness"  # what the other start methods would make of a loader (start_readiness.py)
 # the readiness check was not run for a loader: `reason` (a fork the script would see, a memory limit too close)
 EV_START_READINESS_SKIPPED = "start_readiness_skipped"
@@ -456,6 +461,39 @@ class WorkerStartEvent(Event, total=False):
     worker_id: int
     pid: int
     memory: dict[str, int] | None
+
+
+class WorkerRng(TypedDict, total=False):
+    """One random generator a worker's dataset holds (in_training/rng_streams.py); states are 16-hex fingerprints."""
+
+    attribute: str  # its path from the dataset: self.rng, self.transform.rng
+    owner: str  # its class: numpy.random._generator.Generator, random.Random, torch._C.Generator
+    parent: str | None  # its state in the main process as the workers forked
+    start: str | None  # as this worker started, after the script's worker_init_fn (None: not found there)
+    after: str | None  # after the worker's first batch
+    replaced: bool  # the attribute held another object after the first batch: the dataset made its own
+
+
+class WorkerRngEvent(Event, total=False):
+    """EV_WORKER_RNG: one worker's random generators, after its first batch."""
+
+    loader: int
+    epoch: int
+    worker_id: int
+    rngs: list[WorkerRng]
+
+
+class SampleOrderEvent(Event, total=False):
+    """EV_SAMPLE_ORDER: the order of the indices the sampler gave in one complete epoch."""
+
+    loader: int
+    epoch: int
+    digest: str  # a running hash of every index in order (16 hex digits); equal digests: the same order
+    batches: int  # the index batches hashed
+    samples: int  # the indices hashed
+    sampler: str | None  # the class that shuffles (the DistributedSampler when there is one)
+    shuffle: bool | None  # whether it shuffles (None: not known)
+    sampler_epoch: int | None  # a DistributedSampler's `epoch` as this epoch's order was made (set_epoch sets it)
 
 
 class BatchSendErrorEvent(Event, total=False):

@@ -23,6 +23,8 @@ EVENT_REQUIRED: dict[str, tuple[str, ...]] = {
     schema.EV_WORKERS_LAST: ("t",),
     schema.EV_WORKER_START: ("t", "pid"),
     schema.EV_BATCH_SEND_ERROR: ("t", "pid"),
+    schema.EV_WORKER_RNG: ("t", "loader", "epoch", "worker_id", "rngs"),
+    schema.EV_SAMPLE_ORDER: ("t", "loader", "epoch", "digest", "batches"),
     schema.EV_SCRIPT_ERROR: ("t",),
     # tune's and scan's readers index these (tune/results.py collect_trials, scan/result.py feed)
     schema.EV_TRIAL_START: ("t", "key", "num_workers"),
@@ -171,6 +173,8 @@ EVENT_TYPES: dict[str, type] = {
     schema.EV_DUPES: schema.DupesEvent,
     schema.EV_FORK_STATE: schema.ForkStateEvent,
     schema.EV_FORK_HANDLES: schema.ForkHandlesEvent,
+    schema.EV_WORKER_RNG: schema.WorkerRngEvent,
+    schema.EV_SAMPLE_ORDER: schema.SampleOrderEvent,
     schema.EV_START_READINESS: schema.StartReadinessEvent,
     schema.EV_START_READINESS_SKIPPED: schema.StartReadinessSkippedEvent,
     schema.EV_STARTUP_PROFILE: schema.StartupProfileEvent,
