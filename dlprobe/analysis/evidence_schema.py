@@ -571,6 +571,16 @@ class FdLeakEvidence(InJob, total=False):
     hit_limit_pids: list[int]
     error: str | None
     opened_at: str | None  # the user's frame of the worker's `Too many open files`: where it opens them
+    # The differential (the fastest climbing process's): the cause its descriptors' kinds and holder name, and why
+    cause: str  # kept-batches | dataset-files | sockets | pipes | unknown (fd_findings.CAUSE_*)
+    holder: str  # the role of the process that holds them: main | worker
+    by_kind: dict[str, int]  # the targets read by kind, most first: torch-shm, file, socket, pipe, other
+    targets_read: int | None  # how many were open when the targets were read (the kinds count of these)
+    batches_received: int | None  # batches the main process's loop received (the main process only)
+    tensors_per_batch: int | None  # tensors in its first batch: each one kept holds one descriptor
+    fds_per_batch: float | None  # the rise per batch received
+    workers_fds: list[dict[str, Any]]  # the main process's workers' counts: pid, worker_id, fds_min, fds_max
+    ruled_out: list[str]  # what ruled each other cause out, in words
 
 
 class BatchDroppedEvidence(InJob, total=False):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.fd_findings import EMFILE
 from dlprobe.analysis.model import Finding, RunData
 from dlprobe.rundir.schema import EV_BATCH_SEND_ERROR
+from dlprobe.torch_text import EMFILE
 
 BATCHES_SHOWN = 8
 # The fix for a batch its queue could not pickle (the hang finding of the same batch gives it too).

@@ -270,3 +270,29 @@ def test_a_dataset_closing_what_it_opens_has_no_descriptor_finding(probe):
     result = probe("worker_leaks_descriptors.py", "closed")
     assert result.returncode == 0, result.stderr
     assert result.findings("fd-leak") == []
+
+
+def test_a_loop_keeping_its_batches_is_named_as_the_cause_of_the_main_process_running_out(probe):
+    """The dataset opens nothing: the main process's descriptors are the storages of the batches the loop keeps
+    (torch's file_descriptor strategy), so the cause is kept batches and the fix `.clone()`, not the dataset's."""
+    result = probe("loop_keeps_batches.py")
+    assert result.returncode != 0  # torch's "Too many open files. Communication with the workers is no longer ..."
+    [finding] = result.findings("fd-leak")
+    evidence = finding["evidence"]
+    assert evidence["cause"] == "kept-batches" and evidence["holder"] == "main", finding["title"]
+    main_pid = next(p["pid"] for p in evidence["leaking"] if p["role"] == "main")
+    assert evidence["hit_limit_pids"] == [main_pid]
+    shm, read = evidence["by_kind"]["torch-shm"], evidence["targets_read"]
+    assert shm >= 0.8 * read and f"{shm} of {read} are torch shared-memory storages" in finding["title"]
+    assert evidence["tensors_per_batch"] == 2 and 1.5 <= evidence["fds_per_batch"] <= 2.5  # one per tensor kept
+    assert len(evidence["workers_fds"]) == 2 and all(w["fds_max"] - w["fds_min"] < 8 for w in evidence["workers_fds"])
+    assert "Ruled out: files the dataset opens" in finding["detail"]
+    assert "the workers' descriptors are flat" in finding["detail"]
+    assert "batch.clone()" in finding["fix"] and "set_sharing_strategy('file_system')" in finding["fix"]
+    assert "__getitem__" not in finding["fix"]
+
+
+def test_a_loop_keeping_clones_of_its_batches_has_no_descriptor_finding(probe):
+    result = probe("loop_keeps_batches.py", "clone")
+    assert result.returncode == 0, result.stderr
+    assert result.findings("fd-leak") == []
