@@ -313,8 +313,11 @@ class ShmPressureEvidence(InJob, total=False):
     shm_total_bytes: int | None
     shm_start_bytes: int | None
     shm_peak_bytes: int | None
-    in_flight_estimate_bytes: int | None
-    loaders: list[dict[str, Any]]
+    in_flight_estimate_bytes: int | None  # at the bytes each batch sends (its storages', where larger)
+    loaders: list[
+        dict[str, Any]
+    ]  # loader_id, num_workers, prefetch_factor, batch_bytes, sent_bytes, storage_ratio, ...
+    views: bool  # a loader's batches are views of storages VIEW_RATIO times their own bytes or more
 
 
 class InputBoundEvidence(InJob, _WorkerCpu, _MemoryReserve, total=False):
@@ -590,6 +593,11 @@ class BatchDroppedEvidence(InJob, total=False):
     workers: list[int]
     pids: list[int]
     other_errors: list[str]
+    # Where the error is /dev/shm's (no room to share the batch): views (the batches' storages much larger than their
+    # tensors) or shm-full; with the batch's own bytes and what it sends (its storages')
+    cause: str
+    batch_bytes: int | None
+    sent_bytes: int | None
 
 
 class SharedHandleEvidence(InJob, total=False):
