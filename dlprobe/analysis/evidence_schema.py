@@ -318,8 +318,11 @@ class ShmPressureEvidence(InJob, total=False):
     shm_total_bytes: int | None
     shm_start_bytes: int | None
     shm_peak_bytes: int | None
-    in_flight_estimate_bytes: int | None
-    loaders: list[dict[str, Any]]
+    in_flight_estimate_bytes: int | None  # at the bytes each batch sends (its storages', where larger)
+    loaders: list[
+        dict[str, Any]
+    ]  # loader_id, num_workers, prefetch_factor, batch_bytes, sent_bytes, storage_ratio, ...
+    views: bool  # a loader's batches are views of storages VIEW_RATIO times their own bytes or more
 
 
 class InputBoundEvidence(InJob, _WorkerCpu, _MemoryReserve, total=False):
@@ -576,6 +579,16 @@ class FdLeakEvidence(InJob, total=False):
     hit_limit_pids: list[int]
     error: str | None
     opened_at: str | None  # the user's frame of the worker's `Too many open files`: where it opens them
+    # The differential (the fastest climbing process's): the cause its descriptors' kinds and holder name, and why
+    cause: str  # kept-batches | dataset-files | sockets | pipes | unknown (fd_findings.CAUSE_*)
+    holder: str  # the role of the process that holds them: main | worker
+    by_kind: dict[str, int]  # the targets read by kind, most first: torch-shm, file, socket, pipe, other
+    targets_read: int | None  # how many were open when the targets were read (the kinds count of these)
+    batches_received: int | None  # batches the main process's loop received (the main process only)
+    tensors_per_batch: int | None  # tensors in its first batch: each one kept holds one descriptor
+    fds_per_batch: float | None  # the rise per batch received
+    workers_fds: list[dict[str, Any]]  # the main process's workers' counts: pid, worker_id, fds_min, fds_max
+    ruled_out: list[str]  # what ruled each other cause out, in words
 
 
 class BatchDroppedEvidence(InJob, total=False):
@@ -585,6 +598,11 @@ class BatchDroppedEvidence(InJob, total=False):
     workers: list[int]
     pids: list[int]
     other_errors: list[str]
+    # Where the error is /dev/shm's (no room to share the batch): views (the batches' storages much larger than their
+    # tensors) or shm-full; with the batch's own bytes and what it sends (its storages')
+    cause: str
+    batch_bytes: int | None
+    sent_bytes: int | None
 
 
 class SharedHandleEvidence(InJob, total=False):

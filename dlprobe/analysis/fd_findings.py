@@ -1,5 +1,9 @@
 """Descriptor findings: a process whose open file descriptors climb through the run (a leak), against its
-RLIMIT_NOFILE, and which process hit `Too many open files` when one did."""
+RLIMIT_NOFILE, and which process hit `Too many open files` when one did.
+
+One symptom, several causes: what the climbing process's descriptors point to (files the dataset opens, torch's
+shared-memory storages, sockets, pipes) and which process holds them (the main process or a worker) name the cause;
+the finding says which, with the counts by kind, and what ruled the others out."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 from dlprobe.analysis.death_findings import user_frame_from_traceback
 from dlprobe.analysis.labels import process_name
 from dlprobe.analysis.model import Finding, ProcessRecord, RunData
+from dlprobe.torch_text import EMFILE, KEPT_BATCHES_CAUSE, KEPT_BATCHES_FIX, MAIN_OUT_OF_DESCRIPTORS, TORCH_SHM_PREFIX
 
 FD_LEAK_MIN = 64  # descriptors a process gained over its readings before a climb counts as a leak
 FD_LEAK_SHARE = 0.5  # ... and at least half again what it started with (a worker opening its shards once is not)
@@ -18,7 +23,25 @@ FD_LATE_SHARE = 0.25
 FD_MIN_READINGS = 3
 CEILING_SLACK = 4  # descriptors below the limit that count as at it (the next few opens of a worker all fail)
 NEAR_LIMIT_SHARE = 0.9  # a count this close to its limit is the process that hit `Too many open files`
-EMFILE = re.compile(r"Too many open files|\[Errno 24\]|EMFILE")
+# The kind of descriptor that holds at least this share of those read names the cause; below it, no kind does.
+CAUSE_SHARE = 0.5
+# Regular files at most this share of the rise are too few to be the climb (the script's own output, dlprobe's).
+FEW_FILES_SHARE = 0.1
+# What a descriptor's target pattern is (procfds.target_pattern folds them): the kinds the causes are told apart by.
+KIND_TORCH_SHM, KIND_FILE, KIND_SOCKET, KIND_PIPE, KIND_OTHER = "torch-shm", "file", "socket", "pipe", "other"
+KIND_WORDS = {
+    KIND_TORCH_SHM: "torch shared-memory storages",
+    KIND_FILE: "regular files",
+    KIND_SOCKET: "sockets",
+    KIND_PIPE: "pipes",
+    KIND_OTHER: "other (devices, anon inodes, other /dev/shm files)",
+}
+# The cause each kind names (the evidence's `cause`): kept-batches only where the main process holds them.
+CAUSE_KEPT_BATCHES, CAUSE_FILES, CAUSE_SOCKETS, CAUSE_PIPES, CAUSE_UNKNOWN = (
+    "kept-batches", "dataset-files", "sockets", "pipes", "unknown",
+)  # fmt: skip
+_CAUSE_KIND = {CAUSE_KEPT_BATCHES: KIND_TORCH_SHM, CAUSE_FILES: KIND_FILE, CAUSE_SOCKETS: KIND_SOCKET,
+               CAUSE_PIPES: KIND_PIPE}  # fmt: skip
 
 
 def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
@@ -108,8 +131,127 @@ def _targets_text(row: dict[str, Any]) -> str:
     return f"At {row['fd_targets_at']} open, they pointed to: {parts}."
 
 
+def target_kind(pattern: str) -> str:
+    """What a descriptor's target pattern is: one of torch's shared-memory storages, a regular file, a socket, a
+    pipe, or something else (a device, an anon inode, another /dev/shm file)."""
+    if pattern.startswith(TORCH_SHM_PREFIX):
+        return KIND_TORCH_SHM
+    if pattern in (KIND_SOCKET, KIND_PIPE):
+        return pattern
+    if pattern.startswith("/") and not pattern.startswith(("/dev/", "/proc/", "/sys/")):
+        return KIND_FILE
+    return KIND_OTHER
+
+
+def targets_by_kind(row: dict[str, Any]) -> dict[str, int]:
+    """The targets read of a climbing process, counted by kind, most first."""
+    counts: dict[str, int] = {}
+    for target in row["fd_targets"]:
+        kind = target_kind(str(target["target"]))
+        counts[kind] = counts.get(kind, 0) + int(target["count"])
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def leak_cause(role: str, by_kind: dict[str, int], read: int | None) -> str:
+    """The cause the kinds name: the kind that holds at least CAUSE_SHARE of the descriptors read, by who holds
+    them. torch's storages name the loop keeping batches only in the main process (what it receives); a worker that
+    holds them keeps what it sends, which no cause here names."""
+    if not by_kind or not read:
+        return CAUSE_UNKNOWN
+    kind, count = next(iter(by_kind.items()))
+    if count < read * CAUSE_SHARE:
+        return CAUSE_UNKNOWN
+    if kind == KIND_TORCH_SHM:
+        return CAUSE_KEPT_BATCHES if role == "main" else CAUSE_UNKNOWN
+    return {KIND_FILE: CAUSE_FILES, KIND_SOCKET: CAUSE_SOCKETS, KIND_PIPE: CAUSE_PIPES}.get(kind, CAUSE_UNKNOWN)
+
+
+def _workers_of(run: RunData, pid: int) -> list[dict[str, Any]]:
+    """The descriptor counts each worker of the process held through the run (its children; every worker where the
+    parent was not read)."""
+    rows = []
+    for proc in run.processes:
+        counts = [n for _, n in proc.series.values("fds")]
+        if proc.role == "worker" and proc.ppid in (pid, None) and counts:
+            rows.append({"pid": proc.pid, "worker_id": proc.worker_id, "fds_min": min(counts), "fds_max": max(counts)})
+    return sorted(rows, key=lambda r: (r["worker_id"] is None, r["worker_id"] or 0, r["pid"]))
+
+
+def _batches_received(run: RunData, pid: int) -> tuple[int, int | None]:
+    """Batches the process's loaders handed its loop, and how many tensors the first batch held."""
+    loaders = [lo for lo in run.loaders if lo.writer in (pid, None)]
+    batches = sum(e.batches for lo in loaders for e in lo.epochs)
+    tensors = next((len(lo.batch_info.get("leaves") or []) for lo in loaders if lo.batch_info), None)
+    return batches, tensors
+
+
+def _differential(run: RunData, row: dict[str, Any], leaking: set[int]) -> dict[str, Any]:
+    """Each candidate cause of the climb tested on the run's evidence: the kinds its descriptors point to, who
+    holds them, how fast they rose per batch received; the winner, and what ruled each other kind out."""
+    by_kind = targets_by_kind(row)
+    read = row["fd_targets_at"]
+    cause = leak_cause(row["role"], by_kind, read)
+    batches, tensors = _batches_received(run, row["pid"]) if row["role"] == "main" else (0, None)
+    rise = row["fds_peak"] - row["fds_first"]
+    workers = _workers_of(run, row["pid"]) if row["role"] == "main" else []
+    ruled_out: list[str] = []
+    if cause == CAUSE_KEPT_BATCHES:
+        files = by_kind.get(KIND_FILE, 0)
+        flat = [w for w in workers if w["pid"] not in leaking]
+        text = f"files the dataset opens: {files} of {read} are regular files"
+        if files <= max(1, rise * FEW_FILES_SHARE):
+            text += " (too few to be the climb)"
+        if flat and len(flat) == len(workers):
+            held = ", ".join(
+                f"worker {w['worker_id']}: {w['fds_min']}"
+                + (f" to {w['fds_max']}" if w["fds_max"] != w["fds_min"] else "")
+                for w in flat
+            )
+            text += f", and the workers' descriptors are flat ({held}): none are files the dataset keeps open"
+        ruled_out.append(text)
+    elif cause == CAUSE_FILES and row["role"] == "worker":
+        main = [p for p in run.processes if p.role == "main" and p.pid not in leaking and p.series.values("fds")]
+        for proc in main:
+            counts = [n for _, n in proc.series.values("fds")]
+            ruled_out.append(f"the loop keeping batches: the main process held {min(counts)} to {max(counts)}")
+    if cause != CAUSE_UNKNOWN:
+        winner = _CAUSE_KIND[cause]
+        for kind in (KIND_TORCH_SHM, KIND_FILE, KIND_SOCKET, KIND_PIPE):
+            if kind != winner and not (kind == KIND_FILE and cause == CAUSE_KEPT_BATCHES):
+                ruled_out.append(f"{KIND_WORDS[kind]}: {by_kind.get(kind, 0)} of {read}")
+    return {
+        "cause": cause,
+        "holder": row["role"],
+        "by_kind": by_kind,
+        "targets_read": read,
+        "batches_received": batches or None,
+        "tensors_per_batch": tensors,
+        "fds_per_batch": round(rise / batches, 2) if batches else None,
+        "workers_fds": workers,
+        "ruled_out": ruled_out,
+    }
+
+
+def _kinds_text(diff: dict[str, Any]) -> str:
+    return ", ".join(f"{n} {KIND_WORDS[k]}" for k, n in diff["by_kind"].items())
+
+
+_CAUSE_FIX = {
+    CAUSE_SOCKETS: (
+        "Close the connections `__getitem__` (or a client it calls) opens, or open one client per worker (in "
+        "worker_init_fn, or lazily on first use) and reuse it: a client made per sample and never closed keeps its "
+        "socket. Raising the limit (`ulimit -n`) only delays the failure."
+    ),
+    CAUSE_PIPES: (
+        "Wait for and close what starts a subprocess per sample (`subprocess.run`, or `with Popen(...)`), and close "
+        "the pipes it leaves (`os.pipe()`'s two ends). Raising the limit (`ulimit -n`) only delays the failure."
+    ),
+}
+
+
 def find_fd_leak(run: RunData) -> list[Finding]:
-    """fd-leak: open descriptors climbing through the run in a worker or the main process."""
+    """fd-leak: open descriptors climbing through the run in a worker or the main process, with the cause its
+    descriptors' kinds and holder name (a differential: the others ruled out by the same counts)."""
     names = {p.pid: process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
     rows = [row for p in run.processes if (row := _climb(p)) is not None]
     if not rows:
@@ -121,6 +263,9 @@ def find_fd_leak(run: RunData) -> list[Finding]:
     # EMFILE never reached the loop: the main process then sees only torch's EOFError).
     hit = [p.pid for p in run.processes if (emfile or p.pid in by_pid) and _reached_limit(run, p, by_pid.get(p.pid))]
     top = rows[0]
+    leaking = {r["pid"] for r in rows}
+    diff = _differential(run, top, leaking)
+    cause = diff["cause"]
     who = names[top["pid"]]
     others = len(rows) - 1
     limit = top["fd_limit"]
@@ -138,9 +283,17 @@ def find_fd_leak(run: RunData) -> list[Finding]:
         )
     elif limit and top["seconds_to_limit"] is not None:
         title += f"; at this rate it reaches its limit of {limit:,} in ~{_duration(top['seconds_to_limit'])}"
-    opened_at = _opened_at(run)
+    opened_at = _opened_at(run) if cause in (CAUSE_FILES, CAUSE_UNKNOWN) else None
     opening = re.search(r"'(/[^']+)'", emfile or "")
-    if top["fd_targets"]:
+    if cause == CAUSE_KEPT_BATCHES:
+        title += (
+            f"; {diff['by_kind'][KIND_TORCH_SHM]} of {diff['targets_read']} are torch shared-memory storages: the "
+            "loop keeps the batches it receives"
+        )
+    elif cause in (CAUSE_SOCKETS, CAUSE_PIPES):
+        kind = _CAUSE_KIND[cause]
+        title += f"; {diff['by_kind'][kind]} of {diff['targets_read']} are {KIND_WORDS[kind]}"
+    elif top["fd_targets"]:
         title += f"; most point to {top['fd_targets'][0]['target']}"
     elif opening:  # too fast to read the targets: the file the refused open named
         title += f"; it was opening {opening.group(1)} when refused"
@@ -148,12 +301,28 @@ def find_fd_leak(run: RunData) -> list[Finding]:
         "The count of /proc/PID/fd, read through the run, rose without falling back: something opens files (or "
         f"sockets) and never closes them. {_targets_text(top)}"
     )
+    if diff["by_kind"]:
+        detail += f" By kind: {_kinds_text(diff)}."
+    if cause == CAUSE_KEPT_BATCHES:
+        detail = (
+            f"The count of /proc/PID/fd of {who}, read through the run, rose without falling back, and "
+            f"{diff['by_kind'][KIND_TORCH_SHM]} of the {diff['targets_read']} open when their targets were read are "
+            f"torch's shared-memory storages ({_kinds_text(diff)}): {KEPT_BATCHES_CAUSE}. {_targets_text(top)}"
+        )
+        if diff["fds_per_batch"] is not None:
+            detail += (
+                f" It rose by {diff['fds_per_batch']:g} per batch received ({top['fds_peak'] - top['fds_first']} over "
+                f"{diff['batches_received']} batches"
+                + (f" of {diff['tensors_per_batch']} tensors each" if diff["tensors_per_batch"] else "")
+                + ")."
+            )
+    if diff["ruled_out"]:
+        detail += f" Ruled out: {'; '.join(diff['ruled_out'])}."
     if opened_at:
         detail += f" The worker was opening one more at {opened_at} when the limit refused it: that code opens them."
-    leaking = {r["pid"] for r in rows}
     for proc in run.processes:
         counts = [n for _, n in proc.series.values("fds")]
-        if proc.role == "main" and proc.pid not in leaking and counts:
+        if proc.role == "main" and proc.pid not in leaking and counts and cause != CAUSE_FILES:
             detail += f" The main process held {min(counts)} to {max(counts)} throughout: the leak is not its."
     if hit and not emfile:
         detail += (
@@ -161,7 +330,14 @@ def find_fd_leak(run: RunData) -> list[Finding]:
             "`Too many open files` (EMFILE), though the run's output kept no such line; a worker that dies of it "
             "reaches the loop as torch's EOFError or a lost connection."
         )
-    if emfile:
+    if emfile and cause == CAUSE_KEPT_BATCHES:
+        detail += f" The run's error says `{emfile}`" + (
+            ": torch raises it in the main process when it cannot take the next batch's descriptor off a "
+            "worker's queue, the limit reached by the storages it holds."
+            if re.search(MAIN_OUT_OF_DESCRIPTORS, emfile)
+            else ", where the next descriptor was asked for."
+        )
+    elif emfile:
         detail += (
             f" The run's error says `{emfile}`: "
             + (
@@ -172,13 +348,18 @@ def find_fd_leak(run: RunData) -> list[Finding]:
             + ", wherever it surfaced (torch's tensor sharing, a read, the main process's EOFError are where the "
             "next descriptor was asked for, not the cause)."
         )
-    fix = (
-        (f"At {opened_at}: c" if opened_at else "C")
-        + "lose what `__getitem__` (or the code it calls) opens: `with open(path, 'rb') as f:`, or keep at most one "
-        "handle per file in a bounded cache that closes what it evicts. A handle kept on `self` in a worker is "
-        "never closed by the parent. Raising the limit (`ulimit -n`) only delays the failure."
-    )
-    evidence = {"leaking": rows, "hit_limit_pids": hit, "error": emfile, "opened_at": opened_at}
+    if cause == CAUSE_KEPT_BATCHES:
+        fix = KEPT_BATCHES_FIX
+    elif cause in _CAUSE_FIX:
+        fix = _CAUSE_FIX[cause]
+    else:
+        fix = (
+            (f"At {opened_at}: c" if opened_at else "C")
+            + "lose what `__getitem__` (or the code it calls) opens: `with open(path, 'rb') as f:`, or keep at most "
+            "one handle per file in a bounded cache that closes what it evicts. A handle kept on `self` in a worker "
+            "is never closed by the parent. Raising the limit (`ulimit -n`) only delays the failure."
+        )
+    evidence = {"leaking": rows, "hit_limit_pids": hit, "error": emfile, "opened_at": opened_at, **diff}
     severity = "error" if hit else "warning"
     loader_id = next((p.loader_id for p in run.processes if p.pid == top["pid"]), None)
     return [Finding("fd-leak", severity, title, detail, fix, evidence, loader_id=loader_id)]

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.fd_findings import EMFILE
 from dlprobe.analysis.model import Finding, RunData
+from dlprobe.analysis.shm_findings import SHM_FULL, SHM_SPACE_FIX, VIEWS_FIX, loader_views, views_text
 from dlprobe.rundir.schema import EV_BATCH_SEND_ERROR
+from dlprobe.torch_text import EMFILE
 
 BATCHES_SHOWN = 8
 # The fix for a batch its queue could not pickle (the hang finding of the same batch gives it too).
@@ -67,5 +68,21 @@ def find_dropped_batches(run: RunData) -> list[Finding]:
         evidence = {"error": error, "batches": batches[:50], "count": count, "workers": workers, "pids": pids,
                     "other_errors": others[:5]}  # fmt: skip
         fix = DESCRIPTORS_FIX if out_of_descriptors else PICKLABLE_BATCH_FIX
+        if SHM_FULL.search(error):  # /dev/shm had no room for the batch: nothing in it was unpicklable
+            lo = next((lo for lo in run.loaders if lo.loader_id == loader_id), None)
+            sent = loader_views(run, lo) if lo is not None else None
+            evidence.update(cause="views" if sent else "shm-full", batch_bytes=sent.own if sent else None,
+                            sent_bytes=sent.sent if sent else None)  # fmt: skip
+            if sent:
+                title += f"; its {views_text(sent)}"
+                detail += (
+                    f" /dev/shm had no room for them: the {views_text(sent)}, so the batches in flight take "
+                    f"{sent.ratio:.0f} times the room their own bytes need. Ruled out: an unpicklable batch (the "
+                    "error is the shared memory's, not pickle's)."
+                )
+                fix = f"{VIEWS_FIX} Otherwise: {SHM_SPACE_FIX[0].lower()}{SHM_SPACE_FIX[1:]}"
+            else:
+                detail += " /dev/shm had no room for them: the error is the shared memory's, not pickle's."
+                fix = SHM_SPACE_FIX
         findings.append(Finding("batch-dropped", "error", title, detail, fix, evidence, loader_id))
     return findings

@@ -10,18 +10,24 @@ RANGE_MAX_ELEMENTS = 64_000_000  # value range of integer leaves is read up to t
 
 
 def describe_batch(batch: Any) -> dict[str, Any]:
-    """Total bytes of the tensors/arrays in a batch, and up to MAX_LEAVES leaves with dtype and shape."""
+    """Total bytes of the tensors/arrays in a batch, the bytes of the tensors' storages (each once), and up to
+    MAX_LEAVES leaves with dtype and shape. A tensor whose storage is larger than its own bytes is a view of a larger
+    one: sharing it from a worker puts the whole storage in /dev/shm."""
     leaves: list[dict[str, Any]] = []
-    total = _visit(batch, "batch", leaves, 0)
-    return {"bytes": total, "leaves": leaves[:MAX_LEAVES]}
+    storages: dict[tuple[str, int], int] = {}
+    total = _visit(batch, "batch", leaves, 0, storages)
+    return {"bytes": total, "storage_bytes": sum(storages.values()), "leaves": leaves[:MAX_LEAVES]}
 
 
-def _visit(obj: Any, path: str, leaves: list[dict[str, Any]], depth: int) -> int:
+def _visit(obj: Any, path: str, leaves: list[dict[str, Any]], depth: int, storages: dict[tuple[str, int], int]) -> int:
     torch = sys.modules.get("torch")
     np = sys.modules.get("numpy")
     if torch is not None and isinstance(obj, torch.Tensor):
         nbytes = obj.element_size() * obj.nelement()
         leaf = {"path": path, "dtype": str(obj.dtype), "shape": list(obj.shape), "bytes": nbytes}
+        stored = _storage_bytes(obj, storages)
+        if stored is not None and stored > nbytes:
+            leaf["storage_bytes"] = stored
         if np is not None and obj.device.type == "cpu" and not obj.is_floating_point() and not obj.is_complex():
             leaf.update(_int_range(np, obj.detach().numpy()))
         leaves.append(leaf)
@@ -30,14 +36,27 @@ def _visit(obj: Any, path: str, leaves: list[dict[str, Any]], depth: int) -> int
         leaf = {"path": path, "dtype": str(obj.dtype), "shape": list(obj.shape), "bytes": obj.nbytes}
         leaf.update(_int_range(np, obj))
         leaves.append(leaf)
+        storages[("array", id(obj))] = int(obj.nbytes)  # pickled as its own bytes, view or not
         return int(obj.nbytes)
     if depth > 6:
         return 0
     if isinstance(obj, dict):
-        return sum(_visit(v, f"{path}[{k!r}]", leaves, depth + 1) for k, v in obj.items())
+        return sum(_visit(v, f"{path}[{k!r}]", leaves, depth + 1, storages) for k, v in obj.items())
     if isinstance(obj, (list, tuple)):
-        return sum(_visit(v, f"{path}[{i}]", leaves, depth + 1) for i, v in enumerate(obj))
+        return sum(_visit(v, f"{path}[{i}]", leaves, depth + 1, storages) for i, v in enumerate(obj))
     return 0
+
+
+def _storage_bytes(tensor: Any, storages: dict[tuple[str, int], int]) -> int | None:
+    """The bytes of the tensor's storage, counted once per storage in `storages`; None where it has none to read (a
+    meta or sparse tensor)."""
+    try:
+        storage = tensor.untyped_storage()
+        key, nbytes = ("storage", int(storage.data_ptr())), int(storage.nbytes())
+    except Exception:
+        return None
+    storages[key] = nbytes
+    return nbytes
 
 
 def _int_range(np: Any, array: Any) -> dict[str, int]:

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from dlprobe.in_training import probe_errors
+from dlprobe.in_training.batch_info import describe_batch
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.schema import EV_BATCH_SEND_ERROR
 
@@ -52,5 +53,9 @@ def _record(loader_id: int, worker_id: int, exc: BaseException, item: Any) -> No
     if isinstance(exc, (BrokenPipeError, ConnectionResetError)):
         return
     task = item[0]
+    # What the batch holds and what sharing it sends (its storages: a view's whole one), read only as it fails: a
+    # batch /dev/shm had no room for may be views of much larger tensors.
+    sizes = describe_batch(item[1])
     log.emit(EV_BATCH_SEND_ERROR, loader=loader_id, worker_id=worker_id, pid=os.getpid(), task=task,
-             type=type(exc).__name__, message=str(exc)[:MAX_SEND_ERROR_CHARS])  # fmt: skip
+             type=type(exc).__name__, message=str(exc)[:MAX_SEND_ERROR_CHARS], batch_bytes=sizes["bytes"],
+             storage_bytes=sizes["storage_bytes"])  # fmt: skip

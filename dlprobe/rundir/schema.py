@@ -503,12 +503,17 @@ class BatchSendErrorEvent(Event, total=False):
     task: int | None  # torch's batch number in the epoch, where the dropped item was torch's (number, batch)
     type: str  # the exception's type: TypeError, OSError
     message: str  # its message, cut to MAX_SEND_ERROR_CHARS
+    batch_bytes: int  # the dropped batch's tensors' own bytes (in_training/batch_info.py)
+    storage_bytes: int  # ... and their storages' (each once): what sharing it needed in /dev/shm
 
 
 class BatchInfoEvent(Event, total=False):
     loader: int
     epoch: int
-    bytes: int
+    bytes: int  # the tensors' own bytes (numel x element size)
+    # The bytes of their storages, each counted once: what sharing the batch puts in /dev/shm (a view of a larger
+    # tensor sends its whole storage). Absent in runs recorded before dlprobe read it.
+    storage_bytes: int
     leaves: list[dict[str, Any]]
 
 

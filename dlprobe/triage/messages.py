@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from dlprobe.analysis.model import Finding
+from dlprobe.torch_text import KEPT_BATCHES_CAUSE, KEPT_BATCHES_FIX
 from dlprobe.triage import scores as S
 from dlprobe.triage.candidate import CONFIRMED, FIX_HANG, FIX_SHM, LIKELY, Candidate, first, make_finding
 from dlprobe.triage.facts import shm_facts, shm_here
@@ -177,12 +178,10 @@ def _open_files_candidate(scan: LogScan, machine: MachineFacts, files: list[Matc
             message=w.fields.get("original_message"), line=w.line, **limits))  # fmt: skip
     return Candidate(S.TOO_MANY_OPEN_FILES, m.line, make_finding(
         "too-many-open-files", "The main process ran out of file descriptors receiving batches from the workers",
-        "With the default `file_descriptor` sharing strategy every tensor received from a worker holds an open "
-        "file descriptor until it is freed; keeping batches alive (a list of batches, a cache) or many small "
-        "tensors per sample exhausts the limit." + _nofile_here(machine),
-        "don't keep batches (`.item()`, `.clone()` or `.numpy()` what you keep), pack a sample's tensors into "
-        "one, raise the limit (`ulimit -n 65536`), or call `torch.multiprocessing.set_sharing_strategy("
-        "'file_system')` at the start.",
+        f"{KEPT_BATCHES_CAUSE[0].upper()}{KEPT_BATCHES_CAUSE[1:]}; many small tensors per sample exhaust the "
+        "limit sooner. `dlprobe run` (below) reads what the main process's descriptors point to (torch's "
+        "/dev/shm storages) and how many it gains per batch." + _nofile_here(machine),
+        KEPT_BATCHES_FIX + " Packing a sample's tensors into one also needs fewer.",
         CONFIRMED, cause="main-receiving", message=m.text, line=m.line, **limits))  # fmt: skip
 
 

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlprobe.torch_text import MAIN_OUT_OF_DESCRIPTORS
+
 # Severity of what a message means on its own: a failure ends the run; a warning or hint explains one.
 FAILURE, WARNING, HINT = "failure", "warning", "hint"
 
@@ -46,7 +48,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("S3", r"DataLoader worker \(pid\(s\) (?P<pids>\d+(?:, *\d+)*)\) exited unexpectedly"),
     _p("S4", r"DataLoader timed out after (?P<timeout>\d+(?:\.\d+)?) seconds"),
     _p("S5", r"Pin memory thread exited unexpectedly"),
-    _p("S6", r"Too many open files\. Communication with the workers is no longer possible"),
+    _p("S6", MAIN_OUT_OF_DESCRIPTORS),
     _p("S7", r"received 0 items of ancdata"),
     _p(
         "S8", r"ERROR: Unexpected (?P<what>bus error|segmentation fault|floating-point exception) encountered in worker"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from dlprobe.rundir.inflight_format import read_all
 from dlprobe.rundir.schema import STOP_REASON_HANG
@@ -271,3 +272,56 @@ def test_a_dataset_closing_what_it_opens_has_no_descriptor_finding(probe):
     result = probe("worker_leaks_descriptors.py", "closed")
     assert result.returncode == 0, result.stderr
     assert result.findings("fd-leak") == []
+
+
+def test_a_loop_keeping_its_batches_is_named_as_the_cause_of_the_main_process_running_out(probe):
+    """The dataset opens nothing: the main process's descriptors are the storages of the batches the loop keeps
+    (torch's file_descriptor strategy), so the cause is kept batches and the fix `.clone()`, not the dataset's."""
+    result = probe("loop_keeps_batches.py")
+    assert result.returncode != 0  # torch's "Too many open files. Communication with the workers is no longer ..."
+    [finding] = result.findings("fd-leak")
+    evidence = finding["evidence"]
+    assert evidence["cause"] == "kept-batches" and evidence["holder"] == "main", finding["title"]
+    main_pid = next(p["pid"] for p in evidence["leaking"] if p["role"] == "main")
+    assert evidence["hit_limit_pids"] == [main_pid]
+    shm, read = evidence["by_kind"]["torch-shm"], evidence["targets_read"]
+    assert shm >= 0.8 * read and f"{shm} of {read} are torch shared-memory storages" in finding["title"]
+    assert evidence["tensors_per_batch"] == 2 and 1.5 <= evidence["fds_per_batch"] <= 2.5  # one per tensor kept
+    assert len(evidence["workers_fds"]) == 2 and all(w["fds_max"] - w["fds_min"] < 8 for w in evidence["workers_fds"])
+    assert "Ruled out: files the dataset opens" in finding["detail"]
+    assert "the workers' descriptors are flat" in finding["detail"]
+    assert "batch.clone()" in finding["fix"] and "set_sharing_strategy('file_system')" in finding["fix"]
+    assert "__getitem__" not in finding["fix"]
+
+
+def test_a_loop_keeping_clones_of_its_batches_has_no_descriptor_finding(probe):
+    result = probe("loop_keeps_batches.py", "clone")
+    assert result.returncode == 0, result.stderr
+    assert result.findings("fd-leak") == []
+
+
+@needs_small_shm
+@pytest.mark.parametrize("clone", [False, True], ids=["views", "clones"])
+def test_batches_of_views_that_fill_dev_shm_are_named_with_what_they_send(tmp_path, clone):
+    """Each sample is a 200 KB slice of a 4 MB decoded chunk and the collate_fn keeps the samples: a worker sends each
+    view's whole storage, 20x the batch's own bytes, so a 32 MiB /dev/shm has no room and the batches drop. The
+    finding says what the batches hold and send and to `.clone()` the slice; the clone twin fits and finds none."""
+    run_dir = tmp_path / "run"
+    script = f"{SCRIPTS / 'shm_views.py'}{' clone' if clone else ''}"
+    proc = run_with_small_shm("32M", f"exec {sys.executable} -m dlprobe run --quiet --out {run_dir} {script}")
+    report = _report(run_dir)
+    codes = [f["code"] for f in report["findings"]]
+    if clone:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "batch-dropped" not in codes and "shm-pressure" not in codes, codes
+        return
+    assert proc.returncode == 1, proc.stderr[-2000:]  # DataLoader(timeout=8): the dropped batches never come
+    dropped = _finding(report, "batch-dropped")
+    ev = dropped["evidence"]
+    assert ev["cause"] == "views" and ev["batch_bytes"] == 4 * 200_000 and ev["sent_bytes"] == 4 * 4_000_000
+    assert "batches hold 781.2 KiB each but send 15.3 MiB (storages 20x larger: views" in dropped["title"]
+    assert "Ruled out: an unpicklable batch" in dropped["detail"]
+    assert dropped["fix"].startswith("Return copies, not views") and ".clone()" in dropped["fix"]
+    pressure = _finding(report, "shm-pressure")
+    assert pressure["evidence"]["views"] and pressure["evidence"]["loaders"][0]["storage_ratio"] == 20.0
+    assert pressure["evidence"]["in_flight_estimate_bytes"] == 2 * 2 * 16_000_000  # what is sent, not 3.1 MiB

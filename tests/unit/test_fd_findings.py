@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import resource
 
-from dlprobe.analysis.fd_findings import find_fd_leak
-from dlprobe.analysis.model import ProcessRecord, Series
+from dlprobe.analysis.fd_findings import find_fd_leak, leak_cause, target_kind
+from dlprobe.analysis.model import Epoch, ProcessRecord, Series
 from dlprobe.system import procfds
+from dlprobe.torch_text import KEPT_BATCHES_FIX
 from tests.unit.fakes import loader, run, worker
 
 
@@ -113,3 +114,83 @@ def test_a_process_that_holds_most_of_its_limit_and_stays_there_has_settled():
     # 950 shard files opened at start and kept, under the common soft limit of 1024: near it, not at it
     holder = _worker(11, 0, [20, 940, 950, 950, 950, 950], nofile=1024)
     assert find_fd_leak(run([loader()], [holder])) == []
+
+
+def _main(pid: int, counts: list[int], nofile: int | None = 256) -> ProcessRecord:
+    proc = _worker(pid, 0, counts, nofile)
+    proc.role, proc.loader_id, proc.worker_id, proc.comm = "main", None, None, "python"
+    return proc
+
+
+MAIN_OUT = (
+    "RuntimeError: Too many open files. Communication with the workers is no longer possible. Please increase the "
+    "limit using `ulimit -n` in the shell or change the sharing strategy by calling "
+    "`torch.multiprocessing.set_sharing_strategy('file_system')` at the beginning of your code"
+)
+
+
+def test_the_kinds_of_targets_are_told_apart():
+    assert target_kind("/dev/shm/torch_*_*_* (deleted)") == "torch-shm"
+    assert target_kind("/data/shard_*.npy") == "file" and target_kind("/tmp/x (deleted)") == "file"
+    assert target_kind("socket") == "socket" and target_kind("pipe") == "pipe"
+    assert target_kind("/dev/null") == "other" and target_kind("anon_inode:[eventfd]") == "other"
+    assert target_kind("/dev/shm/my_segment") == "other"  # not torch's: no cause here names it
+
+
+def test_torch_storages_name_kept_batches_only_in_the_main_process():
+    kinds = {"torch-shm": 590, "pipe": 13, "file": 4}
+    assert leak_cause("main", kinds, 607) == "kept-batches"
+    assert leak_cause("worker", kinds, 607) == "unknown"  # a worker keeps what it sends: not the loop's batches
+    assert leak_cause("worker", {"file": 290, "pipe": 8}, 300) == "dataset-files"
+    assert leak_cause("main", {"socket": 200, "file": 20}, 230) == "sockets"
+    assert leak_cause("main", {"torch-shm": 100, "file": 90, "socket": 80}, 300) == "unknown"  # none holds half
+    assert leak_cause("main", {}, None) == "unknown"
+
+
+def test_a_main_process_holding_torch_storages_is_the_loop_keeping_batches_with_the_dataset_ruled_out():
+    """The real report's numbers: 590 of 607 descriptors of the main process were torch's /dev/shm storages, the
+    workers flat, and torch's `Too many open files. Communication with the workers ...`."""
+    main = _main(1, [17, 200, 400, 607], nofile=608)
+    main.fd_targets = (103.0, 607, [("/dev/shm/torch_*_*_* (deleted)", 590), ("pipe", 13), ("/dev/null", 2),
+                                    ("/home/u/log_*.txt", 2)])  # fmt: skip
+    epochs = [Epoch(0, 100.0, 0.1, batches=295)]
+    lo = loader(epochs=epochs)
+    lo.batch_info = {"bytes": 576, "leaves": [{"path": "batch[0]"}, {"path": "batch[1]"}]}
+    data = run([lo], [main, _worker(21, 0, [20, 21, 20, 21], 608), _worker(22, 1, [20, 20, 20, 20], 608)])
+    data.stderr_tail = f"Traceback...\n{MAIN_OUT}\n"
+    [finding] = find_fd_leak(data)
+    evidence = finding.evidence
+    assert evidence["cause"] == "kept-batches" and evidence["holder"] == "main"
+    assert evidence["by_kind"] == {"torch-shm": 590, "pipe": 13, "other": 2, "file": 2}
+    assert "590 of 607 are torch shared-memory storages: the loop keeps the batches it receives" in finding.title
+    assert evidence["fds_per_batch"] == 2.0 and evidence["tensors_per_batch"] == 2  # 590 over 295 batches
+    assert "It rose by 2 per batch received (590 over 295 batches of 2 tensors each)" in finding.detail
+    assert (
+        "Ruled out: files the dataset opens: 2 of 607 are regular files (too few to be the climb), and the workers' "
+        "descriptors are flat (worker 0: 20 to 21, worker 1: 20): none are files the dataset keeps open"
+    ) in finding.detail
+    assert "sockets: 0 of 607; pipes: 13 of 607" in finding.detail
+    assert "torch raises it in the main process when it cannot take the next batch's descriptor" in finding.detail
+    assert "not the cause" not in finding.detail
+    assert finding.fix == KEPT_BATCHES_FIX and "batch.clone()" in finding.fix
+
+
+def test_a_worker_holding_data_files_keeps_the_datasets_advice_with_the_kept_batches_ruled_out():
+    leaking = _worker(11, 0, [13, 90, 170, 255], nofile=320)
+    leaking.fd_targets = (102.0, 170, [("/data/shard_*.npy", 150), ("pipe", 8), ("/dev/shm/torch_*_*_* (deleted)", 2)])
+    main = _main(10, [30, 31, 33, 31], nofile=20_000)
+    data = run([loader()], [main, leaking])
+    [finding] = find_fd_leak(data)
+    assert finding.evidence["cause"] == "dataset-files" and finding.evidence["holder"] == "worker"
+    assert finding.title.endswith("most point to /data/shard_*.npy")
+    assert "the loop keeping batches: the main process held 30 to 33" in finding.detail
+    assert "torch shared-memory storages: 2 of 170" in finding.detail
+    assert "`__getitem__`" in finding.fix
+
+
+def test_sockets_name_a_client_left_open():
+    leaking = _worker(11, 0, [13, 90, 170, 255], nofile=1024)
+    leaking.fd_targets = (102.0, 170, [("socket", 150), ("pipe", 8)])
+    [finding] = find_fd_leak(run([loader()], [leaking]))
+    assert finding.evidence["cause"] == "sockets" and "150 of 170 are sockets" in finding.title
+    assert "one client per worker" in finding.fix

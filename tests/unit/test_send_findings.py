@@ -75,3 +75,17 @@ def test_a_lost_batch_whose_queue_named_another_error_is_not_the_descriptors():
     assert _fd_leak_explains(leak, hang) is None
     hang.evidence["send_error"] = "OSError: [Errno 24] Too many open files"
     assert _fd_leak_explains(leak, hang) is not None
+
+
+def test_a_batch_dev_shm_had_no_room_for_is_not_unpicklable_and_views_are_named():
+    full = "unable to allocate shared memory(shm) for file </torch_11_1_2>: No space left on device (28)"
+    event = {**_dropped(11, 0, 0, full, 100.5, "RuntimeError"), "batch_bytes": 800_000, "storage_bytes": 16_000_000}
+    [finding] = find_dropped_batches(fakes.run([fakes.loader()], [], events=[event]))
+    ev = finding.evidence
+    assert (ev["cause"], ev["batch_bytes"], ev["sent_bytes"]) == ("views", 800_000, 16_000_000)
+    assert "its batches hold 781.2 KiB each but send 15.3 MiB (storages 20x larger" in finding.title
+    assert "Ruled out: an unpicklable batch" in finding.detail and "picklable" not in finding.fix
+    assert finding.fix.startswith("Return copies, not views")
+    plain = {**event, "storage_bytes": 800_000}  # the batch's own bytes: /dev/shm is simply too small
+    [finding] = find_dropped_batches(fakes.run([fakes.loader()], [], events=[plain]))
+    assert finding.evidence["cause"] == "shm-full" and finding.fix.startswith("Give the job more shared memory")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dlprobe.analysis.model import Epoch, SystemSeries
-from dlprobe.analysis.shm_findings import find_shm_pressure, in_flight_bytes
+from dlprobe.analysis.shm_findings import SentBytes, find_shm_pressure, in_flight_bytes, sent_bytes
 from dlprobe.analysis.stats import wait_summary
 from tests.unit.fakes import MiB, loader, run
 
@@ -29,6 +29,28 @@ def test_in_flight_estimate_alone_can_trigger():
     data = run([loader(batch_bytes=10 * MiB)], [], _shm([1 * MiB, 2 * MiB], 64 * MiB))
     [finding] = find_shm_pressure(data)
     assert finding.evidence["in_flight_estimate_bytes"] == 40 * MiB
+
+
+def test_batches_of_views_count_what_they_send_and_name_the_views():
+    """The report's numbers: batches of 3.4 MiB whose storages hold 19x that fill a 64 MiB /dev/shm."""
+    lo = loader(batch_bytes=int(3.4 * MiB))
+    lo.batch_info = {"bytes": int(3.4 * MiB), "storage_bytes": int(19 * 3.4 * MiB), "leaves": []}
+    [finding] = find_shm_pressure(run([lo], [], _shm([1 * MiB, 63 * MiB], 64 * MiB)))
+    assert finding.evidence["views"] and finding.evidence["loaders"][0]["storage_ratio"] == 19.0
+    assert finding.evidence["in_flight_estimate_bytes"] == 4 * int(19 * 3.4 * MiB)  # what is sent, not 13.6 MiB
+    assert "batches hold 3.4 MiB each but send 64.6 MiB (storages 19x larger: views of larger tensors" in finding.title
+    assert finding.fix.startswith("Return copies, not views") and ".clone()" in finding.fix
+    assert "Ruled out as the whole cause: the batches' own size (13.6 MiB in flight" in finding.detail
+
+
+def test_storages_barely_larger_than_the_tensors_are_no_views():
+    assert sent_bytes({"bytes": 1000, "storage_bytes": 1500}) == SentBytes(1000, 1500)
+    assert not SentBytes(1000, 1500).views and SentBytes(1000, 2000).views
+    assert sent_bytes({"bytes": 1000}) is None  # a run recorded before the storages were read
+    lo = loader(batch_bytes=1 * MiB)
+    lo.batch_info = {"bytes": 1 * MiB, "storage_bytes": 1 * MiB, "leaves": []}
+    [finding] = find_shm_pressure(run([lo], [], _shm([1 * MiB, 60 * MiB], 64 * MiB)))
+    assert not finding.evidence["views"] and "views" not in finding.title and finding.fix.startswith("Give the job")
 
 
 def test_roomy_shm_is_quiet():

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from dlprobe.system.kernlog import parse_oom_lines
+from dlprobe.torch_text import KEPT_BATCHES_FIX
 from dlprobe.triage.logscan import scan_stream
 from dlprobe.triage.machine import KernelLog, MachineFacts
 from dlprobe.triage.rank import diagnose, reproduce
@@ -208,6 +209,10 @@ def test_too_many_open_files_reports_the_limit():
     findings = diagnose(scan_of(text), machine(nofile=(256, 4096)), NOW)
     assert top(findings)[0] == "too-many-open-files"
     assert findings[0].evidence["nofile_soft"] == 256 and "256" in findings[0].detail
+    # The same cause and fix as `dlprobe run`'s fd-leak of a loop keeping batches (dlprobe/torch_text.py):
+    # `.numpy()` of a received tensor still holds its storage's descriptor, so it is no fix.
+    assert findings[0].evidence["cause"] == "main-receiving" and KEPT_BATCHES_FIX in findings[0].fix
+    assert "`.numpy()` still shares the storage" in findings[0].fix
 
 
 def test_a_shell_killed_line_is_the_main_process_killed():
