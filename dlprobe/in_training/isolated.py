@@ -22,11 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 from dlprobe.in_training import quiet_fork
+from dlprobe.rundir.schema import CHECK_PROCESS_NAME
 
 _READ_CHUNK = 1 << 16
 STALL_S = 1.0  # a copy that used no CPU time for this long is blocked: stopped
 _POLL_S = 0.1
-CHILD_NAME = "dlprobe-check"  # the copy's name in /proc/PID/comm (ps, top, the report's process table)
 _FAILED = "__inspection_failed__"
 
 
@@ -53,7 +53,7 @@ def _fork_and_wait(inspect: Callable[[], dict[str, Any]], timeout_s: float) -> t
             os.close(read_end)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the training's, not the copy's
             with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
-                comm.write(CHILD_NAME)
+                comm.write(CHECK_PROCESS_NAME)
             try:
                 answer = inspect()
             except Exception as exc:  # said to the training's probe, which records it: never printed here

@@ -36,6 +36,7 @@ from dlprobe.in_training.event_log import get_log
 from dlprobe.redact import redact_text
 from dlprobe.rundir.inflight_format import read_slot, slot_path
 from dlprobe.rundir.schema import (
+    CHECK_PROCESS_NAME,
     EV_SAMPLE_CHECK,
     RUN_DIR_ENV,
     SAMPLE_CHECK_FAILS,
@@ -51,7 +52,6 @@ IDLE_WAIT_S = 5.0  # how long the workers get to finish what they were loading b
 LOAD_LIMIT_S = 10.0  # one child, both loads: a slower load is "not verified", never a verdict
 _BUSY = ("getitem", "collate", "worker_init_fn")
 QUIET_S = 0.3
-CHILD_NAME = "dlprobe-check"  # the child's name in /proc/PID/comm
 
 _checked: set[tuple[int, int]] = set()
 
@@ -124,11 +124,6 @@ def _check(loader_id: int, epoch: int, iterator: Any, exc_type: str, worker_id: 
     if length is not None and not 0 <= index < length:  # the sampler's index: loading it proves nothing more
         _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason="the index is outside range(len(dataset))")
         return
-    busy = _wait_idle(run_dir, workers)
-    if busy:
-        why = f"workers {busy} were still loading after {IDLE_WAIT_S:.0f} s: a load now would not be alone"
-        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
-        return
     # The control: an index this worker loaded fine, the one before it in the batch, else the first of a batch it
     # finished (its slot's ring of recent batches); index 0 or 1 only when it loaded none.
     pos = held.get("pos") or 0
@@ -137,12 +132,15 @@ def _check(loader_id: int, epoch: int, iterator: Any, exc_type: str, worker_id: 
     known_good += [i for i in (0, 1) if (length or 0) > i]
     control = next((i for i in known_good if i != index and (length is None or 0 <= i < length)), None)
     head["control_index"] = control
-    result = _load_in_child(dataset, index, control)
-    if result.get("outcome") == SAMPLE_CHECK_FAILS and result.get("error_type_alone") != exc_type:
-        # A load that fails otherwise than the worker did (another exception, a signal) says nothing of the sample.
-        why = f"loading it alone failed with {result.get('error_alone')}, not the worker's {exc_type}"
-        result = {**result, "outcome": SAMPLE_CHECK_UNVERIFIED, "reason": why}
-    _emit(**head, **result)
+    _in_background(head, run_dir, workers, functools.partial(_load_pair, dataset, index, control), _same_failure)
+
+
+def _same_failure(head: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """A load that fails otherwise than the worker did (another exception, a signal) says nothing of the sample."""
+    if result.get("outcome") == SAMPLE_CHECK_FAILS and result.get("error_type_alone") != head["exception"]:
+        why = f"loading it alone failed with {result.get('error_alone')}, not the worker's {head['exception']}"
+        return {**result, "outcome": SAMPLE_CHECK_UNVERIFIED, "reason": why}
+    return result
 
 
 def _check_batch(head: dict[str, Any], dataset: Any, indices: list[int], run_dir: str, workers: list[Any]) -> None:
@@ -155,12 +153,7 @@ def _check_batch(head: dict[str, Any], dataset: Any, indices: list[int], run_dir
             _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason="the error came from collate on a one-sample batch")
         return
     _checked.add(key)
-    busy = _wait_idle(run_dir, workers)
-    if busy:
-        why = f"workers {busy} were still loading after {IDLE_WAIT_S:.0f} s: a load now would not be alone"
-        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
-        return
-    _emit(**head, **_in_child(functools.partial(_load_batch, dataset, indices)))
+    _in_background(head, run_dir, workers, functools.partial(_load_batch, dataset, indices))
 
 
 def _check_stream(
@@ -178,19 +171,17 @@ def _check_stream(
     if key in _checked:
         return
     _checked.add(key)
-    busy = _wait_idle(run_dir, workers)
-    if busy:
-        why = f"workers {busy} were still loading after {IDLE_WAIT_S:.0f} s: a replay now would not be alone"
-        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=why)
-        return
     init_fn = _users_init_fn(getattr(iterator, "_worker_init_fn", None))
     stream = _Stream(dataset, head["worker_id"], len(workers), getattr(iterator, "_base_seed", None), init_fn)
-    result = _load_in_child(stream, position, None)
+    _in_background(head, run_dir, workers, functools.partial(_load_pair, stream, position, None), _same_replay)
+
+
+def _same_replay(head: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """A replay that fails otherwise than the worker did (a signal, another exception) says nothing of the record."""
     if result.get("outcome") == SAMPLE_CHECK_FAILS and result.get("error_type_alone") != head["exception"]:
-        # A replay that fails otherwise than the worker did (a signal, another exception) says nothing of the record.
         why = f"the replay failed with {result.get('error_alone')}, not the worker's {head['exception']}"
-        result = {"outcome": SAMPLE_CHECK_UNVERIFIED, "reason": why, "seconds": result.get("seconds")}
-    _emit(**head, **result)
+        return {"outcome": SAMPLE_CHECK_UNVERIFIED, "reason": why, "seconds": result.get("seconds")}
+    return result
 
 
 def _users_init_fn(init_fn: Any) -> Any:
@@ -400,12 +391,81 @@ def _load_batch(dataset: Any, indices: list[int], result: dict[str, Any]) -> Non
 def _name_process() -> None:
     """`dlprobe-check` in ps and top, and in the report's process table, not a second copy of the training."""
     with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
-        comm.write(CHILD_NAME)
+        comm.write(CHECK_PROCESS_NAME)
 
 
 def _load_in_child(dataset: Any, index: int, control: int | None) -> dict[str, Any]:
     """Fork the child that loads dataset[index] (and the control) in the sandbox, wait for it (bounded)."""
     return _in_child(functools.partial(_load_pair, dataset, index, control))
+
+
+def _in_background(
+    head: dict[str, Any],
+    run_dir: str,
+    workers: list[Any],
+    body: Callable[[dict[str, Any]], None],
+    finish: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
+) -> None:
+    """Start the check and return at once: the training's own exception goes on now, not after the check.
+
+    The training forks a go-between that forks the checker and exits; the go-between is reaped at once (its SIGCHLD
+    kept from the script's handler), so the checker is no child of the training and nothing of its life reaches
+    the script. The checker, in a session of its own (a Ctrl-C or the job's process-group signals are the
+    training's), waits for the workers to go quiet, loads in its sandboxed child, and writes the event itself with
+    the training's pid. The supervisor waits for it before the report (supervisor/own_checks.py)."""
+    low = quiet_fork.headroom_blocker(0)  # loading a few samples takes little: the margin is what it needs
+    if low is not None:
+        _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=low)
+        return
+    owner = os.getpid()
+    with quiet_fork.sigchld_kept_from_script():
+        with warnings.catch_warnings():  # 3.12+ warns on fork() with threads: not on their stderr
+            warnings.simplefilter("ignore", DeprecationWarning)
+            between = os.fork()
+        if between == 0:  # pragma: no cover - the go-between ends in os._exit
+            try:
+                _name_process()  # before the checker exists: the supervisor finds it by this name
+                os.setsid()
+                if os.fork() == 0:
+                    _checker(owner, head, run_dir, workers, body, finish)
+            finally:
+                os._exit(0)
+        with contextlib.suppress(ChildProcessError):  # a SIGCHLD handler of the script's reaped it first
+            os.waitpid(between, 0)
+
+
+def _checker(
+    owner: int,
+    head: dict[str, Any],
+    run_dir: str,
+    workers: list[Any],
+    body: Callable[[dict[str, Any]], None],
+    finish: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None,
+) -> None:
+    """The background check, in its own process: never back into the training's code (os._exit)."""
+    try:
+        for sig in (signal.SIGINT, signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.SIG_IGN)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the checker ends in os._exit
+        faulthandler.disable()
+        signal.alarm(int(IDLE_WAIT_S + LOAD_LIMIT_S) + 10)  # a backstop: it never outlives its bounds by much
+        busy = _wait_idle(run_dir, workers)
+        if busy:
+            why = f"workers {busy} were still loading after {IDLE_WAIT_S:.0f} s: a load now would not be alone"
+            result: dict[str, Any] = {"outcome": SAMPLE_CHECK_UNVERIFIED, "reason": why}
+        else:
+            result = _fork_and_wait(body)
+        if finish is not None:
+            result = finish(head, result)
+        _emit(**head, **result, pid=owner)
+    except BaseException as exc:  # recorded as the check's outcome: nothing else of the checker is seen
+        with contextlib.suppress(Exception):
+            _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=f"the check failed: {_describe(exc)}", pid=owner)
+    finally:
+        os._exit(0)
 
 
 def _in_child(body: Callable[[dict[str, Any]], None]) -> dict[str, Any]:

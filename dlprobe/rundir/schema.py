@@ -129,6 +129,9 @@ TARGET_ENV = "DLPROBE_TARGET"
 START_METHOD_ENV = "DLPROBE_START_METHOD"
 # --no-isolated-checks: no copy of the training is forked for dlprobe's own checks (in_training/quiet_fork.py)
 NO_ISOLATED_CHECKS_ENV = "DLPROBE_NO_ISOLATED_CHECKS"
+# /proc/PID/comm of the processes dlprobe forks from the training for its own checks (the readiness copy, the sample
+# check's checker and its sandboxed child): ps and top show them, the supervisor waits for the checker by it
+CHECK_PROCESS_NAME = "dlprobe-check"
 START_METHOD_CHOICES = ("fork", "forkserver", "spawn", "thread")
 # stderr.log keeps at most this much of what the run wrote to stderr (its end): the page's tail and torchrun's
 # summary are read from the end (analysis/stderr_log.py).

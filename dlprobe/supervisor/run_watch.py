@@ -36,6 +36,7 @@ from dlprobe.rundir.schema import (
     Meta,
     Result,
 )
+from dlprobe.supervisor import own_checks
 from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.supervisor.hang.guard import RunGuard
 from dlprobe.supervisor.live import LiveView
@@ -154,6 +155,10 @@ def watch(
         # what is left is dlprobe's to stop. Else the workers are the script's, left running as python leaves them.
         if orphans and (guard.watch.stopped or options.stop_leftovers):
             stopped, orphans = _stop(orphans), []
+        late = own_checks.wait_for(str(run_dir.resolve()))  # what the sample check finds goes in the report
+        if late:
+            problems.record("sample check", TimeoutError(f"still running after {own_checks.WAIT_S:g} s: stopped"),
+                            "the outcome of loading the failing sample again is missing")  # fmt: skip
     finally:
         try:
             stacks.stop()

@@ -180,3 +180,13 @@ def test_the_same_images_converted_to_rgb_get_no_finding(probe, tmp_path):
     result = probe("one_grayscale_image.py", str(tmp_path), "rgb", options=["--quiet"])
     assert result.returncode == 0 and "total " in result.stdout, result.stderr[-2000:]
     assert [f for f in result.report["findings"] if f["code"] in ("bad-sample", "worker-error")] == []
+
+
+def test_the_scripts_own_except_block_runs_before_the_check_is_done(probe):
+    result = probe("error_while_check_runs.py", options=["--quiet"])
+    assert result.returncode == 3, result.stderr[-2000:]  # the script's own ending, from its except block
+    # The check had not ended when the script caught the error: it runs beside the training, not before it
+    assert "caught: Caught ValueError in DataLoader worker process" in result.stdout, result.stdout
+    assert "sample checks already written: 0" in result.stdout, result.stdout
+    check = _sample_check(result)  # and the report still has what it found, once it ended
+    assert check["outcome"] == "unverified" and "did not finish within 10 s" in check["reason"], check
