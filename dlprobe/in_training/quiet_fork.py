@@ -4,10 +4,12 @@ seeing it.
 Two checks fork the training process: the start-method readiness copy (in_training/isolated.py) and the sample
 check (in_training/sample_check.py). A fork is not invisible by itself:
 
-- `os.fork()` runs every handler registered with `os.register_at_fork`: the script's (or a library's, JAX warns on
-  every fork) print or count in the training and in the copy. Python offers no way to list them, so the hooks record
-  who registers one (`track_at_fork`, installed before the script's first line) and no copy is forked while a handler
-  from outside the standard library and dlprobe exists;
+- `os.fork()` runs every handler registered with `os.register_at_fork`: the script's may print or count, and a
+  library's `before` or `after_in_parent` handler runs in the training itself (JAX warns on every fork). Python offers
+  no way to list them, so the hooks record who registers one (`track_at_fork`, installed before the script's first
+  line), and no copy is forked while the script's own code has registered any, or a library one that runs in the
+  parent. A library's `after_in_child` handler (huggingface_hub, fsspec: they reset a session or an event loop in
+  the child) runs only in the copy, where nothing of it reaches the training;
 - the copy's exit sends SIGCHLD to the training: a Python handler of the script's (or torch's, which chains the
   script's behind it) would run once more. While dlprobe's own child lives, the handler is swapped for one that only
   notes the signal; afterwards the note is passed on only when another child of the training has ended too (its
@@ -43,8 +45,9 @@ _MIB = 1024 * 1024
 _STDLIB = os.path.join(os.path.realpath(sysconfig.get_paths()["stdlib"]), "")
 _DLPROBE = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "")
 
-# Libraries whose at-fork handlers only mark state in the child (torch: "bad fork" flags for CUDA and its thread pools)
-_HARMLESS_AT_FORK = ("torch",)
+# Libraries whose at-fork handlers, parent-side ones included, keep silent state of their own: torch ("bad fork" flags
+# for CUDA and its thread pools), filelock (which descriptors it owns across the fork; imported by HF datasets, hub)
+_HARMLESS_AT_FORK = ("torch", "filelock")
 _foreign_at_fork: list[str] = []  # "file:line" of each handler registered from outside
 _tracking = False
 
@@ -71,14 +74,23 @@ def track_at_fork() -> None:
     def register_at_fork(*args: Any, **kwargs: Any) -> None:
         original(*args, **kwargs)  # first: a wrong call raises as it would unprobed, before anything is noted
         caller = sys._getframe(1)
+        path = caller.f_code.co_filename
         package = str(caller.f_globals.get("__name__", "")).split(".")[0]
-        if package not in _HARMLESS_AT_FORK and foreign_code(caller.f_code.co_filename):
-            _foreign_at_fork.append(f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}")
+        if package in _HARMLESS_AT_FORK or not foreign_code(path):
+            return
+        in_parent = kwargs.get("before") is not None or kwargs.get("after_in_parent") is not None
+        if in_parent or not _installed_library(path):  # a library's child-only handler stays in the copy
+            _foreign_at_fork.append(f"{os.path.basename(path)}:{caller.f_lineno}")
 
     register_at_fork.__doc__ = original.__doc__
     register_at_fork.__wrapped__ = original  # type: ignore[attr-defined]
     os.register_at_fork = register_at_fork
     _tracking = True
+
+
+def _installed_library(path: str) -> bool:
+    parts = os.path.realpath(path).split(os.sep)
+    return "site-packages" in parts or "dist-packages" in parts
 
 
 def turned_off() -> bool:
@@ -91,7 +103,7 @@ def blocker() -> str | None:
         return "dlprobe's isolated checks are turned off (--no-isolated-checks)"
     if _foreign_at_fork:
         where = ", ".join(sorted(set(_foreign_at_fork))[:3])
-        return f"the script registered at-fork handlers ({where}): a copy forked by dlprobe would run them"
+        return f"at-fork handlers ({where}) would run in a copy forked by dlprobe"
     if _script_handles_sigchld() and threading.current_thread() is not threading.main_thread():
         # Python runs signal handlers in the main thread only, and only it may swap them: the copy's exit would reach
         # the script's handler

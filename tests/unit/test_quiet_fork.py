@@ -90,6 +90,19 @@ def test_the_sigchld_of_dlprobes_own_child_does_not_reach_the_handler():
         signal.signal(signal.SIGCHLD, previous)
 
 
+def test_a_librarys_child_only_handler_is_no_blocker_and_its_parent_side_handler_is(monkeypatch):
+    monkeypatch.setattr(quiet_fork, "_foreign_at_fork", [])
+    quiet_fork.track_at_fork()
+    lib = "/opt/venv/lib/python3.11/site-packages/huggingface_hub/utils/_http.py"
+    child_only = compile("os.register_at_fork(after_in_child=lambda: None)", lib, "exec")
+    exec(child_only, {"os": os, "__name__": "huggingface_hub.utils._http"})  # noqa: S102 - resets a session in the child
+    assert quiet_fork.blocker() is None
+    in_parent = compile("os.register_at_fork(before=lambda: None)", lib, "exec")
+    exec(in_parent, {"os": os, "__name__": "huggingface_hub.utils._http"})  # noqa: S102 - would run in the training
+    reason = quiet_fork.blocker()
+    assert reason is not None and "at-fork handlers (_http.py:1)" in reason, reason
+
+
 @pytest.mark.parametrize("value", ["1"])
 def test_the_option_turns_the_copies_off(monkeypatch, value):
     monkeypatch.setenv("DLPROBE_NO_ISOLATED_CHECKS", value)
