@@ -283,9 +283,10 @@ def main_killed_candidates(scan: LogScan, machine: MachineFacts, kills: list[Oom
     else:
         detail += " " + kernel_note(machine, [shell_pid] if shell_pid is not None else [])
     if ruled_out:
-        detail += (f" Not this job's: the OOM {plural(ruled_out, 'kill', 'kills')} of {plural(ruled_out, 'pid', 'pids')} "
-                   f"{pids_text([k.pid for k in ruled_out])} near that time (another pid than the {shell_pid} the "
-                   "shell's line names: another process or another user's job).")  # fmt: skip
+        which = f"{plural(ruled_out, 'pid', 'pids')} {pids_text([k.pid for k in ruled_out])}"
+        detail += (f" Not this job's: the OOM {plural(ruled_out, 'kill', 'kills')} of {which} near that time "
+                   f"(another pid than the {shell_pid} the shell's line names: another process or another user's "
+                   "job).")  # fmt: skip
     return [Candidate(score, m.line, make_finding(
         "main-killed", "The training process was killed (SIGKILL), most likely out of memory", detail,
         "see which process grows under `dlprobe run` (below): the main process (batches or losses kept alive, "
