@@ -239,20 +239,54 @@ def _native_candidates(key: str, group: list[Death], scan: LogScan) -> list[Cand
     return [Candidate(S.NATIVE_CRASH, ev["line"], finding)]
 
 
+def _jobs_own_kills(pid_text: Any, kills: list[OomKill], failed_at: float,
+                    ) -> tuple[list[OomKill], list[OomKill], int | None]:  # fmt: skip
+    """(the kernel's kills that are this job's, those near in time that are not, the pid the shell's line names).
+
+    The shell's `line 1: 13104 Killed  python train.py` names the killed process: a kill of that pid is the job's,
+    at any time; a kill of another pid near in time is someone else's, unless pids cannot be compared (this
+    process sees the log's pids through another pid namespace than the kernel's)."""
+    near = [k for k in kills if k.time is not None and abs(k.time - failed_at) <= NEAR_S]
+    shell_pid = int(pid_text) if pid_text is not None and str(pid_text).isdigit() else None
+    if shell_pid is None or _in_pid_namespace():
+        return near, [], shell_pid
+    named = [k for k in kills if k.pid == shell_pid]
+    return named, [k for k in near if k.pid != shell_pid], shell_pid
+
+
+def _in_pid_namespace() -> bool:
+    """This process runs in a pid namespace below the kernel's (a container): the kernel log's pids are not its."""
+    try:
+        with open("/proc/self/status") as f:
+            line = next((x for x in f if x.startswith("NSpid:")), "")
+    except OSError:
+        return False
+    return len(line.split()) > 2
+
+
 def main_killed_candidates(scan: LogScan, machine: MachineFacts, kills: list[OomKill],
                             failed_at: float) -> list[Candidate]:  # fmt: skip
     matches = scan.of("main-killed")
     if not matches or scan.of("S1", "S2", "S3"):
         return []
     m = first(matches)
-    near = [k for k in kills if k.time is not None and abs(k.time - failed_at) <= NEAR_S]
+    near, ruled_out, shell_pid = _jobs_own_kills(m.fields.get("pid"), kills, failed_at)
     confidence, score = (LIKELY, S.MAIN_OOM_NEAR_IN_TIME) if near else (POSSIBLE, S.MAIN_OOM_UNCONFIRMED)
+    if near and shell_pid is not None and near[0].pid == shell_pid:
+        confidence = CONFIRMED
     detail = ("The training process itself was killed with SIGKILL (the shell prints `Killed`, launchers exit code "
               "-9); that is what the kernel's OOM killer does when the main process is the biggest one.")  # fmt: skip
     if near:
-        detail += f" The kernel log has an OOM kill of pid {near[0].pid} ({near[0].comm}) at about that time."
+        where = "its memory cgroup at its limit" if near[0].cgroup else "the machine out of memory"
+        named = " (the pid the shell's line names)" if near[0].pid == shell_pid else " at about that time"
+        detail += f" The kernel log has an OOM kill of pid {near[0].pid} ({near[0].comm}){named}: {where}."
     else:
-        detail += " " + kernel_note(machine, [])
+        detail += " " + kernel_note(machine, [shell_pid] if shell_pid is not None else [])
+    if ruled_out:
+        which = f"{plural(ruled_out, 'pid', 'pids')} {pids_text([k.pid for k in ruled_out])}"
+        detail += (f" Not this job's: the OOM {plural(ruled_out, 'kill', 'kills')} of {which} near that time "
+                   f"(another pid than the {shell_pid} the shell's line names: another process or another user's "
+                   "job).")  # fmt: skip
     return [Candidate(score, m.line, make_finding(
         "main-killed", "The training process was killed (SIGKILL), most likely out of memory", detail,
         "see which process grows under `dlprobe run` (below): the main process (batches or losses kept alive, "

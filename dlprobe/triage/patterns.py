@@ -106,7 +106,8 @@ PATTERNS: tuple[Pattern, ...] = (
     # A shell reports its child killed by SIGKILL as a bare "Killed"; launchers say exit code -9.
     _p(
         "main-killed",
-        r"^(?:\S+: line \d+: +\d+ )?Killed(?: {2,}\S.*)?$|exitcode\s*:\s*-9\b|terminated with (?:exit )?code -9",
+        r"^(?:\S+: line \d+: +(?P<pid>\d+) )?Killed(?: {2,}\S.*)?$"
+        r"|exitcode\s*:\s*-9\b|terminated with (?:exit )?code -9",
     ),
     _p(
         "tokenizers-fork",

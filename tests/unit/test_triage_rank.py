@@ -221,6 +221,21 @@ def test_a_shell_killed_line_is_the_main_process_killed():
     assert findings[0].evidence["kernel_kills"][0]["comm"] == "python"
 
 
+def test_the_shells_killed_line_names_the_pid_and_another_jobs_kill_near_in_time_is_ruled_out():
+    log = "epoch 1 step 5\n/bin/sh: line 1: 13104 Killed                  python train.py\n"
+    other = parse_oom_lines(["[ 1200.000001] Out of memory: Killed process 12315 (python) total-vm:9043728kB, "
+                             "anon-rss:8000000kB, file-rss:0kB"], BOOT)  # fmt: skip
+    findings = diagnose(scan_of(log), machine(other), NOW)
+    assert top(findings) == ("main-killed", "oom", "possible")  # no kill of 13104 in the kernel log
+    assert not findings[0].evidence.get("kernel_kills")  # 12315 is not this job's
+    assert "pid 12315 near that time (another pid than the 13104 the shell's line names" in findings[0].detail
+    own = parse_oom_lines([DMESG[2].replace("process 777", "process 13104")], BOOT)
+    findings = diagnose(scan_of(log), machine(own + other), NOW)
+    assert top(findings) == ("main-killed", "oom", "confirmed")
+    assert [k["pid"] for k in findings[0].evidence["kernel_kills"]] == [13104]
+    assert "pid 13104 (python) (the pid the shell's line names)" in findings[0].detail
+
+
 def test_warnings_alone_are_not_failures():
     text = (
         "UserWarning: This DataLoader will create 8 worker processes in total. Our suggested max number of worker "
