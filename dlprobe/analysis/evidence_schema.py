@@ -247,6 +247,11 @@ class ScriptKilledEvidence(InJob, total=False):
     exit_code: int | None
     kernel_log: str | None  # the kernel's OOM-kill line for this pid
     cgroup_limit_bytes: int
+    # Workers' readings from the training process's death on are teardown, left out (analysis/teardown.py): when
+    # (seconds into the run), the pid that died, how many readings.
+    teardown_from_s: float
+    teardown_pid: int
+    teardown_readings: int
 
 
 class ScriptErrorEvidence(InJob, total=False):
@@ -288,6 +293,9 @@ class CowGrowthEvidence(InJob, _CowCost, total=False):
     projected_per_worker_bytes: int | None
     gc_at_fork: dict[str, Any] | None
     variant: str  # which story the finding tells (memory_findings.COW_*)
+    teardown_from_s: float
+    teardown_pid: int
+    teardown_readings: int
 
 
 class MappedPagesEvidence(InJob, total=False):

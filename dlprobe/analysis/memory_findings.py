@@ -10,6 +10,7 @@ from typing import Any
 
 from dlprobe.analysis.model import Finding, LoaderRecord, ProcessRecord, RunData, Series
 from dlprobe.analysis.stats import growth, metric_summary
+from dlprobe.analysis.teardown import teardown_evidence, teardown_note
 from dlprobe.analysis.timed_batches import timed_batches
 from dlprobe.loader_model.memory_growth import (
     Ceiling,
@@ -680,7 +681,8 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], pee
                 "remove it, or keep it in the parent before the workers start."
             )
             evidence["variant"] = COW_ALLOCATING
-        detail += _projection_note(cost)
+        detail += _projection_note(cost) + teardown_note(run, run.workers(lid))
+        evidence |= teardown_evidence(run, run.workers(lid))
         findings.append(Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, lid))
     mapped = [r for r in rows if r["pss_file_growth_bytes"] + r["pss_shmem_growth_bytes"] >= MAPPED_MIN_GROWTH]
     if mapped:
@@ -747,7 +749,8 @@ def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer
             "remove it; " + _suspects_fix(suspects)
         )
         evidence["variant"] = COW_ALLOCATING
-    detail += _projection_note(cost)
+    detail += _projection_note(cost) + teardown_note(run, run.workers(loader.loader_id))
+    evidence |= teardown_evidence(run, run.workers(loader.loader_id))
     return [Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, loader.loader_id)]
 
 

@@ -11,6 +11,7 @@ from dlprobe.analysis import run_secrets
 from dlprobe.analysis.fault_records import FaultRecord, read_fault_records
 from dlprobe.analysis.stackfile import StackProfile, load_stacks
 from dlprobe.analysis.stderr_log import read_launcher_failures, stderr_not_kept, stderr_tail
+from dlprobe.analysis.teardown import cut_teardown
 from dlprobe.rundir import inflight_format
 from dlprobe.rundir.files import ReadProblems, read_checked_json, read_checked_jsonl, run_subdir
 from dlprobe.rundir.schema import (
@@ -122,6 +123,11 @@ class ProcessRecord:
     # What its descriptors pointed to the last time their count had climbed: (t, count, [(pattern, n), ...]).
     fd_targets: tuple[float, int, list[tuple[str, int]]] | None = None
     memory_unread: str | None = None  # why its smaps_rollup could not be read: its USS/PSS are unknown, not small
+    # A worker's readings from its parent's death on are teardown, cut from `series` (analysis/teardown.py): when
+    # (the parent's gone time), which parent, and how many readings were left out. None: nothing was cut.
+    teardown_from: float | None = None
+    teardown_parent: int | None = None
+    teardown_readings: int = 0
 
 
 # What smaps_rollup gives (RSS comes from the cheap statm reading too, and stays).
@@ -556,6 +562,7 @@ def load_run(path: Path) -> RunData:
     run = RunData(path, meta, result, loaders, list(processes.values()), system, events, gone=gone, stacks=stacks)
     run.worker_starts = worker_of
     run.threads = list(threads.values())
+    cut_teardown(run)  # the one place a worker's readings after its parent died leave its series
     load_failure_records(run, problems)
     run.read_problems = problems.lines()
     return run

@@ -96,7 +96,7 @@ def _worker_time(run: RunData, lo: Any) -> WorkerTime | None:
             "wait_share": round(measured.wait_share, 3), "wall_s": round(measured.wall_s, 2)}  # fmt: skip
 
 
-def _process_entry(proc: Any) -> ProcessEntry:
+def _process_entry(proc: Any, started: float | None = None) -> ProcessEntry:
     entry: dict[str, Any] = {
         "pid": proc.pid,
         "role": proc.role,
@@ -107,6 +107,9 @@ def _process_entry(proc: Any) -> ProcessEntry:
     }
     if proc.memory_unread is not None:
         entry["memory_unread"] = proc.memory_unread
+    if proc.teardown_from is not None:
+        entry["teardown_from_s"] = round(proc.teardown_from - (started or 0.0), 2)
+        entry["teardown_readings"] = proc.teardown_readings
     for metric in ("rss", "uss", "pss", "swap", *PAGE_KINDS):
         entry[metric] = metric_summary(proc.series, metric)
     return cast(ProcessEntry, entry)  # the metrics' keys are set in the loop above
@@ -130,7 +133,7 @@ def build_report(run: RunData, findings: list[Finding]) -> Report:
         "duration_s": round(ended - meta["started_at"], 3) if ended and meta.get("started_at") else None,
         "machine": meta.get("machine", {}),
         "loaders": [_loader_entry(run, lo) for lo in run.loaders],
-        "processes": [_process_entry(p) for p in sorted(run.processes, key=_process_order)],
+        "processes": [_process_entry(p, meta.get("started_at")) for p in sorted(run.processes, key=_process_order)],
         "system": {
             "shm_total": system.shm_total,
             "shm_peak": max(shm_used) if shm_used else None,
@@ -311,11 +314,12 @@ def build_job_report(job: Job, findings: list[Finding]) -> Report:
     for view in job.ranks:
         for proc in sorted(view.run.processes, key=_process_order):
             seen.add((view.node, proc.pid))
-            processes.append({**_process_entry(proc), "rank": job.label(view)})
+            processes.append({**_process_entry(proc, view.run.meta.get("started_at")), "rank": job.label(view)})
     for node, run in enumerate(job.runs):  # the launcher and anything else of the tree
         for proc in sorted(run.processes, key=_process_order):
             if (node, proc.pid) not in seen and proc.series.t:
-                processes.append({**_process_entry(proc), "role": "other", "rank": None})
+                entry = _process_entry(proc, run.meta.get("started_at"))
+                processes.append({**entry, "role": "other", "rank": None})
     report["processes"] = processes
     report["system"]["pss_total_peak"] = max((n.pss_peak or 0 for n in job.nodes), default=None)
     removed = [entry for r in job.runs for entry in r.result.get("shm_removed") or []]

@@ -118,6 +118,10 @@ class _ProcessEntry(TypedDict):
 class ProcessEntry(_ProcessEntry, total=False):
     rank: str | None  # in a job: the rank the process belongs to; null for the launcher and the rest of the tree
     memory_unread: str  # why its smaps_rollup could not be read (USS, PSS and page kinds are null: not read)
+    # A worker's readings from its parent's death on (seconds into the run; how many) are teardown, left out of its
+    # summaries and of every memory finding (analysis/teardown.py)
+    teardown_from_s: float
+    teardown_readings: int
 
 
 class _FindingEntry(TypedDict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dlprobe.analysis.model import Finding, RunData
+from dlprobe.analysis.teardown import teardown_evidence, teardown_note
 from dlprobe.analysis.text_cut import first_line
 from dlprobe.units import format_bytes
 
@@ -101,7 +102,7 @@ def _script_oom_killed(run: RunData) -> Finding | None:
         title=f"The kernel's OOM killer killed the training process (pid {kill['pid']}, {signal}): the job reached "
         + where,
         detail="The kernel chose the training process, not a worker, when the job ran out of memory: the script ended "
-        "without an exception or a traceback. The memory findings say what grew.",
+        "without an exception or a traceback. The memory findings say what grew." + teardown_note(run, run.workers()),
         fix="Make the job use less memory (the memory findings name what grew), or give it more (a higher limit).",
         evidence={
             "pid": kill["pid"],
@@ -110,5 +111,6 @@ def _script_oom_killed(run: RunData) -> Finding | None:
             "exit_code": run.result.get("exit_code"),
             "kernel_log": kill.get("line"),
             "cgroup_limit_bytes": limit,
+            **teardown_evidence(run, run.workers()),
         },
     )
