@@ -5,6 +5,7 @@ at the end of an epoch is memory_growth.py's projection (bent toward its ceiling
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from dlprobe.loader_model.limits import MEMORY_SHARE
@@ -78,3 +79,52 @@ def fits(budget: int | None, projected: int | None, workers: int, reserve: int |
     if reserve is None:
         return projected <= MEMORY_SHARE * budget
     return projected + workers * reserve <= budget
+
+
+# One-time steps: a jump between two consecutive USS readings, at least STEP_MIN_BYTES and STEP_FACTOR times what the
+# worker's steady rate (the median rate of its other intervals) gives over that interval, not continued: each
+# neighbouring interval rose by less than STEP_CONTINUED of it. A full garbage collection touches the header of every
+# object the parent holds and copies those pages into the worker in one go (35 MiB at one reading of the healthy numpy
+# loader of tests/scripts/numpy_dataset.py, at a batch that depends on allocation counts and the machine's load, in
+# some runs and not others); copy-on-write of a list of dicts rises over several readings and is growth, not a step.
+STEP_MIN_BYTES = 8 << 20
+STEP_FACTOR = 4.0
+STEP_CONTINUED = 0.25
+
+
+@dataclass(frozen=True)
+class Step:
+    """A one-time rise of a worker's memory: between the readings at `t_before` and `t`, by `bytes`."""
+
+    t_before: float
+    t: float
+    bytes: int
+
+
+def find_steps(readings: list[tuple[float, int]], after: float = float("-inf")) -> list[Step]:
+    """The one-time steps among a worker's readings (time, bytes), those whose rise ended after `after` (its first
+    batch: a load at start is growth the worker holds, not a step). Pure: no I/O."""
+    pts = sorted(readings)
+    rises = [(pts[i - 1][0], pts[i][0], pts[i][1] - pts[i - 1][1]) for i in range(1, len(pts))]
+    steps = []
+    for i, (t0, t1, rise) in enumerate(rises):
+        if t1 <= after or rise < STEP_MIN_BYTES:
+            continue
+        others = [max(0, r) / (b - a) for j, (a, b, r) in enumerate(rises) if j != i and b > a]
+        rate = sorted(others)[len(others) // 2] if others else 0.0
+        if rise < STEP_FACTOR * rate * (t1 - t0):
+            continue
+        neighbours = [rises[j][2] for j in (i - 1, i + 1) if 0 <= j < len(rises)]
+        if i + 1 >= len(rises) or any(r >= STEP_CONTINUED * rise for r in neighbours):
+            continue  # the last rise (nothing shows it stopped) or one that goes on: growth
+        steps.append(Step(t0, t1, rise))
+    return steps
+
+
+def spread(values: list[float]) -> float | None:
+    """The sample standard deviation of a metric's values across a run's workers (and epochs, and merged runs): what
+    one reading of it moves by on this machine; None with fewer than two values."""
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
