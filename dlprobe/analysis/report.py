@@ -187,6 +187,7 @@ def build_report(run: RunData, findings: list[Finding]) -> Report:
             "cgroup_peak": max(cg_usage) if cg_usage else None,
             "pss_total_peak": job_pss_peak(run.processes),
             "shm_job_peak": _shm_job_peak(run),
+            "pss_anon_total_peak": job_pss_peak(run.processes, "pss_anon"),
         },
         "findings": [finding_entry(f) for f in ordered],
         "verdict": verdict,

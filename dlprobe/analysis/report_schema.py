@@ -178,6 +178,9 @@ class _SystemEntry(TypedDict):
 
 class SystemEntry(_SystemEntry, total=False):
     shm_job_peak: int | None  # the /dev/shm pages the job's own processes mapped at the most (Pss_Shmem summed)
+    # the job's anonymous memory (Pss_Anon summed, as pss_total_peak): without the libraries' and files' pages, whose
+    # PSS moves with how many other processes on the machine map the same files (libtorch: 29 MiB between two runs)
+    pss_anon_total_peak: int | None
 
 
 class ReadProblem(TypedDict):

@@ -34,7 +34,7 @@ def _max(values: list[int | None] | list[float | None] | list[int]) -> float | N
 STEADY_OF = {
     "worker_uss_growth": "worker_steady_growth",
     "worker_uss_peak": "worker_steady_peak",
-    "total_pss": "total_pss_steady",
+    "total_pss": "total_pss_steady",  # the job's anonymous memory (Pss_Anon summed), steps apart
 }
 # The per-worker field whose spread across the workers is each metric's noise.
 SPREAD_FIELDS = {"worker_steady_growth": "steady_bytes", "worker_steady_peak": "steady_peak_bytes"}
@@ -80,6 +80,8 @@ def report_metrics(report: Report) -> dict[str, float | None]:
     stepped = sum(int(s["bytes"]) for g in growths for s in g.get("steps") or [])
     # the job's own /dev/shm where it was read (its processes' Pss_Shmem), else the machine's (older reports)
     shm_job = system.get("shm_job_peak")
+    # the job's anonymous memory, steps apart: the files' pages move with the other processes mapping them
+    anon_total = system.get("pss_anon_total_peak", total_pss)
     return {
         "worker_uss_growth": _max(growth),
         "worker_steady_growth": _max([g["steady_bytes"] for g in growths]) if growths else None,
@@ -87,7 +89,7 @@ def report_metrics(report: Report) -> dict[str, float | None]:
         "worker_steady_peak": _max([g["steady_peak_bytes"] for g in growths]) if growths else None,
         "worker_step": float(step[1]["bytes"]) if (step := largest_step(report)) else (0.0 if growths else None),
         "total_pss": total_pss,
-        "total_pss_steady": max(0.0, total_pss - stepped) if growths and total_pss is not None else None,
+        "total_pss_steady": max(0.0, anon_total - stepped) if growths and anon_total is not None else None,
         "shm_peak": shm_job if shm_job is not None else system["shm_peak"],
         "wait_fraction": _max([lo["wait_fraction"] for lo in loaders]),
         "first_batch_wait": _max([lo["first_batch_s"] for lo in loaders]),

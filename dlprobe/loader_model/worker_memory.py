@@ -82,7 +82,7 @@ def fits(budget: int | None, projected: int | None, workers: int, reserve: int |
 
 
 # One-time steps: a jump between two consecutive USS readings, at least STEP_MIN_BYTES and STEP_FACTOR times what the
-# worker's steady rate (the median rate of its other intervals) gives over that interval, not continued: each
+# worker's steady rate (its other intervals' rises over their time) gives over that interval, not continued: each
 # neighbouring interval rose by less than STEP_CONTINUED of it. A full garbage collection touches the header of every
 # object the parent holds and copies those pages into the worker in one go (35 MiB at one reading of the healthy numpy
 # loader of tests/scripts/numpy_dataset.py, at a batch that depends on allocation counts and the machine's load, in
@@ -103,20 +103,24 @@ class Step:
 
 def find_steps(readings: list[tuple[float, int]], after: float = float("-inf")) -> list[Step]:
     """The one-time steps among a worker's readings (time, bytes), those whose rise ended after `after` (its first
-    batch: a load at start is growth the worker holds, not a step). Pure: no I/O."""
+    batch: a load at start is growth the worker holds, not a step). The steady rate is that of the other intervals
+    after `after`, their rises over their time (the start's fast allocations would hide a step); a rise at the last reading is a step where the
+    one before it was not part of it (a short run often ends before the next reading of a still worker). Pure."""
     pts = sorted(readings)
     rises = [(pts[i - 1][0], pts[i][0], pts[i][1] - pts[i - 1][1]) for i in range(1, len(pts))]
     steps = []
     for i, (t0, t1, rise) in enumerate(rises):
         if t1 <= after or rise < STEP_MIN_BYTES:
             continue
-        others = [max(0, r) / (b - a) for j, (a, b, r) in enumerate(rises) if j != i and b > a]
-        rate = sorted(others)[len(others) // 2] if others else 0.0
+        others = [(a, b, r) for j, (a, b, r) in enumerate(rises) if j != i and b > a]
+        steady = [(a, b, r) for a, b, r in others if b > after] or others
+        spent = sum(b - a for a, b, _ in steady)
+        rate = sum(max(0, r) for _, _, r in steady) / spent if spent > 0 else 0.0
         if rise < STEP_FACTOR * rate * (t1 - t0):
             continue
         neighbours = [rises[j][2] for j in (i - 1, i + 1) if 0 <= j < len(rises)]
-        if i + 1 >= len(rises) or any(r >= STEP_CONTINUED * rise for r in neighbours):
-            continue  # the last rise (nothing shows it stopped) or one that goes on: growth
+        if not neighbours or any(r >= STEP_CONTINUED * rise for r in neighbours):
+            continue  # one that goes on (or the only rise there is): growth
         steps.append(Step(t0, t1, rise))
     return steps
 

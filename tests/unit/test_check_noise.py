@@ -32,9 +32,14 @@ def test_growth_over_consecutive_readings_is_not_a_step():
     assert find_steps(mib(LEAKY), after=0.1) == []
 
 
-def test_no_step_before_the_first_batch_at_the_last_reading_or_below_the_minimum():
+def test_no_step_before_the_first_batch_or_below_the_minimum_and_one_at_the_last_reading():
     assert find_steps(mib(HEALTHY), after=2.8) == []  # a load at start is growth the worker holds
-    assert find_steps(mib(HEALTHY[:5])) == []  # the last rise: nothing shows it stopped
+    # the run ended before the still worker was read again: the rise before it was small, so it is a step
+    [last] = find_steps(mib(HEALTHY[:5]), after=0.2)
+    assert last.t == 2.8
+    # the start's fast allocations do not set the steady rate: the intervals after the first batch do
+    early = [(0.0, 9.3), (0.2, 11.4), (0.5, 12.9), (1.5, 13.1), (3.0, 14.1), (4.5, 47.9)]
+    assert [s.t for s in find_steps(mib(early), after=0.5)] == [4.5]
     small = [(t, v if v < 40 else 13.6 + (STEP_MIN_BYTES - 1) / MiB) for t, v in HEALTHY]
     assert find_steps(mib(small)) == []
 
