@@ -101,28 +101,47 @@ class Step:
     bytes: int
 
 
+def _steady_rate(rises: list[tuple[float, float, int]], apart: set[int], after: float) -> float:
+    """Bytes per second of the intervals not in `apart`, those after `after` where there are any."""
+    others = [(a, b, r) for j, (a, b, r) in enumerate(rises) if j not in apart and b > a]
+    steady = [(a, b, r) for a, b, r in others if b > after] or others
+    spent = sum(b - a for a, b, _ in steady)
+    return sum(max(0, r) for _, _, r in steady) / spent if spent > 0 else 0.0
+
+
 def find_steps(readings: list[tuple[float, int]], after: float = float("-inf")) -> list[Step]:
     """The one-time steps among a worker's readings (time, bytes), those whose rise ended after `after` (its first
     batch: a load at start is growth the worker holds, not a step). The steady rate is that of the other intervals
-    after `after`, their rises over their time (the start's fast allocations would hide a step); a rise at the last reading is a step where the
-    one before it was not part of it (a short run often ends before the next reading of a still worker). Pure."""
+    after `after`, their rises over their time (the start's fast allocations would hide a step); a rise at the last
+    reading is a step where the one before it was not part of it (a short run often ends before the next reading of a
+    still worker). A reading taken while the step happened splits it in two consecutive rises, neither at the steady
+    rate, are one step. Either comes after an interval read wholly in the steady part: copy-on-write of a dataset
+    rises from the first batch on, in one or two big rises on a busy machine's sparse readings, and is growth.
+    Pure: no I/O."""
     pts = sorted(readings)
     rises = [(pts[i - 1][0], pts[i][0], pts[i][1] - pts[i - 1][1]) for i in range(1, len(pts))]
-    steps = []
-    for i, (t0, t1, rise) in enumerate(rises):
-        if t1 <= after or rise < STEP_MIN_BYTES:
-            continue
-        others = [(a, b, r) for j, (a, b, r) in enumerate(rises) if j != i and b > a]
-        steady = [(a, b, r) for a, b, r in others if b > after] or others
-        spent = sum(b - a for a, b, _ in steady)
-        rate = sum(max(0, r) for _, _, r in steady) / spent if spent > 0 else 0.0
-        if rise < STEP_FACTOR * rate * (t1 - t0):
-            continue
-        neighbours = [rises[j][2] for j in (i - 1, i + 1) if 0 <= j < len(rises)]
-        if not neighbours or any(r >= STEP_CONTINUED * rise for r in neighbours):
-            continue  # one that goes on (or the only rise there is): growth
-        steps.append(Step(t0, t1, rise))
-    return steps
+    steps: list[Step] = []
+    used: set[int] = set()
+    for width in (2, 1):
+        for i in range(len(rises) - width + 1):
+            window = set(range(i, i + width))
+            t0, t1 = rises[i][0], rises[i + width - 1][1]
+            rise = sum(rises[j][2] for j in window)
+            if window & used or t1 <= after or rise < STEP_MIN_BYTES:
+                continue
+            rate = _steady_rate(rises, window, after)
+            if rise < STEP_FACTOR * rate * (t1 - t0):
+                continue
+            if not (i >= 1 and rises[i - 1][0] >= after):
+                continue  # a step comes after a reading of the steady part: a rise from the first batch on is growth
+            if width == 2 and not all(r >= STEP_FACTOR * rate * (b - a) for a, b, r in rises[i : i + 2]):
+                continue  # a step split by a reading: neither part is the steady rate
+            neighbours = [rises[j][2] for j in (i - 1, i + width) if 0 <= j < len(rises)]
+            if not neighbours or any(r >= STEP_CONTINUED * rise for r in neighbours):
+                continue  # one that goes on (or the only rise there is): growth
+            steps.append(Step(t0, t1, rise))
+            used |= window
+    return sorted(steps, key=lambda s: s.t)
 
 
 def spread(values: list[float]) -> float | None:

@@ -38,16 +38,34 @@ def test_no_step_before_the_first_batch_or_below_the_minimum_and_one_at_the_last
     [last] = find_steps(mib(HEALTHY[:5]), after=0.2)
     assert last.t == 2.8
     # the start's fast allocations do not set the steady rate: the intervals after the first batch do
-    early = [(0.0, 9.3), (0.2, 11.4), (0.5, 12.9), (1.5, 13.1), (3.0, 14.1), (4.5, 47.9)]
-    assert [s.t for s in find_steps(mib(early), after=0.5)] == [4.5]
+    early = [(0.0, 10.0), (0.1, 17.0), (0.2, 24.0), (0.3, 31.0), (2.3, 31.5), (4.3, 32.0), (6.3, 57.0), (8.3, 57.0)]
+    assert [(s.t, s.bytes) for s in find_steps(mib(early), after=0.3)] == [(6.3, 25 * MiB)]
     small = [(t, v if v < 40 else 13.6 + (STEP_MIN_BYTES - 1) / MiB) for t, v in HEALTHY]
     assert find_steps(mib(small)) == []
+
+
+# Real readings (benchmarks/check_noise.py, both cores busy): a reading taken during the collection splits its step
+SPLIT = [(0.0, 9.7), (0.01, 9.8), (0.2, 13.0), (2.0, 13.2), (4.0, 21.7), (4.5, 48.1), (7.5, 48.2)]
+# the leaky list read sparsely: its first big rise straight after the first batch (at 0.13 s), then on
+LEAKY_SPARSE = [(0.0, 9.6), (0.12, 18.5), (0.15, 31.3), (0.66, 85.1), (1.66, 95.8), (2.66, 130.4), (4.66, 130.5)]
+
+
+def test_a_step_split_by_a_reading_is_one_step():
+    [step] = find_steps(mib(SPLIT), after=0.035)
+    assert (step.t_before, step.t, step.bytes) == (2.0, 4.5, int(48.1 * MiB) - int(13.2 * MiB))
+
+
+def test_a_rise_straight_after_the_first_batch_is_growth_not_a_step():
+    assert find_steps(mib(LEAKY_SPARSE), after=0.1275) == []
 
 
 def test_a_jump_the_steady_rate_explains_is_not_a_step():
     # 10 MiB a second, read every second, and one 12 MiB rise over a reading two seconds late: the rate, not a step
     steady = [(float(t), 10.0 * t) for t in range(6)] + [(8.0, 62.0), (9.0, 72.0), (10.0, 82.0)]
     assert find_steps(mib(steady)) == []
+    # 1 MiB a second, then a still worker read again 20 s later, 20 MiB higher: the same rate, not a step
+    slow = [(float(t), 10.0 + t) for t in range(6)] + [(25.0, 35.0), (26.0, 36.0)]
+    assert find_steps(mib(slow)) == []
 
 
 def test_spread_is_the_sample_standard_deviation():
@@ -130,6 +148,16 @@ def test_a_metric_noisier_than_its_margin_is_not_gated_and_says_so():
     # a margin wider than the spread gates it again, at the margin
     wide = rows(healthy([], []), noisy, baseline_margins={"worker_uss_growth": "64 MiB"})["baseline worker_uss_growth"]
     assert wide.status == "pass" and "4 spreads of 25.5 MiB" in wide.threshold
+    grown = with_growth(make_report(), (120.0, 130.0, []), (119.0, 129.0, []))  # 40 + 4 x 25.5 MiB allowed, not 40 + 64
+    row = rows(grown, noisy, baseline_margins={"worker_uss_growth": "64 MiB"})["baseline worker_uss_growth"]
+    assert row.status == "pass", row.threshold
+
+
+def test_the_jobs_total_is_its_anonymous_memory_less_the_steps():
+    report = healthy([35.0], [])
+    report["system"]["pss_anon_total_peak"] = 300 * MiB  # the files' pages (500 MiB in all) left out
+    assert report_metrics(report)["total_pss_steady"] == 265 * MiB
+    assert report_metrics(report)["total_pss"] == 500 * MiB  # max_total_pss still limits all of it
 
 
 def test_busy_words_say_not_busy_too():
