@@ -115,9 +115,13 @@ def _worker_growth(run: RunData, proc: Any) -> WorkerGrowth | None:
     readings = sorted(proc.series.values("uss"))
     if not readings or proc.loader_id is None:
         return None
-    start, peak = readings[0][1], max(v for _, v in readings)
+    first, peak = readings[0][1], max(v for _, v in readings)
     built = first_batch_built(run, proc.loader_id, proc.pid)
-    steps = find_steps(readings, readings[1][0] if built is None and len(readings) > 1 else (built or 0.0))
+    after = readings[1][0] if built is None and len(readings) > 1 else (built or 0.0)
+    # the steady part starts at the first reading after the first batch (memory_findings.project_worker's start):
+    # what the worker held by then (its imports settling, a load at start, the first batch) is held, not growth
+    start = next((v for t, v in readings if t >= after), readings[-1][1])
+    steps = find_steps(readings, after)
     stepped = sum(s.bytes for s in steps)
     steady = max(0, peak - start - stepped)
     batches = _batch_at(run, proc.loader_id, readings[-1][0])
@@ -132,9 +136,10 @@ def _worker_growth(run: RunData, proc: Any) -> WorkerGrowth | None:
         for s in steps
     ]  # fmt: skip
     return {
-        "growth_bytes": peak - start,
+        "growth_bytes": peak - first,
+        "held_at_start_bytes": max(0, start - first),
         "steady_bytes": steady,
-        "steady_peak_bytes": max(start, peak - stepped),
+        "steady_peak_bytes": max(first, peak - stepped),
         "steps": step_entries,
         "batches": batches,
         "steady_per_batch_bytes": round(steady / batches) if batches else None,

@@ -127,7 +127,8 @@ class WorkerGrowth(TypedDict):
     """A worker's USS growth, its one-time steps apart: what `dlprobe check` compares with a baseline."""
 
     growth_bytes: int  # peak less the first reading, steps included
-    steady_bytes: int  # the same less its steps
+    held_at_start_bytes: int  # what it had grown by its first reading after its first batch
+    steady_bytes: int  # its growth from then on, less its steps
     steady_peak_bytes: int  # its peak less its steps
     steps: list[UssStep]
     batches: int | None  # the loader's batches so far in its epoch at the worker's last reading

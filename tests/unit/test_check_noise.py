@@ -78,6 +78,7 @@ def with_growth(report: dict[str, Any], *growths: tuple[float, float, list[float
     for proc, (steady, peak, steps) in zip(report["processes"], growths, strict=True):
         proc["growth"] = {
             "growth_bytes": int((steady + sum(steps)) * MiB),
+            "held_at_start_bytes": 0,
             "steady_bytes": int(steady * MiB),
             "steady_peak_bytes": int(peak * MiB),
             "steps": [{"t": 2.8, "batch": 197, "bytes": int(s * MiB)} for s in steps],
@@ -181,3 +182,13 @@ def test_the_missing_baseline_names_the_one_command_that_makes_it():
     assert first_baseline_command(options) == (
         "dlprobe check --config dlprobe.toml --max-batches 100 --update-baseline train.py --epochs 1"
     )
+
+
+def test_a_baseline_of_an_older_dlprobe_is_still_read_and_compared_as_before():
+    old = make_report(worker_uss=((10 * MiB, 14 * MiB), (10 * MiB, 14 * MiB)))  # schema 1: no growth, no anon total
+    out = rows(healthy([35.0], []), old)
+    growth = out["baseline worker_uss_growth"]
+    assert growth.status == "fail"  # peak less start on both sides: the step counts, as it did
+    assert growth.threshold == "<= 12.0 MiB (4.0 MiB + 8.0 MiB noise floor)"
+    assert growth.observed == "39.0 MiB"
+    assert growth.explanation == "no finding explains it; one-time step of 35.0 MiB in worker 0 at batch 197"
