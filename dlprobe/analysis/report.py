@@ -161,7 +161,10 @@ def _process_entry(proc: Any, run: RunData | None = None) -> ProcessEntry:
     for metric in ("rss", "uss", "pss", "swap", *PAGE_KINDS):
         entry[metric] = metric_summary(proc.series, metric)
     if run is not None and proc.role == "worker":
-        entry["growth"] = _worker_growth(run, proc)
+        try:
+            entry["growth"] = _worker_growth(run, proc)
+        except Exception:  # a damaged run's readings: the check compares what it has (peak less start), never less
+            entry["growth"] = None
     return cast(ProcessEntry, entry)  # the metrics' keys are set in the loop above
 
 
