@@ -11,7 +11,10 @@ worst worker, the job's PSS total with its files' pages, the machine's /dev/shm:
 `pss_anon_total_peak` and `shm_job_peak` left out of both reports), so the two rules are compared on the same runs.
 A run that takes ~20 s: 2N + 1 runs. Not a timed test: the rates are counts of verdicts, not of seconds.
 Writes benchmarks/out/check_noise.json.
-Usage: python benchmarks/check_noise.py [--runs 5] [--busy]
+On a quiet machine the numpy loader is input-bound (the loop waits ~43% of the time), a warning that ci-strict's
+fail_on_severity fails on, where a busy machine makes it a note: `--option=--fail-on-severity --option=error` passes
+options to every check (the baseline's rules alone are then what is measured).
+Usage: python benchmarks/check_noise.py [--runs 5] [--busy] [--option=OPTION ...]
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5, help="healthy and regressed checks, each")
     parser.add_argument("--busy", action="store_true", help="keep both cores busy beside every run")
+    parser.add_argument("--option", action="append", default=[], help="an option for every check (repeatable)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from dlprobe.check.config import load_config
@@ -71,20 +75,21 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="check-noise-"))
     shutil.copy(ROOT / "sample_configs" / "ci-strict.toml", work / "dlprobe.toml")
     hogs = [subprocess.Popen([PYTHON, "-c", "while True: pass"]) for _ in range(2 if args.busy else 0)]
-    results: dict[str, Any] = {"machine": machine(), "busy": args.busy, "runs": args.runs, "healthy": [],
-                               "regressed": []}  # fmt: skip
+    results: dict[str, Any] = {"machine": machine(), "busy": args.busy, "runs": args.runs, "options": args.option,
+                               "healthy": [], "regressed": []}  # fmt: skip
     try:
-        code, verdict, _ = check(work, HEALTHY, "baseline", "--update-baseline")
+        code, verdict, _ = check(work, HEALTHY, "baseline", "--update-baseline", *args.option)
         results["baseline_exit"] = code
         if code != 0:
             raise SystemExit(
                 f"the baseline run failed: {[r['rule'] for r in verdict['rules'] if r['status'] == 'fail']}"
             )
         baseline = json.loads((work / "dlprobe-baseline.json").read_text())
-        config = load_config(str(work / "dlprobe.toml"), {})
+        overrides = {"fail_on_severity": o[1]} if (o := args.option[-2:]) and o[0] == "--fail-on-severity" else {}
+        config = load_config(str(work / "dlprobe.toml"), overrides)
         for kind, script in (("healthy", HEALTHY), ("regressed", REGRESSED)):
             for i in range(args.runs):
-                code, verdict, report = check(work, script, f"{kind}-{i}")
+                code, verdict, report = check(work, script, f"{kind}-{i}", *args.option)
                 metrics = report_metrics(report)
                 row = {
                     "exit": code,
@@ -113,7 +118,8 @@ def main() -> None:
     }
     results["summary"] = summary
     print(
-        f"\n{machine()}{', both cores kept busy' if args.busy else ''}; ci-strict.toml, baseline from one healthy run"
+        f"\n{machine()}{', both cores kept busy' if args.busy else ''}; ci-strict.toml {' '.join(args.option)}, "
+        "baseline from one healthy run"
     )
     print(f"false alarms: {summary['false_alarms']} of {n} healthy runs "
           f"(the rule before: {summary['old_rule_false_alarms']} of {n})")  # fmt: skip
