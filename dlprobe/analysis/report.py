@@ -10,6 +10,7 @@ from dlprobe import __version__
 from dlprobe.analysis import analysis_failed, analyze, failure_where
 from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job
 from dlprobe.analysis.job_findings import analyze_job
+from dlprobe.analysis.memory_findings import first_batch_built, worker_projection
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, SystemSeries, load_run
 from dlprobe.analysis.report_schema import (
     SCHEMA_VERSION,
@@ -21,13 +22,16 @@ from dlprobe.analysis.report_schema import (
     RankEntry,
     ReadProblem,
     Report,
+    UssStep,
+    WorkerGrowth,
     WorkerTime,
 )
 from dlprobe.analysis.start_method_findings import readiness_line
-from dlprobe.analysis.stats import job_pss_peak, metric_summary, wait_summary
+from dlprobe.analysis.stats import job_pss_peak, metric_summary, tree_total, wait_summary
 from dlprobe.analysis.verdict import judge
 from dlprobe.analysis.worker_cpu import idle_worker_ids, loader_cpu
-from dlprobe.rundir.schema import ORPHAN_GRACE_S, ShmRemoved, SupervisorCost
+from dlprobe.loader_model.worker_memory import find_steps
+from dlprobe.rundir.schema import EV_BATCHES, ORPHAN_GRACE_S, ShmRemoved, SupervisorCost
 from dlprobe.units import format_bytes
 
 
@@ -96,7 +100,54 @@ def _worker_time(run: RunData, lo: Any) -> WorkerTime | None:
             "wait_share": round(measured.wait_share, 3), "wall_s": round(measured.wall_s, 2)}  # fmt: skip
 
 
-def _process_entry(proc: Any, started: float | None = None) -> ProcessEntry:
+def _batch_at(run: RunData, loader_id: int | None, t: float) -> int | None:
+    """The loader's batches so far in its epoch at time t, from its `batches` events (None: none reported by then)."""
+    marks = [(float(e["t"]), int(e["total"])) for e in run.events
+             if e.get("ev") == EV_BATCHES and e.get("loader") == loader_id and isinstance(e.get("total"), int)
+             and isinstance(e.get("t"), (int, float)) and float(e["t"]) <= t]  # fmt: skip
+    return max(marks)[1] if marks else None
+
+
+def _worker_growth(run: RunData, proc: Any) -> WorkerGrowth | None:
+    """A worker's USS growth with its one-time steps apart (loader_model.worker_memory.find_steps, after its first
+    batch), per batch the loader delivered, and `run`'s projection of its growth to the epoch's end (cow-growth's
+    memory_findings.worker_projection): what `dlprobe check` compares with a baseline. None: USS never read."""
+    readings = sorted(proc.series.values("uss"))
+    if not readings or proc.loader_id is None:
+        return None
+    first, peak = readings[0][1], max(v for _, v in readings)
+    built = first_batch_built(run, proc.loader_id, proc.pid)
+    after = readings[1][0] if built is None and len(readings) > 1 else (built or 0.0)
+    # the steady part starts at the first reading after the first batch (memory_findings.project_worker's start):
+    # what the worker held by then (its imports settling, a load at start, the first batch) is held, not growth
+    start = next((v for t, v in readings if t >= after), readings[-1][1])
+    steps = find_steps(readings, after)
+    stepped = sum(s.bytes for s in steps)
+    steady = max(0, peak - start - stepped)
+    batches = _batch_at(run, proc.loader_id, readings[-1][0])
+    loader = run.loader(proc.loader_id)
+    try:
+        projected: int | None = worker_projection(run, loader, proc).projected_bytes if loader else None
+    except Exception:  # the projection is cow-growth's to report on; the check still has the measured growth
+        projected = None
+    step_entries: list[UssStep] = [
+        {"t": round(s.t - float(run.meta.get("started_at") or 0.0), 3), "batch": _batch_at(run, proc.loader_id, s.t),
+         "bytes": s.bytes}
+        for s in steps
+    ]  # fmt: skip
+    return {
+        "growth_bytes": peak - first,
+        "held_at_start_bytes": max(0, start - first),
+        "steady_bytes": steady,
+        "steady_peak_bytes": max(first, peak - stepped),
+        "steps": step_entries,
+        "batches": batches,
+        "steady_per_batch_bytes": round(steady / batches) if batches else None,
+        "projected_epoch_end_bytes": projected,
+    }
+
+
+def _process_entry(proc: Any, run: RunData | None = None) -> ProcessEntry:
     entry: dict[str, Any] = {
         "pid": proc.pid,
         "role": proc.role,
@@ -108,10 +159,16 @@ def _process_entry(proc: Any, started: float | None = None) -> ProcessEntry:
     if proc.memory_unread is not None:
         entry["memory_unread"] = proc.memory_unread
     if proc.teardown_from is not None:
-        entry["teardown_from_s"] = round(proc.teardown_from - (started or 0.0), 2)
+        started = float((run.meta.get("started_at") if run is not None else None) or 0.0)
+        entry["teardown_from_s"] = round(proc.teardown_from - started, 2)
         entry["teardown_readings"] = proc.teardown_readings
     for metric in ("rss", "uss", "pss", "swap", *PAGE_KINDS):
         entry[metric] = metric_summary(proc.series, metric)
+    if run is not None and proc.role == "worker":
+        try:
+            entry["growth"] = _worker_growth(run, proc)
+        except Exception:  # a damaged run's readings: the check compares what it has (peak less start), never less
+            entry["growth"] = None
     return cast(ProcessEntry, entry)  # the metrics' keys are set in the loop above
 
 
@@ -133,7 +190,7 @@ def build_report(run: RunData, findings: list[Finding]) -> Report:
         "duration_s": round(ended - meta["started_at"], 3) if ended and meta.get("started_at") else None,
         "machine": meta.get("machine", {}),
         "loaders": [_loader_entry(run, lo) for lo in run.loaders],
-        "processes": [_process_entry(p, meta.get("started_at")) for p in sorted(run.processes, key=_process_order)],
+        "processes": [_process_entry(p, run) for p in sorted(run.processes, key=_process_order)],
         "system": {
             "shm_total": system.shm_total,
             "shm_peak": max(shm_used) if shm_used else None,
@@ -141,6 +198,8 @@ def build_report(run: RunData, findings: list[Finding]) -> Report:
             "cgroup_limit": system.cgroup_limit,
             "cgroup_peak": max(cg_usage) if cg_usage else None,
             "pss_total_peak": job_pss_peak(run.processes),
+            "shm_job_peak": _shm_job_peak(run),
+            "pss_anon_total_peak": job_pss_peak(run.processes, "pss_anon"),
         },
         "findings": [finding_entry(f) for f in ordered],
         "verdict": verdict,
@@ -153,6 +212,12 @@ def build_report(run: RunData, findings: list[Finding]) -> Report:
         # `dlprobe attach`: the run is a window on a job dlprobe did not start (no exit code, no hooks)
         "attached": _attached_entry(run),
     }
+
+
+def _shm_job_peak(run: RunData) -> int | None:
+    """The /dev/shm pages the job's own processes map at the most (their Pss_Shmem summed, each counted with its last
+    reading): a job beside it does not count, as it does in the machine's /dev/shm use (system.shm_peak)."""
+    return max(tree_total(run.processes, "pss_shmem")[1], default=None)
 
 
 def _attached_entry(run: RunData) -> AttachedEntry | None:
@@ -314,11 +379,11 @@ def build_job_report(job: Job, findings: list[Finding]) -> Report:
     for view in job.ranks:
         for proc in sorted(view.run.processes, key=_process_order):
             seen.add((view.node, proc.pid))
-            processes.append({**_process_entry(proc, view.run.meta.get("started_at")), "rank": job.label(view)})
+            processes.append({**_process_entry(proc, view.run), "rank": job.label(view)})
     for node, run in enumerate(job.runs):  # the launcher and anything else of the tree
         for proc in sorted(run.processes, key=_process_order):
             if (node, proc.pid) not in seen and proc.series.t:
-                entry = _process_entry(proc, run.meta.get("started_at"))
+                entry = _process_entry(proc, run)
                 processes.append({**entry, "role": "other", "rank": None})
     report["processes"] = processes
     report["system"]["pss_total_peak"] = max((n.pss_peak or 0 for n in job.nodes), default=None)

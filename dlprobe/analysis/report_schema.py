@@ -115,7 +115,29 @@ class _ProcessEntry(TypedDict):
     pss_shmem: MetricSummary
 
 
+class UssStep(TypedDict):
+    """A one-time rise of a worker's USS between two consecutive readings (loader_model.worker_memory.find_steps)."""
+
+    t: float  # seconds since the run started, at the reading after the rise
+    batch: int | None  # the loader's batches so far in its epoch then (null: none reported yet)
+    bytes: int
+
+
+class WorkerGrowth(TypedDict):
+    """A worker's USS growth, its one-time steps apart: what `dlprobe check` compares with a baseline."""
+
+    growth_bytes: int  # peak less the first reading, steps included
+    held_at_start_bytes: int  # what it had grown by its first reading after its first batch
+    steady_bytes: int  # its growth from then on, less its steps
+    steady_peak_bytes: int  # its peak less its steps
+    steps: list[UssStep]
+    batches: int | None  # the loader's batches so far in its epoch at the worker's last reading
+    steady_per_batch_bytes: int | None
+    projected_epoch_end_bytes: int | None  # `run`'s projection of its growth to the epoch's end (cow-growth's model)
+
+
 class ProcessEntry(_ProcessEntry, total=False):
+    growth: WorkerGrowth | None  # workers only (absent in reports of dlprobe before it; null: USS never read)
     rank: str | None  # in a job: the rank the process belongs to; null for the launcher and the rest of the tree
     memory_unread: str  # why its smaps_rollup could not be read (USS, PSS and page kinds are null: not read)
     # A worker's readings from its parent's death on (seconds into the run; how many) are teardown, left out of its
@@ -150,13 +172,20 @@ class Verdict(TypedDict):
     explains: list[str]  # the codes of the findings it explains, in the report's order
 
 
-class SystemEntry(TypedDict):
+class _SystemEntry(TypedDict):
     shm_total: int | None
-    shm_peak: int | None
+    shm_peak: int | None  # the machine's /dev/shm use at its peak (other jobs' files count)
     available_min: int | None
     cgroup_limit: int | None
     cgroup_peak: int | None
     pss_total_peak: int | None
+
+
+class SystemEntry(_SystemEntry, total=False):
+    shm_job_peak: int | None  # the /dev/shm pages the job's own processes mapped at the most (Pss_Shmem summed)
+    # the job's anonymous memory (Pss_Anon summed, as pss_total_peak): without the libraries' and files' pages, whose
+    # PSS moves with how many other processes on the machine map the same files (libtorch: 29 MiB between two runs)
+    pss_anon_total_peak: int | None
 
 
 class ReadProblem(TypedDict):

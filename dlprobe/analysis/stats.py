@@ -47,23 +47,23 @@ def wait_summary(loader: LoaderRecord) -> dict[str, Any]:
     }
 
 
-def job_pss_peak(processes: list[ProcessRecord]) -> int | None:
+def job_pss_peak(processes: list[ProcessRecord], metric: str = "pss") -> int | None:
     """Peak of the whole job's PSS over time, over the sums that can be made (`job_pss_summable`): the peaks of
     processes need not coincide, so the sum of their peaks would overstate it, one round's readings alone would
     understate it, and a parent's reading from before it forked counts the pages it now shares twice (the fixed demo's
     job read 214.8 MiB in one run and 289.6 MiB in the next, which failed a baseline it had written itself). None
     where no sum can be made."""
-    return max(job_pss_summable(processes)[1], default=None)
+    return max(job_pss_summable(processes, metric)[1], default=None)
 
 
-def job_pss_summable(processes: list[ProcessRecord]) -> tuple[list[float], list[int]]:
+def job_pss_summable(processes: list[ProcessRecord], metric: str = "pss") -> tuple[list[float], list[int]]:
     """The job's PSS over time, only where its readings can be summed: each process counts with its last reading
     (tree_total), but a parent's reading taken before a child of its started (its workers, a copy of itself) still
     holds the pages they now share in full, so a sum with the child's reading counts them twice: those points are
     left out, never taken for memory the job held. Only a parent's stale reading does this: a still process read
     every 30 s beside workers restarted every epoch leaves the sums in."""
-    tracked = [(p, r) for p in processes if (r := p.series.values("pss"))]
-    times, totals = tree_total(processes, "pss")
+    tracked = [(p, r) for p in processes if (r := p.series.values(metric))]
+    times, totals = tree_total(processes, metric)
     kept_t, kept = [], []
     for t, total in zip(times, totals, strict=True):
         counted = [(p, r) for p, r in tracked if r[0][0] <= t <= r[-1][0]]

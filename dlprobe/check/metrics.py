@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dlprobe.analysis.report_schema import Report
+from dlprobe.loader_model.worker_memory import spread
 from dlprobe.units import format_bytes
 
 # metric -> how its values are shown
 METRIC_KINDS = {
     "worker_uss_growth": "bytes",
+    "worker_steady_growth": "bytes",
     "worker_uss_peak": "bytes",
+    "worker_steady_peak": "bytes",
+    "worker_step": "bytes",
     "total_pss": "bytes",
+    "total_pss_steady": "bytes",
     "shm_peak": "bytes",
     "wait_fraction": "share",
     "first_batch_wait": "seconds",
@@ -20,6 +27,38 @@ METRIC_KINDS = {
 def _max(values: list[int | None] | list[float | None] | list[int]) -> float | None:
     known = [v for v in values if v is not None]
     return max(known) if known else None
+
+
+# A baseline compares these metrics with their one-time steps apart, where both reports have the workers' growth
+# (report.json's processes[].growth): one full garbage collection in one worker of one run is not a regression.
+STEADY_OF = {
+    "worker_uss_growth": "worker_steady_growth",
+    "worker_uss_peak": "worker_steady_peak",
+    "total_pss": "total_pss_steady",  # the job's anonymous memory (Pss_Anon summed), steps apart
+}
+# The per-worker field whose spread across the workers is each metric's noise.
+SPREAD_FIELDS = {"worker_steady_growth": "steady_bytes", "worker_steady_peak": "steady_peak_bytes"}
+
+
+def worker_growths(report: Report) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(process entry, its growth) of each worker whose growth the report holds (none in reports before it)."""
+    return [(dict(p), dict(g)) for p in report["processes"] if p["role"] == "worker" and (g := p.get("growth"))]
+
+
+def largest_step(report: Report) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(worker entry, step) of the largest one-time step of any worker, or None."""
+    steps = [(p, s) for p, g in worker_growths(report) for s in g.get("steps") or []]
+    return max(steps, key=lambda ps: int(ps[1]["bytes"])) if steps else None
+
+
+def report_spreads(report: Report) -> dict[str, float | None]:
+    """Each metric's spread in this report: the standard deviation across its workers (every epoch's, every rank's);
+    None where it has one value per run (the job's total) or fewer than two workers."""
+    growths = [g for _, g in worker_growths(report)]
+    return {
+        metric: spread([float(g[key]) for g in growths if g.get(key) is not None])
+        for metric, key in SPREAD_FIELDS.items()
+    }
 
 
 def report_metrics(report: Report) -> dict[str, float | None]:
@@ -37,11 +76,21 @@ def report_metrics(report: Report) -> dict[str, float | None]:
         peaks = [peak for p in report["processes"] if (peak := p["pss"]["peak"]) is not None]
         total_pss = sum(peaks) if peaks else None
     loaders = report["loaders"]
+    growths = [g for _, g in worker_growths(report)]
+    stepped = sum(int(s["bytes"]) for g in growths for s in g.get("steps") or [])
+    # the job's own /dev/shm where it was read (its processes' Pss_Shmem), else the machine's (older reports)
+    shm_job = system.get("shm_job_peak")
+    # the job's anonymous memory, steps apart: the files' pages move with the other processes mapping them
+    anon_total = system.get("pss_anon_total_peak", total_pss)
     return {
         "worker_uss_growth": _max(growth),
+        "worker_steady_growth": _max([g["steady_bytes"] for g in growths]) if growths else None,
         "worker_uss_peak": _max([p["uss"]["peak"] for p in workers]),
+        "worker_steady_peak": _max([g["steady_peak_bytes"] for g in growths]) if growths else None,
+        "worker_step": float(step[1]["bytes"]) if (step := largest_step(report)) else (0.0 if growths else None),
         "total_pss": total_pss,
-        "shm_peak": system["shm_peak"],
+        "total_pss_steady": max(0.0, anon_total - stepped) if growths and anon_total is not None else None,
+        "shm_peak": shm_job if shm_job is not None else system["shm_peak"],
         "wait_fraction": _max([lo["wait_fraction"] for lo in loaders]),
         "first_batch_wait": _max([lo["first_batch_s"] for lo in loaders]),
         "longest_wait": _max([lo["max_wait_s"] for lo in loaders]),

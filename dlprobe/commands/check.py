@@ -16,6 +16,7 @@ from dlprobe.rundir.schema import (
     EV_STOP,
     EVENTS_FILE,
     HANGS_DIR,
+    LAUNCH_MODULE,
     LAUNCH_SCRIPT,
     REPORT_HTML_FILE,
     RESULT_FILE,
@@ -164,15 +165,40 @@ def _hang_stop(run_dir: Path) -> Stop | None:
     return stop
 
 
-def _baseline_for(config: CheckConfig, update: bool) -> Report | None:
+def first_baseline_command(options: CheckOptions) -> str:
+    """The one command that makes the missing baseline: this same check, with --update-baseline."""
+    import shlex
+
+    words = ["dlprobe", "check"]
+    if options.config_path:
+        words += ["--config", options.config_path]
+    for key, value in options.overrides.items():
+        for one in value if isinstance(value, list) else [value]:
+            words += ["--" + key.replace("_", "-"), str(one)]
+    words.append("--update-baseline")
+    if options.launch == LAUNCH_SCRIPT:
+        words.append(options.script)
+    else:
+        words += ["-m", options.script] if options.launch == LAUNCH_MODULE else ["--", options.script]
+    return shlex.join(words + options.args)
+
+
+def _baseline_for(config: CheckConfig, options: CheckOptions) -> Report | None:
     from dlprobe.check.baseline import load_baseline
 
+    update = options.update_baseline
     if update and not config.baseline:
         raise DlprobeError(
             "--update-baseline needs a baseline file",
             hint='pass --baseline FILE, or set baseline = "FILE" in the config',
         )
     if config.baseline and not update:
+        if not Path(config.baseline).exists() and not Path(config.baseline).is_symlink():
+            raise DlprobeError(
+                f"baseline {config.baseline}: no such file (a first run makes it from a good commit)",
+                hint=f"make it once with `{first_baseline_command(options)}`, then commit it; or delete the baseline "
+                "lines of the config to gate on its limits alone",
+            )
         return load_baseline(config.baseline)
     return None
 
@@ -185,7 +211,7 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
     from dlprobe.check.baseline import save_baseline
     from dlprobe.check.config import load_config
     from dlprobe.check.limits import RunWatch
-    from dlprobe.check.rules import evaluate
+    from dlprobe.check.rules import BASELINE_MEASURED, BASELINE_RULE, evaluate
     from dlprobe.commands.outputs import run_html_problem, write_outputs
     from dlprobe.render.check_table import check_summary
     from dlprobe.render.junit import write_junit
@@ -193,7 +219,7 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
 
     config = load_config(options.config_path, options.overrides)
     check_target(options.script, options.launch, options.args)
-    baseline = _baseline_for(config, options.update_baseline)
+    baseline = _baseline_for(config, options)
     junit_path = Path(options.junit) if options.junit else None
     if junit_path is not None and not junit_path.parent.is_dir():
         raise DlprobeError(f"cannot write --junit {options.junit}: no such directory {junit_path.parent}",
@@ -222,6 +248,7 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
             "config": {key: config.raw[key] for key in config.raw},
             "config_sources": config.sources,
             "baseline": config.baseline if baseline is not None else None,
+            "baseline_rule": f"{BASELINE_RULE} ({BASELINE_MEASURED})" if baseline is not None else None,
             "rules": [r.to_dict() for r in rows],
         },
     )

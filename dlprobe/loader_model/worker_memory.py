@@ -5,6 +5,7 @@ at the end of an epoch is memory_growth.py's projection (bent toward its ceiling
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from dlprobe.loader_model.limits import MEMORY_SHARE
@@ -78,3 +79,75 @@ def fits(budget: int | None, projected: int | None, workers: int, reserve: int |
     if reserve is None:
         return projected <= MEMORY_SHARE * budget
     return projected + workers * reserve <= budget
+
+
+# One-time steps: a jump between two consecutive USS readings, at least STEP_MIN_BYTES and STEP_FACTOR times what the
+# worker's steady rate (its other intervals' rises over their time) gives over that interval, not continued: each
+# neighbouring interval rose by less than STEP_CONTINUED of it. A full garbage collection touches the header of every
+# object the parent holds and copies those pages into the worker in one go (35 MiB at one reading of the healthy numpy
+# loader of tests/scripts/numpy_dataset.py, at a batch that depends on allocation counts and the machine's load, in
+# some runs and not others); copy-on-write of a list of dicts rises over several readings and is growth, not a step.
+STEP_MIN_BYTES = 8 << 20
+STEP_FACTOR = 4.0
+STEP_CONTINUED = 0.25
+
+
+@dataclass(frozen=True)
+class Step:
+    """A one-time rise of a worker's memory: between the readings at `t_before` and `t`, by `bytes`."""
+
+    t_before: float
+    t: float
+    bytes: int
+
+
+def _steady_rate(rises: list[tuple[float, float, int]], apart: set[int], after: float) -> float:
+    """Bytes per second of the intervals not in `apart`, those after `after` where there are any."""
+    others = [(a, b, r) for j, (a, b, r) in enumerate(rises) if j not in apart and b > a]
+    steady = [(a, b, r) for a, b, r in others if b > after] or others
+    spent = sum(b - a for a, b, _ in steady)
+    return sum(max(0, r) for _, _, r in steady) / spent if spent > 0 else 0.0
+
+
+def find_steps(readings: list[tuple[float, int]], after: float = float("-inf")) -> list[Step]:
+    """The one-time steps among a worker's readings (time, bytes), those whose rise ended after `after` (its first
+    batch: a load at start is growth the worker holds, not a step). The steady rate is that of the other intervals
+    after `after`, their rises over their time (the start's fast allocations would hide a step); a rise at the last
+    reading is a step where the one before it was not part of it (a short run often ends before the next reading of a
+    still worker). A reading taken while the step happened splits it in two consecutive rises, neither at the steady
+    rate, are one step. Either comes after an interval read wholly in the steady part: copy-on-write of a dataset
+    rises from the first batch on, in one or two big rises on a busy machine's sparse readings, and is growth.
+    Pure: no I/O."""
+    pts = sorted(readings)
+    rises = [(pts[i - 1][0], pts[i][0], pts[i][1] - pts[i - 1][1]) for i in range(1, len(pts))]
+    steps: list[Step] = []
+    used: set[int] = set()
+    for width in (2, 1):
+        for i in range(len(rises) - width + 1):
+            window = set(range(i, i + width))
+            t0, t1 = rises[i][0], rises[i + width - 1][1]
+            rise = sum(rises[j][2] for j in window)
+            if window & used or t1 <= after or rise < STEP_MIN_BYTES:
+                continue
+            rate = _steady_rate(rises, window, after)
+            if rise < STEP_FACTOR * rate * (t1 - t0):
+                continue
+            if not (i >= 1 and rises[i - 1][0] >= after):
+                continue  # a step comes after a reading of the steady part: a rise from the first batch on is growth
+            if width == 2 and not all(r >= STEP_FACTOR * rate * (b - a) for a, b, r in rises[i : i + 2]):
+                continue  # a step split by a reading: neither part is the steady rate
+            neighbours = [rises[j][2] for j in (i - 1, i + width) if 0 <= j < len(rises)]
+            if not neighbours or any(r >= STEP_CONTINUED * rise for r in neighbours):
+                continue  # one that goes on (or the only rise there is): growth
+            steps.append(Step(t0, t1, rise))
+            used |= window
+    return sorted(steps, key=lambda s: s.t)
+
+
+def spread(values: list[float]) -> float | None:
+    """The sample standard deviation of a metric's values across a run's workers (and epochs, and merged runs): what
+    one reading of it moves by on this machine; None with fewer than two values."""
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))

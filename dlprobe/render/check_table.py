@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from dlprobe.check.rules import FAIL, PASS, RuleResult
+from dlprobe.check.rules import BASELINE_MEASURED, BASELINE_RULE, FAIL, PASS, RuleResult
 
 STATUS_STYLE = {PASS: "green", FAIL: "bold red", "skip": "dim"}
 VERDICTS = {0: ("PASSED", "bold green"), 1: ("FAILED", "bold red"), 3: ("SCRIPT FAILED", "bold red")}
@@ -49,6 +49,10 @@ def check_summary(rows: list[RuleResult], exit_code: int, run_dir: str | None = 
             if row.source:
                 line.append(f"  [{row.source}]", style="dim")
             parts.append(line)
+            if row.explanation:
+                parts.append(Text(f"  why: {row.explanation}"))
+    if any(r.rule.startswith("baseline ") and r.status != "skip" for r in rows):
+        parts.append(Text(f"Baseline rule: {BASELINE_RULE} ({BASELINE_MEASURED})", style="dim"))
     parts.append(verdict(rows, exit_code))
     if run_dir:
         parts.append(Text(f"Verdict saved in {run_dir}/check.json", style="dim"))

@@ -31,6 +31,8 @@ def junit_xml(rows: list[RuleResult], suite: str, duration_s: float | None, prop
         detail = f"threshold: {row.threshold}\nobserved: {row.observed}" + (
             f"\nfrom: {row.source}" if row.source else ""
         )
+        if row.explanation:
+            detail += f"\nwhy: {row.explanation}"
         if row.status == FAIL:
             ET.SubElement(case, "failure", message=row.message, type="dlprobe.check").text = detail
         elif row.status == SKIP:

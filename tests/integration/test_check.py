@@ -95,6 +95,45 @@ def test_leaky_loader_fails_the_same_gate_and_regresses_against_the_baseline(cle
     assert failure is not None and failure.get("message") == rules["max_worker_uss_growth"]["message"]
     report = json.loads((run_dir / "report.json").read_text())
     assert gone([w["pid"] for w in report["loaders"][0]["workers"]] + [report["processes"][0]["pid"]])
+    # the failure explains itself, in the terminal and in the JUnit text: the finding, its suspect, the machine's load
+    growth = rules["baseline worker_uss_growth"]
+    assert growth["message"].startswith("worker_uss_growth (worker_steady_growth, one-time steps apart) regressed")
+    assert "spreads above the baseline" in growth["message"] and "rule: fail above baseline" in growth["message"]
+    assert growth["explanation"].startswith("explained by cow-growth: ") and "self.records" in growth["explanation"]
+    assert "the machine was " in growth["explanation"]
+    assert f"why: {growth['explanation']}" in cases["baseline worker_uss_growth"].find("failure").text
+    assert "  why: explained by cow-growth" in proc.stderr and "Baseline rule: fail above baseline" in proc.stderr
+
+
+def test_a_healthy_loader_passes_against_its_own_baseline_with_its_steps_apart(clean_baseline, tmp_path):
+    # the wait share and first batch are the runner's load as much as the loader's: off, as ci-strict.toml has them
+    base_dir, *_, baseline = clean_baseline
+    config = tmp_path / "gate.toml"
+    config.write_text(GATE + '[baseline_margins]\nfirst_batch_wait = "off"\nwait_fraction = "off"\n')
+    proc, run_dir, verdict = check(tmp_path, "numpy_dataset.py", options=["--config", str(config), "--baseline",
+                                                                         str(baseline)])  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rules = by_rule(verdict)
+    for metric in ("worker_uss_growth", "worker_uss_peak", "total_pss"):
+        assert rules[f"baseline {metric}"]["status"] == "pass", rules[f"baseline {metric}"]
+    assert "steps apart" in rules["baseline worker_uss_growth"]["observed"]  # compared without its one-time steps
+    assert "spreads of" in rules["baseline worker_uss_growth"]["threshold"]  # the baseline's own noise
+    assert verdict["baseline_rule"].startswith("fail above baseline + max(margin, 4 spreads, noise floor)")
+    report = json.loads((run_dir / "report.json").read_text())
+    growths = [p["growth"] for p in report["processes"] if p["role"] == "worker"]
+    assert len(growths) == 2 and all(g["steady_bytes"] <= g["growth_bytes"] for g in growths)
+    assert report["system"]["shm_job_peak"] is not None
+
+
+def test_the_first_run_of_the_recipe_says_the_one_command_that_makes_its_baseline(tmp_path):
+    config = tmp_path / "dlprobe.toml"
+    config.write_text((Path(__file__).parents[2] / "sample_configs" / "ci-strict.toml").read_text())
+    proc = run_dlprobe(["check", "--config", "dlprobe.toml", str(SCRIPTS / "no_loader.py"), "--epochs", "1"], tmp_path)
+    assert proc.returncode == 2
+    first, hint = proc.stderr.splitlines()[:2]
+    assert first.startswith("error: baseline dlprobe-baseline.json: no such file"), proc.stderr
+    command = f"dlprobe check --config dlprobe.toml --update-baseline {SCRIPTS / 'no_loader.py'} --epochs 1"
+    assert f"`{command}`" in hint, hint
 
 
 def test_script_failure_gets_its_own_exit_code(tmp_path):

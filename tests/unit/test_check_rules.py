@@ -172,6 +172,7 @@ EXPECTED_TABLE = (
 │ fail_on shm-pressure  │ absent     │ absent               │ PASS   │
 └───────────────────────┴────────────┴──────────────────────┴────────┘
 max_worker_uss_growth: per-worker USS growth was 140.0 MiB, above the limit 100 MiB  [ci.toml]
+  why: explained by cow-growth: workers copied the dataset
 fail_on cow-growth: workers copied the dataset  [ci.toml]
 check FAILED: 2 of 4 rules passed, 1 skipped (nothing measured)
 Verdict saved in runs/x/check.json

@@ -51,7 +51,9 @@ def test_default_documents_every_key_with_the_real_defaults(tmp_path):
 def test_ci_strict_is_strict(tmp_path):
     config = load("ci-strict.toml", tmp_path)
     assert (config.max_batches, config.max_seconds, config.hang_timeout) == (300, 300.0, 120.0)
-    assert config.max_worker_uss_growth == 100 * MB and config.max_shm_peak < 64 * MB
+    assert config.max_worker_uss_growth == 100 * MB
+    # "A healthy 4-worker image loader keeps ... 45 MiB of them" in the job's own /dev/shm: it fits
+    assert 45 * MiB < config.max_shm_peak
     assert config.baseline == str(SAMPLES / "dlprobe-baseline.json")  # next to the config
     # "Fail on any warning or error finding, not only the listed codes."
     assert verdicts(config, make_report(findings=[finding("input-bound")]))["fail_on_severity warning"] == "fail"
