@@ -16,6 +16,7 @@ from dlprobe.rundir import inflight_format
 from dlprobe.rundir.files import ReadProblems, read_checked_json, read_checked_jsonl, run_subdir
 from dlprobe.rundir.schema import (
     ATTACH_FILE,
+    CHECK_PROCESS_NAME,
     EV_BATCH_INFO,
     EV_BATCHES,
     EV_EPOCH,
@@ -59,6 +60,7 @@ from dlprobe.rundir.schema import (
 from dlprobe.rundir.validate import event_problem, field_checker, sample_problem
 
 SEVERITIES = ("error", "warning", "info")
+ROLE_CHECK = "dlprobe-check"  # a process dlprobe forked from the training for its own checks (docs/security.md)
 # Memory by kind of page, as samples name it (system/procmem.KIND_FIELDS): Series has one list per kind.
 PAGE_KINDS = ("anon", "private_dirty", "private_clean", "pss_anon", "pss_file", "pss_shmem")
 
@@ -491,7 +493,8 @@ def load_run(path: Path) -> RunData:
         kind = rec.get("k")
         if kind == SAMPLE_PROC:
             pid = int(rec["pid"])
-            role = "main" if pid == main_pid else "other"
+            # dlprobe's own copies (the readiness copy, the sample check): named as such, not "other" of the job
+            role = "main" if pid == main_pid else ROLE_CHECK if rec.get("comm") == CHECK_PROCESS_NAME else "other"
             loader_id = worker_id = None
             first: dict[str, int] | None = None
             if pid in worker_of:

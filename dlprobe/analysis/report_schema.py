@@ -98,7 +98,7 @@ class LoaderEntry(_LoaderEntry, total=False):
 
 class _ProcessEntry(TypedDict):
     pid: int
-    role: str  # main | worker | other
+    role: str  # main | worker | other | dlprobe-check (a copy dlprobe forked for its own checks)
     loader_id: int | None
     worker_id: int | None
     comm: str | None
