@@ -87,15 +87,17 @@ def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
     return row
 
 
+_NAMED_PATH = re.compile(r"'(/[^']+)'")
+
+
 def _emfile_text(run: RunData) -> str | None:
     """The `Too many open files` line the run's errors or stderr hold, if any."""
     texts = [str(e.get(k) or "") for lo in run.loaders for e in lo.errors for k in ("message", "cause")]
     texts.append(run.stderr_tail or "")
-    for text in texts:
-        for line in text.splitlines():
-            if EMFILE.search(line):
-                return line.strip()[:300]
-    return None
+    lines = [line.strip()[:300] for text in texts for line in text.splitlines() if EMFILE.search(line)]
+    # the line that names the file it was opening, where one does (a worker's own OSError), over the ones that do
+    # not (torch's message in the main process, a queue's send error)
+    return next((line for line in lines if _NAMED_PATH.search(line)), lines[0] if lines else None)
 
 
 def _opened_at(run: RunData) -> str | None:
@@ -284,7 +286,7 @@ def find_fd_leak(run: RunData) -> list[Finding]:
     elif limit and top["seconds_to_limit"] is not None:
         title += f"; at this rate it reaches its limit of {limit:,} in ~{_duration(top['seconds_to_limit'])}"
     opened_at = _opened_at(run) if cause in (CAUSE_FILES, CAUSE_UNKNOWN) else None
-    opening = re.search(r"'(/[^']+)'", emfile or "")
+    opening = _NAMED_PATH.search(emfile or "")
     if cause == CAUSE_KEPT_BATCHES:
         title += (
             f"; {diff['by_kind'][KIND_TORCH_SHM]} of {diff['targets_read']} are torch shared-memory storages: the "

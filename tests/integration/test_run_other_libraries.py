@@ -96,8 +96,16 @@ def test_a_tar_archive_per_sample_never_closed_is_the_workers_leak_with_its_file
         assert all(row["role"] == "worker" for row in rows)
         # the limit is the one worker_init_fn set after the fork, read again as the count climbed
         assert {row["fd_limit"] for row in rows} == {128}, rows
-        # the files' pattern where the targets were read, else the file the refused open named
-        assert "/shard-" in leak["title"] and ".tar" in leak["title"], leak["title"]
+        # the files' pattern where the targets were read, else the file the refused open named; a run so fast that
+        # neither was seen (the limit reached within one reading, the worker's own OSError lost with its batch)
+        # names no file rather than a wrong one
+        named = leak["evidence"].get("targets_read") or any(
+            "shard-" in str(f["evidence"].get(k)) for f in tar_leak.report["findings"] for k in ("error", "message")
+        )
+        if named or "/shard-" in leak["title"]:
+            assert "/shard-" in leak["title"] and ".tar" in leak["title"], leak["title"]
+        else:
+            assert "most point to" not in leak["title"] and "it was opening" not in leak["title"], leak["title"]
         # the frame comes from the worker's own traceback, which reaches the loop only on some runs
         if any("Too many open files" in str(f["evidence"].get("error")) for f in tar_leak.findings("worker-error")):
             assert leak["evidence"]["opened_at"] == "__getitem__ (tar_per_sample_unclosed.py:28)"

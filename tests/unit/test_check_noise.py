@@ -140,12 +140,13 @@ def test_steady_growth_far_above_the_baseline_fails_with_its_size_spreads_and_ru
     )
 
 
-def test_a_metric_noisier_than_its_margin_is_not_gated_and_says_so():
+def test_a_metric_noisier_than_its_margin_is_gated_by_its_spread_and_says_so():
     noisy = with_growth(make_report(), (4.0, 14.0, []), (40.0, 50.0, []))
     assert report_spreads(noisy)["worker_steady_growth"] > 25 * MiB
     row = rows(healthy([], []), noisy)["baseline worker_uss_growth"]
-    assert row.status == "skip"
-    assert row.message.startswith("too noisy to gate on this runner: worker_steady_growth spread 25.5 MiB across")
+    assert row.status == "pass" and "noisy: spread 25.5 MiB across the baseline's workers" in row.threshold
+    far = with_growth(make_report(), (400.0, 410.0, []), (401.0, 411.0, []))  # far beyond 4 spreads: still fails
+    assert rows(far, noisy)["baseline worker_uss_growth"].status == "fail"
     # a margin wider than the spread gates it again, at the margin
     wide = rows(healthy([], []), noisy, baseline_margins={"worker_uss_growth": "64 MiB"})["baseline worker_uss_growth"]
     assert wide.status == "pass" and "4 spreads of 25.5 MiB" in wide.threshold
