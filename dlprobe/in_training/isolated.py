@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dlprobe.in_training import quiet_fork
-from dlprobe.rundir.schema import CHECK_PROCESS_NAME
+from dlprobe.system.procmem import parse_stat
 
 _READ_CHUNK = 1 << 16
 STALL_S = 1.0  # a copy that used no CPU time for this long is blocked: stopped
@@ -52,8 +52,7 @@ def _fork_and_wait(inspect: Callable[[], dict[str, Any]], timeout_s: float) -> t
         try:
             os.close(read_end)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the training's, not the copy's
-            with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
-                comm.write(CHECK_PROCESS_NAME)
+            quiet_fork.name_as_check()
             try:
                 answer = inspect()
             except Exception as exc:  # said to the training's probe, which records it: never printed here
@@ -70,7 +69,7 @@ def _fork_and_wait(inspect: Callable[[], dict[str, Any]], timeout_s: float) -> t
     started = time.monotonic()
     deadline = started + timeout_s
     why: str | None = None
-    progress = (_cpu_ticks(pid), started)
+    progress = (_progress(pid)[0], started)
     try:
         while True:
             now = time.monotonic()
@@ -80,8 +79,8 @@ def _fork_and_wait(inspect: Callable[[], dict[str, Any]], timeout_s: float) -> t
                 break
             ready, _, _ = select.select([read_end], [], [], min(left, _POLL_S))
             if not ready:
-                ticks = _cpu_ticks(pid)
-                if ticks is None or ticks != progress[0] or _runnable(pid):  # waiting for a CPU is not blocked
+                ticks, runnable = _progress(pid)
+                if ticks is None or ticks != progress[0] or runnable:  # waiting for a CPU is not blocked
                     progress = (ticks, time.monotonic())
                 elif time.monotonic() - progress[1] >= STALL_S:
                     why = (
@@ -114,22 +113,16 @@ def _fork_and_wait(inspect: Callable[[], dict[str, Any]], timeout_s: float) -> t
     return result, None
 
 
-def _cpu_ticks(pid: int) -> int | None:
-    """utime + stime of the copy, in clock ticks (None: not read)."""
+def _progress(pid: int) -> tuple[float | None, bool]:
+    """(the copy's CPU seconds, whether it is runnable now), from one read of /proc/PID/stat (None: not read)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[-1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _runnable(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[-1].split()[0] == b"R"
-    except (OSError, IndexError):
-        return False
+            data = f.read()
+    except OSError:
+        return None, False
+    read = parse_stat(data)
+    state = data[data.rfind(b")") + 2 : data.rfind(b")") + 3]
+    return (read[2] if read else None), state == b"R"
 
 
 def _kill(pid: int) -> None:

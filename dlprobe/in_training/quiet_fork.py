@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dlprobe.rundir.schema import NO_ISOLATED_CHECKS_ENV
+from dlprobe.rundir.schema import CHECK_PROCESS_NAME, NO_ISOLATED_CHECKS_ENV
 from dlprobe.system import cgroup
 from dlprobe.system.procmem import system_memory
 
@@ -91,6 +91,13 @@ def track_at_fork() -> None:
 def _installed_library(path: str) -> bool:
     parts = os.path.realpath(path).split(os.sep)
     return "site-packages" in parts or "dist-packages" in parts
+
+
+def name_as_check() -> None:
+    """In a copy dlprobe forked: `dlprobe-check` in /proc/PID/comm (ps, top, the report's process table, and the
+    supervisor finding a checker still at work), not a second copy of the training."""
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write(CHECK_PROCESS_NAME)
 
 
 def turned_off() -> bool:

@@ -36,7 +36,6 @@ from dlprobe.in_training.event_log import get_log
 from dlprobe.redact import redact_text
 from dlprobe.rundir.inflight_format import read_slot, slot_path
 from dlprobe.rundir.schema import (
-    CHECK_PROCESS_NAME,
     EV_SAMPLE_CHECK,
     RUN_DIR_ENV,
     SAMPLE_CHECK_FAILS,
@@ -313,7 +312,7 @@ def _child(out: int, body: Callable[[dict[str, Any]], None]) -> None:
             logging.disable(logging.CRITICAL)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         signal.alarm(int(LOAD_LIMIT_S) + 2)  # a backstop: the parent kills the child at LOAD_LIMIT_S anyway
-        _name_process()
+        quiet_fork.name_as_check()
         result: dict[str, Any] = {}
         try:
             result["isolation"] = sandbox.enter(keep={out})
@@ -388,15 +387,10 @@ def _load_batch(dataset: Any, indices: list[int], result: dict[str, Any]) -> Non
     result.update(batch_compare.odd_ones(shapes))
 
 
-def _name_process() -> None:
-    """`dlprobe-check` in ps and top, and in the report's process table, not a second copy of the training."""
-    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
-        comm.write(CHECK_PROCESS_NAME)
-
-
 def _load_in_child(dataset: Any, index: int, control: int | None) -> dict[str, Any]:
-    """Fork the child that loads dataset[index] (and the control) in the sandbox, wait for it (bounded)."""
-    return _in_child(functools.partial(_load_pair, dataset, index, control))
+    """dataset[index] (and the control) loaded in the sandboxed child, waited for (bounded): the checker's own step,
+    driven directly by the unit tests (the run's path, with its headroom and SIGCHLD guards, is _in_background)."""
+    return _fork_and_wait(functools.partial(_load_pair, dataset, index, control))
 
 
 def _in_background(
@@ -424,7 +418,7 @@ def _in_background(
             between = os.fork()
         if between == 0:  # pragma: no cover - the go-between ends in os._exit
             try:
-                _name_process()  # before the checker exists: the supervisor finds it by this name
+                quiet_fork.name_as_check()  # before the checker exists: the supervisor finds it by this name
                 os.setsid()
                 if os.fork() == 0:
                     _checker(owner, head, run_dir, workers, body, finish)
@@ -466,14 +460,6 @@ def _checker(
             _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=f"the check failed: {_describe(exc)}", pid=owner)
     finally:
         os._exit(0)
-
-
-def _in_child(body: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    low = quiet_fork.headroom_blocker(0)  # loading a few samples takes little: the margin is what it needs
-    if low is not None:
-        return {"outcome": SAMPLE_CHECK_UNVERIFIED, "reason": low}
-    with quiet_fork.sigchld_kept_from_script():
-        return _fork_and_wait(body)
 
 
 def _fork_and_wait(body: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
