@@ -298,6 +298,24 @@ class CowGrowthEvidence(InJob, _CowCost, total=False):
     teardown_readings: int
 
 
+class GcCopyRow(TypedDict, total=False):
+    """One worker's step at its first full garbage collection (analysis/gc_copy_findings.py)."""
+
+    worker_id: int | None
+    pid: int
+    bytes: int  # its rise above the worker's steady rate
+    between_s: list[float]  # the readings around it, seconds since the run started
+    collection_s: float | None  # how long the collection took, timed in the worker
+
+
+class GcCopyEvidence(InJob, total=False):
+    workers: list[GcCopyRow]
+    total_bytes: int
+    largest_bytes: int
+    start_method: str | None
+    gc_at_fork: dict[str, Any] | None
+
+
 class MappedPagesEvidence(InJob, total=False):
     workers: list[WorkerRow]
 
@@ -684,6 +702,7 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "script-killed": ScriptKilledEvidence,
     "no-loader": NoLoaderEvidence,
     "cow-growth": CowGrowthEvidence,
+    "gc-copy": GcCopyEvidence,
     "mapped-pages": MappedPagesEvidence,
     "spawn-copy": SpawnCopyEvidence,
     "start-method": StartMethodEvidence,
@@ -779,6 +798,7 @@ KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "script-killed": ("cause", "signal", "cgroup_limit_bytes"),
     "cow-growth": ("total_bytes", "projected_total_bytes", "limit_bytes"),
     "spawn-copy": ("num_workers", "total_copied_bytes"),
+    "gc-copy": ("total_bytes", "largest_bytes"),
     "start-method": ("start_method", "method_chosen", "num_workers"),
     "shm-pressure": ("shm_total_bytes", "shm_peak_bytes", "in_flight_estimate_bytes"),
     "input-bound": ("wait_share", "num_workers", "suggested_num_workers"),

@@ -28,6 +28,7 @@ from dlprobe.rundir.schema import (
     EV_SCRIPT_ERROR,
     EV_START,
     EV_START_METHOD,
+    EV_WORKER_GC,
     EV_WORKER_START,
     EV_WORKERS_LAST,
     EVENTS_FILE,
@@ -130,6 +131,9 @@ class ProcessRecord:
     teardown_from: float | None = None
     teardown_parent: int | None = None
     teardown_readings: int = 0
+    # A worker process's full garbage collections, (start, stop) in wall-clock seconds (EV_WORKER_GC): the first one
+    # copies what it inherited (in_training/worker_gc.py). Empty: none timed (or a run recorded before they were).
+    full_collections: list[tuple[float, float]] = field(default_factory=list)
 
 
 # What smaps_rollup gives (RSS comes from the cheap statm reading too, and stays).
@@ -546,6 +550,10 @@ def load_run(path: Path) -> RunData:
         elif kind == SAMPLE_UNREAD:
             unread.setdefault(int(rec["pid"]), str(rec["error"]))
     for ev in events:
+        if ev.get("ev") == EV_WORKER_GC and (timed := processes.get(int(ev["pid"]))) is not None:
+            timed.full_collections.extend(
+                (float(c[0]), float(c[1])) for c in ev["collections"] if isinstance(c, list) and len(c) == 2
+            )
         if ev.get("ev") == EV_WORKERS_LAST:
             for w in ev.get("workers") or []:
                 served = processes.get(int(w.get("pid") or 0))

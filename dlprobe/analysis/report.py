@@ -10,7 +10,7 @@ from dlprobe import __version__
 from dlprobe.analysis import analysis_failed, analyze, failure_where
 from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job
 from dlprobe.analysis.job_findings import analyze_job
-from dlprobe.analysis.memory_findings import first_batch_built, worker_projection
+from dlprobe.analysis.memory_findings import worker_projection
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, SystemSeries, load_run
 from dlprobe.analysis.report_schema import (
     SCHEMA_VERSION,
@@ -30,7 +30,7 @@ from dlprobe.analysis.start_method_findings import readiness_line
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, tree_total, wait_summary
 from dlprobe.analysis.verdict import judge
 from dlprobe.analysis.worker_cpu import idle_worker_ids, loader_cpu
-from dlprobe.loader_model.worker_memory import find_steps
+from dlprobe.analysis.worker_steps import worker_steps
 from dlprobe.rundir.schema import EV_BATCHES, ORPHAN_GRACE_S, ShmRemoved, SupervisorCost
 from dlprobe.units import format_bytes
 
@@ -112,18 +112,15 @@ def _worker_growth(run: RunData, proc: Any) -> WorkerGrowth | None:
     """A worker's USS growth with its one-time steps apart (loader_model.worker_memory.find_steps, after its first
     batch), per batch the loader delivered, and `run`'s projection of its growth to the epoch's end (cow-growth's
     memory_findings.worker_projection): what `dlprobe check` compares with a baseline. None: USS never read."""
-    readings = sorted(proc.series.values("uss"))
-    if not readings or proc.loader_id is None:
+    found = worker_steps(run, proc)
+    if found is None:
         return None
+    readings, start, steps = found.readings, found.start, found.steps
     first, peak = readings[0][1], max(v for _, v in readings)
-    built = first_batch_built(run, proc.loader_id, proc.pid)
-    after = readings[1][0] if built is None and len(readings) > 1 else (built or 0.0)
-    # the steady part starts at the first reading after the first batch (memory_findings.project_worker's start):
-    # what the worker held by then (its imports settling, a load at start, the first batch) is held, not growth
-    start = next((v for t, v in readings if t >= after), readings[-1][1])
-    steps = find_steps(readings, after)
     stepped = sum(s.bytes for s in steps)
-    steady = max(0, peak - start - stepped)
+    # a step read before the steady part (a copy at a full collection during the first batch) is in what the worker
+    # held at the start, so not in its growth; it is apart from its peak all the same
+    steady = max(0, peak - start - sum(s.bytes for s in steps if not s.held))
     batches = _batch_at(run, proc.loader_id, readings[-1][0])
     loader = run.loader(proc.loader_id)
     try:
@@ -135,6 +132,11 @@ def _worker_growth(run: RunData, proc: Any) -> WorkerGrowth | None:
          "bytes": s.bytes}
         for s in steps
     ]  # fmt: skip
+    for entry, step in zip(step_entries, steps, strict=True):
+        if step.cause:
+            entry["cause"] = step.cause
+        if step.held:
+            entry["held_at_start"] = True
     return {
         "growth_bytes": peak - first,
         "held_at_start_bytes": max(0, start - first),

@@ -115,12 +115,17 @@ class _ProcessEntry(TypedDict):
     pss_shmem: MetricSummary
 
 
-class UssStep(TypedDict):
-    """A one-time rise of a worker's USS between two consecutive readings (loader_model.worker_memory.find_steps)."""
-
+class _UssStep(TypedDict):
     t: float  # seconds since the run started, at the reading after the rise
     batch: int | None  # the loader's batches so far in its epoch then (null: none reported yet)
     bytes: int
+
+
+class UssStep(_UssStep, total=False):
+    """A one-time rise of a worker's USS between two consecutive readings (loader_model.worker_memory.find_steps)."""
+
+    cause: str  # "full garbage collection": the worker's full collection ran inside it (timed); absent: not known
+    held_at_start: bool  # true: read before the steady part began, so in held_at_start_bytes, not in steady_bytes
 
 
 class WorkerGrowth(TypedDict):

@@ -204,7 +204,8 @@ def _step_words(report: Report) -> str:
         return ""
     proc, entry = step
     at = f" at batch {entry['batch']:,}" if entry.get("batch") is not None else f" at {entry['t']:.1f}s"
-    return f"one-time step of {format_bytes(int(entry['bytes']))} in worker {proc.get('worker_id')}{at}"
+    cause = f" ({entry['cause']})" if entry.get("cause") else ""
+    return f"one-time step of {format_bytes(int(entry['bytes']))} in worker {proc.get('worker_id')}{at}{cause}"
 
 
 def busy_words(report: Report) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe import atomic
-from dlprobe.in_training import fatal_signals, probe_errors, send_errors, tracebacks, worker_batches
+from dlprobe.in_training import fatal_signals, probe_errors, send_errors, tracebacks, worker_batches, worker_gc
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.inflight_format import (
     COLLATE,
@@ -448,6 +448,10 @@ def start_worker(run_dir: str, loader_id: int, worker_id: int) -> None:
         )
     patch_fetchers()
     _slot.recorder = worker_batches.start(loader_id, worker_id)
+    try:
+        worker_gc.install()  # sent with the batches (worker_batches.flush): a copy at its first full collection
+    except Exception as exc:
+        probe_errors.record("worker_gc.install", exc, f"worker {worker_id}'s garbage collections are not timed")
     try:
         from multiprocessing import util
 

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from dlprobe.in_training import probe_errors
+from dlprobe.in_training import probe_errors, worker_gc
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.schema import EV_WORKER_BATCHES, WORKER_BATCH_CAP
 
@@ -129,6 +129,8 @@ class WorkerBatches:
 
     def flush(self) -> None:
         self.last_flush = _now()
+        if self.tid is None:  # a worker process's own collector (a thread worker shares the training's)
+            worker_gc.send(self.loader_id, self.worker_id, os.getpid())
         # Taken in one step: the training loop flushes a thread worker's rows at the epoch's end, maybe while the
         # thread still adds one (a row added to the list taken is sent with it, one added after waits).
         taken, self.rows = self.rows, []

@@ -92,13 +92,20 @@ STEP_FACTOR = 4.0
 STEP_CONTINUED = 0.25
 
 
+# A step's cause where the run shows its mechanism: the worker's full garbage collection ran inside the rise.
+FULL_COLLECTION = "full garbage collection"
+
+
 @dataclass(frozen=True)
 class Step:
-    """A one-time rise of a worker's memory: between the readings at `t_before` and `t`, by `bytes`."""
+    """A one-time rise of a worker's memory: between the readings at `t_before` and `t`, by `bytes`; `cause` where
+    the run timed what happened inside it (FULL_COLLECTION), else empty."""
 
     t_before: float
     t: float
     bytes: int
+    cause: str = ""
+    held: bool = False  # read before the steady part began: in what the worker held at the start, not its growth
 
 
 def _steady_rate(rises: list[tuple[float, float, int]], apart: set[int], after: float) -> float:
@@ -109,7 +116,43 @@ def _steady_rate(rises: list[tuple[float, float, int]], apart: set[int], after: 
     return sum(max(0, r) for _, _, r in steady) / spent if spent > 0 else 0.0
 
 
-def find_steps(readings: list[tuple[float, int]], after: float = float("-inf")) -> list[Step]:
+def _collection_steps(
+    rises: list[tuple[float, float, int]], collections: list[tuple[float, float]], after: float
+) -> tuple[list[Step], set[int]]:
+    """The rises inside which one of the worker's full garbage collections ran: its first copies every page of the
+    objects it inherited, wherever the sparse readings put it (right after the first batch too). A collection that
+    spanned a reading makes the two rises around it one step. What the step copied is its rise above the steady
+    rate of the other intervals (a dataset's own growth goes on through it); a rise no faster than that is none, nor
+    one the steady reading next to it continues (a quarter of it or more: growth, whatever ran inside it)."""
+    steps: list[Step] = []
+    used: set[int] = set()
+    for began, ended in sorted(collections):
+        window = {j for j, (a, b, _) in enumerate(rises) if b >= began and a < ended}
+        if not window or window & used:
+            continue
+        t0, t1 = rises[min(window)][0], rises[max(window)][1]
+        rate = _steady_rate(rises, window, after)
+        rise = sum(rises[j][2] for j in window)
+        copied = int(rise - rate * (t1 - t0))
+        # a rise that goes on in the steady readings next to it is growth the collection happened to fall in: the
+        # readings cannot tell the copy from it (the interval before the first batch is start-up, not a neighbour)
+        neighbours = [rises[j][2] for j in (min(window) - 1, max(window) + 1) if 0 <= j < len(rises)
+                      and rises[j][0] >= after]  # fmt: skip
+        if any(r >= STEP_CONTINUED * rise for r in neighbours):
+            continue
+        if copied >= STEP_MIN_BYTES and copied >= (STEP_FACTOR - 1) * rate * (t1 - t0):
+            # before the steady part's first reading it is held from the start, not growth; it is still apart
+            # from the worker's peak, wherever the readings put it
+            steps.append(Step(t0, t1, copied, FULL_COLLECTION, held=t0 < after))
+            used |= window
+    return steps, used
+
+
+def find_steps(
+    readings: list[tuple[float, int]],
+    after: float = float("-inf"),
+    collections: list[tuple[float, float]] | None = None,
+) -> list[Step]:
     """The one-time steps among a worker's readings (time, bytes), those whose rise ended after `after` (its first
     batch: a load at start is growth the worker holds, not a step). The steady rate is that of the other intervals
     after `after`, their rises over their time (the start's fast allocations would hide a step); a rise at the last
@@ -117,11 +160,11 @@ def find_steps(readings: list[tuple[float, int]], after: float = float("-inf")) 
     still worker). A reading taken while the step happened splits it in two consecutive rises, neither at the steady
     rate, are one step. Either comes after an interval read wholly in the steady part: copy-on-write of a dataset
     rises from the first batch on, in one or two big rises on a busy machine's sparse readings, and is growth.
-    Pure: no I/O."""
+    The worker's timed full garbage collections (`collections`, (start, stop)) come first: a rise they ran in is a
+    step by its mechanism (_collection_steps), whatever its place among the readings. Pure: no I/O."""
     pts = sorted(readings)
     rises = [(pts[i - 1][0], pts[i][0], pts[i][1] - pts[i - 1][1]) for i in range(1, len(pts))]
-    steps: list[Step] = []
-    used: set[int] = set()
+    steps, used = _collection_steps(rises, collections or [], after)
     for width in (2, 1):
         for i in range(len(rises) - width + 1):
             window = set(range(i, i + width))

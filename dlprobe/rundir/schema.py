@@ -173,6 +173,10 @@ EV_WORKERS_LAST = "workers_last"
 # A worker's own memory as it starts, before the user's worker_init_fn: a load there (np.load of a table) can be done
 # before the main process's reading of it right after iter() on a busy machine, and growth is measured from here.
 EV_WORKER_START = "worker_start"
+# A worker process's full (oldest-generation) garbage collections, timed (in_training/worker_gc.py): the first after
+# a fork touches every object the worker inherited, which copies their pages, a one-time step of its memory.
+EV_WORKER_GC = "worker_gc"
+WORKER_GC_KEPT = 2  # a worker's full collections timed at most: the first is the one that copies
 # A batch a worker's queue could not send (in_training/send_errors.py): CPython's queue thread failed to pickle it,
 # printed the error on the worker's stderr and dropped it; the training loop waits for it forever.
 EV_BATCH_SEND_ERROR = "batch_send_error"
@@ -464,6 +468,16 @@ class WorkerStartEvent(Event, total=False):
     worker_id: int
     pid: int
     memory: dict[str, int] | None
+
+
+class WorkerGcEvent(Event, total=False):
+    """EV_WORKER_GC: `collections` [[start, stop], ...] (wall-clock seconds) of the worker's full garbage collections
+    since its last such event, the first WORKER_GC_KEPT of its life at most."""
+
+    loader: int
+    worker: int
+    pid: int
+    collections: list[list[float]]
 
 
 class WorkerRng(TypedDict, total=False):

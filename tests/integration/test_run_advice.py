@@ -337,8 +337,9 @@ def test_one_slow_batch_holding_the_in_order_queue_is_head_of_line_not_too_few_w
 
 
 def test_even_batches_on_too_few_workers_are_not_head_of_line(probe):
-    # the same total wait spread over every batch: the workers never idle, more of them would help
-    result = probe("head_of_line_loader.py", "even", "4", "120")
+    # the same total wait spread over every batch: the workers never idle, more of them would help. 240 batches: 120
+    # gave about 1 s of steady time on a quiet machine, at the edge of INPUT_BOUND_MIN_SPAN_S (CI once had no finding)
+    result = probe("head_of_line_loader.py", "even", "4", "240")
     assert result.returncode == 0, result.stderr
     [finding] = result.findings("input-bound")
     assert finding["evidence"]["bound"] != "head-of-line-bound", finding["evidence"]

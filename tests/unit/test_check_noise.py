@@ -9,7 +9,7 @@ from dlprobe.check.config import config_from_mapping
 from dlprobe.check.metrics import report_metrics, report_spreads
 from dlprobe.check.rules import BASELINE_RULE, busy_words, evaluate
 from dlprobe.commands.check import CheckOptions, first_baseline_command
-from dlprobe.loader_model.worker_memory import STEP_MIN_BYTES, find_steps, spread
+from dlprobe.loader_model.worker_memory import FULL_COLLECTION, STEP_MIN_BYTES, find_steps, spread
 from tests.unit.check_reports import MiB, finding, make_report
 
 # tests/scripts/numpy_dataset.py as the sampler read one worker (seconds, MiB): a full collection at 2.8 s
@@ -193,3 +193,37 @@ def test_a_baseline_of_an_older_dlprobe_is_still_read_and_compared_as_before():
     assert growth.threshold == "<= 12.0 MiB (4.0 MiB + 8.0 MiB noise floor)"
     assert growth.observed == "39.0 MiB"
     assert growth.explanation == "no finding explains it; one-time step of 35.0 MiB in worker 0 at batch 197"
+
+
+# numpy_dataset.py on a busy machine, read sparsely: the collection right after the first batch (at 0.2 s)
+EARLY_COLLECTION = [(0.0, 9.9), (0.2, 13.3), (1.2, 47.5), (2.2, 47.6), (3.2, 47.8), (4.2, 47.9)]
+
+
+def test_a_rise_a_full_collection_ran_in_is_a_step_wherever_the_readings_put_it():
+    # the readings alone read it as growth (no steady interval before it); the timed collection names it a step
+    assert find_steps(mib(EARLY_COLLECTION), after=0.2) == []
+    [step] = find_steps(mib(EARLY_COLLECTION), after=0.2, collections=[(0.5, 0.62)])
+    assert step.cause == FULL_COLLECTION and (step.t_before, step.t) == (0.2, 1.2)
+    steady = (int(47.9 * MiB) - int(47.5 * MiB)) / 3.0  # the other intervals' rate, bytes per second
+    assert step.bytes == int(int(47.5 * MiB) - int(13.3 * MiB) - steady * 1.0)  # the rise above the steady rate
+
+
+def test_a_collection_that_spans_a_reading_makes_the_rises_around_it_one_step():
+    [step] = find_steps(mib(SPLIT), after=0.035, collections=[(3.9, 4.2)])
+    assert (step.t_before, step.t, step.cause) == (2.0, 4.5, FULL_COLLECTION)
+
+
+def test_a_collection_inside_a_dataset_s_own_growth_is_no_step():
+    # the leaky list goes on rising at its own rate through the collection: nothing above that rate to set apart
+    assert find_steps(mib(LEAKY_SPARSE), after=0.1275, collections=[(1.0, 1.1)]) == []
+    assert find_steps(mib(LEAKY), after=0.1, collections=[(0.2, 0.25)]) == []
+
+
+def test_a_copy_read_before_the_steady_part_is_held_at_start_and_still_a_step():
+    # the first batch ended inside the collection's interval: the steady part's first reading already holds the copy,
+    # so it is not growth; it is still apart from the peak (a baseline whose copy came later is the same run)
+    for after in (0.3, 1.2):
+        [step] = find_steps(mib(EARLY_COLLECTION), after=after, collections=[(0.5, 0.62)])
+        assert step.held and step.cause == FULL_COLLECTION and step.bytes > 30 * MiB
+    [late] = find_steps(mib(EARLY_COLLECTION), after=0.2, collections=[(0.5, 0.62)])
+    assert not late.held
