@@ -8,6 +8,28 @@ import re
 
 # Descriptors ran out (the process's own limit): OSError's words, its errno, or C's name for it.
 EMFILE = re.compile(r"Too many open files|\[Errno 24\]|EMFILE")
+# Descriptors ran out, the process's own limit (EMFILE, errno 24) or the system's table (ENFILE, errno 23): whatever
+# opened them, a sample that fails of it is not at fault.
+OUT_OF_DESCRIPTORS = re.compile(r"Too many open files|\[Errno 2[34]\]|EMFILE|ENFILE")
+# /dev/shm had no room: torch's C++ words for a shared storage it could not make, or the OS's ENOSPC.
+SHM_FULL = re.compile(r"unable to allocate shared memory|unable to write to file </torch_|No space left on device")
+# torch's whole message for a storage /dev/shm had no room for, with the file it named and the OS's error.
+SHM_ALLOCATE_FAILED = re.compile(r"unable to allocate shared memory\(shm\) for file <(?P<file>[^>]*)>: (?P<error>.*)")
+# OSError's own words for EMFILE, as a log prints them.
+EMFILE_OSERROR = re.compile(r"\[Errno 24\] Too many open files")
+
+# torch's re-raise of a worker's exception in the training loop (ExceptionWrapper.reraise): "Caught OSError in
+# DataLoader worker process 2." ("thread" for worker_method="thread" workers).
+CAUGHT_IN_WORKER = re.compile(
+    r"Caught (?P<exception>[\w.]+) in DataLoader worker (?P<worker_kind>process|thread) (?P<worker_id>\d+)\."
+)
+CAUGHT_IN_PIN_THREAD = re.compile(r"Caught (?P<exception>[\w.]+) in pin memory thread for device (?P<device>\d+)\.")
+# torch's SIGCHLD handler and its worker-status check, in the training loop, when a worker process died.
+WORKER_KILLED = re.compile(r"DataLoader worker \(pid (?P<pid>\d+)\) is killed by signal: (?P<signal>[^.]+)\.")
+WORKER_EXIT_CODE = re.compile(
+    r"DataLoader worker \(pid (?P<pid>\d+)\) exited unexpectedly with exit code (?P<exit_code>-?\d+)"
+)
+WORKERS_EXITED = re.compile(r"DataLoader worker \(pid\(s\) (?P<pids>\d+(?:, *\d+)*)\) exited unexpectedly")
 # torch's RuntimeError in the main process when it cannot take the next batch's descriptor off a worker's queue
 # (dataloader.py, _try_get_data): the receiving side ran out, not a worker.
 MAIN_OUT_OF_DESCRIPTORS = r"Too many open files\. Communication with the workers is no longer possible"
@@ -29,3 +51,12 @@ KEPT_BATCHES_FIX = (
     "descriptor), or call `torch.multiprocessing.set_sharing_strategy('file_system')` at the start (storages then "
     "hold no descriptor, though /dev/shm still holds their bytes). Raising the limit (`ulimit -n`) only delays it."
 )
+
+
+def caught_in_worker_process(text: str) -> tuple[str, int] | None:
+    """(exception type, worker id) of torch's "Caught X in DataLoader worker process N." in `text`, or None (also
+    for a thread worker's, whose exception is the training process's own)."""
+    match = CAUGHT_IN_WORKER.search(text)
+    if match is None or match["worker_kind"] != "process":
+        return None
+    return match["exception"], int(match["worker_id"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +30,7 @@ from dlprobe.analysis import (
     throughput_findings,
 )
 from dlprobe.analysis.model import SEVERITIES, Finding, RunData
+from dlprobe.torch_text import caught_in_worker_process
 
 Analyzer = Callable[[RunData], list[Finding]]
 
@@ -113,7 +113,6 @@ ANALYZER_CODES: dict[str, tuple[str, ...]] = {
 
 
 # torch's wrapper for an exception raised in a worker, as the script re-raised it
-_CAUGHT = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
 # The findings that explain one worker's exception: the script's error is that same exception, re-raised.
 WORKER_EXCEPTION_CODES = ("bad-sample", "worker-error", "sampler-out-of-range")
 
@@ -131,7 +130,8 @@ def fold_script_errors(findings: list[Finding]) -> list[Finding]:
     where the script stopped. A script-error read as another rank's consequence ("after rank 1 failed") stays."""
     kept: list[Finding] = []
     for finding in findings:
-        caught = _CAUGHT.search(str(finding.evidence.get("message") or "")) if finding.code == "script-error" else None
+        message = str(finding.evidence.get("message") or "")
+        caught = caught_in_worker_process(message) if finding.code == "script-error" else None
         match = None
         if caught is not None and "after_rank" not in finding.evidence:
             match = next(
@@ -139,8 +139,7 @@ def fold_script_errors(findings: list[Finding]) -> list[Finding]:
                     f
                     for f in findings
                     if f.code in WORKER_EXCEPTION_CODES
-                    and f.evidence.get("exception") == caught.group(1)
-                    and f.evidence.get("worker_id") == int(caught.group(2))
+                    and (f.evidence.get("exception"), f.evidence.get("worker_id")) == caught
                     and _same_process(f, finding)
                 ),
                 None,

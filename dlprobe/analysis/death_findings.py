@@ -14,14 +14,10 @@ from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.stats import metric_summary
 from dlprobe.frames import is_user_file
 from dlprobe.rundir.schema import EV_EPOCH, SAMPLE_CHECK_ODD
+from dlprobe.torch_text import SHM_FULL, WORKER_EXIT_CODE, WORKER_KILLED, WORKERS_EXITED, caught_in_worker_process
 from dlprobe.units import format_bytes
 
-_CAUGHT = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
-_KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: ([^.]+)\.")
-_EXIT = re.compile(r"DataLoader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)\.")
-_EXITED = re.compile(r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly")
 _TB_FILE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-_SHM_ERROR = re.compile(r"unable to allocate shared memory|unable to write to file </torch_|No space left on device")
 # torch's collate errors that name the entry of the batch at fault (torch.stack's, through default_collate):
 # sizes differ from entry 0's at entry K; entry K is not a tensor.
 _STACK_SIZES = re.compile(
@@ -359,7 +355,7 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
         "raised_in": where,
         **_batch_evidence(held),
     }
-    if _SHM_ERROR.search(message):
+    if SHM_FULL.search(message):
         evidence["cause"] = "shm"
         evidence.update(_shm_numbers(run, lo))
         return _shm_exhausted(run, lo, evidence, first_line)
@@ -522,20 +518,20 @@ def _shm_exhausted(run: RunData, lo: LoaderRecord, evidence: dict[str, Any], mes
 
 def _findings_for_error(run: RunData, lo: LoaderRecord, error: dict[str, Any]) -> list[Finding]:
     text = _error_text(error)
-    caught = _CAUGHT.search(text)
+    caught = caught_in_worker_process(text)
     if caught:
-        return [_exception(run, lo, error, caught.group(1), int(caught.group(2)))]
+        return [_exception(run, lo, error, *caught)]
     found: list[Finding] = []
-    for match in _KILLED.finditer(text):
-        finding = _killed(run, lo, error, int(match.group(1)), match.group(2).strip(), None)
+    for match in WORKER_KILLED.finditer(text):
+        finding = _killed(run, lo, error, int(match["pid"]), match["signal"].strip(), None)
         found.append(finding)
         if finding.evidence["cause"] == "bus":
-            found.append(_shm_exhausted(run, lo, {**finding.evidence, "cause": "shm"}, f"signal {match.group(2)}"))
-    for match in _EXIT.finditer(text):
-        found.append(_killed(run, lo, error, int(match.group(1)), "exit", int(match.group(2))))
+            found.append(_shm_exhausted(run, lo, {**finding.evidence, "cause": "shm"}, f"signal {match['signal']}"))
+    for match in WORKER_EXIT_CODE.finditer(text):
+        found.append(_killed(run, lo, error, int(match["pid"]), "exit", int(match["exit_code"])))
     if not found:
-        exited = _EXITED.search(text)
-        for pid_text in exited.group(1).split(",") if exited else []:
+        exited = WORKERS_EXITED.search(text)
+        for pid_text in exited["pids"].split(",") if exited else []:
             found.append(_killed(run, lo, error, int(pid_text), "unknown", None))
     return found
 
@@ -561,7 +557,9 @@ def _errors(run: RunData) -> list[tuple[LoaderRecord, dict[str, Any]]]:
         script_error: dict[str, Any] = dict(run.script_error)  # folded in with the loaders' own error records
         text = _error_text(script_error)
         lo = _loader_of_pids(run, text) or (run.loaders[0] if len(run.loaders) == 1 else None)
-        if lo is not None and (_KILLED.search(text) or _EXIT.search(text) or _EXITED.search(text)):
+        if lo is not None and (
+            WORKER_KILLED.search(text) or WORKER_EXIT_CODE.search(text) or WORKERS_EXITED.search(text)
+        ):
             errors.append((lo, script_error))
     return errors
 

@@ -9,12 +9,12 @@ from dlprobe.analysis.death_findings import exception_text
 from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.rundir.schema import EV_FORK_HANDLES, EV_SAMPLE_CHECK, SAMPLE_CHECK_FAILS_ANY, SAMPLE_CHECK_LOADS
+from dlprobe.torch_text import caught_in_worker_process
 
 # Error types that are a read or a connection failing: with a shared handle in the dataset, the handle is the first
 # suspect, whatever index the failure landed on.
 IO_ERRORS = ("OSError", "IOError", "EOFError", "BlockingIOError", "ConnectionError", "BrokenPipeError",
              "ConnectionResetError", "TimeoutError", "UnpicklingError", "DecodeError")  # fmt: skip
-_WORKER = re.compile(r"in DataLoader worker process (\d+)")
 
 
 def _library(owner: str) -> str:
@@ -24,7 +24,7 @@ def _library(owner: str) -> str:
 
 
 def _worker_errors(loader: LoaderRecord) -> list[dict[str, Any]]:
-    return [e for e in loader.errors if _WORKER.search(str(e.get("message") or ""))]
+    return [e for e in loader.errors if caught_in_worker_process(str(e.get("message") or ""))]
 
 
 def _tied_error(error: dict[str, Any], handles: list[dict[str, Any]]) -> str | None:
@@ -141,9 +141,9 @@ def find_shared_handles(run: RunData) -> list[Finding]:
         severity = "info"
         if tied is not None:
             error, why = tied
-            worker = _WORKER.search(str(error.get("message") or ""))
+            worker = caught_in_worker_process(str(error.get("message") or ""))
             severity = "warning"
-            title += f"; worker {worker.group(1) if worker else '?'} failed with {_error_name(error)}"
+            title += f"; worker {worker[1] if worker else '?'} failed with {_error_name(error)}"
             detail += (
                 f" The run failed in a worker with {_error_name(error)} ({why}): look at the shared handle before the "
                 "sample the worker was loading"

@@ -12,7 +12,6 @@ loads, unverified), for any other finding that needs to know the sample was not 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
@@ -26,6 +25,7 @@ from dlprobe.rundir.schema import (
     SAMPLE_CHECK_LOADS,
     SAMPLE_CHECK_UNVERIFIED,
 )
+from dlprobe.torch_text import OUT_OF_DESCRIPTORS
 
 SHARED_STATE_CAUSES = (
     "a file object, descriptor or connection opened in __init__, before the workers were forked, that every worker "
@@ -42,7 +42,6 @@ SHARED_STATE_FIX = (
 
 
 # The process ran out of descriptors (EMFILE: its own limit; ENFILE: the system's)
-_EXHAUSTED = re.compile(r"\[Errno (24|23)\]|Too many open files")
 DESCRIPTORS_FIX = (
     "Close what __getitem__ opens (a `with` block, or np.load(path) rather than an open file kept in a list or a "
     "cache without a bound): each worker keeps every descriptor it never closes until it hits its open-file limit "
@@ -51,7 +50,7 @@ DESCRIPTORS_FIX = (
 
 
 def _causes(error_line: str) -> str:
-    if _EXHAUSTED.search(error_line):
+    if OUT_OF_DESCRIPTORS.search(error_line):
         return (
             "the worker ran out of file descriptors (its open-file limit): files, sockets or pipes opened while "
             f"loading and never closed pile up in each worker until any load fails; or else {SHARED_STATE_CAUSES}"
@@ -236,7 +235,7 @@ def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], error_line: str, 
     )
     error = cut_line(error_line)
     fix = SHARED_STATE_FIX
-    if _EXHAUSTED.search(error_line):  # EMFILE, ENFILE: the descriptors ran out, whatever opened them
+    if OUT_OF_DESCRIPTORS.search(error_line):  # EMFILE, ENFILE: the descriptors ran out, whatever opened them
         fix = DESCRIPTORS_FIX
     if outcome == SAMPLE_CHECK_LOADS:
         title = (
@@ -296,7 +295,7 @@ def iterable_error(
         f"dlprobe replayed {share}'s own stream alone (its worker info, seeds and worker_init_fn, in a process "
         "forked from the training process once the workers were quiet)"
     )
-    own_fix = DESCRIPTORS_FIX if _EXHAUSTED.search(error_line) else SHARED_STATE_FIX
+    own_fix = DESCRIPTORS_FIX if OUT_OF_DESCRIPTORS.search(error_line) else SHARED_STATE_FIX
     own_fix += " For an IterableDataset, open them in `__iter__`, so each worker has its own."
     if outcome == SAMPLE_CHECK_LOADS:
         title = (

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.model import Finding, RunData
-from dlprobe.analysis.shm_findings import SHM_FULL, SHM_SPACE_FIX, VIEWS_FIX, loader_views, views_text
+from dlprobe.analysis.shm_findings import SHM_SPACE_FIX, VIEWS_FIX, loader_views, views_text
 from dlprobe.rundir.schema import EV_BATCH_SEND_ERROR
-from dlprobe.torch_text import EMFILE
+from dlprobe.torch_text import EMFILE, SHM_FULL
 
 BATCHES_SHOWN = 8
 # The fix for a batch its queue could not pickle (the hang finding of the same batch gives it too).

@@ -7,7 +7,6 @@ storages are VIEW_RATIO times the tensors or more, the estimate counts what is s
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,6 @@ IN_FLIGHT_SHARE = 0.5  # or when the loaders' own in-flight estimate takes half 
 # a storage rounded up, is not one).
 VIEW_RATIO = 2.0
 # A worker's queue refused to share a batch for want of /dev/shm (torch's _share_fd_cpu_ / _share_filename_cpu_).
-SHM_FULL = re.compile(r"unable to allocate shared memory|No space left on device|unable to write to file </torch_")
 SHM_SPACE_FIX = (
     "Give the job more shared memory (docker run --shm-size=8g or --ipc=host; a bigger emptyDir "
     "medium: Memory volume on Kubernetes), or lower prefetch_factor, num_workers or the batch size."

@@ -17,6 +17,7 @@ from typing import Any
 
 from dlprobe.analysis.model import SEVERITIES, Finding
 from dlprobe.analysis.report_schema import Verdict
+from dlprobe.torch_text import OUT_OF_DESCRIPTORS
 
 # What a finding that grows memory explains: the OOM kill it leads to and the memory bound on workers it sets.
 MEMORY_CAUSES = ("cow-growth", "spawn-copy", "attached-memory-growth")
@@ -99,7 +100,6 @@ def _start_failure_explains(cause: Finding, symptom: Finding) -> str | None:
 
 # A worker's error that is not the sample's (it loads alone, fails like every index, or was not checked).
 _NOT_THE_SAMPLE = ("loads", "fails-any", "unverified", None)
-_OUT_OF_DESCRIPTORS = re.compile(r"Too many open files|\[Errno 2[34]\]")
 
 
 def _shared_handle_explains(cause: Finding, symptom: Finding) -> str | None:
@@ -140,13 +140,13 @@ def _fd_leak_explains(cause: Finding, symptom: Finding) -> str | None:
     hit = cause.evidence.get("hit_limit_pids") or []
     if (
         symptom.code == "worker-error"
-        and _OUT_OF_DESCRIPTORS.search(error)
+        and OUT_OF_DESCRIPTORS.search(error)
         and symptom.evidence.get("pid") in leaking + hit
     ):
         return f"the `Too many open files` of {_worker_name(symptom)} (worker-error)"
     if not hit:
         return None
-    dropped_for_descriptors = symptom.code == "batch-dropped" and _OUT_OF_DESCRIPTORS.search(
+    dropped_for_descriptors = symptom.code == "batch-dropped" and OUT_OF_DESCRIPTORS.search(
         str(symptom.evidence.get("error") or "")
     )
     if dropped_for_descriptors and any(pid in hit for pid in symptom.evidence.get("pids") or []):
@@ -156,12 +156,12 @@ def _fd_leak_explains(cause: Finding, symptom: Finding) -> str | None:
         symptom.code == "worker-hang"
         and symptom.evidence.get("cause") == "batch-lost"
         and symptom.evidence.get("pid") in hit
-        and (not sent or _OUT_OF_DESCRIPTORS.search(sent))  # an h5py handle in the batch is not the descriptors'
+        and (not sent or OUT_OF_DESCRIPTORS.search(sent))  # an h5py handle in the batch is not the descriptors'
     ):
         # passing a batch's tensor to the loop takes a descriptor in the worker: at its limit, the batch is dropped
         return f"the lost batch of {_worker_name(symptom)} (worker-hang)"
     if symptom.code == "script-error" and (
-        _OUT_OF_DESCRIPTORS.search(error) or symptom.evidence.get("type") in ("EOFError", "ConnectionResetError")
+        OUT_OF_DESCRIPTORS.search(error) or symptom.evidence.get("type") in ("EOFError", "ConnectionResetError")
     ):
         return f"the script's {symptom.evidence.get('type') or 'exception'} (script-error)"
     return None

@@ -22,7 +22,6 @@ import faulthandler
 import functools
 import json
 import os
-import re
 import select
 import signal
 import sys
@@ -43,9 +42,9 @@ from dlprobe.rundir.schema import (
     SAMPLE_CHECK_LOADS,
     SAMPLE_CHECK_UNVERIFIED,
 )
+from dlprobe.torch_text import caught_in_worker_process
 
 # torch's wrapper for an exception raised in a worker (torch/_utils.py ExceptionWrapper.reraise)
-_CAUGHT = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
 MAX_CHECKS = 3  # per process: a loop that catches errors and goes on must not fork a child per batch
 IDLE_WAIT_S = 5.0  # how long the workers get to finish what they were loading before the check
 LOAD_LIMIT_S = 10.0  # one child, both loads: a slower load is "not verified", never a verdict
@@ -57,10 +56,10 @@ _checked: set[tuple[int, int]] = set()
 
 def check_worker_error(loader_id: int, epoch: int, iterator: Any, exc: BaseException, threads: bool = False) -> None:
     """A worker's exception reached the loop: load its index alone and record the outcome (never raises)."""
-    caught = _CAUGHT.search(str(exc))
+    caught = caught_in_worker_process(str(exc))
     if caught is None or os.environ.get(RUN_DIR_ENV) is None:
         return
-    head = {"loader": loader_id, "epoch": epoch, "worker_id": int(caught.group(2)), "exception": caught.group(1)}
+    head = {"loader": loader_id, "epoch": epoch, "worker_id": caught[1], "exception": caught[0]}
     if threads or len(_checked) >= MAX_CHECKS:
         why = (
             "the workers are threads of the training process: no process of their own to load it apart from"
@@ -75,7 +74,7 @@ def check_worker_error(loader_id: int, epoch: int, iterator: Any, exc: BaseExcep
         return
     try:
         with quiet_signals.held_back():  # our child's exit, or a worker's, must not raise from the probe's frames
-            _check(loader_id, epoch, iterator, caught.group(1), int(caught.group(2)))
+            _check(loader_id, epoch, iterator, *caught)
     except Exception as probe_exc:  # the training's own exception goes on unchanged
         probe_errors.record("sample_check", probe_exc, f"the sample loader {loader_id} failed on is not re-checked")
 

@@ -6,7 +6,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlprobe.torch_text import MAIN_OUT_OF_DESCRIPTORS
+from dlprobe.torch_text import (
+    CAUGHT_IN_PIN_THREAD,
+    CAUGHT_IN_WORKER,
+    EMFILE_OSERROR,
+    MAIN_OUT_OF_DESCRIPTORS,
+    SHM_ALLOCATE_FAILED,
+    WORKER_EXIT_CODE,
+    WORKER_KILLED,
+    WORKERS_EXITED,
+)
 
 # Severity of what a message means on its own: a failure ends the run; a warning or hint explains one.
 FAILURE, WARNING, HINT = "failure", "warning", "hint"
@@ -40,12 +49,9 @@ def _p(id_: str, regex: str, kind: str = FAILURE, needs_loader_frames: bool = Fa
 
 
 PATTERNS: tuple[Pattern, ...] = (
-    _p("S1", r"DataLoader worker \(pid (?P<pid>\d+)\) is killed by signal: (?P<signal>[^.]+)\."),
-    _p(
-        "S2",
-        r"DataLoader worker \(pid (?P<pid>\d+)\) exited unexpectedly with exit code (?P<exit_code>-?\d+)",
-    ),
-    _p("S3", r"DataLoader worker \(pid\(s\) (?P<pids>\d+(?:, *\d+)*)\) exited unexpectedly"),
+    _p("S1", WORKER_KILLED.pattern),
+    _p("S2", WORKER_EXIT_CODE.pattern),
+    _p("S3", WORKERS_EXITED.pattern),
     _p("S4", r"DataLoader timed out after (?P<timeout>\d+(?:\.\d+)?) seconds"),
     _p("S5", r"Pin memory thread exited unexpectedly"),
     _p("S6", MAIN_OUT_OF_DESCRIPTORS),
@@ -53,8 +59,8 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(
         "S8", r"ERROR: Unexpected (?P<what>bus error|segmentation fault|floating-point exception) encountered in worker"
     ),
-    _p("S9", r"Caught (?P<exception>[\w.]+) in DataLoader worker (?P<worker_kind>process|thread) (?P<worker_id>\d+)\."),
-    _p("S10", r"Caught (?P<exception>[\w.]+) in pin memory thread for device (?P<device>\d+)\."),
+    _p("S9", CAUGHT_IN_WORKER.pattern),
+    _p("S10", CAUGHT_IN_PIN_THREAD.pattern),
     _p(
         "S11",
         r"This DataLoader will create (?P<workers>\d+) worker processes in total\. "
@@ -81,7 +87,7 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     _p("S17", r"Trying to resize storage that is not resizable"),
     _p("S18", r"Cannot re-initialize CUDA in forked subprocess"),
-    _p("S19", r"unable to allocate shared memory\(shm\) for file <(?P<file>[^>]*)>: (?P<error>.*)"),
+    _p("S19", SHM_ALLOCATE_FAILED.pattern),
     _p(
         "S20",
         r"unable to (?:write to file|open shared memory object|resize file|mmap \d+ bytes from file) <(?P<file>[^>]*)>"
@@ -93,7 +99,7 @@ PATTERNS: tuple[Pattern, ...] = (
         r"|(?P<option2>persistent_workers) option needs num_workers > 0",
     ),
     # Not from torch, but how the same failures often show up in a log.
-    _p("errno24", r"\[Errno 24\] Too many open files"),
+    _p("errno24", EMFILE_OSERROR.pattern),
     _p("none-sample", r"'NoneType' object has no attribute 'numel'", needs_loader_frames=True),
     _p(
         "pickle",
