@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -88,11 +89,11 @@ def scrape(address: str) -> str | None:
         return None
 
 
-def with_workers(text: str | None, n: int = 2) -> str | None:
-    """The exposition once it has the USS of `n` workers, each labelled with its worker id."""
+def with_workers(text: str | None, n: int = 2, by: str = "worker") -> str | None:
+    """The exposition once it has the USS of `n` workers, told apart by their `by` label."""
     if text is None:
         return None
-    workers = {s.labels.get("worker") for s in samples(text, "dlprobe_worker_uss_bytes")}
+    workers = {s.labels.get(by) for s in samples(text, "dlprobe_worker_uss_bytes")}
     return text if len(workers - {None}) >= n else None
 
 
@@ -153,6 +154,26 @@ def test_workers_that_exit_leave_the_exposition(tmp_path: Path) -> None:
     seen = set().union(*per_exposition)
     assert len(seen) >= 4, per_exposition  # the workers of at least two epochs were exported, in turn
     assert max(len(pids) for pids in per_exposition) <= 2  # never more than the loader's 2 at once
+
+
+def test_check_on_a_torchrun_job_exports_every_ranks_workers(tmp_path: Path) -> None:
+    from tests.integration.test_job_report import torchrun_command
+
+    listen = f"127.0.0.1:{free_port()}"
+    command = [*torchrun_command(), "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port",
+               str(free_port()), str(SCRIPTS / "ddp_leaky_list.py")]  # fmt: skip
+    args = ["check", "--quiet", "--out", str(tmp_path / "run"), "--prom-listen", listen, "--", *command]
+    with started_dlprobe(args, tmp_path) as proc:
+        text = wait_for("4 workers' USS at /metrics", lambda: with_workers(scrape(listen), n=4, by="pid"), proc)
+    assert proc.returncode in (0, 1), (tmp_path / "dlprobe.err").read_text()  # the check's verdict is its own
+    uss = samples(text, "dlprobe_worker_uss_bytes")
+    by_rank = {(s.labels["rank"], s.labels["local_rank"]): set() for s in uss}
+    for s in uss:
+        by_rank[(s.labels["rank"], s.labels["local_rank"])].add(s.labels["worker"])
+    assert by_rank == {("0", "0"): {"0", "1"}, ("1", "1"): {"0", "1"}}
+    mains = {s.labels["rank"]: s.labels["pid"] for s in samples(text, "dlprobe_main_uss_bytes")}
+    assert set(mains) == {"0", "1"}  # each rank's own process, never torchrun's
+    assert {s.labels["rank"] for s in samples(text, "dlprobe_loader_batches_total")} <= {"0", "1"}
 
 
 # --- the real Prometheus stack -----------------------------------------------------------------------------------
@@ -246,3 +267,19 @@ def test_prometheus_scrapes_a_workers_rising_uss_from_the_textfile_and_metrics(t
         assert labels["loader"] == "0" and labels["start_method"] == "fork" and labels["pid"].isdigit()
         values = [float(v) for _t, v in series["values"]]
         assert len(values) >= 2 and values[-1] - values[0] > 10 * MiB, values  # the copy-on-write growth, seen
+
+
+PROMTOOL = shutil.which("promtool")
+
+
+def test_the_alert_rules_in_docs_fleet_are_valid_for_prometheus(tmp_path: Path) -> None:
+    if PROMTOOL is None:
+        pytest.skip("needs promtool (Debian's prometheus package): not installed here")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
+    blocks = re.findall(r"```yaml\n(groups:.*?)```", page, re.S)
+    assert len(blocks) == 1, "docs/fleet.md has one rules file"
+    rules = tmp_path / "rules.yml"
+    rules.write_text(blocks[0])
+    proc = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS: 5 rules found" in proc.stdout + proc.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -144,3 +146,12 @@ def test_every_family_is_named_with_its_unit_and_documented(name: str) -> None:
             _, _, metric, kind = line.split()
             assert metric.startswith("dlprobe_")
             assert metric.endswith("_total") == (kind == "counter"), line
+
+
+def test_docs_fleet_lists_every_metric_and_no_other() -> None:
+    progress, sampler = _job_of_two_ranks()
+    defined = {family.name for family in families(JobLabels("j", "h"), _state(progress, sampler))}
+    page = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
+    named = set(re.findall(r"\bdlprobe_[a-z_]+[a-z]", page))
+    assert defined - named == set(), "metrics docs/fleet.md does not list"
+    assert named - defined == set(), "metrics docs/fleet.md names that the exporter does not have"

@@ -4,6 +4,8 @@ the readings are the watch thread's, so this thread never reads them while they 
 
 from __future__ import annotations
 
+import os
+import selectors
 import socket
 import socketserver
 import threading
@@ -16,7 +18,6 @@ from dlprobe.supervisor.prom.exposition import CONTENT_TYPE
 
 DEFAULT_HOST = "127.0.0.1"
 HINT = "e.g. --prom-listen 9400 (127.0.0.1), --prom-listen 0.0.0.0:9400 (every interface), or port 0 (any free port)"
-POLL_S = 0.5  # how often the serving loop checks for shutdown: two wake-ups a second, microseconds each
 REQUEST_TIMEOUT_S = 10.0  # a scraper that connects and sends nothing holds a thread this long at most
 
 ErrorHook = Callable[[BaseException], None]
@@ -66,6 +67,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a scrape in progress never keeps dlprobe from exiting
+    # handle_request's own wait, once the loop saw the socket ready: a connection reset before accept() must not
+    # leave it blocked past `close`
+    timeout = 0.1
     body = b""
     on_error: ErrorHook | None = None
 
@@ -99,6 +103,7 @@ class MetricsServer:
         cls = _Server6 if ":" in host else _Server
         self.server = cls((host, port), _Handler)  # the socket is not inheritable: the target never holds it
         self.thread: threading.Thread | None = None
+        self._wake: tuple[int, int] | None = None
 
     @property
     def address(self) -> str:
@@ -108,9 +113,21 @@ class MetricsServer:
     def start(self, on_error: ErrorHook) -> None:
         self.server.on_error = on_error
 
+        # Not serve_forever: it wakes every poll_interval to look for shutdown(), and shutdown() waits for that
+        # wake-up (0.5 s by default, added to the end of every run). This loop sleeps until a scrape or `close`.
+        self._wake = os.pipe()
+        wake_read = self._wake[0]
+
         def serve() -> None:
             try:
-                self.server.serve_forever(poll_interval=POLL_S)
+                with selectors.DefaultSelector() as selector:
+                    selector.register(self.server.socket, selectors.EVENT_READ)
+                    selector.register(wake_read, selectors.EVENT_READ)
+                    while True:
+                        events = selector.select()
+                        if any(key.fileobj == wake_read for key, _ in events):
+                            return
+                        self.server.handle_request()  # accept the connection and hand it to its own thread
             except Exception as exc:  # the endpoint is gone; the run and the textfile go on
                 on_error(exc)
 
@@ -122,7 +139,12 @@ class MetricsServer:
 
     def close(self) -> None:
         thread, self.thread = self.thread, None
-        if thread is not None:  # shutdown() before serve_forever would wait for ever
-            self.server.shutdown()
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            os.write(wake[1], b"x")
+        if thread is not None:
             thread.join(timeout=5)
+        if wake is not None:
+            os.close(wake[0])
+            os.close(wake[1])
         self.server.server_close()
