@@ -137,6 +137,26 @@ def test_a_leaky_run_exposes_every_worker_while_it_runs(tmp_path: Path) -> None:
     assert f"Prometheus metrics at http://{listen}/metrics" in (tmp_path / "dlprobe.err").read_text()
 
 
+def test_an_exporter_that_fails_mid_run_is_a_probe_problem_not_the_runs_end(tmp_path: Path) -> None:
+    collector = tmp_path / "collector"
+    collector.mkdir()
+    run_dir = tmp_path / "run"
+    args = ["run", "--out", str(run_dir), "--prom-textfile", str(collector), str(SCRIPTS / "leaky_list_dataset.py")]
+    with started_dlprobe(args, tmp_path) as proc:
+        meta = wait_for("meta.json", lambda: prom_meta(run_dir), proc)
+        textfile = Path(meta["prometheus"]["textfile"])
+        wait_for("the textfile", lambda: with_workers(read_textfile(textfile), n=1), proc)
+        shutil.rmtree(collector)  # the collector's directory goes away under the running job
+    assert proc.returncode == 0, (tmp_path / "dlprobe.err").read_text()
+    assert "checksum" in (tmp_path / "dlprobe.out").read_text()  # the training ran to its end
+    problems = json.loads((run_dir / "result.json").read_text())["problems"]
+    assert [p["where"] for p in problems] == ["prometheus textfile"] and problems[0]["count"] >= 1
+    report = json.loads((run_dir / "report.json").read_text())
+    degraded = [f for f in report["findings"] if f["code"] == "probe-degraded"]
+    assert any("prometheus textfile" in f["title"] for f in degraded)
+    assert report["exit_code"] == 0 and report["findings"][0]["code"] != "probe-degraded"
+
+
 def test_workers_that_exit_leave_the_exposition(tmp_path: Path) -> None:
     collector = tmp_path / "collector"
     collector.mkdir()

@@ -155,3 +155,24 @@ def test_docs_fleet_lists_every_metric_and_no_other() -> None:
     named = set(re.findall(r"\bdlprobe_[a-z_]+[a-z]", page))
     assert defined - named == set(), "metrics docs/fleet.md does not list"
     assert named - defined == set(), "metrics docs/fleet.md names that the exporter does not have"
+
+
+def test_an_error_of_the_exporters_own_is_recorded_and_the_next_refresh_tries_again(tmp_path: Path) -> None:
+    from dlprobe.supervisor.problems import Problems
+    from dlprobe.supervisor.prom.exporter import EXPOSITION_WHERE, Exporter
+    from dlprobe.supervisor.prom.setup import PromSetup
+
+    progress, sampler = _job_of_two_ranks()
+    problems = Problems()
+    exporter = Exporter(PromSetup(tmp_path, None), tmp_path / "run-1", problems, 1000.0, 100)
+    sampler.last_system = {"shm": 5}  # a reading of a shape the exporter does not expect: its own bug
+    exporter.refresh(1.0, progress, sampler, 0)
+    assert [(p["where"], p["type"]) for p in problems.as_list()] == [(EXPOSITION_WHERE, "AttributeError")]
+    assert not exporter.textfile.path.exists()  # type: ignore[union-attr]
+    sampler.last_system = {}
+    exporter.refresh(1.1, progress, sampler, 0)  # within the refresh interval: not yet
+    exporter.refresh(2.0, progress, sampler, 0)
+    text = exporter.textfile.path.read_text()  # type: ignore[union-attr]
+    assert parsed(text)["dlprobe_probe_problems"].samples[0].value == 1  # the exposition says so itself
+    exporter.close()
+    assert list(tmp_path.iterdir()) == []
