@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -142,3 +143,22 @@ def test_bad_options_stop_before_the_script_starts(tmp_path: Path, command: str)
             assert not marker.exists() and not (tmp_path / "run").exists()
     finally:
         busy.close()
+
+
+def test_an_error_in_a_scrape_goes_to_the_problems_not_to_the_trainings_stderr(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    server = MetricsServer("127.0.0.1", 0)
+    errors: list[BaseException] = []
+    try:
+        server.start(errors.append)
+        server.server.body = None  # type: ignore[assignment] - a body of the wrong type: the handler raises
+        with pytest.raises(OSError):  # the scraper sees the connection end without an answer
+            _get(f"http://{server.address}/metrics")
+        deadline = time.monotonic() + 30
+        while not errors and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        server.close()
+    assert [type(e) for e in errors] == [TypeError]
+    assert "Traceback" not in capfd.readouterr().err  # socketserver's own handler would have printed it

@@ -8,6 +8,7 @@ import os
 import selectors
 import socket
 import socketserver
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -82,8 +83,6 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # socketserver prints the traceback to stderr (the training's); here it is a probe problem instead
-        import sys
-
         exc = sys.exc_info()[1]
         if isinstance(exc, ConnectionError | TimeoutError):
             return  # the scraper hung up or went silent: its own business, nothing of the probe's failed
