@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dlprobe.commands.options import MODULE_HELP, SCRIPT_ARGS, launch_kind, out_option
+from dlprobe.commands.options import (
+    MODULE_HELP,
+    SCRIPT_ARGS,
+    launch_kind,
+    out_option,
+    prom_listen_option,
+    prom_textfile_option,
+)
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import read_json, read_jsonl, write_json
 from dlprobe.rundir.schema import (
@@ -67,6 +74,8 @@ def check(
     junit: str | None = typer.Option(None, "--junit", help="Write JUnit XML (one testcase per rule) here."),
     out: str | None = out_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live view and no run summary; only the verdict."),
+    prom_textfile: str | None = prom_textfile_option(),
+    prom_listen: str | None = prom_listen_option(),
 ) -> None:
     """Run SCRIPT under the probe within limits and gate it on rules: exit 0 pass, 1 fail, 2 bad usage, 3 the
     script itself failed.
@@ -94,6 +103,7 @@ def check(
     overrides = {key: value for key, value in given.items() if value is not None}
     options = CheckOptions(script, list(script_args or []), config, overrides, out, junit, update_baseline, quiet)
     options.launch = launch_kind(ctx, module)
+    options.prom_textfile, options.prom_listen = prom_textfile, prom_listen
     outcome = run_check(options, err_console())
     raise typer.Exit(outcome.exit_code)
 
@@ -109,6 +119,8 @@ class CheckOptions:
     update_baseline: bool = False
     quiet: bool = False
     launch: str = LAUNCH_SCRIPT  # or LAUNCH_MODULE (-m), LAUNCH_COMMAND (after --)
+    prom_textfile: str | None = None  # --prom-textfile DIR (supervisor/prom/)
+    prom_listen: str | None = None  # --prom-listen [HOST:]PORT
 
 
 @dataclass
@@ -229,7 +241,8 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
     # enforces max_batches and max_seconds.
     watch = RunWatch(config.max_batches, config.max_seconds)
     run_options = RunOptions(options.script, options.args, options.out, live=not options.quiet, env=watch.env(),
-                             on_tick=watch.on_tick, launch=options.launch)  # fmt: skip
+                             on_tick=watch.on_tick, launch=options.launch, prom_textfile=options.prom_textfile,
+                             prom_listen=options.prom_listen)  # fmt: skip
     if config.hang_timeout is not None:
         run_options.hang_timeout = config.hang_timeout
         run_options.on_hang = "stop"

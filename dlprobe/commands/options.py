@@ -105,3 +105,21 @@ def one_process_only(ctx: typer.Context, module: bool, command_name: str) -> str
             f"or dlprobe {command_name} -m mypkg.train",
         )
     return kind
+
+
+PROM_TEXTFILE_HELP = (
+    "Keep the live metrics (per-worker USS/PSS, /dev/shm, descriptors, batches, waits) in a file in this directory "
+    "for node_exporter's textfile collector, refreshed twice a second and removed at the end (docs/fleet.md)."
+)
+PROM_LISTEN_HELP = (
+    "Serve the live metrics at http://HOST:PORT/metrics for Prometheus, from the supervisor (127.0.0.1 unless a "
+    "host is given; port 0: any free port, printed and in meta.json)."
+)
+
+
+def prom_textfile_option() -> Any:
+    return typer.Option(None, "--prom-textfile", metavar="DIR", help=PROM_TEXTFILE_HELP)
+
+
+def prom_listen_option() -> Any:
+    return typer.Option(None, "--prom-listen", metavar="[HOST:]PORT", help=PROM_LISTEN_HELP)

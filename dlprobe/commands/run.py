@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from dlprobe.commands.options import MODULE_HELP, SCRIPT_ARGS, json_option, launch_kind, out_option
+from dlprobe.commands.options import (
+    MODULE_HELP,
+    SCRIPT_ARGS,
+    json_option,
+    launch_kind,
+    out_option,
+    prom_listen_option,
+    prom_textfile_option,
+)
 from dlprobe.commands.run_fast import RunArgs, execute, exit_now
 from dlprobe.supervisor.hang import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
 
@@ -42,6 +50,8 @@ def run(
         help="Fork no copy of the training for dlprobe's own checks: no failing sample loaded again, no "
         "start-method readiness check (docs/security.md).",
     ),
+    prom_textfile: str | None = prom_textfile_option(),
+    prom_listen: str | None = prom_listen_option(),
 ) -> None:
     """Run SCRIPT under the probe and report on every DataLoader it creates.
 
@@ -54,6 +64,8 @@ def run(
     args.verbose = verbose
     args.start_method = start_method
     args.no_isolated_checks = no_isolated_checks
+    args.prom_textfile = prom_textfile
+    args.prom_listen = prom_listen
     args.launch = launch_kind(ctx, module)
     ending = execute(args)
     if ending.signal is not None:

@@ -31,6 +31,8 @@ _VALUES = {
     "--hang-timeout": "hang_timeout",
     "--on-hang": "on_hang",
     "--start-method": "start_method",
+    "--prom-textfile": "prom_textfile",
+    "--prom-listen": "prom_listen",
 }
 
 
@@ -50,6 +52,8 @@ class RunArgs:
     verbose: bool = False  # every finding's evidence in the summary, not only its key numbers
     start_method: str | None = None  # --start-method: every loader's workers start with it (None: the script's own)
     no_isolated_checks: bool = False  # --no-isolated-checks: no copy of the training forked for dlprobe's checks
+    prom_textfile: str | None = None  # --prom-textfile DIR: node_exporter's textfile collector (supervisor/prom/)
+    prom_listen: str | None = None  # --prom-listen [HOST:]PORT: /metrics over HTTP
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,8 @@ def execute(args: RunArgs) -> Ending:
         launch=args.launch,
         start_method=args.start_method,
         no_isolated_checks=args.no_isolated_checks,
+        prom_textfile=args.prom_textfile,
+        prom_listen=args.prom_listen,
         own_options_after_script=own_options_after_script(list(args.script_args)),
         # Everything the report needs after the script (benchmarks/wall_timeline.py lists what is imported after
         # the exit): a module left out here is imported on the way to the summary, after the script has exited.

@@ -982,6 +982,14 @@ class Machine(TypedDict, total=False):
     load_avg_1m: float | None  # the 1-minute load average as the run started (None: not readable)
 
 
+class PromMeta(TypedDict, total=False):
+    """meta.json "prometheus": where the run's live exposition was (`--prom-textfile`, `--prom-listen`)."""
+
+    job: str  # the `job` label of every series
+    textfile: str  # the file in node_exporter's textfile directory (removed at the end of the run)
+    listen: str  # HOST:PORT serving /metrics (the port the system chose, for --prom-listen 0)
+
+
 class Meta(TypedDict, total=False):
     schema_version: int
     dlprobe_version: str
@@ -1002,6 +1010,7 @@ class Meta(TypedDict, total=False):
     start_method_forced: str  # `dlprobe run --start-method M`: every loader's workers were asked to start with M
     own_options_after_script: list[str]  # `dlprobe run s.py --verbose`: options of dlprobe's the script got
     isolated_checks: bool  # False: `--no-isolated-checks` (no copy of the training forked for dlprobe's checks)
+    prometheus: PromMeta  # `--prom-textfile` / `--prom-listen`: where the live metrics were exposed
 
 
 class SupervisorCost(TypedDict, total=False):

@@ -33,6 +33,7 @@ from dlprobe.rundir.schema import (
 )
 from dlprobe.supervisor import launch
 from dlprobe.supervisor.hang import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
+from dlprobe.supervisor.prom.setup import PromSetup, prepare
 from dlprobe.supervisor.stderr_copy import stderr_origin
 from dlprobe.system import procmem
 from dlprobe.system.cpus import cpu_facts
@@ -67,6 +68,9 @@ class RunOptions:
     # --no-isolated-checks: the training forks no copy for dlprobe's checks (in_training/quiet_fork.py)
     no_isolated_checks: bool = False
     own_options_after_script: list[str] = field(default_factory=list)  # `dlprobe run s.py --verbose`: the script's
+    # --prom-textfile DIR, --prom-listen [HOST:]PORT: the live Prometheus exposition (supervisor/prom/)
+    prom_textfile: str | None = None
+    prom_listen: str | None = None
 
 
 @dataclass
@@ -155,6 +159,16 @@ def run_script(options: RunOptions) -> RunOutcome:
     check_target(options.script, options.launch, options.args)
     check_hang_options(options)
     check_start_method(options.start_method)
+    prom = prepare(options.prom_textfile, options.prom_listen)  # the port is bound now: in use is exit 2, here
+    try:
+        return _run_checked(options, prom)
+    except BaseException:
+        if prom is not None:
+            prom.close()  # the watch never took it over (it closes it itself once it has)
+        raise
+
+
+def _run_checked(options: RunOptions, prom: PromSetup | None) -> RunOutcome:
     command = launch.target_command(options.launch, options.script, options.args)
     env = dict(os.environ)
     launch.inject(env, options.launch, options.script)
@@ -198,7 +212,7 @@ def run_script(options: RunOptions) -> RunOutcome:
         child.kill()  # a broken install: no target left running unwatched
         child.wait()
         raise
-    exit_code = run_watch.watch(child, run_dir, options, meta, previous, stderr_at_start)
+    exit_code = run_watch.watch(child, run_dir, options, meta, previous, stderr_at_start, prom)
     killed_by = -child.returncode if child.returncode is not None and child.returncode < 0 else None
     return RunOutcome(run_dir, exit_code, killed_by)
 

@@ -24,7 +24,9 @@ from dlprobe.rundir.files import JsonlTail, write_json
 from dlprobe.rundir.schema import (
     EV_BATCHES,
     EV_EPOCH,
+    EV_LOADER,
     EV_PROCESS,
+    EV_START_METHOD,
     EVENTS_FILE,
     HANGS_DIR,
     META_FILE,
@@ -34,6 +36,7 @@ from dlprobe.rundir.schema import (
     STACKS_FILE,
     STDERR_FILE,
     Meta,
+    PromMeta,
     Result,
 )
 from dlprobe.supervisor import own_checks
@@ -41,6 +44,8 @@ from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.supervisor.hang.guard import RunGuard
 from dlprobe.supervisor.live import LiveView
 from dlprobe.supervisor.problems import Problems
+from dlprobe.supervisor.prom.exporter import Exporter
+from dlprobe.supervisor.prom.setup import PromSetup
 from dlprobe.supervisor.run_target import RunOptions, TickHook, machine_facts, own_cost
 from dlprobe.supervisor.sampler import TICK_S, Sampler
 from dlprobe.supervisor.stack_recorder import StackRecorder
@@ -65,6 +70,10 @@ class Progress:
         # worker pid -> (pid of the process that built its loader, loader id, worker id)
         self.workers: dict[int, tuple[int, int, int]] = {}
         self.ranks: dict[int, int | None] = {}  # pid of each process that built a DataLoader -> its rank
+        # What the Prometheus exposition labels its series with (supervisor/prom/metrics.py)
+        self.identity: dict[int, dict[str, Any]] = {}  # each such process's EV_PROCESS: local rank, host
+        self.start_methods: dict[LoaderKey, str] = {}
+        self.last_batch_at: dict[LoaderKey, float] = {}  # the writer's clock at its last batches event
 
     def feed(self, events: list[dict[str, Any]], sampler: Sampler) -> None:
         for ev in events:
@@ -73,7 +82,11 @@ class Progress:
             if kind == EV_PROCESS:
                 # A rank of a job (any process that builds a DataLoader): sampled from now on as a main process.
                 self.ranks[writer] = ev.get("rank")
+                self.identity[writer] = ev
                 sampler.add_pid(writer)
+            elif kind in (EV_LOADER, EV_START_METHOD) and isinstance(ev.get("start_method"), str):
+                # the loader's configured method, then the one its workers were really started with
+                self.start_methods[(writer, ev.get("loader", 0))] = ev["start_method"]
             elif kind == EV_EPOCH:
                 for w in ev.get("workers") or []:
                     self.workers[int(w["pid"])] = (writer, ev["loader"], w["worker_id"])
@@ -83,6 +96,8 @@ class Progress:
             elif kind == EV_BATCHES:
                 key = (writer, ev["loader"])
                 self.batches[key] = ev.get("total", 0)
+                if isinstance(ev.get("t"), (int, float)):
+                    self.last_batch_at[key] = ev["t"]
                 # a folded chunk (a long run's) keeps a sample of its waits and their exact sum
                 chunk_wait = ev.get("wait_s") if ev.get("n") else None
                 chunk_wait = chunk_wait if isinstance(chunk_wait, (int, float)) else sum(ev.get("waits") or [])
@@ -127,9 +142,11 @@ def watch(
     meta: Meta,
     previous: dict[signal.Signals, SignalHandler],
     stderr_at_start: StderrOrigin,
+    prom: PromSetup | None = None,
 ) -> int:
     """Record the started target until it exits (and its workers with it); write meta.json and result.json, restore
-    the signal handlers in `previous`, and return the target's exit code."""
+    the signal handlers in `previous`, and return the target's exit code. `prom`: the Prometheus exposition's
+    checked options, closed here."""
     started = meta["started_at"]
     meta["machine"] = machine_facts()
     memcg = cgroup.memory_dir(child.pid)
@@ -137,9 +154,14 @@ def watch(
     memory = cgroup.memory_state(memcg)
     meta["cgroup_limit_dir"] = memory.get("limit_dir") if memory else None  # where a parent's limit binds the run
     problems = Problems()
+    view = LiveView(options.live)
+    exporter = None
+    if prom is not None:
+        exporter = Exporter(prom, run_dir, problems, started, child.pid)
+        meta["prometheus"] = exporter.meta()
+        _say_where_metrics_are(view, meta["prometheus"])
     _write_or_record(problems, run_dir / META_FILE, meta, "the report lacks the script's command line and machine")
 
-    view = LiveView(options.live)
     _preload(options.preload)
     guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, view.notice, problems=problems)
     stacks = StackRecorder(child.pid, run_dir, options.stack_rate)
@@ -149,7 +171,7 @@ def watch(
     budget = CpuBudget()
     try:
         known, orphans = _sample_until_exit(
-            child, run_dir, view, started, guard, stacks, options.on_tick, budget, problems
+            child, run_dir, view, started, guard, stacks, options.on_tick, budget, problems, exporter
         )
         # dlprobe ended the run (--on-hang stop: "end the run and every worker") or started it for itself (tune):
         # what is left is dlprobe's to stop. Else the workers are the script's, left running as python leaves them.
@@ -165,6 +187,8 @@ def watch(
         except OSError as exc:
             problems.record(f"{STACKS_FILE} write", exc, "the stack samples are cut short or missing")
         view.close()
+        if exporter is not None:
+            exporter.close()  # before result.json: a file it could not remove is one of the run's problems
         for sig, handler in previous.items():
             if sig != signal.SIGINT:
                 signal.signal(sig, handler)
@@ -202,6 +226,13 @@ def watch(
         _say_recording_stopped(problems.disk_stop, started, run_dir)
     signal.signal(signal.SIGINT, previous[signal.SIGINT])
     return exit_code
+
+
+def _say_where_metrics_are(view: LiveView, where: PromMeta) -> None:
+    if "listen" in where:
+        view.notice(f"Prometheus metrics at http://{where['listen']}/metrics (job {where['job']})")
+    if "textfile" in where:
+        view.notice(f"Prometheus metrics in {where['textfile']} (job {where['job']}), removed at the end")
 
 
 def _stop(procs: list[psutil.Process]) -> list[int]:
@@ -288,6 +319,7 @@ def _sample_until_exit(
     on_tick: TickHook | None = None,
     budget: CpuBudget | None = None,
     problems: Problems | None = None,
+    exporter: Exporter | None = None,
 ) -> tuple[set[int], list[psutil.Process]]:
     """Sample until the target exits and its workers with it; the pids seen, and the workers still running after it."""
     orphans: list[psutil.Process] = []
@@ -326,6 +358,8 @@ def _sample_until_exit(
                     except OSError as exc:
                         recording["hangs"] = False
                         problems.record(f"{HANGS_DIR}/ write", exc, "hangs from here on are not recorded")
+                if exporter is not None:
+                    exporter.refresh(now, progress, sampler, guard.watch.count)
                 if view.enabled:
                     view.update(progress.status(now - started, sampler))
                 # Wake for the next full round on time, so a moving worker's USS is read every ROUND_S.
@@ -341,6 +375,8 @@ def _sample_until_exit(
             while sampler.live_workers() and time.time() < deadline:
                 time.sleep(TICK_S)
                 sampler.tick(time.time())
+                if exporter is not None:  # the workers still running stay on the dashboards until they exit
+                    exporter.refresh(time.time(), progress, sampler, guard.watch.count)
             orphans = list(sampler.live_workers())
         finally:
             sampler.close()

@@ -21,6 +21,8 @@ ACCEPTED = [
     ["run", "--hang-timeout", "1e3", "t.py"],
     ["run", "--verbose", "t.py", "--verbose"],
     ["run", "-v", "-q", "-m", "mod"],
+    ["run", "--prom-textfile", "/var/lib/node-exporter", "--prom-listen", "0.0.0.0:9400", "t.py"],
+    ["run", "--prom-listen", "0", "-m", "mod", "--prom-listen", "1"],
 ]
 DECLINED = [
     ["run"],
