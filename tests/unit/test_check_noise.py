@@ -227,3 +227,16 @@ def test_a_copy_read_before_the_steady_part_is_held_at_start_and_still_a_step():
         assert step.held and step.cause == FULL_COLLECTION and step.bytes > 30 * MiB
     [late] = find_steps(mib(EARLY_COLLECTION), after=0.2, collections=[(0.5, 0.62)])
     assert not late.held
+
+
+# benchmarks/check_noise.py --busy, the numpy loader's worker 0: readings 0.07 s apart straight after its start, the
+# collection (3.06-3.27 s) spanning the reading at 3.19 s
+BUSY_START = [(0.0, 10.1), (0.11, 11.3), (0.18, 13.7), (1.68, 14.0), (3.19, 48.2), (4.98, 48.2)]
+
+
+def test_a_copy_s_steady_rate_is_not_the_start_s_allocations():
+    # the 2.4 MiB the first batches took in 0.07 s, read as a rate over the 3.3 s of the step, hid 5.7 MiB of it
+    [step] = find_steps(mib(BUSY_START), after=0.1, collections=[(3.06, 3.27)])
+    steady = (int(14.0 * MiB) - int(13.7 * MiB)) / 1.5  # the interval of the sampler's usual spacing
+    assert (step.t_before, step.t) == (1.68, 4.98)
+    assert step.bytes == int(int(48.2 * MiB) - int(14.0 * MiB) - steady * (4.98 - 1.68))
