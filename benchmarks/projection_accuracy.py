@@ -4,7 +4,7 @@ Each loader of benchmarks/_growth_loaders.py (leaky: a list of dicts, a dict, a 
 start, numpy features) runs one epoch under `dlprobe run`, ROUNDS times. Each run is then read as if it had been
 stopped at 10%, 25% and 50% of its epoch: its events.jsonl and samples.jsonl cut at the time the loop had taken that
 share of the epoch's batches (what a run stopped there would have written: the events of its epoch's end and the
-workers' last readings left out), and every worker's growth projected to the end (memory_findings.worker_projection:
+workers' last readings left out), and every worker's growth projected to the end (worker_growth.worker_projection:
 held at start + copies + new allocations, each bent toward its ceiling). The projection, summed over the workers, is
 compared with what the same workers measured at the end of the full run (the same function on the whole run: the epoch
 ended, nothing projected).
@@ -29,8 +29,8 @@ from typing import Any
 
 from _common import PYTHON, machine, run
 
-from dlprobe.analysis.memory_findings import worker_projection
 from dlprobe.analysis.model import RunData, load_run
+from dlprobe.analysis.worker_growth import worker_projection
 from dlprobe.rundir.schema import EV_BATCHES, EVENTS_FILE, SAMPLES_FILE
 
 HERE = Path(__file__).resolve().parent

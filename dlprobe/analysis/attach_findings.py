@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.memory_findings import kind_growth
 from dlprobe.analysis.model import Finding, ProcessRecord, RunData
 from dlprobe.analysis.stack_causes import (
     classify,
@@ -17,6 +16,7 @@ from dlprobe.analysis.stack_causes import (
     user_frames,
 )
 from dlprobe.analysis.throughput_findings import workers_fit_memory
+from dlprobe.analysis.worker_growth import kind_growth
 from dlprobe.units import MiB, format_bytes
 
 GROWTH_MIN_BYTES = 8 * MiB  # a process's USS rise over the window worth projecting (start-up noise stays below)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from dlprobe.analysis.memory_findings import epoch_fraction, loader_worker_end
 from dlprobe.analysis.model import LoaderRecord, ProcessRecord, RunData, loaders_from_events
 from dlprobe.analysis.stats import job_pss_summable, metric_summary, tree_total
+from dlprobe.analysis.worker_growth import epoch_fraction, loader_worker_end
 from dlprobe.rundir.schema import EV_EPOCH, EV_PROCESS, HangRecord, Meta, ProcessEvent
 
 
@@ -194,7 +194,7 @@ def _epoch_fraction(view: RankView, loader: LoaderRecord) -> float:
 
 def _worker_ends(view: RankView) -> list[tuple[int, int]]:
     """(private memory at the end of its epoch, USS peak so far) of each of the rank's workers that was read: the
-    per-worker figure of `run`'s advice, `tune` and `attach` (memory_findings.loader_worker_end), or its peak once the
+    per-worker figure of `run`'s advice, `tune` and `attach` (worker_growth.loader_worker_end), or its peak once the
     epoch ended. Computed once per rank for both the node's total and the workers that fit."""
     ends = []
     for loader in view.run.loaders:

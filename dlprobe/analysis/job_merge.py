@@ -7,8 +7,9 @@ import re
 from typing import Any
 
 from dlprobe.analysis.job import Job, NodeMemory, RankView, node_of
-from dlprobe.analysis.memory_findings import COW_COPIED, COW_HEAP_WALK_FLOOR, COW_LOADED_AT_START, row_growth
+from dlprobe.analysis.memory_findings import COW_COPIED, COW_HEAP_WALK_FLOOR, COW_LOADED_AT_START
 from dlprobe.analysis.model import SEVERITIES, Finding
+from dlprobe.analysis.worker_growth import row_growth
 from dlprobe.units import format_bytes
 
 

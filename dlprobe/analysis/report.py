@@ -10,7 +10,6 @@ from dlprobe import __version__
 from dlprobe.analysis import analysis_failed, analyze, failure_where
 from dlprobe.analysis.job import Job, NodeMemory, RankView, is_job, split_job
 from dlprobe.analysis.job_findings import analyze_job
-from dlprobe.analysis.memory_findings import worker_projection
 from dlprobe.analysis.model import PAGE_KINDS, Finding, RunData, SystemSeries, load_run
 from dlprobe.analysis.report_schema import (
     SCHEMA_VERSION,
@@ -30,6 +29,7 @@ from dlprobe.analysis.start_method_findings import readiness_line
 from dlprobe.analysis.stats import job_pss_peak, metric_summary, tree_total, wait_summary
 from dlprobe.analysis.verdict import judge
 from dlprobe.analysis.worker_cpu import idle_worker_ids, loader_cpu
+from dlprobe.analysis.worker_growth import worker_projection
 from dlprobe.analysis.worker_steps import worker_steps
 from dlprobe.rundir.schema import EV_BATCHES, ORPHAN_GRACE_S, ShmRemoved, SupervisorCost
 from dlprobe.units import format_bytes
@@ -111,7 +111,7 @@ def _batch_at(run: RunData, loader_id: int | None, t: float) -> int | None:
 def _worker_growth(run: RunData, proc: Any) -> WorkerGrowth | None:
     """A worker's USS growth with its one-time steps apart (loader_model.worker_memory.find_steps, after its first
     batch), per batch the loader delivered, and `run`'s projection of its growth to the epoch's end (cow-growth's
-    memory_findings.worker_projection): what `dlprobe check` compares with a baseline. None: USS never read."""
+    worker_growth.worker_projection): what `dlprobe check` compares with a baseline. None: USS never read."""
     found = worker_steps(run, proc)
     if found is None:
         return None

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of
-from dlprobe.analysis.memory_findings import _worker_growth
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
+from dlprobe.analysis.worker_growth import worker_growth_rows
 from dlprobe.rundir.schema import EV_START_READINESS, EV_START_READINESS_SKIPPED, EV_WORKER_START
 from dlprobe.units import MiB, format_bytes
 
@@ -211,7 +211,7 @@ def predicted(event: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def measured(run: RunData, loader: LoaderRecord, method: str) -> dict[str, Any]:
     starts = worker_start_s(run, loader)
     out: dict[str, Any] = {"start_s": max(starts) if starts else None, "worker_starts": _starts(loader)}
-    rows = _worker_growth(run, loader)
+    rows = worker_growth_rows(run, loader)
     if method == "fork":
         grown = [r["uss_growth_bytes"] for r in rows if r.get("uss_growth_bytes") is not None]
         out["cow_bytes"] = max(grown) if grown else None

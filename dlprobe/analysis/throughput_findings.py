@@ -6,7 +6,6 @@ from typing import Any
 
 from dlprobe.analysis.head_of_line import HOL_SHARE, HeadOfLine, head_of_line
 from dlprobe.analysis.loop_timing import LoopTiming, events_of, loop_timing, recorded_usable_cores
-from dlprobe.analysis.memory_findings import first_batch_built, load_done_at, loader_worker_end
 from dlprobe.analysis.model import Finding, LoaderRecord, ProcessRecord, RunData
 from dlprobe.analysis.startup_findings import BUSY_RUNQ_SHARE
 from dlprobe.analysis.stats import metric_summary
@@ -22,6 +21,7 @@ from dlprobe.analysis.worker_cpu import (
     main_cpu_share,
     main_time,
 )
+from dlprobe.analysis.worker_growth import first_batch_built, load_done_at, loader_worker_end
 from dlprobe.analysis.worker_reserve import RESERVE_KEYS, Reserve, measured_reserve
 from dlprobe.loader_model.limits import WORKER_CAP
 from dlprobe.loader_model.plan import LoaderPace, WorkerPlan
@@ -379,7 +379,7 @@ def find_input_bound(run: RunData) -> list[Finding]:
 
 def _projected_worker_bytes(run: RunData, loader: LoaderRecord) -> tuple[int, int, list[dict[str, Any]]] | None:
     """(largest per-worker USS projected to the end of the epoch, largest measured, rows) or None without readings.
-    A worker's projection is cow-growth's (memory_findings.loader_worker_end: what it held at start, then its copies
+    A worker's projection is cow-growth's (worker_growth.loader_worker_end: what it held at start, then its copies
     and new allocations, each bent toward its ceiling), so no worker is projected past what it could copy."""
     rows: list[dict[str, Any]] = []
     projected = 0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlprobe.analysis.memory_findings import first_batch_built
 from dlprobe.analysis.model import ProcessRecord, RunData
+from dlprobe.analysis.worker_growth import first_batch_built
 from dlprobe.loader_model.worker_memory import Step, find_steps
 
 
@@ -25,7 +25,7 @@ def worker_steps(run: RunData, proc: ProcessRecord) -> WorkerSteps | None:
         return None
     built = first_batch_built(run, proc.loader_id, proc.pid)
     after = readings[1][0] if built is None and len(readings) > 1 else (built or 0.0)
-    # the steady part starts at the first reading after the first batch (memory_findings.project_worker's start):
+    # the steady part starts at the first reading after the first batch (worker_growth.project_worker's start):
     # what the worker held by then (its imports settling, a load at start, the first batch) is held, not growth
     start = next((v for t, v in readings if t >= after), readings[-1][1])
     return WorkerSteps(readings, after, start, find_steps(readings, after, proc.full_collections))

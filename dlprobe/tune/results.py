@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of
-from dlprobe.analysis.memory_findings import load_done_at, worker_end
 from dlprobe.analysis.model import RunData
 from dlprobe.analysis.shm_findings import in_flight_bytes
+from dlprobe.analysis.worker_growth import load_done_at, worker_end
 from dlprobe.loader_model.limits import HEADROOM, MEMORY_SHARE
 from dlprobe.loader_model.memory_growth import epoch_share, linear_clock
 from dlprobe.loader_model.reserve import worker_reserve as shared_reserve
@@ -128,7 +128,7 @@ def _trial_projection(
     run: RunData, loader_id: int | None, start: dict[str, Any], end: dict[str, Any], batches_per_epoch: int | None
 ) -> dict[str, Any]:
     """The trial's largest worker projected to the end of a full epoch, as `run`'s advice projects a worker
-    (memory_findings.project_worker: what it held at start, then its copies and new allocations, each bent toward its
+    (worker_growth.project_worker: what it held at start, then its copies and new allocations, each bent toward its
     ceiling; loader_model/memory_growth.worker_end_bytes), on the trial's epoch clock: the trial began an epoch at its
     start and had done `batches` of `batches_per_epoch` at its last batch (a trial that went past its epoch, or a
     loader of unknown length, has nothing left to project: its peak)."""

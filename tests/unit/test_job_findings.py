@@ -408,10 +408,10 @@ def test_the_process_groups_own_threads_are_no_fork_hazard():
 
 def test_a_running_epoch_projects_the_node_total_to_its_end_with_runs_own_per_worker_figure():
     # 5 of 10 batches (160 samples / 2 ranks / batch 8) and each worker grew 400 MiB so far. The node's total and the
-    # workers that fit use the figure run's advice, tune and attach use (memory_findings.worker_projection, bent toward
+    # workers that fit use the figure run's advice, tune and attach use (worker_growth.worker_projection, bent toward
     # its ceiling), not a straight line of their own (which said 400 MiB more each, whatever the ceiling).
-    from dlprobe.analysis.memory_findings import worker_projection
     from dlprobe.analysis.stats import metric_summary
+    from dlprobe.analysis.worker_growth import worker_projection
     from dlprobe.loader_model.memory_growth import worker_end_bytes
 
     half = {"ended": False, "batches": 5}

@@ -3,8 +3,8 @@ the load past the middle of a short run: by when the worker built its first batc
 
 from __future__ import annotations
 
-from dlprobe.analysis.memory_findings import _loaded_at_start, first_batch_built, loaded_before
 from dlprobe.analysis.model import Series
+from dlprobe.analysis.worker_growth import first_batch_built, loaded_at_start, loaded_before
 from dlprobe.units import MiB
 from tests.unit.fakes import loader, run, worker
 
@@ -24,13 +24,13 @@ def _series(points: list[tuple[float, int]]) -> Series:
 def test_a_load_done_by_the_first_batch_is_a_load_at_start_even_when_it_ends_late_in_the_run():
     series = _series(SLOW_LOAD)
     assert loaded_before(series, 100.0 + BUILT_AT)
-    assert _loaded_at_start(series, 100.0 + BUILT_AT)
+    assert loaded_at_start(series, 100.0 + BUILT_AT)
 
 
 def test_memory_that_grows_with_the_batches_is_not_a_load_at_start():
     ramp = _series([(0.25 * i, 156 + 25 * i) for i in range(15)])  # a cache filling batch after batch
     assert not loaded_before(ramp, 100.0 + 0.3)  # its first batch came early: the rise came after it
-    assert not _loaded_at_start(ramp, 100.0 + 0.3)
+    assert not loaded_at_start(ramp, 100.0 + 0.3)
     assert not loaded_before(_series(SLOW_LOAD), None)  # no batch timed: no claim from it
 
 

@@ -7,11 +7,11 @@ import pytest
 from dlprobe.analysis.memory_findings import (
     COW_ALLOCATING,
     COW_LOADED_AT_START,
-    _loaded_at_start,
     find_cow_growth,
     find_spawn_copy,
 )
 from dlprobe.analysis.model import Series
+from dlprobe.analysis.worker_growth import loaded_at_start
 from tests.unit import fakes
 from tests.unit.fakes import MiB, loader, parent, series, worker
 
@@ -290,12 +290,12 @@ RAMP = [(t, 96 * t / 9) for t in (0, 0.3, 1.9, 2.0, 4.4, 5.0, 5.1, 6.0, 8.0, 9.0
 
 @pytest.mark.parametrize("shape", [STEP_AT_START, STEP_BUSY, STEP_UNSEEN], ids=["usual", "busy", "gap"])
 def test_a_load_at_start_reads_the_same_however_the_readings_fell(shape):
-    assert _loaded_at_start(_timed(11, 0, shape).series)
+    assert loaded_at_start(_timed(11, 0, shape).series)
     assert _variant(_timed(11, 0, shape), _timed(12, 1, shape)) == COW_LOADED_AT_START
 
 
 def test_a_cache_growing_all_along_is_not_a_load_however_unevenly_sampled():
-    assert not _loaded_at_start(_timed(11, 0, RAMP).series)
+    assert not loaded_at_start(_timed(11, 0, RAMP).series)
     assert _variant(_timed(11, 0, RAMP), _timed(12, 1, RAMP)) == COW_ALLOCATING
 
 
@@ -305,16 +305,16 @@ def test_loaded_at_start_means_done_within_the_first_half_of_the_life_seen():
         before, after = done_between
         return [(0, 0), (before, 10), (after, 96), (after + 0.5, 96), (after + 1, 96), (9, 96)]
 
-    assert _loaded_at_start(_timed(11, 0, step((4.0, 5.0))).series)
-    assert not _loaded_at_start(_timed(11, 0, step((4.0, 5.2))).series)
+    assert loaded_at_start(_timed(11, 0, step((4.0, 5.0))).series)
+    assert not loaded_at_start(_timed(11, 0, step((4.0, 5.2))).series)
 
 
 def test_loaded_at_start_needs_the_plateau_kept_and_seen():
     dips = [(0, 0), (1, 96), (2, 96), (3, 60), (4, 96), (9, 96)]  # gave back over a fifth of it: not one load kept
-    assert not _loaded_at_start(_timed(11, 0, dips).series)
+    assert not loaded_at_start(_timed(11, 0, dips).series)
     unseen = [(0, 0), (0.5, 96), (9, 96)]  # a single reading after: too few to say it stayed
-    assert not _loaded_at_start(_timed(11, 0, unseen).series)
-    assert _loaded_at_start(_timed(11, 0, [*unseen[:2], (1, 96), unseen[2]]).series)
+    assert not loaded_at_start(_timed(11, 0, unseen).series)
+    assert loaded_at_start(_timed(11, 0, [*unseen[:2], (1, 96), unseen[2]]).series)
 
 
 def test_a_worker_first_read_midway_through_its_load_or_after_it_still_loaded_the_same():
