@@ -29,3 +29,19 @@ KEPT_BATCHES_FIX = (
     "descriptor), or call `torch.multiprocessing.set_sharing_strategy('file_system')` at the start (storages then "
     "hold no descriptor, though /dev/shm still holds their bytes). Raising the limit (`ulimit -n`) only delays it."
 )
+
+# How torch's main process says a worker died (dataloader.py, _MultiProcessingDataLoaderIter's SIGCHLD handler and
+# its check of the workers): read by `dlprobe run`'s analysis and by a dying torchrun rank (in_training/death_cause).
+WORKER_KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: ([^.]+)\.")
+WORKER_EXIT = re.compile(r"DataLoader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)\.")
+WORKERS_EXITED = re.compile(r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly")
+# torch names the signal with strsignal()'s text: (signal name, worker-killed cause)
+TORCH_SIGNALS = {
+    "Killed": ("SIGKILL", "oom"),
+    "Bus error": ("SIGBUS", "bus"),
+    "Segmentation fault": ("SIGSEGV", "segfault"),
+    "Aborted": ("SIGABRT", "abort"),
+    "Floating point exception": ("SIGFPE", "fpe"),
+    "Illegal instruction": ("SIGILL", "sigill"),
+    "Terminated": ("SIGTERM", "signal"),
+}

@@ -14,12 +14,11 @@ from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.stats import metric_summary
 from dlprobe.frames import is_user_file
 from dlprobe.rundir.schema import EV_EPOCH, SAMPLE_CHECK_ODD
+from dlprobe.torch_text import TORCH_SIGNALS, WORKER_EXIT, WORKER_KILLED, WORKERS_EXITED
 from dlprobe.units import format_bytes
 
 _CAUGHT = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
-_KILLED = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: ([^.]+)\.")
-_EXIT = re.compile(r"DataLoader worker \(pid (\d+)\) exited unexpectedly with exit code (-?\d+)\.")
-_EXITED = re.compile(r"DataLoader worker \(pid\(s\) ([\d, ]+)\) exited unexpectedly")
+_KILLED, _EXIT, _EXITED = WORKER_KILLED, WORKER_EXIT, WORKERS_EXITED
 _TB_FILE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 _SHM_ERROR = re.compile(r"unable to allocate shared memory|unable to write to file </torch_|No space left on device")
 # torch's collate errors that name the entry of the batch at fault (torch.stack's, through default_collate):
@@ -54,16 +53,6 @@ _NO_SHARDS = re.compile(r"No samples found in dataset; perhaps you have fewer sh
 WORKER_KILLED_CAUSES = (
     "oom", "external-kill", "bus", "segfault", "abort", "fpe", "sigill", "signal", "exit", "unknown",
 )  # fmt: skip
-# torch names the signal with strsignal()'s text: (signal name, worker-killed cause)
-TORCH_SIGNALS = {
-    "Killed": ("SIGKILL", "oom"),
-    "Bus error": ("SIGBUS", "bus"),
-    "Segmentation fault": ("SIGSEGV", "segfault"),
-    "Aborted": ("SIGABRT", "abort"),
-    "Floating point exception": ("SIGFPE", "fpe"),
-    "Illegal instruction": ("SIGILL", "sigill"),
-    "Terminated": ("SIGTERM", "signal"),
-}
 
 
 def signal_cause(torch_text: str) -> str:
