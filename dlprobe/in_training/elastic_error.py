@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
 from dlprobe import atomic
+from dlprobe.frames import is_probe_file, is_remedy_file
 from dlprobe.in_training import probe_errors
 from dlprobe.redact import redact_text
 from dlprobe.rundir.schema import RUN_DIR_ENV
@@ -42,6 +44,29 @@ def remember_baseline() -> None:
             death_cause.remember_baseline()
         except Exception as exc:
             probe_errors.record("elastic_error.baseline", exc, "an OOM kill in this cgroup may read as unexplained")
+
+
+_FRAME = re.compile(r'^(?P<indent>\s*)File "(?P<file>[^"]+)", line \d+')
+
+
+def without_probe_frames(callstack: str) -> str:
+    """A traceback's text without dlprobe's frames: @record formats the exception inside the script's main(), where
+    the hooks' frames (the DataLoader's wrapped next()) are still on it, and torchrun prints what it wrote."""
+    out: list[str] = []
+    dropping: str | None = None  # the indentation of the dropped frame's File line: its source lines go deeper
+    for line in callstack.splitlines(keepends=True):
+        frame = _FRAME.match(line)
+        if frame:
+            path = frame["file"]
+            dropping = frame["indent"] if is_probe_file(path) and not is_remedy_file(path) else None
+            if dropping is not None:
+                continue
+        elif dropping is not None and line.strip() and len(line) - len(line.lstrip()) > len(dropping):
+            continue  # the dropped frame's source line and its carets
+        else:
+            dropping = None
+        out.append(line)
+    return "".join(out)
 
 
 def _is_worker_death(text: str) -> bool:
@@ -86,7 +111,9 @@ def merged(existing: Any, exc: BaseException, death: death_cause.WorkerDeath, no
     extra = message["extraInfo"]
     if "dlprobe" in extra or not _is_worker_death(str(message.get("message") or "")):
         return None  # written already, or the script recorded an error of its own: more specific than ours
-    extra["py_callstack"] = f"{cause}\n\n{extra.get('py_callstack') or message.get('message')}"
+    theirs = extra.get("py_callstack")
+    theirs = without_probe_frames(theirs) if isinstance(theirs, str) else message.get("message")
+    extra["py_callstack"] = f"{cause}\n\n{theirs}"
     extra["dlprobe"] = _extra(death)
     message["message"] = f"dlprobe: {death.verdict()}. {message.get('message')}"
     return dict(existing)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import SCRIPTS, memory_cgroup
+from tests.conftest import SCRIPTS, assert_no_probe_frames, memory_cgroup
 from tests.integration.test_job_report import MiB, free_port, run_job, torchrun_command
 
 
@@ -29,6 +29,7 @@ def test_torchruns_summary_names_the_killed_worker_and_its_index(tmp_path: Path)
     assert "no OOM kill" in cause or "unreadable" in cause  # a kill -9 is not called an OOM kill
     assert "torch said: DataLoader worker (pid " in cause
     assert f"dlprobe report {result.run_dir}" in cause
+    assert_no_probe_frames(cause)
     [killed] = result.findings("worker-killed")
     assert killed["evidence"]["index"] == 5 and f"(pid {killed['evidence']['pids'][0]})" in cause
 
@@ -42,6 +43,7 @@ def test_a_scripts_own_record_is_enriched_not_replaced(tmp_path: Path) -> None:
     assert "dlprobe: DataLoader worker 1 (pid " in cause and "while loading index 5" in cause, cause
     assert "elastic/multiprocessing/errors/__init__.py" in cause and "in wrapper" in cause  # @record's traceback
     assert cause.index("dlprobe: DataLoader worker") < cause.index("Traceback (most recent call last)")
+    assert_no_probe_frames(cause)  # @record formatted it with the hooks' frames on it: they are taken out
 
 
 def test_a_more_specific_error_of_the_scripts_own_record_is_left_alone(tmp_path: Path) -> None:

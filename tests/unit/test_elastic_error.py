@@ -12,6 +12,7 @@ pytest.importorskip("torch.distributed.elastic.multiprocessing.errors")
 
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure  # noqa: E402
 
+from dlprobe.frames import PROBE_DIR  # noqa: E402
 from dlprobe.in_training import elastic_error  # noqa: E402
 from dlprobe.in_training.death_cause import WorkerDeath, from_exception  # noqa: E402
 
@@ -94,3 +95,20 @@ def test_a_failure_to_write_is_a_probe_problem_never_the_ranks(tmp_path: Path, m
     monkeypatch.setattr(elastic_error, "_written_pid", None)
     elastic_error.write_cause(raised(TORCH_KILLED))  # raises nothing
     assert recorded == ["elastic_error.write"]
+
+
+def test_dlprobes_frames_leave_records_traceback_and_the_scripts_stay() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/work/train.py", line 55, in main\n'
+        "    for batch in loader:\n"
+        f'  File "{PROBE_DIR}in_training/hand_over.py", line 48, in timed_get\n'
+        "    item = get(owner(), *args, **kwargs)\n"
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        '  File "/usr/lib/python3.11/multiprocessing/queues.py", line 113, in get\n'
+        "    if not self._poll(timeout):\n"
+        "RuntimeError: DataLoader worker (pid 4711) is killed by signal: Killed.\n"
+    )
+    cleaned = elastic_error.without_probe_frames(text)
+    assert PROBE_DIR not in cleaned and "timed_get" not in cleaned and "^^^" not in cleaned
+    assert cleaned == text.replace(text[text.index(f'  File "{PROBE_DIR}') : text.index('  File "/usr/lib')], "")
