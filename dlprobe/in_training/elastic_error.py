@@ -19,19 +19,19 @@ import os
 import re
 import time
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dlprobe import atomic
-from dlprobe.frames import is_probe_file, is_remedy_file
 from dlprobe.in_training import probe_errors
 from dlprobe.redact import redact_text
+from dlprobe.rundir import elastic_file
+from dlprobe.rundir.elastic_file import ERROR_FILE_ENV
 from dlprobe.rundir.schema import RUN_DIR_ENV
 from dlprobe.torch_text import WORKER_EXIT, WORKER_KILLED, WORKERS_EXITED
 
 if TYPE_CHECKING:  # imported where a rank dies: its dataclass pulls inspect into every script's start
     from dlprobe.in_training import death_cause
 
-ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"  # set by torchelastic's agent for each rank it starts
 _written_pid: int | None = None  # the process that wrote its file (the hook and the atexit fallback both call)
 
 
@@ -44,33 +44,6 @@ def remember_baseline() -> None:
             death_cause.remember_baseline()
         except Exception as exc:
             probe_errors.record("elastic_error.baseline", exc, "an OOM kill in this cgroup may read as unexplained")
-
-
-_FRAME = re.compile(r'^(?P<indent>\s*)File "(?P<file>[^"]+)", line \d+')
-
-
-def without_probe_frames(callstack: str) -> str:
-    """A traceback's text without dlprobe's frames: @record formats the exception inside the script's main(), where
-    the hooks' frames (the DataLoader's wrapped next()) are still on it, and torchrun prints what it wrote."""
-    out: list[str] = []
-    dropping: str | None = None  # the indentation of the dropped frame's File line: its source lines go deeper
-    for line in callstack.splitlines(keepends=True):
-        frame = _FRAME.match(line)
-        if frame:
-            path = frame["file"]
-            dropping = frame["indent"] if is_probe_file(path) and not is_remedy_file(path) else None
-            if dropping is not None:
-                continue
-        elif dropping is not None and line.strip() and len(line) - len(line.lstrip()) > len(dropping):
-            continue  # the dropped frame's source line and its carets
-        else:
-            dropping = None
-        out.append(line)
-    return "".join(out)
-
-
-def _is_worker_death(text: str) -> bool:
-    return bool(WORKER_KILLED.search(text) or WORKER_EXIT.search(text) or WORKERS_EXITED.search(text))
 
 
 def _cause_lines(death: death_cause.WorkerDeath) -> list[str]:
@@ -90,33 +63,18 @@ def _extra(death: death_cause.WorkerDeath) -> dict[str, Any]:
     return {**death.evidence(), "verdict": death.verdict(), "run_dir": os.environ.get(RUN_DIR_ENV)}
 
 
+_DEATH = re.compile("|".join(p.pattern for p in (WORKER_KILLED, WORKER_EXIT, WORKERS_EXITED)))
+
+
 def merged(existing: Any, exc: BaseException, death: death_cause.WorkerDeath, now: float) -> dict[str, Any] | None:
     """The error file to write, given what is there (None: nothing); None to leave the file as it is."""
     cause = "\n".join(_cause_lines(death))
     if existing is None:
         text = redact_text("".join(traceback.format_exception(exc)))
-        return {
-            "message": {
-                "message": f"dlprobe: {death.verdict()}. {type(exc).__name__}: {redact_text(str(exc))}",
-                "extraInfo": {
-                    "py_callstack": f"{cause}\n\n{text}",
-                    "timestamp": str(int(now)),
-                    "dlprobe": _extra(death),
-                },
-            }
-        }
-    message = existing.get("message") if isinstance(existing, dict) else None
-    if not isinstance(message, dict) or not isinstance(message.get("extraInfo"), dict):
-        return None  # a shape of someone else's: theirs to say
-    extra = message["extraInfo"]
-    if "dlprobe" in extra or not _is_worker_death(str(message.get("message") or "")):
-        return None  # written already, or the script recorded an error of its own: more specific than ours
-    theirs = extra.get("py_callstack")
-    theirs = without_probe_frames(theirs) if isinstance(theirs, str) else message.get("message")
-    extra["py_callstack"] = f"{cause}\n\n{theirs}"
-    extra["dlprobe"] = _extra(death)
-    message["message"] = f"dlprobe: {death.verdict()}. {message.get('message')}"
-    return dict(existing)
+        summary = f"dlprobe: {death.verdict()}. {type(exc).__name__}: {redact_text(str(exc))}"
+        return elastic_file.new_record(summary, f"{cause}\n\n{text}", now, _extra(death))
+    # @record's file of the same death (torch's words for it) is enriched; another error of the script's is not
+    return cast("dict[str, Any] | None", elastic_file.enriched(existing, cause, death.verdict(), _extra(death), _DEATH))
 
 
 def _read(path: str) -> Any:

@@ -3,6 +3,7 @@ the rank's TORCHELASTIC_ERROR_FILE written by the dying rank and read by torchel
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,22 @@ def test_an_oom_killed_worker_is_named_as_the_oom_killers_in_torchruns_summary(t
     assert "was killed by the kernel's OOM killer at its memory cgroup's limit (SIGKILL)" in cause, cause
     assert "while loading index 7" in cause
     assert "kernel log: " in cause or "memory cgroup: " in cause  # the evidence that it was the OOM killer
+
+
+def test_a_hang_stopped_by_dlprobe_is_torchruns_root_cause(tmp_path: Path) -> None:
+    # --on-hang stop ends a torchrun job through its stalled rank, so the agent prints its summary: stopping
+    # torchrun itself ends in SignalException and no summary at all.
+    stop = ["--hang-timeout", "4", "--on-hang", "stop"]
+    result = run_job(tmp_path, "ddp_torchrun.py", "--block", "1:13", options=stop)
+    assert result.returncode == 1, result.stderr[-3000:]  # torchrun's own code for a failed rank
+    cause = root_cause(result.stderr)
+    assert "rank      : 1 (local_rank: 1)" in cause and "(SIGTERM)" in cause
+    assert "dlprobe: DataLoader worker " in cause and " of loader 0 hung on index 13" in cause, cause
+    assert "dlprobe stopped the rank (--on-hang stop)" in cause
+    record = json.loads((result.run_dir / "hangs" / "hang-1.json").read_text())
+    [stuck] = [p for p in record["processes"] if 13 in ((p.get("inflight") or {}).get("indices") or [])]
+    assert f"(pid {stuck['pid']})" in cause
+    if stuck.get("stack"):  # py-spy (or faulthandler) read it: the line of the script's it waits at
+        assert "in Squares.__getitem__ (ddp_torchrun.py:" in cause
+    result_file = json.loads((result.run_dir / "result.json").read_text())
+    assert result_file["stop_reason"] == "hang" and result_file["survivors"] == []

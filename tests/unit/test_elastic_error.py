@@ -15,6 +15,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, P
 from dlprobe.frames import PROBE_DIR  # noqa: E402
 from dlprobe.in_training import elastic_error  # noqa: E402
 from dlprobe.in_training.death_cause import WorkerDeath, from_exception  # noqa: E402
+from dlprobe.rundir import elastic_file  # noqa: E402
 
 TORCH_KILLED = "DataLoader worker (pid 4711) is killed by signal: Killed. "
 
@@ -109,6 +110,6 @@ def test_dlprobes_frames_leave_records_traceback_and_the_scripts_stay() -> None:
         "    if not self._poll(timeout):\n"
         "RuntimeError: DataLoader worker (pid 4711) is killed by signal: Killed.\n"
     )
-    cleaned = elastic_error.without_probe_frames(text)
+    cleaned = elastic_file.without_probe_frames(text)
     assert PROBE_DIR not in cleaned and "timed_get" not in cleaned and "^^^" not in cleaned
     assert cleaned == text.replace(text[text.index(f'  File "{PROBE_DIR}') : text.index('  File "/usr/lib')], "")
