@@ -30,6 +30,10 @@ WORKER_EXIT_CODE = re.compile(
     r"DataLoader worker \(pid (?P<pid>\d+)\) exited unexpectedly with exit code (?P<exit_code>-?\d+)"
 )
 WORKERS_EXITED = re.compile(r"DataLoader worker \(pid\(s\) (?P<pids>\d+(?:, *\d+)*)\) exited unexpectedly")
+# Any of the three: a worker died (what an error file recording a worker's death says).
+WORKER_DIED = re.compile(
+    r"DataLoader worker \(pid(?:\(s\))? \d+(?:, *\d+)*\) (?:is killed by signal|exited unexpectedly)"
+)
 # torch's RuntimeError in the main process when it cannot take the next batch's descriptor off a worker's queue
 # (dataloader.py, _try_get_data): the receiving side ran out, not a worker.
 MAIN_OUT_OF_DESCRIPTORS = r"Too many open files\. Communication with the workers is no longer possible"
@@ -60,3 +64,15 @@ def caught_in_worker_process(text: str) -> tuple[str, int] | None:
     if match is None or match["worker_kind"] != "process":
         return None
     return match["exception"], int(match["worker_id"])
+
+
+# torch names the signal with strsignal()'s text: (signal name, worker-killed cause)
+TORCH_SIGNALS = {
+    "Killed": ("SIGKILL", "oom"),
+    "Bus error": ("SIGBUS", "bus"),
+    "Segmentation fault": ("SIGSEGV", "segfault"),
+    "Aborted": ("SIGABRT", "abort"),
+    "Floating point exception": ("SIGFPE", "fpe"),
+    "Illegal instruction": ("SIGILL", "sigill"),
+    "Terminated": ("SIGTERM", "signal"),
+}

@@ -14,7 +14,14 @@ from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.stats import metric_summary
 from dlprobe.frames import is_user_file
 from dlprobe.rundir.schema import EV_EPOCH, SAMPLE_CHECK_ODD
-from dlprobe.torch_text import SHM_FULL, WORKER_EXIT_CODE, WORKER_KILLED, WORKERS_EXITED, caught_in_worker_process
+from dlprobe.torch_text import (
+    SHM_FULL,
+    TORCH_SIGNALS,
+    WORKER_EXIT_CODE,
+    WORKER_KILLED,
+    WORKERS_EXITED,
+    caught_in_worker_process,
+)
 from dlprobe.units import format_bytes
 
 _TB_FILE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -50,16 +57,6 @@ _NO_SHARDS = re.compile(r"No samples found in dataset; perhaps you have fewer sh
 WORKER_KILLED_CAUSES = (
     "oom", "external-kill", "bus", "segfault", "abort", "fpe", "sigill", "signal", "exit", "unknown",
 )  # fmt: skip
-# torch names the signal with strsignal()'s text: (signal name, worker-killed cause)
-TORCH_SIGNALS = {
-    "Killed": ("SIGKILL", "oom"),
-    "Bus error": ("SIGBUS", "bus"),
-    "Segmentation fault": ("SIGSEGV", "segfault"),
-    "Aborted": ("SIGABRT", "abort"),
-    "Floating point exception": ("SIGFPE", "fpe"),
-    "Illegal instruction": ("SIGILL", "sigill"),
-    "Terminated": ("SIGTERM", "signal"),
-}
 
 
 def signal_cause(torch_text: str) -> str:

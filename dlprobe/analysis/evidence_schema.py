@@ -583,6 +583,30 @@ class RankFailedEvidence(InJob, total=False):
     other_failures: list[LauncherFailure]
 
 
+class RankWait(TypedDict, total=False):
+    """One rank's steady data waits for a loader (analysis/job_straggler.py)."""
+
+    rank: str  # "node K rank R"
+    steady_batches: int
+    median_wait_s: float
+    mean_wait_s: float
+    num_workers: int | None
+    supply_s_per_batch: float  # the loader's time per batch: its workers' median build time over their number
+
+
+class StragglerRankEvidence(InJob, total=False):
+    straggler: str  # "node K rank R" of the rank that holds the others back
+    rank_waits: list[RankWait]
+    others_median_wait_s: float  # the median of the other ranks' steady waits, pooled
+    wait_spread_s: float  # the robust spread (scaled MAD) the threshold is counted in
+    threshold_s: float  # how far above the others' median the straggler's median had to be
+    others_supply_s_per_batch: float  # the median of the other ranks' supply times (RankWait.supply_s_per_batch)
+    supply_threshold_s: float  # how far above that the straggler's supply time had to be
+    slowest_by_epoch: list[str]  # the slowest rank in each epoch every rank ran far enough
+    slowness_follows: str  # stays (the rank or its node), moves (the data), unknown (one epoch)
+    worker_bound: str | None  # the straggler's workers: CPU-bound, I/O-bound, ...; null: not measured
+
+
 class FdLeakRow(TypedDict, total=False):
     """One process whose open descriptors climbed (analysis/fd_findings.py)."""
 
@@ -732,6 +756,7 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "uneven-ranks": UnevenRanksEvidence,
     "rank-duplicates": RankDuplicatesEvidence,
     "rank-failed": RankFailedEvidence,
+    "straggler-rank": StragglerRankEvidence,
     "thread-workers": ThreadWorkersEvidence,
     "fd-leak": FdLeakEvidence,
     "batch-dropped": BatchDroppedEvidence,
@@ -774,6 +799,7 @@ class Evidence(  # every key of every code, each with its one type: what render/
     UnevenRanksEvidence,
     RankDuplicatesEvidence,
     RankFailedEvidence,
+    StragglerRankEvidence,
     ThreadWorkersEvidence,
     FdLeakEvidence,
     SharedHandleEvidence,
@@ -816,4 +842,5 @@ KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "fork-hazard": ("os_threads", "native_threads_since_import"),
     "probe-degraded": ("where", "missing"),
     "attached-memory-growth": ("bytes_per_s_total", "limit_bytes", "eta_s"),
+    "straggler-rank": ("others_median_wait_s", "slowness_follows", "worker_bound"),
 }

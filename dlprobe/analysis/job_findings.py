@@ -1,5 +1,6 @@
 """Findings of a job: every analyzer per rank, merged where ranks agree, and those that only exist across ranks
-(`node-oversubscribed`, `uneven-ranks`, `rank-duplicates`, a hang that stalls every rank, `rank-failed`)."""
+(`node-oversubscribed`, `uneven-ranks`, `rank-duplicates`, `straggler-rank`, a hang that stalls every rank,
+`rank-failed`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dlprobe.analysis import analysis_failed, analyze, fold_script_errors
 from dlprobe.analysis.job import Job, RankView
 from dlprobe.analysis.job_hang import job_hang
 from dlprobe.analysis.job_merge import merge_rank_findings, ranks_text
+from dlprobe.analysis.job_straggler import find_straggler_rank
 from dlprobe.analysis.loop_timing import recorded_usable_cores
 from dlprobe.analysis.memory_findings import cow_total, find_cow_growth
 from dlprobe.analysis.model import SEVERITIES, Finding, RunData
@@ -363,6 +365,7 @@ def analyze_job(job: Job) -> list[Finding]:
                          lambda: find_node_oversubscribed(job), [])  # fmt: skip
     findings += _guarded(failures, "find_uneven_ranks", ("uneven-ranks",), lambda: find_uneven_ranks(job), [])
     findings += _guarded(failures, "find_rank_duplicates", ("rank-duplicates",), lambda: find_rank_duplicates(job), [])
+    findings += _guarded(failures, "find_straggler_rank", ("straggler-rank",), lambda: find_straggler_rank(job), [])
     findings += _guarded(failures, "_other_processes", ("script-error of processes before their first loader",),
                          lambda: _other_processes(job), [])  # fmt: skip
     _guarded(failures, "_later_rank_errors", ("which rank's error came first",), lambda: _later_rank_errors(findings))

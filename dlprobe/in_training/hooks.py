@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from dlprobe.in_training import (
+    elastic_error,
     fork_handles,
     identity,
     inflight,
@@ -769,6 +770,7 @@ def patch_dataloader(module: ModuleType) -> None:
     _patch_family(base_iter_cls, "_next_index", sample_order.wrap_next_index)  # each epoch's order, one hash
     loader_cls._dlprobe_patched = True
     _register_atexit()
+    elastic_error.remember_baseline()  # a torchrun rank: OOM kills from now on are its workers' to explain
     if script_errors.launched_rank():  # an error before its first DataLoader is a rank's failure too
         script_errors.watch_uncaught(ended_by_exception)
     try:  # loaders without workers fetch in this process: record those too

@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from dlprobe.frames import innermost_user_frame
-from dlprobe.in_training import identity, probe_errors, quiet_signals
+from dlprobe.in_training import elastic_error, identity, probe_errors, quiet_signals
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.tracebacks import clean_chain, is_dlprobe_frame, user_frames
 from dlprobe.redact import redact_text
@@ -75,6 +75,7 @@ def watch_uncaught(flush: Callable[[], None]) -> None:
                     clean_chain(exc, is_dlprobe_frame)
                     tb = user_frames(tb, is_dlprobe_frame)
                     record(exc.with_traceback(tb))
+                    elastic_error.write_cause(exc)  # a torchrun rank: the DataLoader cause in torchrun's summary
             except Exception as probe_exc:
                 probe_errors.record("script_errors.hook", probe_exc, "the exception that ended it is not recorded")
         return inner(exc_type, exc, tb)
@@ -93,5 +94,6 @@ def record_unhandled_at_exit(flush: Callable[[], None]) -> None:
             flush()
             clean_chain(exc, is_dlprobe_frame)
             record(exc)
+            elastic_error.write_cause(exc)
     except Exception as probe_exc:
         probe_errors.record("script_errors.at_exit", probe_exc, "the exception that ended it is not recorded")

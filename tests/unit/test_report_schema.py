@@ -59,6 +59,6 @@ def test_every_code_a_report_can_hold_has_its_evidence_type():
     from dlprobe.analysis import ANALYZER_CODES
     from dlprobe.analysis.evidence_schema import EVIDENCE_BY_CODE
 
-    job_codes = {"node-oversubscribed", "uneven-ranks", "rank-duplicates", "rank-failed"}
+    job_codes = {"node-oversubscribed", "uneven-ranks", "rank-duplicates", "rank-failed", "straggler-rank"}
     codes = {code for codes in ANALYZER_CODES.values() for code in codes} | job_codes
     assert sorted(codes) == sorted(EVIDENCE_BY_CODE)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dlprobe.rundir.files import write_json
 from dlprobe.rundir.schema import HANGS_DIR, KERNEL_FILE, STOP_REASON_HANG, Result, hang_record_name
+from dlprobe.supervisor.hang.elastic_hang import stop_stalled_rank
 from dlprobe.supervisor.hang.stop import stop_tree
 from dlprobe.supervisor.hang.watch import HangWatch
 from dlprobe.supervisor.problems import Problems
@@ -58,6 +59,8 @@ class RunGuard:
         what = f"no batch for {self.watch.timeout_s:g}s: stacks and process states saved in {saved}; "
         if stop:
             self.notify(what + "stopping the run (--on-hang stop)")
+            if self.watch.last_record is not None:  # a torchrun rank: its launcher ends the job, with its summary
+                stop_stalled_rank(self.watch.last_record, self.run_dir, self.child.pid, self._wait_main, self.problems)
             self.survivors = stop_tree(self.child.pid, pids, self._wait_main)
         else:
             self.notify(what + "still waiting (--on-hang wait; --on-hang stop would end the run)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dlprobe import atomic
 from dlprobe.rundir.inflight_format import read_all, read_slot, slot_path
@@ -52,6 +52,7 @@ class HangWatch:
         self.started_at: dict[tuple[int, float], float] = {}
         self.count = 0
         self.stopped = False
+        self.last_record: HangRecord | None = None  # the hang just recorded (a torchrun rank's stop reads it)
 
     def stalled_wait(
         self, now: float, mains: list[int] | None = None, workers: dict[int, tuple[int, int, int]] | None = None
@@ -111,6 +112,7 @@ class HangWatch:
         atomic.write_text_atomic(
             folder / hang_record_name(self.count), json.dumps(record, indent=1, default=str) + "\n"
         )
+        self.last_record = cast(HangRecord, record)
         self.stopped = self.on_hang == "stop"
         return self.stopped
 
