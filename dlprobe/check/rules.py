@@ -52,7 +52,7 @@ BASELINE_RULE = (
     f"fail above baseline + max(margin, {SPREADS} spreads, noise floor), one-time steps apart; "
     "not compared where the spread is above the margin"
 )
-BASELINE_MEASURED = "false alarms measured: 0 of 5 healthy runs with both cores busy (benchmarks/check_noise.py)"
+BASELINE_MEASURED = "false alarms measured: 0 of 30 healthy runs with both cores busy (benchmarks/check_noise.py)"
 # The findings that explain a failed memory rule, most telling first.
 EXPLAINING = {
     "bytes": ("cow-growth", "spawn-copy", "too-many-workers", "pin-memory", "shm-exhausted", "shm-pressure"),
