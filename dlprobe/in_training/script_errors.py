@@ -81,6 +81,38 @@ def watch_uncaught(flush: Callable[[], None]) -> None:
         return inner(exc_type, exc, tb)
 
     sys.excepthook = hook
+    _watch_unraisable()
+
+
+def _has_dlprobe_frame(tb: TracebackType | None) -> bool:
+    while tb is not None:
+        if is_dlprobe_frame(tb):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _watch_unraisable() -> None:
+    """An exception Python cannot raise (in a `__del__`, a weakref callback) is printed by sys.unraisablehook with
+    its traceback: "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ ...>" after a Ctrl-C
+    during the workers' shutdown ran through dlprobe's wrapper of `_shutdown_workers`, whose frame showed there.
+    Printed as before, without dlprobe's frames; a hook the script sets later replaces this one."""
+    inner = sys.unraisablehook
+
+    def hook(unraisable: Any) -> Any:
+        try:
+            tb = unraisable.exc_traceback
+            if _has_dlprobe_frame(tb):
+                exc = unraisable.exc_value
+                if exc is not None:
+                    clean_chain(exc, is_dlprobe_frame)
+                unraisable = type(unraisable)((unraisable.exc_type, exc, user_frames(tb, is_dlprobe_frame),
+                                               unraisable.err_msg, unraisable.object))  # fmt: skip
+        except Exception as probe_exc:  # printed as Python has it, frames and all
+            probe_errors.record("script_errors.unraisable", probe_exc, "an ignored exception kept dlprobe's frames")
+        return inner(unraisable)
+
+    sys.unraisablehook = hook
 
 
 def record_unhandled_at_exit(flush: Callable[[], None]) -> None:
