@@ -25,6 +25,7 @@ from dlprobe.rundir.schema import (
     Meta,
     Result,
 )
+from dlprobe.supervisor.own_checks import WAIT_S as CHECKS_WAIT_S
 from dlprobe.supervisor.sampler import TICK_S, Sampler
 
 if TYPE_CHECKING:
@@ -109,10 +110,15 @@ class Watch:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:  # fmt: skip
         from dlprobe.analysis.report import report_for
-        from dlprobe.in_training import hooks
+        from dlprobe.in_training import detached, hooks, probe_errors
 
         assert self.run_dir is not None and self._thread is not None
         hooks.flush_all()
+        # dlprobe's own checks (the readiness copy, the sample check) run detached: their events go in this report
+        late = detached.wait(CHECKS_WAIT_S)
+        if late:
+            probe_errors.record("watch.own_checks", TimeoutError(f"still running after {CHECKS_WAIT_S:g} s"),
+                                f"dlprobe's own checks {late} were stopped: their outcome is missing")  # fmt: skip
         self._stop.set()
         self._thread.join()
         self._samples.close()

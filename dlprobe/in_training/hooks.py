@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 from dlprobe.in_training import (
+    detached,
     elastic_error,
     fork_handles,
     identity,
@@ -554,17 +555,22 @@ def _emit_start_readiness(loader: Any, loader_id: int) -> None:
             return
         # In a forked copy of this process: the pickler's memo and the walk's containers (hundreds of MiB for a big
         # dataset), the collections they set off and whatever a user object does when pickled stay out of the
-        # training, whose workers are forked right after with the memory they would have had unprobed.
-        found, missing = isolated.run_in_child(
-            lambda: start_readiness.readiness(loader, loader.worker_init_fn), start_readiness.CHILD_TIMEOUT_S
-        )
-        if found is None:
-            probe_errors.record(
-                "hooks.start_readiness", RuntimeError(missing), f"loader {loader_id}'s readiness is missing"
+        # training, whose workers are forked right after with the memory they would have had unprobed. The copy is
+        # detached (in_training/detached.py): the training goes on to fork its workers at once, never waiting for
+        # the pickling (up to CHILD_TIMEOUT_S; a copy blocked on a lock held at the fork was a second of the training's)
+        cpu_share = start_readiness.cpu_share()  # this process's share of a core, not the copy's
+        owner = os.getpid()
+
+        def check_in_copy() -> None:
+            found, missing = isolated.run_in_child(
+                lambda: start_readiness.readiness(loader, loader.worker_init_fn), start_readiness.CHILD_TIMEOUT_S
             )
-            return
-        found["cpu_share"] = start_readiness.cpu_share()  # this process's share of a core, not the copy's
-        _emit(EV_START_READINESS, loader=loader_id, **found)
+            if found is None:
+                _emit(EV_START_READINESS_SKIPPED, loader=loader_id, reason=missing, pid=owner)
+            else:
+                _emit(EV_START_READINESS, loader=loader_id, **{**found, "cpu_share": cpu_share}, pid=owner)
+
+        detached.start(check_in_copy, start_readiness.CHILD_TIMEOUT_S)
     except Exception as exc:  # an exotic dataset must never break the user's training
         probe_errors.record("hooks.start_readiness", exc, f"loader {loader_id}'s start-method readiness is missing")
 

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from dlprobe.in_training import batch_compare, probe_errors, quiet_fork, quiet_signals, sandbox
+from dlprobe.in_training import batch_compare, detached, probe_errors, quiet_fork, quiet_signals, sandbox
 from dlprobe.in_training.event_log import get_log
 from dlprobe.redact import redact_text
 from dlprobe.rundir.inflight_format import read_slot, slot_path
@@ -399,32 +399,15 @@ def _in_background(
     body: Callable[[dict[str, Any]], None],
     finish: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
 ) -> None:
-    """Start the check and return at once: the training's own exception goes on now, not after the check.
-
-    The training forks a go-between that forks the checker and exits; the go-between is reaped at once (its SIGCHLD
-    kept from the script's handler), so the checker is no child of the training and nothing of its life reaches
-    the script. The checker, in a session of its own (a Ctrl-C or the job's process-group signals are the
-    training's), waits for the workers to go quiet, loads in its sandboxed child, and writes the event itself with
-    the training's pid. The supervisor waits for it before the report (supervisor/own_checks.py)."""
+    """Start the check and return at once: the training's own exception goes on now, not after the check. The
+    checker (in_training/detached.py) waits for the workers to go quiet, loads in its sandboxed child, and writes
+    the event itself with the training's pid."""
     low = quiet_fork.headroom_blocker(0)  # loading a few samples takes little: the margin is what it needs
     if low is not None:
         _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=low)
         return
     owner = os.getpid()
-    with quiet_fork.sigchld_kept_from_script():
-        with warnings.catch_warnings():  # 3.12+ warns on fork() with threads: not on their stderr
-            warnings.simplefilter("ignore", DeprecationWarning)
-            between = os.fork()
-        if between == 0:  # pragma: no cover - the go-between ends in os._exit
-            try:
-                quiet_fork.name_as_check()  # before the checker exists: the supervisor finds it by this name
-                os.setsid()
-                if os.fork() == 0:
-                    _checker(owner, head, run_dir, workers, body, finish)
-            finally:
-                os._exit(0)
-        with contextlib.suppress(ChildProcessError):  # a SIGCHLD handler of the script's reaped it first
-            os.waitpid(between, 0)
+    detached.start(functools.partial(_checker, owner, head, run_dir, workers, body, finish), IDLE_WAIT_S + LOAD_LIMIT_S)
 
 
 def _checker(
@@ -435,16 +418,8 @@ def _checker(
     body: Callable[[dict[str, Any]], None],
     finish: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None,
 ) -> None:
-    """The background check, in its own process: never back into the training's code (os._exit)."""
+    """The background check, in its detached process: its outcome is an event, whatever happens."""
     try:
-        for sig in (signal.SIGINT, signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.SIG_IGN)
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(devnull, fd)
-        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the checker ends in os._exit
-        faulthandler.disable()
-        signal.alarm(int(IDLE_WAIT_S + LOAD_LIMIT_S) + 10)  # a backstop: it never outlives its bounds by much
         busy = _wait_idle(run_dir, workers)
         if busy:
             why = f"workers {busy} were still loading after {IDLE_WAIT_S:.0f} s: a load now would not be alone"
@@ -457,8 +432,6 @@ def _checker(
     except BaseException as exc:  # recorded as the check's outcome: nothing else of the checker is seen
         with contextlib.suppress(Exception):
             _emit(**head, outcome=SAMPLE_CHECK_UNVERIFIED, reason=f"the check failed: {_describe(exc)}", pid=owner)
-    finally:
-        os._exit(0)
 
 
 def _fork_and_wait(body: Callable[[dict[str, Any]], None]) -> dict[str, Any]:

@@ -190,3 +190,33 @@ def test_the_scripts_own_except_block_runs_before_the_check_is_done(probe):
     assert "sample checks already written: 0" in result.stdout, result.stdout
     check = _sample_check(result)  # and the report still has what it found, once it ended
     assert check["outcome"] == "unverified" and "did not finish within 10 s" in check["reason"], check
+
+
+def test_the_training_never_waits_for_the_readiness_copy(probe):
+    # a million dicts take the copy a second or more to pickle: the script's own iter(loader) used to include all of
+    # it (the training waited for the copy); now it returns while the copy still pickles, and the event still lands
+    result = probe("readiness_not_waited.py", options=["--quiet"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    iter_s = json.loads(result.stdout.strip().splitlines()[-1])["iter_s"]
+    (readiness,) = _events(result, "start_readiness")
+    main_pid = json.loads((result.run_dir / "meta.json").read_text())["target_pid"]
+    assert readiness["pid"] == main_pid  # written for the training, by a process that is none of its children
+    assert iter_s < readiness["pickle_s"] + readiness["size_s"], (iter_s, readiness["pickle_s"])
+    assert result.report["loaders"][0]["start_readiness"].startswith("fork (the interpreter's default)")
+
+
+def test_dlprobe_watch_waits_for_its_own_checks_before_the_report(tmp_path):
+    script = tmp_path / "watched.py"
+    script.write_text(
+        "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport dlprobe\n"
+        "from readiness_not_waited import Records\nfrom torch.utils.data import DataLoader\n"
+        "if __name__ == '__main__':\n"
+        "    with dlprobe.watch(out=sys.argv[2]) as probe:\n"
+        "        total = sum(int(b.sum()) for b in DataLoader(Records(1_000_000), batch_size=8, num_workers=2))\n"
+        "    print(json.dumps(probe.report['loaders'][0].get('start_readiness')))\n"
+    )
+    proc = subprocess.run([sys.executable, str(script), str(SCRIPTS), str(tmp_path / "run")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    readiness = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert readiness is not None and "forkserver/spawn: the dataset pickles" in readiness, proc.stdout
