@@ -79,7 +79,8 @@ def find_gc_copy(run: RunData) -> list[Finding]:
                     "Call gc.freeze() just before the loop starts the workers (after building the dataset, before "
                     "`for batch in loader`; each epoch again unless persistent_workers=True): the workers' collector "
                     f"then skips what they inherited, saving about {format_bytes(total)}. Objects frozen are kept "
-                    "for the process's life; it does not stop reference-count writes (see cow-growth for those)."
+                    "for the process's life; it does not stop the copies that reading Python objects makes "
+                    "(reference counts)."
                 ),
                 evidence={
                     "workers": rows,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from dlprobe.analysis.model import ProcessRecord, RunData
 from dlprobe.analysis.worker_growth import first_batch_built
-from dlprobe.loader_model.worker_memory import Step, find_steps
+from dlprobe.loader_model.worker_memory import FULL_COLLECTION, Step, find_steps
 
 
 @dataclass(frozen=True)
@@ -28,4 +28,27 @@ def worker_steps(run: RunData, proc: ProcessRecord) -> WorkerSteps | None:
     # the steady part starts at the first reading after the first batch (worker_growth.project_worker's start):
     # what the worker held by then (its imports settling, a load at start, the first batch) is held, not growth
     start = next((v for t, v in readings if t >= after), readings[-1][1])
-    return WorkerSteps(readings, after, start, find_steps(readings, after, proc.full_collections))
+    steps = find_steps(readings, after, proc.full_collections)
+    # A collection writes to the objects' headers: their pages turn private and dirty. A rise that is not mostly
+    # Private_Dirty (a memory-mapped file's pages read by this worker alone count in USS too) is no copy of the
+    # collector's, whatever ran inside it: those collections are left out and the rises judged by the readings alone.
+    unlike = [
+        c
+        for st in steps
+        if st.cause == FULL_COLLECTION and _dirty_rise(proc, st) < COPY_DIRTY_SHARE * st.bytes
+        for c in proc.full_collections
+        if c[1] >= st.t_before and c[0] < st.t
+    ]
+    if unlike:
+        steps = find_steps(readings, after, [c for c in proc.full_collections if c not in unlike])
+    return WorkerSteps(readings, after, start, steps)
+
+
+COPY_DIRTY_SHARE = 0.5  # of a collection's step, at least this much is Private_Dirty's rise (when it was read)
+
+
+def _dirty_rise(proc: ProcessRecord, step: Step) -> float:
+    """Private_Dirty's rise over the step's readings; the step's own size where Private_Dirty was not read."""
+    dirty = dict(proc.series.values("private_dirty"))
+    before, after = dirty.get(step.t_before), dirty.get(step.t)
+    return float(after - before) if before is not None and after is not None else float(step.bytes)

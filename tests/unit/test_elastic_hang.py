@@ -49,8 +49,10 @@ def test_the_agent_reads_it_as_the_root_cause(tmp_path: Path):
 
 def test_the_error_file_is_read_from_the_ranks_environment():
     env = {"TORCHELASTIC_ERROR_FILE": "/tmp/attempt_0/1/error.json", "PATH": "/usr/bin:/bin"}
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, env=env)
+    child = subprocess.Popen([sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)  # fmt: skip
     try:
+        assert child.stdout is not None and child.stdout.readline() == b"up\n"  # exec'd: /proc/PID/environ is its own
         assert elastic_hang.error_file_of(child.pid) == "/tmp/attempt_0/1/error.json"
     finally:
         child.communicate(b"")
