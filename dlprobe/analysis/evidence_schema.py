@@ -493,6 +493,9 @@ class WorkerHotspotsEvidence(InJob, _WorkerCpu, total=False):
     top_functions: list[dict[str, Any]]
     probe_samples: int  # samples of the probe's own code while loading, left out of the shares
     loading_time: dict[str, Any]  # the workers' clocks per batch: fetch, collate, hand-over
+    # the installed library holding half the loading samples or more (library, share, samples, called_from: the
+    # user's frame that calls into it); None: the time is the script's own code's, or spread
+    inside_library: dict[str, Any] | None
 
 
 class ThreadWorkersEvidence(InJob, total=False):
