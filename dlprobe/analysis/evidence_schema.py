@@ -303,7 +303,7 @@ class GcCopyRow(TypedDict, total=False):
 
     worker_id: int | None
     pid: int
-    bytes: int  # its rise above the worker's steady rate
+    bytes: int  # the worker's rise over the readings the collection ran between
     between_s: list[float]  # the readings around it, seconds since the run started
     collection_s: float | None  # how long the collection took, timed in the worker
 

@@ -1,8 +1,8 @@
 """gc-copy: each forked worker's first full garbage collection copied the pages of the objects it inherited.
 
 The mechanism is timed, not guessed: the worker's full collection (in_training/worker_gc.py) ran inside the rise
-of its memory, and the rise is at least STEP_FACTOR times what the worker's other intervals grew at (its steady
-part: a dataset's own copy-on-access growth goes on through the collection and is not counted as the step). It is
+of its memory, the rise is at least STEP_FACTOR times what the worker's other intervals grew at, the readings next
+to it do not go on rising (a dataset's own copy-on-access growth would) and half of it is Private_Dirty. It is
 memory once per worker, not growth: `dlprobe check` sets it apart from the steady growth it compares.
 """
 
@@ -70,9 +70,10 @@ def find_gc_copy(run: RunData) -> list[Finding]:
                     "CPython's collector writes to a header inside every object it tracks, so a forked worker's first "
                     f"full collection touches every object it inherited{held} and the kernel copies each page holding "
                     f"one, though the worker never reads them. Timed in the workers: worker {first['worker_id']}'s "
-                    f"full collection{timed} ran while its memory rose by {format_bytes(first['bytes'])} above its "
-                    f"steady rate (between the readings at {first['between_s'][0]:.1f} s and "
-                    f"{first['between_s'][1]:.1f} s). This is memory once per worker, not growth: `dlprobe check` "
+                    f"full collection{timed} ran while its memory rose by {format_bytes(first['bytes'])}, at least 4 "
+                    f"times its steady rate and mostly private dirty pages (between the readings at "
+                    f"{first['between_s'][0]:.1f} s and {first['between_s'][1]:.1f} s), and the readings around it "
+                    "stayed flat. This is memory once per worker, not growth: `dlprobe check` "
                     "compares the growth with these steps set apart."
                 ),
                 fix=(

@@ -122,7 +122,7 @@ def _collection_steps(
 ) -> tuple[list[Step], set[int]]:
     """The rises inside which one of the worker's full garbage collections ran: its first copies every page of the
     objects it inherited, wherever the sparse readings put it (right after the first batch too). A collection that
-    spanned a reading makes the two rises around it one step. What the step copied is its rise above the steady
+    spanned a reading makes the two rises around it one step, its whole rise, at least STEP_FACTOR times the steady
     rate of the other intervals (a dataset's own growth goes on through it); a rise no faster than that is none, nor
     one the steady reading next to it continues (a quarter of it or more: growth, whatever ran inside it)."""
     steps: list[Step] = []
@@ -139,14 +139,17 @@ def _collection_steps(
                  if j not in window and a >= after and b - a >= STEADY_INTERVAL_MIN_S]  # fmt: skip
         rate = _steady_rate(whole, set(), after) if whole else _steady_rate(rises, window, after)
         rise = sum(rises[j][2] for j in window)
-        copied = int(rise - rate * (t1 - t0))
+        # the whole rise is the step, as the readings' own steps are: a dataset growing through it would have
+        # continued in the neighbours (refused below), and a rate read from a few noisy intervals, stretched over a
+        # long interval, took up to 8 MiB off a 37 MiB copy on a busy machine (a baseline's peak rule then failed)
+        copied = rise
         # a rise that goes on in the steady readings next to it is growth the collection happened to fall in: the
         # readings cannot tell the copy from it (the interval before the first batch is start-up, not a neighbour)
         neighbours = [rises[j][2] for j in (min(window) - 1, max(window) + 1) if 0 <= j < len(rises)
                       and rises[j][0] >= after]  # fmt: skip
         if any(r >= STEP_CONTINUED * rise for r in neighbours):
             continue
-        if copied >= STEP_MIN_BYTES and copied >= (STEP_FACTOR - 1) * rate * (t1 - t0):
+        if copied >= STEP_MIN_BYTES and copied >= STEP_FACTOR * rate * (t1 - t0):
             # before the steady part's first reading it is held from the start, not growth; it is still apart
             # from the worker's peak, wherever the readings put it
             steps.append(Step(t0, t1, copied, FULL_COLLECTION, held=t0 < after))
