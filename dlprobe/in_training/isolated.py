@@ -6,7 +6,7 @@ The copy leaves with os._exit: no atexit handler, no flush of the script's own s
 printed twice), no finalizer of the script's. Its result comes back as JSON on a pipe. Its exit's SIGCHLD is kept
 from the script's handler (in_training/quiet_fork.py). A copy that stops making progress (a lock another thread held
 at the fork stays held in the copy forever) is stopped after STALL_S without CPU time, not at the time limit: the
-training waits for the copy, so a deadlocked copy must cost it a second, not the whole limit.
+readiness check (run detached from the training, in_training/detached.py) then says why within a second.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from dlprobe.in_training import quiet_fork
 from dlprobe.in_training.fork_handles import owner_of
 from dlprobe.in_training.pickle_walk import deepest_refusal
 
-MAX_PICKLE_S = 2.0  # pickling all of a loader's objects stops past this (the training waits for it)
+MAX_PICKLE_S = 2.0  # pickling all of a loader's objects stops past this (in the detached copy)
 EXTRA_S = 0.25  # what collate_fn and worker_init_fn get past the bound, so a slow dataset leaves them judged
 # The whole check runs in a forked copy of the training process (in_training/isolated.py); past this it is stopped
 CHILD_TIMEOUT_S = 6.0

@@ -134,25 +134,24 @@ def _collection_steps(
         t0, t1 = rises[min(window)][0], rises[max(window)][1]
         # the rate of the intervals read wholly after the first batch, of the sampler's usual spacing: the readings
         # taken straight after the workers start hold the first batches' own allocations (2.4 MiB in 0.07 s on a busy
-        # machine), which over a 3 s step would hide 5 MiB of the copy
+        # machine), a rate a 34 MiB copy over a 3 s interval is not 4 times of
         whole = [(a, b, r) for j, (a, b, r) in enumerate(rises)
                  if j not in window and a >= after and b - a >= STEADY_INTERVAL_MIN_S]  # fmt: skip
         rate = _steady_rate(whole, set(), after) if whole else _steady_rate(rises, window, after)
         rise = sum(rises[j][2] for j in window)
         # the whole rise is the step, as the readings' own steps are: a dataset growing through it would have
         # continued in the neighbours (refused below), and a rate read from a few noisy intervals, stretched over a
-        # long interval, took up to 8 MiB off a 37 MiB copy on a busy machine (a baseline's peak rule then failed)
-        copied = rise
-        # a rise that goes on in the steady readings next to it is growth the collection happened to fall in: the
+        # long interval, took up to 8 MiB off a 37 MiB copy on a busy machine (a baseline's peak rule then failed).
+        # A rise that goes on in the steady readings next to it is growth the collection happened to fall in: the
         # readings cannot tell the copy from it (the interval before the first batch is start-up, not a neighbour)
         neighbours = [rises[j][2] for j in (min(window) - 1, max(window) + 1) if 0 <= j < len(rises)
                       and rises[j][0] >= after]  # fmt: skip
         if any(r >= STEP_CONTINUED * rise for r in neighbours):
             continue
-        if copied >= STEP_MIN_BYTES and copied >= STEP_FACTOR * rate * (t1 - t0):
+        if rise >= STEP_MIN_BYTES and rise >= STEP_FACTOR * rate * (t1 - t0):
             # before the steady part's first reading it is held from the start, not growth; it is still apart
             # from the worker's peak, wherever the readings put it
-            steps.append(Step(t0, t1, copied, FULL_COLLECTION, held=t0 < after))
+            steps.append(Step(t0, t1, rise, FULL_COLLECTION, held=t0 < after))
             used |= window
     return steps, used
 
