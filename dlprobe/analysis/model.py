@@ -134,6 +134,10 @@ class ProcessRecord:
     # A worker process's full garbage collections, (start, stop) in wall-clock seconds (EV_WORKER_GC): the first one
     # copies what it inherited (in_training/worker_gc.py). Empty: none timed (or a run recorded before they were).
     full_collections: list[tuple[float, float]] = field(default_factory=list)
+    # A probed process that began its own program (its identity event says it is no fork of a probed parent: a
+    # torchrun rank, a spawn-started one): it shares no heap with its parent, so a sum with its parent's reading from
+    # before it started counts nothing twice (stats.job_pss_summable). False: a fork, or not known.
+    own_program: bool = False
 
 
 # What smaps_rollup gives (RSS comes from the cheap statm reading too, and stays).
@@ -550,6 +554,8 @@ def load_run(path: Path) -> RunData:
         elif kind == SAMPLE_UNREAD:
             unread.setdefault(int(rec["pid"]), str(rec["error"]))
     for ev in events:
+        if ev.get("ev") == EV_PROCESS and ev.get("forked") is False and (probed := processes.get(int(ev["pid"]))):
+            probed.own_program = True
         if ev.get("ev") == EV_WORKER_GC and (timed := processes.get(int(ev["pid"]))) is not None:
             timed.full_collections.extend(
                 (float(c[0]), float(c[1])) for c in ev["collections"] if isinstance(c, list) and len(c) == 2

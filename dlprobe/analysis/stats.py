@@ -61,7 +61,9 @@ def job_pss_summable(processes: list[ProcessRecord], metric: str = "pss") -> tup
     (tree_total), but a parent's reading taken before a child of its started (its workers, a copy of itself) still
     holds the pages they now share in full, so a sum with the child's reading counts them twice: those points are
     left out, never taken for memory the job held. Only a parent's stale reading does this: a still process read
-    every 30 s beside workers restarted every epoch leaves the sums in."""
+    every 30 s beside workers restarted every epoch leaves the sums in, and so does a child that began its own
+    program (a torchrun rank beside its agent: they share no heap; the agent, read rarely, left a CI run's node
+    total below one rank's own peak)."""
     tracked = [(p, r) for p in processes if (r := p.series.values(metric))]
     times, totals = tree_total(processes, metric)
     kept_t, kept = [], []
@@ -69,7 +71,7 @@ def job_pss_summable(processes: list[ProcessRecord], metric: str = "pss") -> tup
         counted = [(p, r) for p, r in tracked if r[0][0] <= t <= r[-1][0]]
         # each counted process's latest reading at or before t
         latest = {p.pid: r[bisect_right(r, (t, math.inf)) - 1][0] for p, r in counted}
-        if any(p.ppid in latest and r[0][0] > latest[p.ppid] for p, r in counted):
+        if any(p.ppid in latest and r[0][0] > latest[p.ppid] and not p.own_program for p, r in counted):
             continue
         kept_t.append(t)
         kept.append(total)

@@ -11,6 +11,9 @@ from dlprobe.in_training.event_log import get_log
 from dlprobe.redact import redact_argv
 from dlprobe.rundir.schema import EV_PROCESS
 
+# The process that imported the probe: one with another pid is a fork of it (os.fork, a fork-started rank), whose
+# heap is its parent's until written; the probe is imported as torch's DataLoader is, in the program's own process.
+_PROGRAM_PID = os.getpid()
 _last: tuple[Any, ...] | None = None
 _last_pid: int | None = None
 
@@ -47,6 +50,7 @@ def current() -> dict[str, Any]:
         "node_rank": _env_int("GROUP_RANK", "NODE_RANK"),
         "host": os.uname().nodename,  # what socket.gethostname() says, without importing socket at start-up
         "argv": redact_argv(sys.argv),  # a rank's command line: credentials never reach events.jsonl
+        "forked": os.getpid() != _PROGRAM_PID,
     }
 
 

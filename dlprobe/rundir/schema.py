@@ -271,6 +271,9 @@ class Event(_EventKind, total=False):
 class StartEvent(Event, total=False):
     script: str  # the script, or the module with module=True (dlprobe run -m)
     argv: list[str]
+    # True: a fork of a process that had loaded the probe (its heap shared with its parent's until written); False:
+    # it began its own program (exec). Absent in runs recorded before it was.
+    forked: bool
     python: str
     module: bool
 

@@ -485,6 +485,28 @@ def test_the_jobs_pss_peak_leaves_out_a_sum_with_a_parents_reading_from_before_i
     assert job_pss_peak([main, tracker, *workers]) == 100 + 10 + 2 * 160
 
 
+def test_a_rank_that_began_its_own_program_sums_with_its_agents_older_reading():
+    # A clean-clone CI run's node total (378 MiB) came out below one rank's own peak (559 MiB): torchrun's agent,
+    # read before it started the ranks and not again until the end, left out every sum that held the ranks. A rank
+    # is an exec'd program that shares no heap with the agent; its forked workers still share its own.
+    from dlprobe.analysis.model import ProcessRecord, Series
+    from dlprobe.analysis.stats import job_pss_peak
+
+    def proc(pid: int, readings: list[tuple[float, int]], ppid: int | None = None, own: bool = False) -> ProcessRecord:
+        t, v = [t for t, _ in readings], [v for _, v in readings]
+        return ProcessRecord(pid, "other", ppid=ppid, own_program=own,
+                             series=Series(t=t, rss=list(v), uss=list(v), pss=list(v), swap=[0] * len(t)))  # fmt: skip
+
+    agent = proc(1, [(0.0, 50), (10.0, 50)])
+    rank = proc(2, [(1.0, 300), (4.0, 150), (9.0, 150)], ppid=1, own=True)
+    workers = [proc(10 + i, [(3.0, 150), (5.0, 200), (9.0, 250)], ppid=2) for i in range(2)]
+    # at 3.0 the rank's 300 from before its fork is stale: left out; from 4.0 the sums count
+    assert job_pss_peak([agent, rank, *workers]) == 50 + 150 + 2 * 250
+    # were the rank a fork of the agent, every sum that held it would hold a stale reading of the agent: only the
+    # agent alone is left
+    assert job_pss_peak([agent, proc(2, rank.series.values("pss"), ppid=1), *workers]) == 50
+
+
 def test_a_finding_from_the_jobs_own_files_is_said_once_without_ranks():
     from dlprobe.analysis.stackfile import StackProfile
 
