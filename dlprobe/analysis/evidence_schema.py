@@ -622,6 +622,7 @@ class FdLeakRow(TypedDict, total=False):
     seconds: float
     fds_per_s: float
     fd_limit: int | None
+    fds_first_inherited: bool  # fds_first is its parent's count at the fork: the worker was first read later
     seconds_to_limit: float | None
     fd_targets: list[dict[str, Any]]  # {target: a path pattern or socket/pipe, count}, most first
     fd_targets_at: int | None  # the count when the targets were read

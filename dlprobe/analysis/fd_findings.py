@@ -44,12 +44,42 @@ _CAUSE_KIND = {CAUSE_KEPT_BATCHES: KIND_TORCH_SHM, CAUSE_FILES: KIND_FILE, CAUSE
                CAUSE_PIPES: KIND_PIPE}  # fmt: skip
 
 
-def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
+def _inherited(run: RunData, proc: ProcessRecord) -> tuple[float, int] | None:
+    """A forked worker's descriptors as it began: its parent's, read at or before the fork (a fork inherits every
+    one). Only for a worker first read after it began: on a busy machine the sampler finds a worker that opens 100
+    files a second late, and it reads the worker once before it dies (a clean-clone CI run: 102 of 128, then gone)."""
+    readings = proc.series.values("fds")
+    parent = next((p for p in run.processes if p.pid == proc.ppid), None)
+    if proc.role != "worker" or proc.started is None or parent is None or not readings:
+        return None
+    if readings[0][0] <= proc.started:
+        return None
+    before = [n for t, n in parent.series.values("fds") if t <= proc.started]
+    return (proc.started, before[-1]) if before else None
+
+
+def _projected_to_limit(run: RunData, proc: ProcessRecord, readings: list[tuple[float, int]]) -> bool:
+    """Whether a process that ended between readings, climbing at the rate of its last two, had reached its limit
+    when it ended, in a run that raised `Too many open files` (the error says some process ran out)."""
+    ended = run.gone.get(proc.pid)
+    if len(readings) < 2 or not proc.nofile or ended is None or _emfile_text(run) is None:
+        return False
+    (t0, n0), (t1, n1) = readings[-2], readings[-1]
+    if t1 <= t0 or ended <= t1 or n1 <= n0:
+        return False
+    return n1 + (n1 - n0) / (t1 - t0) * (ended - t1) >= proc.nofile * NEAR_LIMIT_SHARE
+
+
+def _climb(proc: ProcessRecord, run: RunData | None = None) -> dict[str, Any] | None:
     """The process's descriptor climb, or None where its count did not climb as a leak does."""
     readings = proc.series.values("fds")
+    inherited = _inherited(run, proc) if run is not None else None
+    if inherited is not None:
+        readings = [inherited, *readings]
     # Two readings are enough for a process that climbed to its limit between them (a worker opening 100 files a
     # second lives about a second): there is no later half to ask whether it kept climbing.
     at_limit = len(readings) >= 2 and bool(proc.nofile) and readings[-1][1] >= (proc.nofile or 0) * NEAR_LIMIT_SHARE
+    at_limit = at_limit or (run is not None and _projected_to_limit(run, proc, readings))
     if len(readings) < FD_MIN_READINGS and not at_limit:
         return None
     (t0, first), (t1, last) = readings[0], readings[-1]
@@ -80,6 +110,7 @@ def _climb(proc: ProcessRecord) -> dict[str, Any] | None:
         "seconds": round(t1 - t0, 1),
         "fds_per_s": round(rate, 2),
         "fd_limit": proc.nofile,
+        "fds_first_inherited": inherited is not None,  # fds_first is its parent's count at the fork
         "seconds_to_limit": round((proc.nofile - last) / rate, 1) if proc.nofile and rate > 0 else None,
         "fd_targets": [{"target": p, "count": n} for p, n in proc.fd_targets[2]] if proc.fd_targets else [],
         "fd_targets_at": proc.fd_targets[1] if proc.fd_targets else None,
@@ -255,7 +286,7 @@ def find_fd_leak(run: RunData) -> list[Finding]:
     """fd-leak: open descriptors climbing through the run in a worker or the main process, with the cause its
     descriptors' kinds and holder name (a differential: the others ruled out by the same counts)."""
     names = {p.pid: process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
-    rows = [row for p in run.processes if (row := _climb(p)) is not None]
+    rows = [row for p in run.processes if (row := _climb(p, run)) is not None]
     if not rows:
         return []
     rows.sort(key=lambda r: -r["fds_per_s"])
@@ -272,7 +303,9 @@ def find_fd_leak(run: RunData) -> list[Finding]:
     others = len(rows) - 1
     limit = top["fd_limit"]
     title = (
-        f"{who[0].upper()}{who[1:]} leaks file descriptors: {top['fds_first']} -> {top['fds_peak']} open over "
+        f"{who[0].upper()}{who[1:]} leaks file descriptors: {top['fds_first']}"
+        + (" (its parent's, read before the fork)" if top["fds_first_inherited"] else "")
+        + f" -> {top['fds_peak']} open over "
         f"{top['seconds']:g} s (+{_rate(top['fds_per_s'])}/s)"
         + (f", and {others} other process{'es' if others > 1 else ''} alike" if others else "")
     )

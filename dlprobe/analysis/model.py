@@ -138,6 +138,7 @@ class ProcessRecord:
     # torchrun rank, a spawn-started one): it shares no heap with its parent, so a sum with its parent's reading from
     # before it started counts nothing twice (stats.job_pss_summable). False: a fork, or not known.
     own_program: bool = False
+    started: float | None = None  # when the process began (its /proc start time, wall clock); None: not read
 
 
 # What smaps_rollup gives (RSS comes from the cheap statm reading too, and stays).
@@ -510,6 +511,9 @@ def load_run(path: Path) -> RunData:
                 loader_id, worker_id, t_start, first = worker_of[pid]
             proc = ProcessRecord(pid, role, loader_id, worker_id, rec.get("comm"), rec.get("ppid"))
             proc.nofile = rec.get("nofile")
+            started = rec.get("start")
+            if isinstance(started, int | float) and not isinstance(started, bool):
+                proc.started = float(started)
             own = own_start.get(pid)
             if own is not None:  # the worker's own reading, before the user's worker_init_fn ran
                 _append(proc.series, *own)

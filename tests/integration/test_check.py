@@ -116,11 +116,15 @@ def test_a_healthy_loader_passes_against_its_own_baseline_with_its_steps_apart(c
     rules = by_rule(verdict)
     for metric in ("worker_uss_growth", "worker_uss_peak", "total_pss"):
         assert rules[f"baseline {metric}"]["status"] == "pass", rules[f"baseline {metric}"]
-    assert "steps apart" in rules["baseline worker_uss_growth"]["observed"]  # compared without its one-time steps
     assert "spreads of" in rules["baseline worker_uss_growth"]["threshold"]  # the baseline's own noise
     assert verdict["baseline_rule"].startswith("fail above baseline + max(margin, 4 spreads, noise floor)")
     report = json.loads((run_dir / "report.json").read_text())
     growths = [p["growth"] for p in report["processes"] if p["role"] == "worker"]
+    # compared without its one-time steps where a worker had one (its first full collection's copy). On a busy
+    # machine a worker can hold the parent's pages alone before its first reading (the parent wrote them first, as
+    # a clean-clone CI run showed: 45 MiB at the first reading, flat after), and then it has no step to set apart.
+    stepped = any(g["steps"] for g in growths)
+    assert ("steps apart" if stepped else "(no step)") in rules["baseline worker_uss_growth"]["observed"], growths
     assert len(growths) == 2 and all(g["steady_bytes"] <= g["growth_bytes"] for g in growths)
     assert report["system"]["shm_job_peak"] is not None
 

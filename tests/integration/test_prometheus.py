@@ -289,8 +289,9 @@ def test_prometheus_scrapes_a_workers_rising_uss_from_the_textfile_and_metrics(t
         assert labels["loader"] == "0" and labels["start_method"] == "fork" and labels["pid"].isdigit()
         values = [float(v) for _t, v in series["values"]]
         # the copy-on-write growth, seen: above what the worker held when it was first read (on a busy machine the
-        # first scrape can come after the growth, so the scraped series alone need not rise)
-        assert len(values) >= 2 and max(values) > start_uss + 10 * MiB, (values, start_uss)
+        # first scrape can come after the growth, and a starved Prometheus scraped one way in only once in a
+        # clean-clone CI run, so the scraped series alone need not rise nor hold two points)
+        assert values and max(values) > start_uss + 10 * MiB, (values, start_uss)
 
 
 PROMTOOL = shutil.which("promtool")

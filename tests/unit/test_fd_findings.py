@@ -92,6 +92,28 @@ def test_two_readings_are_enough_for_a_worker_that_climbed_to_its_limit_between_
     assert find_fd_leak(run([loader()], [_worker(11, 0, [76, 127], nofile=20_000)])) == []  # far from it: too few
 
 
+def test_a_worker_read_once_before_it_died_climbed_from_what_it_inherited():
+    # A busy machine's sampler found the worker 0.8 s after it began and read it once (102 of 128) before it died of
+    # `Too many open files`: it began with its parent's descriptors, so one reading is a climb (a clean-clone CI run).
+    main = _main(10, [6, 6, 16], nofile=20_000)
+    main.series.t = [99.0, 99.5, 100.5]
+    late = _worker(11, 0, [102], nofile=128)
+    late.series.t, late.ppid, late.started = [100.3], 10, 99.5
+    data = run([loader()], [main, late])
+    data.gone[11] = 100.55
+    data.stderr_tail = "OSError: [Errno 24] Too many open files: '/data/shard-023.tar'"
+    [finding] = find_fd_leak(data)
+    assert finding.severity == "error" and finding.evidence["hit_limit_pids"] == [11]
+    assert "leaks file descriptors: 6 (its parent's, read before the fork) -> 102 open over 0.8 s" in finding.title
+    [row] = finding.evidence["leaking"]
+    assert row["fds_first_inherited"] is True
+    # without the error the one reading proves nothing; nor for a worker that was read from its start
+    data.stderr_tail = ""
+    assert find_fd_leak(data) == []
+    data.stderr_tail, late.started = "OSError: [Errno 24] Too many open files", 100.3
+    assert find_fd_leak(data) == []
+
+
 def test_a_leak_too_quick_for_its_targets_names_the_file_the_refused_open_named():
     data = run([loader()], [_worker(11, 0, [76, 127], nofile=128)])
     data.stderr_tail = "OSError: [Errno 24] Too many open files: '/data/shard-023.tar'"
