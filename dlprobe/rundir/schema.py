@@ -929,7 +929,7 @@ class Sample(TypedDict, total=False):
     avail: int | None
     cg: CgroupReading
     nofile: int | None  # proc: its soft RLIMIT_NOFILE (None: unlimited or not read)
-    start: float  # proc: when the process began (its /proc start time, wall clock)
+    start: float | None  # proc: when the process began (its /proc start time, wall clock); None: not read
     n: int  # fdt: the descriptors open when their targets were read
     top: list[list[Any]]  # fdt: [target pattern, count], most first (system/procfds.target_pattern)
     error: str  # unread: why the process's smaps_rollup could not be read
