@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 REDACTED = "***"
 
@@ -406,7 +406,7 @@ _MAX_DEPTH = 8
 def redact_fields(record: dict[str, Any]) -> dict[str, Any]:
     """The record with the strings under TEXT_FIELDS (at any depth) redacted as text; everything else, and the
     record itself where nothing changed, as given (a caller's nested dicts are never changed in place)."""
-    return _fields(record, False, 0)
+    return cast(dict[str, Any], _fields(record, False, 0))
 
 
 def _fields(value: Any, text: bool, depth: int) -> Any:

@@ -5,7 +5,7 @@ workers' in-flight slots and fatal-signal records, the memory samples, the cgrou
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from dlprobe.analysis import sample_checks
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
@@ -149,7 +149,7 @@ def _held(slot: dict[str, Any], prefer_failed: bool) -> dict[str, Any]:
     """The batch a worker was on when it failed: its first failed fetch, else the fetch in progress."""
     failed = slot.get("failed")
     if prefer_failed and failed:
-        return failed
+        return cast(dict[str, Any], failed)
     if slot.get("phase") in ("getitem", "collate", "worker_init_fn"):
         return slot
     return failed or {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from dlprobe.analysis.model import Epoch, LoaderRecord, RunData
 
@@ -80,5 +81,5 @@ def recorded_usable_cores(run: RunData) -> int:
     return int(machine.get("usable_cores") or machine.get("cpu_affinity") or machine.get("cpu_count") or 1)
 
 
-def events_of(run: RunData, kind: str, loader_id: int | None = None) -> list[dict]:
+def events_of(run: RunData, kind: str, loader_id: int | None = None) -> list[dict[str, Any]]:
     return [e for e in run.events if e.get("ev") == kind and (loader_id is None or e.get("loader") == loader_id)]

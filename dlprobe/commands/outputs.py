@@ -8,7 +8,7 @@ report.json, and never costs the others (report.json is written first, and again
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Console
 from rich.markup import escape
@@ -72,7 +72,7 @@ def read_check(run_dir: Path) -> dict[str, Any] | None:
     if not (run_dir / CHECK_FILE).exists():
         return None
     try:
-        return read_json(run_dir / CHECK_FILE)
+        return cast(dict[str, Any], read_json(run_dir / CHECK_FILE))
     except (OSError, ValueError):
         return None
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import gc
 import time
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 
-class ListIndexDataset(Dataset):
+class ListIndexDataset(Dataset[Any]):
     """The common pattern: one Python dict per sample. Every read bumps refcounts -> copy-on-write."""
 
     def __init__(self, n: int) -> None:
@@ -31,7 +32,7 @@ class ListIndexDataset(Dataset):
         return torch.tensor([len(str(sample["path"])), i % 7], dtype=torch.float32), int(sample["label"])
 
 
-class ArrayIndexDataset(Dataset):
+class ArrayIndexDataset(Dataset[Any]):
     """The fix: the same index in numpy arrays, which hold no per-item Python objects."""
 
     def __init__(self, n: int) -> None:

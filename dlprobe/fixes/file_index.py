@@ -328,7 +328,7 @@ def pil_loader(path: str) -> Any:
 def _define_dataset() -> type:
     from torch.utils.data import Dataset as TorchDataset
 
-    class FileIndexDataset(TorchDataset):
+    class FileIndexDataset(TorchDataset[Any]):
         """ImageFolder from a `build_file_index` index: the same samples, targets and classes, no torchvision.
 
         `samples` (also `imgs`) is a read-only sequence of (path, class index), `targets` a numpy int64 array;

@@ -281,7 +281,7 @@ class _LineStreamCore:
 def _define_dataset() -> type:
     from torch.utils.data import IterableDataset
 
-    class ShardedLineStream(_LineStreamCore, IterableDataset):
+    class ShardedLineStream(_LineStreamCore, IterableDataset[Any]):
         """An IterableDataset over a `path label` file: each line once per epoch across all ranks and workers.
 
         ShardedLineStream(path, shuffle_blocks=True, seed=0, drop_last=False, block_bytes=1 MiB, rank=None,

@@ -759,7 +759,7 @@ def _patch_family(base: type, name: str, wrap: Any) -> None:
             super(cast(Any, base), cls).__init_subclass__(**kwargs)
         _wrap_own(cls, name, wrap)
 
-    base.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+    base.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment,arg-type]
 
 
 def patch_dataloader(module: ModuleType) -> None:

@@ -28,7 +28,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from dlprobe.in_training import batch_compare, detached, probe_errors, quiet_fork, quiet_signals, sandbox
 from dlprobe.in_training.event_log import get_log
@@ -198,6 +198,7 @@ class _Stream:
         self.base_seed, self.init_fn = base_seed, init_fn
 
     def __getitem__(self, position: int) -> Any:
+        import torch
         import torch.utils.data._utils.worker as torch_worker  # the training imported torch: already loaded
 
         seed = 0
@@ -206,10 +207,11 @@ class _Stream:
 
             seed = self.base_seed + self.worker_id
             random.seed(seed)
-            torch_worker.torch.manual_seed(seed)
+            torch.manual_seed(seed)
             numpy = sys.modules.get("numpy")
             if numpy is not None:
-                numpy.random.seed(torch_worker._generate_state(self.base_seed, self.worker_id))
+                generate_state = cast(Callable[[int, int], list[int]], torch_worker._generate_state)
+                numpy.random.seed(generate_state(self.base_seed, self.worker_id))
         torch_worker._worker_info = torch_worker.WorkerInfo(
             id=self.worker_id, num_workers=self.num_workers, seed=seed, dataset=self.dataset
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from dlprobe.frames import PROBE_DIR, is_probe_file
 
@@ -57,7 +57,7 @@ def patch_exception_wrapper() -> None:
     wrapper = _utils.ExceptionWrapper
     if getattr(wrapper, "_dlprobe_patched", False):
         return
-    original_init = wrapper.__init__
+    original_init = cast(Callable[..., None], wrapper.__init__)
 
     def __init__(self: Any, exc_info: Any = None, where: str = "in background") -> None:
         if exc_info is None:

@@ -285,7 +285,7 @@ def _settled(stamps: list[float], nw: int, pf: int | None) -> bool:
     if mean <= 0:
         return False
     sd = (sum((x - mean) ** 2 for x in spans) / (rounds - 1)) ** 0.5
-    return sd / mean / rounds**0.5 <= SETTLED_SE
+    return bool(sd / mean / rounds**0.5 <= SETTLED_SE)
 
 
 def _short(stamps: list[float], nw: int, pf: int | None) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError
@@ -82,18 +82,21 @@ def triage(path: str, machine_check: bool = True, kernel_log: str | None = None)
     findings = diagnose(scan, machine, log_time(None if path == STDIN else Path(path)))
     failures = [f for f in findings if f.severity == "error"]
     # the log's lines are quoted in the summary, --json and --html: a credential it printed is not
-    return _without_credentials(
-        {
-            "schema_version": SCHEMA_VERSION,
-            "kind": "triage",
-            "dlprobe_version": __version__,
-            "log": scan.to_dict(),
-            "failure_found": bool(failures),
-            "no_failure_reason": None if failures else _no_failure_reason(scan),
-            "machine": machine.to_dict(),
-            "findings": [f.to_dict() for f in findings],
-            "reproduce": reproduce(scan, findings) if failures else None,
-        }
+    return cast(
+        dict[str, Any],
+        _without_credentials(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "kind": "triage",
+                "dlprobe_version": __version__,
+                "log": scan.to_dict(),
+                "failure_found": bool(failures),
+                "no_failure_reason": None if failures else _no_failure_reason(scan),
+                "machine": machine.to_dict(),
+                "findings": [f.to_dict() for f in findings],
+                "reproduce": reproduce(scan, findings) if failures else None,
+            }
+        ),
     )
 
 

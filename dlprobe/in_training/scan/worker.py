@@ -13,7 +13,7 @@ import signal
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from dlprobe.frames import innermost_user_frame
 from dlprobe.in_training.scan.sample_check import Signature, check_sample
@@ -109,7 +109,8 @@ def _set_up(job: Prepared, parent_pid: int) -> None:
     except ImportError:  # noqa: S110 - no numpy: nothing of numpy's to seed
         pass
     else:
-        np.random.seed(torch_worker._generate_state(job.base_seed, job.worker_id))
+        generate_state = cast(Callable[[int, int], list[int]], torch_worker._generate_state)
+        np.random.seed(generate_state(job.base_seed, job.worker_id))
     if job.init_fn is not None:
         job.init_fn(job.worker_id)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from dlprobe import atomic
 from dlprobe.rundir.inflight_format import read_all, read_slot, slot_path
@@ -112,7 +112,7 @@ class HangWatch:
         atomic.write_text_atomic(
             folder / hang_record_name(self.count), json.dumps(record, indent=1, default=str) + "\n"
         )
-        self.last_record = cast(HangRecord, record)
+        self.last_record = record
         self.stopped = self.on_hang == "stop"
         return self.stopped
 
