@@ -58,28 +58,38 @@ def _inherited(run: RunData, proc: ProcessRecord) -> tuple[float, int] | None:
     return (proc.started, before[-1]) if before else None
 
 
-def _projected_to_limit(run: RunData, proc: ProcessRecord, readings: list[tuple[float, int]]) -> bool:
+def _count_when_ended(run: RunData, proc: ProcessRecord, last: tuple[float, int], rate: float) -> float | None:
+    """The descriptors a process that ended after its `last` reading held as it ended, climbing at `rate` (a worker
+    opening 80 a second ends between two readings a second apart). None: it did not end after that reading."""
+    ended = run.gone.get(proc.pid)
+    if ended is None or ended <= last[0]:
+        return None
+    return last[1] + rate * (ended - last[0])
+
+
+def _projected_to_limit(run: RunData, proc: ProcessRecord, readings: list[tuple[float, int]], emfile: bool) -> bool:
     """Whether a process that ended between readings, climbing at the rate of its last two, had reached its limit
     when it ended, in a run that raised `Too many open files` (the error says some process ran out)."""
-    ended = run.gone.get(proc.pid)
-    if len(readings) < 2 or not proc.nofile or ended is None or _emfile_text(run) is None:
+    if len(readings) < 2 or not proc.nofile or not emfile:
         return False
     (t0, n0), (t1, n1) = readings[-2], readings[-1]
-    if t1 <= t0 or ended <= t1 or n1 <= n0:
+    if t1 <= t0 or n1 <= n0:
         return False
-    return n1 + (n1 - n0) / (t1 - t0) * (ended - t1) >= proc.nofile * NEAR_LIMIT_SHARE
+    count = _count_when_ended(run, proc, (t1, n1), (n1 - n0) / (t1 - t0))
+    return count is not None and count >= proc.nofile * NEAR_LIMIT_SHARE
 
 
-def _climb(proc: ProcessRecord, run: RunData | None = None) -> dict[str, Any] | None:
-    """The process's descriptor climb, or None where its count did not climb as a leak does."""
+def _climb(proc: ProcessRecord, run: RunData, emfile: bool) -> dict[str, Any] | None:
+    """The process's descriptor climb, or None where its count did not climb as a leak does (`emfile`: the run
+    raised `Too many open files`)."""
     readings = proc.series.values("fds")
-    inherited = _inherited(run, proc) if run is not None else None
+    inherited = _inherited(run, proc)
     if inherited is not None:
         readings = [inherited, *readings]
     # Two readings are enough for a process that climbed to its limit between them (a worker opening 100 files a
     # second lives about a second): there is no later half to ask whether it kept climbing.
     at_limit = len(readings) >= 2 and bool(proc.nofile) and readings[-1][1] >= (proc.nofile or 0) * NEAR_LIMIT_SHARE
-    at_limit = at_limit or (run is not None and _projected_to_limit(run, proc, readings))
+    at_limit = at_limit or _projected_to_limit(run, proc, readings, emfile)
     if len(readings) < FD_MIN_READINGS and not at_limit:
         return None
     (t0, first), (t1, last) = readings[0], readings[-1]
@@ -151,9 +161,9 @@ def _reached_limit(run: RunData, proc: ProcessRecord, row: dict[str, Any] | None
     if not proc.nofile or not readings:
         return False
     count = max(n for _, n in readings)
-    ended = run.gone.get(proc.pid)
-    if row is not None and ended is not None and ended > readings[-1][0]:
-        count = max(count, int(readings[-1][1] + row["fds_per_s"] * (ended - readings[-1][0])))
+    at_end = _count_when_ended(run, proc, readings[-1], row["fds_per_s"]) if row is not None else None
+    if at_end is not None:
+        count = max(count, int(at_end))
     return count >= proc.nofile * NEAR_LIMIT_SHARE
 
 
@@ -286,11 +296,11 @@ def find_fd_leak(run: RunData) -> list[Finding]:
     """fd-leak: open descriptors climbing through the run in a worker or the main process, with the cause its
     descriptors' kinds and holder name (a differential: the others ruled out by the same counts)."""
     names = {p.pid: process_name(p.role, p.pid, p.loader_id, p.worker_id, p.comm) for p in run.processes}
-    rows = [row for p in run.processes if (row := _climb(p, run)) is not None]
+    emfile = _emfile_text(run)
+    rows = [row for p in run.processes if (row := _climb(p, run, emfile is not None)) is not None]
     if not rows:
         return []
     rows.sort(key=lambda r: -r["fds_per_s"])
-    emfile = _emfile_text(run)
     by_pid = {r["pid"]: r for r in rows}
     # A leaking process read at its limit reached it, whether or not the run's output kept the error (a worker whose
     # EMFILE never reached the loop: the main process then sees only torch's EOFError).

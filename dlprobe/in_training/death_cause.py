@@ -175,8 +175,8 @@ def reaped_status(exc: BaseException, pid: int) -> int | None:
     it), found in the locals of torch's frames on the exception's traceback.
 
     Torch says "is killed by signal" only when its SIGCHLD handler sees the death first; when the loader's own
-    liveness check reaps the worker first, torch says just "exited unexpectedly" (1 of 9 clean-clone CI runs of the
-    torchrun test), and the signal is then only in the Process object that reaped it: `failed_workers` in
+    liveness check reaps the worker first, torch says just "exited unexpectedly" (a clean-clone CI run of the torchrun
+    test, and a busy rerun of it), and the signal is then only in the Process object that reaped it: `failed_workers` in
     `_try_get_data`, or the iterator's `_workers`."""
     current: BaseException | None = exc
     for _ in range(20):  # a chain that loops back on itself ends here
