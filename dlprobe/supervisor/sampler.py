@@ -316,6 +316,26 @@ class Sampler:
         for pid in pids:
             self.add_pid(pid)
 
+    def _ended(self, pid: int, now: float) -> None:
+        """Record that `pid` ended (or began to die) by the tick stamped `now`, and forget what is kept for it."""
+        self.gone.add(pid)
+        self.files.forget(pid)
+        for schedule in (self.fd_seen, self.fd_last, self.fd_limits, self.first_fds, self.fds_at_targets):
+            schedule.pop(pid, None)
+        for kept in self.thinner.process_ended():  # the readings before a death are written whole, first
+            self._write(kept)
+        self._write({"k": SAMPLE_GONE, "pid": pid, "t": round(now, 3)})
+
+    def _recheck_parents(self, now: float, cheap: dict[int, tuple[int, int]]) -> None:
+        """The workers' smaps are read after every process's stat, and on a busy machine that can be a second later: a
+        training process killed in between leaves its pages to the workers, whose readings would be stamped as taken
+        while it lived and read as copy-on-write. The processes that are not workers (the training process, a
+        forkserver, an agent: a few) are read again once the workers are; one dying by now ended within this tick, so
+        this tick's worker readings are teardown (analysis/teardown.py cuts them)."""
+        for pid in sorted(cheap):
+            if pid not in self.workers and pid not in self.gone and self.files.stat(pid) is None:
+                self._ended(pid, now)
+
     def tick(self, now: float) -> None:
         if now >= self.next_discover:
             self.discover()
@@ -325,13 +345,7 @@ class Sampler:
         for pid in sorted(self.known - self.gone):
             stat = self.files.stat(pid)
             if stat is None:
-                self.gone.add(pid)
-                self.files.forget(pid)
-                for schedule in (self.fd_seen, self.fd_last, self.fd_limits, self.first_fds, self.fds_at_targets):
-                    schedule.pop(pid, None)
-                for kept in self.thinner.process_ended():  # the readings before a death are written whole, first
-                    self._write(kept)
-                self._write({"k": SAMPLE_GONE, "pid": pid, "t": round(now, 3)})
+                self._ended(pid, now)
                 continue
             cheap[pid] = stat[:2]
             # Whether a worker computes or waits (for a read, or for a core): the analysis divides by wall time.
@@ -368,6 +382,8 @@ class Sampler:
             if pid in fds:
                 readings[str(pid)][SAMPLE_FDS] = fds[pid]
             self.last[pid] = {**self.last.get(pid, {}), **readings[str(pid)]}
+        if chosen:
+            self._recheck_parents(now, cheap)
         row: dict[str, Any] = {"k": SAMPLE_READING, "t": round(now, 3), "p": readings}
         if self.threads:
             row["th"] = self._thread_readings()

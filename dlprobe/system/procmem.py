@@ -31,13 +31,21 @@ def read_stat(pid: int) -> tuple[int, int, float] | None:
         return None
 
 
+PF_EXITING = 0x4  # include/linux/sched.h: the task is in do_exit (a kill was delivered, or it called exit)
+
+
 def parse_stat(data: bytes) -> tuple[int, int, float] | None:
-    """read_stat's (rss bytes, page faults, CPU seconds) from the bytes of /proc/PID/stat; None for a zombie."""
+    """read_stat's (rss bytes, page faults, CPU seconds) from the bytes of /proc/PID/stat; None for a process that
+    is exiting or has exited (a zombie)."""
     try:
         # comm (field 2) may hold spaces and parentheses; every later field follows the last ')'
         fields = data[data.rindex(b")") + 2 :].split()
         if fields[0] in (b"Z", b"X"):
             return None  # exited, not yet reaped: its memory is gone (RSS reads 0), so it counts as gone
+        if int(fields[6]) & PF_EXITING:
+            # Dying: its pages are being unmapped (by exit, or the OOM reaper), so the workers that shared them hold
+            # them alone from here on. Counted as gone, or their teardown readings are stamped as if it lived.
+            return None
         cpu_s = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
         return int(fields[21]) * PAGE_SIZE, int(fields[7]) + int(fields[9]), cpu_s
     except (IndexError, ValueError):

@@ -110,3 +110,17 @@ def test_a_process_cpu_counts_every_thread_where_its_main_threads_schedstat_miss
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_process_in_its_exit_reads_as_gone():
+    from dlprobe.system.procmem import PF_EXITING, parse_stat
+
+    # An OOM-killed training process unmaps its pages while it exits; its workers then hold them alone. Its stat
+    # still reads "R" or "D" then, with PF_EXITING in the flags (field 9): it must count as gone from that moment.
+    with open(f"/proc/{os.getpid()}/stat", "rb") as f:
+        data = f.read()
+    head, _, tail = data.rpartition(b") ")
+    fields = tail.split(b" ")
+    assert parse_stat(data) is not None and not int(fields[6]) & PF_EXITING
+    fields[6] = str(int(fields[6]) | PF_EXITING).encode()
+    assert parse_stat(head + b") " + b" ".join(fields)) is None
