@@ -49,12 +49,12 @@ def _workers(run: RunData, loader_id: int) -> dict[int, _Worker]:
     return {pid: w for pid, w in out.items() if w.start is not None and w.last is not None}
 
 
-def _epoch_of(loader: LoaderRecord) -> dict[int, int]:
-    """worker pid -> the first epoch whose event listed it."""
-    out: dict[int, int] = {}
+def _epochs_of(loader: LoaderRecord) -> dict[int, set[int]]:
+    """worker pid -> the epochs whose events listed it (a persistent worker: every epoch's)."""
+    out: dict[int, set[int]] = {}
     for e in loader.epochs:
         for pid in e.worker_pids:
-            out.setdefault(pid, e.epoch)
+            out.setdefault(pid, set()).add(e.epoch)
     return out
 
 
@@ -85,7 +85,8 @@ def grown_attributes(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]
     workers = _workers(run, loader.loader_id)
     if not workers:
         return []
-    epoch_of = _epoch_of(loader)
+    epochs_of = _epochs_of(loader)
+    epoch_of = {pid: min(epochs) for pid, epochs in epochs_of.items()}  # the epoch that started it
     batch_size = loader.config.get("batch_size")
     paths = sorted({p for w in workers.values() for p in (w.last or {})})
     rows: list[dict[str, Any]] = []
@@ -108,11 +109,22 @@ def grown_attributes(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]
             "grown_items": sum(growth),
             "samples_fetched": samples,
             "items_per_sample": round(sum(growth) / samples, 3) if samples else None,
-            "epochs": len({epoch_of[w.pid] for w in grown if w.pid in epoch_of}),
+            "epochs": _served(loader, grown, epochs_of),
             "fate": _fate(loader, path, grown, epoch_of),
         })  # fmt: skip
     rows.sort(key=lambda r: int(r["grown_items"]), reverse=True)
     return rows[:NAMED_MAX]
+
+
+def _served(loader: LoaderRecord, grown: list[_Worker], epochs_of: dict[int, set[int]]) -> int:
+    """How many epochs the grown workers served: those whose events listed them and, for persistent workers (an
+    epoch's event lists the workers it started, none after the first), every later epoch begun before their last
+    reading."""
+    served: set[int] = set().union(*(epochs_of.get(w.pid, set()) for w in grown))
+    if served and loader.config.get("persistent_workers"):
+        last = max(w.last_t for w in grown)
+        served |= {e.epoch for e in loader.epochs if e.epoch > min(served) and e.t_start <= last}
+    return len(served)
 
 
 def _growth(w: _Worker, path: str) -> int:

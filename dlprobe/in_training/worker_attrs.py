@@ -9,10 +9,12 @@ Cheap and bounded by construction: the dataset's data attributes are the summary
 attribute_values: `vars()` only, wrapped datasets followed a few levels), each counted by the builtin container's
 own `__len__` (dict, list, tuple, set, frozenset, deque) or an ndarray's first dimension, called on the C type, so a
 subclass's `__len__` (user code) never runs; nothing deeper. Read as the worker starts, then on the batch recorder's
-clock (WorkerBatches.add compares one float per batch; a reading is due INTERVAL_S after the last, the interval
-doubling to MAX_INTERVAL_S so a long run writes tens of events per worker, not thousands) and as the worker exits
-(multiprocessing's finalizers; torch's workers never run atexit). An event is written at the start and the end, and in
-between only when a count changed. Worker processes only: a thread worker shares the training process's dataset."""
+clock (WorkerBatches.add compares one float per batch; a reading is due INTERVAL_S after the last for the first
+STEADY_S, then the interval doubles to MAX_INTERVAL_S, so a long run writes tens of events per worker, not thousands)
+and as the worker exits (multiprocessing's finalizers; torch's workers never run atexit; a persistent worker is
+stopped at the training's exit without them: its last tick is its last reading). An event is written at the start
+and the end, and in between only when a count changed. Worker processes only: a thread worker shares the training
+process's dataset."""
 
 from __future__ import annotations
 
@@ -27,8 +29,12 @@ from dlprobe.in_training.dataset_inspect import attribute_values
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.schema import EV_WORKER_ATTRS, WORKER_ATTRS_MAX
 
-INTERVAL_S = 1.0  # the first readings after the start, a second apart
-MAX_INTERVAL_S = 32.0  # the interval doubles after each event up to this
+INTERVAL_S = 1.0  # readings a second apart for the worker's first STEADY_S
+# Then the interval doubles after each event, up to MAX_INTERVAL_S. Not sooner: a persistent worker is stopped at
+# the training's exit without running its finalizers, so its last tick is its last reading, and a short run's must
+# still fall in its last epoch.
+STEADY_S = 30.0
+MAX_INTERVAL_S = 32.0
 _now = time.time  # the batch recorder's clock: WorkerBatches.add compares its batch's end with `due`
 # The C types' own __len__, called unbound: a subclass's override (the user's code) is never run.
 _LENGTHS: tuple[tuple[type, Any], ...] = (
@@ -73,7 +79,8 @@ class AttrCounter:
         self.loader_id = loader_id
         self.worker_id = worker_id
         self.interval = INTERVAL_S
-        self.due = _now() + self.interval  # compared on every batch: the only per-batch cost
+        self.started = _now()
+        self.due = self.started + self.interval  # compared on every batch: the only per-batch cost
         self.sent: dict[str, int] | None = None
         self.stopped = False
 
@@ -85,10 +92,12 @@ class AttrCounter:
         try:
             now = counts(self.dataset)
             if phase == "tick":
-                self.due = _now() + self.interval
+                t = _now()
+                self.due = t + self.interval
                 if now == self.sent:
                     return
-                self.interval = min(MAX_INTERVAL_S, self.interval * 2)
+                if t - self.started >= STEADY_S:
+                    self.interval = min(MAX_INTERVAL_S, self.interval * 2)
             self.sent = now
             log = get_log()
             if log is not None:

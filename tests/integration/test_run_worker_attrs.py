@@ -61,3 +61,16 @@ def test_growth_the_dataset_does_not_hold_names_no_attribute(probe):
     words = finding["title"] + finding["detail"] + finding["fix"]
     assert not any(word in words for word in ATTRIBUTE_WORDS), words
     assert "Look for state that grows in __getitem__" in finding["fix"]
+
+
+def test_persistent_workers_each_keep_their_own_cache_and_are_told_to_bound_it(probe):
+    result = probe("dict_cache_each_epoch.py", "persistent")
+    assert result.returncode == 0, result.stderr
+    [finding] = result.findings("cow-growth")
+    [grown] = finding["evidence"]["growing_attributes"]
+    # the same 2 workers all 3 epochs: each began at 0 once and kept what it decoded (more than one epoch's 384). They
+    # are stopped at the script's exit without their last reading: the last tick (a second apart) was in a later epoch
+    assert (grown["workers"], grown["fate"]) == (2, "kept") and grown["epochs"] >= 2
+    assert grown["start_items_max"] == 0 and 384 < grown["end_items_min"] <= 768
+    assert "the workers are persistent, so each keeps its own cache from epoch to epoch" in finding["detail"]
+    assert "thrown away" not in finding["detail"] and finding["fix"].startswith("Bound `self.cache`")

@@ -3,7 +3,8 @@ a dict on the dataset, so each of 2 forked workers fills its own copy (~96 MiB o
 and, the workers not being persistent, takes it with it at each of the 3 epochs' end: the next epoch's workers decode
 every sample again. `filled-first`: the fixed twin, the cache filled in the parent before the DataLoader is built,
 so the workers only read it (a reference count per sample: one page each, not the sample). `module-cache`: the same
-growth in a dict of the module's, not the dataset's (as a C library's own buffers would be): no attribute grows."""
+growth in a dict of the module's, not the dataset's (as a C library's own buffers would be): no attribute grows.
+`persistent`: persistent_workers=True, each worker keeping its own cache across the epochs (up to all 768)."""
 
 import sys
 import time
@@ -46,7 +47,8 @@ if __name__ == "__main__":
     dataset = CachedDecode(module_cache=sys.argv[1:] == ["module-cache"])
     if sys.argv[1:] == ["filled-first"]:
         dataset.fill()
-    loader = DataLoader(dataset, batch_size=16, shuffle=True, num_workers=2)
+    persistent = sys.argv[1:] == ["persistent"]
+    loader = DataLoader(dataset, batch_size=16, shuffle=True, num_workers=2, persistent_workers=persistent)
     checksum = 0
     for _epoch in range(3):
         for x, y in loader:

@@ -49,10 +49,12 @@ def test_one_epoch_of_workers_goes_with_the_epoch_and_persistent_workers_keep_it
     one = [[11, 12]]
     [row] = grown_attributes(fakes.run([_loader(one)], [], events=_cache_events([11, 12], 80)), _loader(one))
     assert row["fate"] == ENDS_WITH_EPOCH
-    same = [[11, 12], [11, 12]]  # persistent: the same pids every epoch, the cache going on from where it was
-    events = _cache_events([11, 12], 160)
+    # persistent: the first epoch's event lists its workers, the later ones none (epochs begin at 100, 110, 120);
+    # the workers read last at 115 served the first two
+    same = [[11, 12], [], []]
+    events = _cache_events([11, 12], 160) + [_attrs(pid, 115.0, "tick", 20, cache=200) for pid in (11, 12)]
     [row] = grown_attributes(fakes.run([_loader(same, True)], [], events=events), _loader(same, True))
-    assert row["fate"] == KEPT and row["epochs"] == 1
+    assert row["fate"] == KEPT and row["epochs"] == 2 and row["end_items_max"] == 200
 
 
 def test_new_workers_that_begin_where_the_last_ended_do_not_show_it_thrown_away():

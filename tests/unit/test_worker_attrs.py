@@ -81,7 +81,7 @@ def _events(run_dir) -> list[dict]:
     return [e for e in map(json.loads, lines) if e["ev"] == EV_WORKER_ATTRS]
 
 
-def test_start_and_end_are_always_written_ticks_only_on_a_change_and_less_often(log, monkeypatch):
+def test_start_and_end_are_always_written_ticks_only_on_a_change_and_later_less_often(log, monkeypatch):
     clock = [1000.0]
     monkeypatch.setattr(worker_attrs, "_now", lambda: clock[0])
     ds = DS()
@@ -91,13 +91,17 @@ def test_start_and_end_are_always_written_ticks_only_on_a_change_and_less_often(
     counter.tick(3)  # nothing changed: no event, the same interval
     clock[0] += 1
     ds[0], ds[1]
-    counter.tick(5)  # changed: an event, the next one later
-    assert counter.due == 1001.0 + worker_attrs.INTERVAL_S and counter.interval == 2 * worker_attrs.INTERVAL_S
+    counter.tick(5)  # changed: an event, the next one a second later (the worker's first STEADY_S)
+    assert counter.due == 1001.0 + worker_attrs.INTERVAL_S and counter.interval == worker_attrs.INTERVAL_S
     counter.read("end", 9)  # unchanged, written all the same
     events = _events(log)
     assert [(e["phase"], e["batches"], e["attrs"]["self.cache"]) for e in events] == [
         ("start", 0, 0), ("tick", 5, 2), ("end", 9, 2)]  # fmt: skip
     assert all(e["loader"] == 0 and e["worker_id"] == 1 for e in events)
+    clock[0] += worker_attrs.STEADY_S  # past it, the interval doubles at each change, up to its cap
+    ds[2]
+    counter.tick(10)
+    assert counter.interval == 2 * worker_attrs.INTERVAL_S
     for _ in range(20):
         ds[len(ds.cache)]
         counter.tick(10)
