@@ -285,6 +285,23 @@ class _CowCost(TypedDict, total=False):
     parent_bytes: int | None
 
 
+class GrowingAttribute(TypedDict, total=False):
+    """A dataset attribute that grew inside the workers (analysis/attr_growth.py), counted in each worker."""
+
+    attribute: str  # its path from the dataset: self.cache
+    workers: int  # workers whose counts were read
+    grown_workers: int  # of them, those where it grew by attr_growth.ATTR_MIN_ITEMS or more
+    start_items_min: int  # its items at those workers' start (0: absent or empty)
+    start_items_max: int
+    end_items_min: int  # at their last reading
+    end_items_max: int
+    grown_items: int  # its growth, those workers together
+    samples_fetched: int | None  # their batches times the batch size
+    items_per_sample: float | None
+    epochs: int  # the epochs those workers served
+    fate: str | None  # attr_growth.FATES: thrown_away, ends_with_epoch, kept; None: the run does not show
+
+
 class CowGrowthEvidence(InJob, _CowCost, total=False):
     workers: list[WorkerRow]
     suspects: list[dict[str, Any]]
@@ -293,6 +310,7 @@ class CowGrowthEvidence(InJob, _CowCost, total=False):
     projected_per_worker_bytes: int | None
     gc_at_fork: dict[str, Any] | None
     variant: str  # which story the finding tells (memory_findings.COW_*)
+    growing_attributes: list[GrowingAttribute]  # the allocation story's attributes that grew, the largest first
     teardown_from_s: float
     teardown_pid: int
     teardown_readings: int

@@ -52,6 +52,10 @@ def _cow_title(job: Job, group: list[tuple[RankView, Finding]], labels: str) -> 
     if variant == COW_LOADED_AT_START:
         what = "loaded its own copy of the same data at start, up to {}"
     title = f"Loader {lid} on {labels}: {every} {what.format(format_bytes(peak))} each"
+    # The allocation story's attribute (attr_growth), where every rank's workers grew the same one most
+    grown_attrs = {(f.evidence.get("growing_attributes") or [{}])[0].get("attribute") for _, f in group}
+    if len(grown_attrs) == 1 and (attr := grown_attrs.pop()) is not None:
+        title += f" (`{attr}` grows in them)"
     for memory in {node_of(job, v).node: node_of(job, v) for v, _ in group}.values():
         title += "; " + _node_total_text(job, memory)
     return title

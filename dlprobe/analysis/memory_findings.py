@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlprobe.analysis.attr_growth import grown_attributes, growth_fix, growth_text
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.teardown import teardown_evidence, teardown_note
 from dlprobe.analysis.worker_growth import (
@@ -314,6 +315,21 @@ def _evidence(loader: LoaderRecord, rows: list[dict[str, Any]]) -> dict[str, Any
     }
 
 
+def _grown_title(grown: list[dict[str, Any]]) -> str:
+    """ " (`self.cache` grows in each)" for the title of the allocation story, where an attribute grew."""
+    if not grown:
+        return ""
+    top = grown[0]
+    where = "each" if top["grown_workers"] == top["workers"] else f"{top['grown_workers']} of {top['workers']}"
+    return f" (`{top['attribute']}` grows in {where})"
+
+
+def _grown_detail(grown: list[dict[str, Any]]) -> str:
+    """The attributes that grew, counted in each worker (attr_growth), as sentences for the detail; "" for none."""
+    text = growth_text(grown)
+    return " Counted in each worker: " + text if text else ""
+
+
 def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer_bytes: int) -> list[Finding]:
     """cow-growth from anonymous private memory only; file and tmpfs pages get an info finding at most."""
     findings = []
@@ -358,20 +374,24 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], pee
             )
             evidence["variant"] = COW_LOADED_AT_START
         else:
+            grown_attrs = grown_attributes(run, loader)
             title = (
-                f"Workers of loader {lid} keep allocating: up to {format_bytes(new)} of new anonymous memory each, "
-                f"{_cost_text(cost)} (Anonymous rose), not copy-on-write"
+                f"Workers of loader {lid} keep allocating{_grown_title(grown_attrs)}: up to {format_bytes(new)} of "
+                f"new anonymous memory each, {_cost_text(cost)} (Anonymous rose), not copy-on-write"
             )
             detail = (
                 "The workers' anonymous memory grew, so the growth is new allocations inside the workers (a cache, a "
                 "list that grows per sample, decoded data kept alive) rather than the parent's pages being copied."
                 + (f" Copy-on-write added up to {format_bytes(cow)} more." if cow >= MiB else "")
+                + _grown_detail(grown_attrs)
             )
-            fix = (
+            fix = growth_fix(grown_attrs) or (
                 "Look for state that grows in __getitem__ (caches without a bound, appended lists) and bound or "
                 "remove it, or keep it in the parent before the workers start."
             )
             evidence["variant"] = COW_ALLOCATING
+            if grown_attrs:
+                evidence["growing_attributes"] = grown_attrs
         detail += _projection_note(cost) + teardown_note(run, run.workers(lid))
         evidence |= teardown_evidence(run, run.workers(lid))
         findings.append(Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, lid))
@@ -426,20 +446,23 @@ def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer
         fix = _cow_fix(suspects, worst["uss_growth_bytes"], loader.gc_at_fork)
         evidence["variant"] = COW_COPIED
     else:
+        grown_attrs = grown_attributes(run, loader)
         title = (
-            f"Workers of loader {loader.loader_id} keep allocating: up to "
+            f"Workers of loader {loader.loader_id} keep allocating{_grown_title(grown_attrs)}: up to "
             f"{format_bytes(worst['uss_growth_bytes'])} more private memory each, {_cost_text(cost)}, "
             "and RSS grew with it"
         )
         detail = (
             "RSS grew along with USS, so the growth is new allocations inside the workers (a cache, a list that "
             "grows per sample, decoded data kept alive) rather than shared pages being copied."
-        )
-        fix = (
+        ) + _grown_detail(grown_attrs)
+        fix = growth_fix(grown_attrs) or (
             "Look for state that grows in __getitem__ (caches without a bound, appended lists) and bound or "
             "remove it; " + _suspects_fix(suspects)
         )
         evidence["variant"] = COW_ALLOCATING
+        if grown_attrs:
+            evidence["growing_attributes"] = grown_attrs
     detail += _projection_note(cost) + teardown_note(run, run.workers(loader.loader_id))
     evidence |= teardown_evidence(run, run.workers(loader.loader_id))
     return [Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, loader.loader_id)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from dlprobe.in_training import probe_errors
@@ -194,23 +195,32 @@ def _is_dataset(obj: Any) -> bool:
     return isinstance(obj, torch.utils.data.Dataset)
 
 
-def _walk(dataset: Any, prefix: str, depth: int, out: list[dict[str, Any]]) -> None:
+def attribute_values(dataset: Any, prefix: str = "self", depth: int = 0) -> Iterator[tuple[str, Any]]:
+    """(path, value) of each attribute of the dataset that holds data (not a scalar, not a callable), following
+    wrapped datasets (Subset.dataset, ConcatDataset.datasets) MAX_DEPTH levels down. Reads only `vars()`: no
+    property, no __getattr__ of the user's runs. The dataset summary walks these once; worker_attrs counts them
+    again inside each worker."""
     try:
         attrs = vars(dataset)
     except TypeError:
         return
-    for name, value in attrs.items():
+    for name, value in list(attrs.items()):
         path = f"{prefix}.{name}"
         if _is_dataset(value) and depth < MAX_DEPTH:
-            _walk(value, path, depth + 1, out)
+            yield from attribute_values(value, path, depth + 1)
             continue
         if isinstance(value, (list, tuple)) and value and all(_is_dataset(v) for v in value[:8]):
             if depth < MAX_DEPTH:
                 for i, sub in enumerate(value[:8]):
-                    _walk(sub, f"{path}[{i}]", depth + 1, out)
+                    yield from attribute_values(sub, f"{path}[{i}]", depth + 1)
             continue
         if isinstance(value, _SCALARS) or callable(value) and not isinstance(value, _CONTAINERS):
             continue
+        yield path, value
+
+
+def _walk(dataset: Any, prefix: str, depth: int, out: list[dict[str, Any]]) -> None:
+    for path, value in attribute_values(dataset, prefix, depth):
         try:
             est_bytes, objects = _deep(value)
             entry = {

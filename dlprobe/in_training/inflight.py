@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe import atomic
-from dlprobe.in_training import fatal_signals, probe_errors, send_errors, tracebacks, worker_batches, worker_gc
+from dlprobe.in_training import (
+    fatal_signals,
+    probe_errors,
+    send_errors,
+    tracebacks,
+    worker_attrs,
+    worker_batches,
+    worker_gc,
+)
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.inflight_format import (
     COLLATE,
@@ -447,7 +455,10 @@ def start_worker(run_dir: str, loader_id: int, worker_id: int) -> None:
             "can say how",
         )
     patch_fetchers()
-    _slot.recorder = worker_batches.start(loader_id, worker_id)
+    slot = _slot
+    slot.recorder = worker_batches.start(loader_id, worker_id)
+    if slot.recorder is not None:
+        slot.recorder.attrs = worker_attrs.start(loader_id, worker_id, lambda: slot.fetches)
     try:
         worker_gc.install()  # sent with the batches (worker_batches.flush): a copy at its first full collection
     except Exception as exc:

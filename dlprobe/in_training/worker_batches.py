@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from dlprobe.in_training import probe_errors, worker_gc
+from dlprobe.in_training import probe_errors, worker_attrs, worker_gc
 from dlprobe.in_training.event_log import get_log
 from dlprobe.rundir.schema import EV_WORKER_BATCHES, WORKER_BATCH_CAP
 
@@ -80,6 +80,8 @@ class WorkerBatches:
         # ~0.6 us): a batch's queued time runs from the previous batch's end, so it includes the wait for a core
         # after waking for the next index, which is queued time too.
         self.queued_last = self._queued()
+        # The dataset's attribute sizes (worker_attrs), read on this recorder's clock: a worker process's only.
+        self.attrs: worker_attrs.AttrCounter | None = None
 
     def _queued(self) -> float:
         fd = self.run_delay_fd
@@ -114,6 +116,9 @@ class WorkerBatches:
             queued, self.queued_last = now - self.queued_last, now
         task = _task()
         slot.keep_recent(task, start, collate, end, first)  # every batch: what a kill or a hang leaves unsent
+        attrs = self.attrs
+        if attrs is not None and end >= attrs.due:  # one comparison per batch; a reading about once a second
+            attrs.tick(fetches)
         if fetches % self.stride:
             return
         if not self.rows:

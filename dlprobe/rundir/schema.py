@@ -195,6 +195,10 @@ EV_FORK_HANDLES = "fork_handles"  # descriptors objects of the dataset hold as a
 # A worker's random generators held on its dataset (in_training/rng_streams.py): each one's state as the main process
 # forked it, as the worker started (after worker_init_fn) and after the worker's first batch.
 EV_WORKER_RNG = "worker_rng"
+# How many items the dataset's data attributes hold inside one worker (in_training/worker_attrs.py): at its start,
+# when a count changed (at most every second, then less often), and at its end.
+EV_WORKER_ATTRS = "worker_attrs"
+WORKER_ATTRS_MAX = 32  # attributes counted per worker at most
 # The order of the indices a loader's sampler gave in one complete epoch, one running hash (in_training/sample_order.py)
 EV_SAMPLE_ORDER = "sample_order"
 EV_START_READINESS = "start_readiness"  # what the other start methods would make of a loader (start_readiness.py)
@@ -501,6 +505,18 @@ class WorkerRngEvent(Event, total=False):
     epoch: int
     worker_id: int
     rngs: list[WorkerRng]
+
+
+class WorkerAttrsEvent(Event, total=False):
+    """EV_WORKER_ATTRS: `attrs` {path from the dataset (self.cache): items} in one worker process; `phase` "start"
+    (as it started, before the script's worker_init_fn), "tick" (a count changed) or "end" (its normal exit);
+    `batches` the batches it had fetched by then."""
+
+    loader: int
+    worker_id: int
+    phase: str
+    batches: int
+    attrs: dict[str, int]
 
 
 class SampleOrderEvent(Event, total=False):

@@ -25,6 +25,7 @@ EVENT_REQUIRED: dict[str, tuple[str, ...]] = {
     schema.EV_WORKER_GC: ("t", "pid", "collections"),
     schema.EV_BATCH_SEND_ERROR: ("t", "pid"),
     schema.EV_WORKER_RNG: ("t", "loader", "epoch", "worker_id", "rngs"),
+    schema.EV_WORKER_ATTRS: ("t", "pid", "loader", "phase", "batches", "attrs"),
     schema.EV_SAMPLE_ORDER: ("t", "loader", "epoch", "digest", "batches"),
     schema.EV_SCRIPT_ERROR: ("t",),
     # tune's and scan's readers index these (tune/results.py collect_trials, scan/result.py feed)
@@ -176,6 +177,7 @@ EVENT_TYPES: dict[str, type] = {
     schema.EV_FORK_STATE: schema.ForkStateEvent,
     schema.EV_FORK_HANDLES: schema.ForkHandlesEvent,
     schema.EV_WORKER_RNG: schema.WorkerRngEvent,
+    schema.EV_WORKER_ATTRS: schema.WorkerAttrsEvent,
     schema.EV_SAMPLE_ORDER: schema.SampleOrderEvent,
     schema.EV_START_READINESS: schema.StartReadinessEvent,
     schema.EV_START_READINESS_SKIPPED: schema.StartReadinessSkippedEvent,

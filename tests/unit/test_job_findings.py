@@ -567,3 +567,33 @@ def test_cow_growth_is_judged_on_the_nodes_total_across_ranks():
     assert cow.title.startswith("Loader 0 on ranks 0-1: every worker copied up to 20.0 MiB")
     assert [r["evidence"]["other_ranks_bytes"] for r in cow.evidence["ranks"]] == [40 * MiB, 40 * MiB]
     assert "80.0 MiB with the other ranks on this node" in cow.evidence["ranks"][0]["title"]
+
+
+def _attr_events(pids: list[int], end: int) -> list[dict[str, Any]]:
+    readings = ((101.5, "start", 0, 0), (105.5, "end", 5, end))
+    return [{"ev": "worker_attrs", "t": t, "pid": pid, "loader": 0, "worker_id": i, "phase": phase, "batches": b,
+             "attrs": {"self.cache": n}}
+            for i, pid in enumerate(pids) for t, phase, b, n in readings]  # fmt: skip
+
+
+def _allocating_ranks(events: list[dict[str, Any]]):
+    """Two ranks whose workers' USS and RSS rise together (new allocations), and the given worker_attrs events."""
+    base = fakes.rank_events(10, 0, [11, 12]) + fakes.rank_events(20, 1, [21, 22])
+    processes = fakes.rank_processes(10, [11, 12], LEAKY) + fakes.rank_processes(20, [21, 22], LEAKY)
+    for p in processes:
+        if p.comm == "pt_data_worker":
+            p.series.rss = [u + 100 * MiB for u in LEAKY]
+    return fakes.job_run(base + events, processes)
+
+
+def test_merged_allocation_names_the_attribute_every_ranks_workers_grew():
+    events = _attr_events([11, 12], 40) + _attr_events([21, 22], 40)
+    [cow] = [f for f in analyze_job(split_job([_allocating_ranks(events)])) if f.code == "cow-growth"]
+    assert cow.evidence["variant"] == "allocating"
+    assert cow.title.startswith("Loader 0 on ranks 0-1: every worker grew by up to 400.0 MiB of private memory each "
+                                "(`self.cache` grows in them)")  # fmt: skip
+    assert "`self.cache` grew from 0 to 40 items in each of the 2 workers" in cow.detail
+    # one rank's workers grew no attribute: the merged title names none
+    events = _attr_events([11, 12], 40) + _attr_events([21, 22], 0)
+    [cow] = [f for f in analyze_job(split_job([_allocating_ranks(events)])) if f.code == "cow-growth"]
+    assert "self.cache" not in cow.title
