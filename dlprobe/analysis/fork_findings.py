@@ -9,7 +9,7 @@ from dlprobe.analysis.death_findings import exception_text
 from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.rundir.schema import EV_FORK_HANDLES, EV_SAMPLE_CHECK, SAMPLE_CHECK_FAILS_ANY, SAMPLE_CHECK_LOADS
-from dlprobe.torch_text import caught_in_worker_process
+from dlprobe.torch_text import caught_in_worker_process, fork_shared_error
 
 # Error types that are a read or a connection failing: with a shared handle in the dataset, the handle is the first
 # suspect, whatever index the failure landed on.
@@ -38,6 +38,9 @@ def _tied_error(error: dict[str, Any], handles: list[dict[str, Any]]) -> str | N
             return f"its traceback reads `{attr}`"
         if library != "io" and re.search(rf"(^|[\s/\"'.]){re.escape(library)}[./]", text):
             return f"it is raised inside {library}"
+    known = fork_shared_error(text)
+    if known is not None:
+        return f"it is {known[0]}'s error for {known[1]}"
     if kind in IO_ERRORS:
         return f"it is an {kind}, a read failing"
     return None
@@ -78,9 +81,13 @@ def _error_name(error: dict[str, Any]) -> str:
 
 
 def _describe(h: dict[str, Any]) -> str:
-    what = "socket" if h.get("kind") == "socket" else h.get("target")
+    what = "socket" if h.get("kind") == "socket" else str(h.get("target"))
+    if h.get("kind") == "socket" and str(h.get("via_owner") or "").startswith("ssl."):
+        what = "a TLS socket"
     if h.get("kind") == "mapped":
         what = f"memory-mapped {what}"
+    if h.get("via"):  # a socket deep inside the object the dataset holds: a session's pooled connection
+        what += f" of a pooled connection, at `{h['via']}`"
     return f"`{h['attribute']}` ({h['owner']}: {what})"
 
 
@@ -126,6 +133,12 @@ def find_shared_handles(run: RunData) -> list[Finding]:
             "every worker at once. Reads then fail or return the wrong bytes at whatever index a worker was on, a "
             "different one each run."
         )
+        if any(h.get("kind") == "socket" for h in handles):
+            detail += (
+                " A connection is one byte stream (and, over TLS, one record counter): every worker writes its "
+                "requests into it and reads whichever reply comes, and the second to use a TLS connection replays "
+                "the first's record numbers, which the server refuses."
+            )
         untied = [m for m in mapped if m not in tied_maps]
         if untied:
             maps = ", ".join(
@@ -155,7 +168,8 @@ def find_shared_handles(run: RunData) -> list[Finding]:
         use = "`__iter__`" if loader.dataset.get("iterable") else "`__getitem__`"
         fix = (
             f"Open it in each worker, not in `__init__`: keep the path in `__init__`, set `{first} = None`, and open "
-            f"it on first use in {use} (`if {first} is None:` open it as `__init__` did), or in a "
+            f"it on first use in {use} (`if {first} is None:` open it as `__init__` did; key it by `os.getpid()` "
+            "where the parent uses it too, so each process opens its own), or in a "
             "`worker_init_fn` (`torch.utils.data.get_worker_info().dataset`). Or start the workers with "
             "`multiprocessing_context='forkserver'` (or 'spawn') and open it after they start."
         )
