@@ -311,31 +311,38 @@ def _unclaimed(
     return out
 
 
+_CONTAINERS = (dict, list, tuple, set, frozenset, collections.deque)
+
+
 def _deep_sockets(
     descriptors: dict[int, dict[str, Any]], handles: list[dict[str, Any]], tops: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """Sockets no object of the walk claimed, found deeper under one of the dataset's attributes (a session's pooled
-    connection): each named by that attribute and its class, the path to the socket in `via`."""
+    connection): each named by the first object on the way that is not a container (`self.session`, or
+    `self.clients['eu']` in a dict of sessions) and its class, the path to the socket in `via`."""
     claimed = {h["fd"] for h in handles}
     wanted = {fd for fd, d in descriptors.items() if d["kind"] == "socket" and fd not in claimed}
     out: list[dict[str, Any]] = []
     seen: set[int] = set()
     for attribute, top in tops.items():
-        queue: collections.deque[tuple[str, Any, int]] = collections.deque([(attribute, top, 0)])
+        queue: collections.deque[tuple[str, Any, int, str, Any]] = collections.deque([(attribute, top, 0, attribute,
+                                                                                       top)])  # fmt: skip
         while queue and wanted and len(seen) < DEEP_OBJECTS:
-            path, obj, depth = queue.popleft()
+            path, obj, depth, holder_path, holder = queue.popleft()
             if id(obj) in seen or _is_leaf(obj):
                 continue
             seen.add(id(obj))
+            if isinstance(holder, _CONTAINERS) and not isinstance(obj, _CONTAINERS):
+                holder_path, holder = path, obj  # the object the user put in the container
             fd = _fileno(obj)
             if fd is not None:
                 if fd in wanted:
                     wanted.discard(fd)
-                    out.append({**descriptors[fd], "attribute": attribute, "owner": owner_of(top), "held_by": "fileno",
-                                "via": path, "via_owner": owner_of(obj)})  # fmt: skip
+                    out.append({**descriptors[fd], "attribute": holder_path, "owner": owner_of(holder),
+                                "held_by": "fileno", "via": path, "via_owner": owner_of(obj)})  # fmt: skip
                 continue  # a socket holds no other object's descriptor
             if depth < DEEP_DEPTH:
-                queue.extend((path + suffix, child, depth + 1) for suffix, child in _children(obj))
+                queue.extend((path + suffix, child, depth + 1, holder_path, holder) for suffix, child in _children(obj))
     return out
 
 

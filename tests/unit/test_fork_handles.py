@@ -178,6 +178,10 @@ def test_a_socket_deep_inside_a_session_is_named_by_the_datasets_attribute_with_
         assert handle["attribute"] == "self.session" and handle["owner"].endswith("Holder")
         assert handle["via"] == "self.session.adapters['https://'].poolmanager.pools._container['k'].queue[2].sock"
         assert handle["via_owner"] == "socket.socket"
+        # sessions kept in a dict: named by the one that holds it, not by the dict
+        [in_dict] = dataset_handles(Holder(clients={"eu": Wrapper(session)}))["handles"]
+        assert in_dict["attribute"] == "self.clients['eu']" and in_dict["owner"].endswith("Wrapper")
+        assert in_dict["via"].startswith("self.clients['eu'].inner.adapters")
         # a session that holds no connection (nothing opened before the fork) hands over nothing
         assert dataset_handles(Holder(session=Holder(adapters={"https://": Pool(None)})))["handles"] == []
     finally:
