@@ -83,6 +83,11 @@ FORK_SHARED_ERRORS: tuple[tuple[str, str, str, re.Pattern[str]], ...] = (
                 r"|File name in directory .* and header .* differ|zipfile\.BadZipFile: (?:Bad|Truncated)"
                 r"|zlib\.error: Error -3 while decompressing(?s:.*)zipfile\.py"
                 r"|zipfile\.py(?s:.*)zlib\.error: Error -3 while decompressing")),
+    ("tarfile", "a tar archive read through one file offset all the workers move",
+     "a member damaged on disk, which fails at the same index every run, also loaded alone",
+     re.compile(r"zlib\.error: Error -3 while decompressing(?s:.*)tarfile\.py"
+                r"|tarfile\.py(?s:.*)zlib\.error: Error -3 while decompressing"
+                r"|tarfile\.ReadError: (?:unexpected end of data|invalid header|bad checksum|empty header)")),
     ("h5py", "an HDF5 file read through one file description all the workers share",
      "a file damaged on disk, which fails at the same index every run, also loaded alone",
      re.compile(r"Can't (?:synchronously )?read data \((?:inflate\(\) failed|wrong B-tree signature|addr overflow"

@@ -6,21 +6,11 @@ import re
 from typing import Any
 
 from dlprobe.analysis.death_findings import exception_text
+from dlprobe.analysis.fork_ties import library, tied_error
 from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.rundir.schema import EV_FORK_HANDLES, EV_SAMPLE_CHECK, SAMPLE_CHECK_FAILS_ANY, SAMPLE_CHECK_LOADS
-from dlprobe.torch_text import caught_in_worker_process, fork_shared_error
-
-# Error types that are a read or a connection failing: with a shared handle in the dataset, the handle is the first
-# suspect, whatever index the failure landed on.
-IO_ERRORS = ("OSError", "IOError", "EOFError", "BlockingIOError", "ConnectionError", "BrokenPipeError",
-             "ConnectionResetError", "TimeoutError", "UnpicklingError", "DecodeError")  # fmt: skip
-
-
-def _library(owner: str) -> str:
-    """The library an object's class comes from: 'h5py._hl.files.File' -> 'h5py'; Python's own file objects -> 'io'."""
-    top = owner.split(".", 1)[0]
-    return "io" if top in ("_io", "io") else top
+from dlprobe.torch_text import caught_in_worker_process
 
 
 def _worker_errors(loader: LoaderRecord) -> list[dict[str, Any]]:
@@ -28,22 +18,9 @@ def _worker_errors(loader: LoaderRecord) -> list[dict[str, Any]]:
 
 
 def _tied_error(error: dict[str, Any], handles: list[dict[str, Any]]) -> str | None:
-    """Why a worker's error points at the shared handles: an I/O error, or its traceback names the attribute or the
-    handle's library; None where it does not."""
-    text = f"{error.get('message') or ''}\n{error.get('cause') or ''}"
-    kind = str(error.get("type") or "")
-    for h in handles:
-        attr, library = h["attribute"], _library(h["owner"])
-        if re.search(re.escape(attr) + r"\b", text):
-            return f"its traceback reads `{attr}`"
-        if library != "io" and re.search(rf"(^|[\s/\"'.]){re.escape(library)}[./]", text):
-            return f"it is raised inside {library}"
-    known = fork_shared_error(text)
-    if known is not None:
-        return f"it is {known[0]}'s error for {known[1]}"
-    if kind in IO_ERRORS:
-        return f"it is an {kind}, a read failing"
-    return None
+    return tied_error(
+        f"{error.get('message') or ''}\n{error.get('cause') or ''}", str(error.get("type") or ""), handles
+    )
 
 
 def _tied_mappings(errors: list[dict[str, Any]], mapped: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -110,7 +87,7 @@ def find_shared_handles(run: RunData) -> list[Finding]:
         if not handles:
             continue
         attributes = list(dict.fromkeys(h["attribute"] for h in handles))
-        libraries = list(dict.fromkeys(_library(h["owner"]) for h in handles))
+        libraries = list(dict.fromkeys(library(h["owner"]) for h in handles))
         first = attributes[0]
         errors = _worker_errors(loader)
         tied = next(((e, why) for e in errors if (why := _tied_error(e, handles))), None)

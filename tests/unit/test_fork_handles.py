@@ -210,3 +210,26 @@ def test_a_session_shared_across_the_fork_is_named_with_its_tls_socket_and_tied_
     assert finding.evidence["tied_by"] == (
         "it is ssl's error for one TLS connection written by several processes (its record numbers replayed)"
     )
+
+
+def test_a_sample_that_fails_alone_is_not_blamed_when_its_error_comes_of_the_shared_handle():
+    from dlprobe.analysis.sample_checks import blames_the_sample, doubt_shared_handle
+
+    tar = {**HANDLE, "target": "/data/train.tar.gz", "attribute": "self.tar", "owner": "tarfile.TarFile"}
+    shared = run([loader(num_workers=4)], [], events=[{"ev": EV_FORK_HANDLES, "t": 1.0, "pid": 1, "loader": 0,
+                                                       "epoch": 0, "fds": 9, "handles": [tar]}])  # fmt: skip
+    message = ("Caught KeyError in DataLoader worker process 0.\nOriginal Traceback ...\n"
+               "    return self.tar.extractfile(self.names[i]).read()\n"
+               "KeyError: \"filename '00002.bin' not found\"")  # fmt: skip
+    evidence = {"exception": "KeyError", "sample_alone": "fails", "error_alone": "KeyError: ..."}
+    doubt_shared_handle(shared, shared.loaders[0], evidence, message)
+    assert not blames_the_sample(evidence) and evidence["sample_alone"] == "unverified"
+    assert "its traceback reads `self.tar`" in evidence["sample_check_reason"]
+    # an error that names neither the handle nor its library, in a dataset that holds one: the sample stays blamed
+    plain = {"exception": "ValueError", "sample_alone": "fails", "error_alone": "ValueError: record 250"}
+    doubt_shared_handle(shared, shared.loaders[0], plain, "ValueError: record 250 has a negative length")
+    assert blames_the_sample(plain)
+    # no handle at the fork (opened in each worker): nothing to doubt
+    alone = {"exception": "KeyError", "sample_alone": "fails"}
+    doubt_shared_handle(run([loader(num_workers=4)], []), loader(num_workers=4), alone, message)
+    assert blames_the_sample(alone)
