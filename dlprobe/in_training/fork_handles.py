@@ -120,7 +120,9 @@ def _mapped_files() -> dict[str, dict[str, Any]]:
 
 
 def _is_leaf(obj: Any) -> bool:
-    if isinstance(obj, (str, bytes, bytearray, int, float, bool, complex, type(None), type)):
+    # a module is the program's, not an object the dataset opened: its globals are not walked (nor a socket in them
+    # named the dataset's)
+    if isinstance(obj, (str, bytes, bytearray, int, float, bool, complex, type(None), type, types.ModuleType)):
         return True
     if callable(obj) and not _declared(obj, "fileno"):  # functions, methods, transforms: no handle of their own
         return True
