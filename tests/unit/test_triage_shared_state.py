@@ -1,8 +1,8 @@
 """`dlprobe triage` of worker errors that are state the workers share, never a bad sample: the errors a handle opened
 before the fork raises (lmdb, a zip or tar.gz archive, a requests.Session's TLS connection) and one error at several
 indices. The logs are the stderr of real runs of tests/scripts/ (lmdb_env_before_fork.py, zip_opened_before_fork.py
-with and without `stored`, tar_gz_opened_before_fork.py, requests_session_before_fork.py,
-socket_client_before_fork.py twice), saved as they were printed."""
+with and without `stored`, tar_gz_opened_before_fork.py, handle_opened_before_fork.py (h5py),
+requests_session_before_fork.py, socket_client_before_fork.py twice), saved as they were printed."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ def diagnosed(name: str):
         ("fork_requests_session_tls.log", "ssl", "requests.exceptions.SSLError", "BAD_RECORD_MAC"),
         ("fork_requests_session_tls_direct.log", "ssl", "requests.exceptions.SSLError", "BAD_RECORD_MAC"),
         ("fork_tar_gz_zlib.log", "tarfile", "zlib.error", "Error -3 while decompressing"),
+        ("fork_h5py_file_object.log", "h5py", "OSError", "Can't synchronously read data"),
     ],
 )
 def test_an_error_a_handle_shared_across_the_fork_raises_is_named_so_and_never_a_bad_sample(log, library, exception,
