@@ -66,6 +66,54 @@ def caught_in_worker_process(text: str) -> tuple[str, int] | None:
     return match["exception"], int(match["worker_id"])
 
 
+# Errors known to come from a handle the workers share because it was opened before they forked, as the libraries
+# word them (seen on real runs: tests/fixtures/logs/fork_*.log): (library as users import it, what it means, the other
+# cause the same words can have and how it differs, the pattern over the exception's type, message and traceback).
+# One of these is never a bad sample, whatever index it landed on: another worker moved the shared offset, took the
+# reader slot, or wrote to the same connection.
+FORK_SHARED_ERRORS: tuple[tuple[str, str, str, re.Pattern[str]], ...] = (
+    ("lmdb", "LMDB's reader table or transaction used from a forked copy of the environment",
+     "more readers at once than the environment's max_readers (126 by default), which fails alike with "
+     "the environment opened in each worker",
+     re.compile(r"MDB_BAD_RSLOT|MDB_READERS_FULL|MDB_BAD_TXN|mdb_txn_begin: Invalid argument"
+                r"|lmdb\.\w*Error\b.*mdb_txn_begin")),
+    ("zipfile", "a zip archive read through one file offset all the workers move",
+     "a member damaged on disk, which fails at the same index every run, also loaded alone",
+     re.compile(r"Bad CRC-32 for file|Bad magic number for file header|Truncated file header|Overlapped entries"
+                r"|File name in directory .* and header .* differ|zipfile\.BadZipFile: (?:Bad|Truncated)"
+                r"|zlib\.error: Error -3 while decompressing(?s:.*)zipfile\.py"
+                r"|zipfile\.py(?s:.*)zlib\.error: Error -3 while decompressing")),
+    ("tarfile", "a tar archive read through one file offset all the workers move",
+     "a member damaged on disk, which fails at the same index every run, also loaded alone",
+     re.compile(r"zlib\.error: Error -3 while decompressing(?s:.*)tarfile\.py"
+                r"|tarfile\.py(?s:.*)zlib\.error: Error -3 while decompressing"
+                r"|tarfile\.ReadError: (?:unexpected end of data|invalid header|bad checksum|empty header)")),
+    ("h5py", "an HDF5 file read through one file description all the workers share",
+     "a file damaged on disk, which fails at the same index every run, also loaded alone",
+     re.compile(r"Can't (?:synchronously )?read data \((?:inflate\(\) failed|wrong B-tree signature|addr overflow"
+                r"|filter returned failure|file read failed)")),
+    ("ssl", "one TLS connection written by several processes (its record numbers replayed)",
+     "a proxy that breaks TLS, which fails for one process alone too",
+     re.compile(r"DECRYPTION_FAILED_OR_BAD_RECORD_MAC|SSLV3_ALERT_BAD_RECORD_MAC|\[SSL: BAD_RECORD_MAC\]"
+                r"|\[SSL: WRONG_VERSION_NUMBER\]")),
+    ("http.client", "one HTTP connection read by several processes (a reply read by the wrong worker)",
+     "a server that garbles its replies, which fails for one process alone too",
+     re.compile(r"BadStatusLine|LineTooLong|Connection broken: IncompleteRead|InvalidChunkLength")),
+    ("http.client", "one keep-alive connection used by several processes (the server dropped it for another's "
+     "request)", "a server that closes idle keep-alive connections, which fails for one process alone too",
+     re.compile(r"RemoteDisconnected\('Remote end closed connection without response'\)")),
+)  # fmt: skip
+
+
+def fork_shared_error(text: str) -> tuple[str, str, str] | None:
+    """(library, what it means, the other cause of the same words) where `text` (an exception with its message and
+    traceback) is an error a handle shared across the fork raises; None otherwise."""
+    for library, meaning, alternative, pattern in FORK_SHARED_ERRORS:
+        if pattern.search(text):
+            return library, meaning, alternative
+    return None
+
+
 # torch names the signal with strsignal()'s text: (signal name, worker-killed cause)
 TORCH_SIGNALS = {
     "Killed": ("SIGKILL", "oom"),

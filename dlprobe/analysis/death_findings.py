@@ -378,6 +378,7 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
         indices_failed = sample_checks.failed_indices(run, lo, exc_type, index)
         check = sample_checks.sample_check(run, lo.loader_id, index, worker_id)
         evidence.update(sample_checks.check_evidence(check, indices_failed))
+        sample_checks.doubt_shared_handle(run, lo, evidence, message)
         if not sample_checks.blames_the_sample(evidence):
             return sample_checks.not_the_sample(lo, evidence, first_line, exc_type)
         verified = sample_checks.verified_text(evidence, index)
@@ -390,6 +391,7 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
         check = sample_checks.stream_check(run, lo.loader_id, worker_id, index)
         evidence.update(sample_checks.check_evidence(check, []))
         evidence.pop("failed_indices", None)
+        sample_checks.doubt_shared_handle(run, lo, evidence, message)
         if not sample_checks.blames_the_sample(evidence):
             return sample_checks.iterable_error(lo, evidence, first_line, exc_type, index)
         evidence["stream_position"] = index

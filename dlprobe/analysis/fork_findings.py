@@ -6,21 +6,11 @@ import re
 from typing import Any
 
 from dlprobe.analysis.death_findings import exception_text
+from dlprobe.analysis.fork_ties import library, tied_error
 from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.rundir.schema import EV_FORK_HANDLES, EV_SAMPLE_CHECK, SAMPLE_CHECK_FAILS_ANY, SAMPLE_CHECK_LOADS
 from dlprobe.torch_text import caught_in_worker_process
-
-# Error types that are a read or a connection failing: with a shared handle in the dataset, the handle is the first
-# suspect, whatever index the failure landed on.
-IO_ERRORS = ("OSError", "IOError", "EOFError", "BlockingIOError", "ConnectionError", "BrokenPipeError",
-             "ConnectionResetError", "TimeoutError", "UnpicklingError", "DecodeError")  # fmt: skip
-
-
-def _library(owner: str) -> str:
-    """The library an object's class comes from: 'h5py._hl.files.File' -> 'h5py'; Python's own file objects -> 'io'."""
-    top = owner.split(".", 1)[0]
-    return "io" if top in ("_io", "io") else top
 
 
 def _worker_errors(loader: LoaderRecord) -> list[dict[str, Any]]:
@@ -28,19 +18,9 @@ def _worker_errors(loader: LoaderRecord) -> list[dict[str, Any]]:
 
 
 def _tied_error(error: dict[str, Any], handles: list[dict[str, Any]]) -> str | None:
-    """Why a worker's error points at the shared handles: an I/O error, or its traceback names the attribute or the
-    handle's library; None where it does not."""
-    text = f"{error.get('message') or ''}\n{error.get('cause') or ''}"
-    kind = str(error.get("type") or "")
-    for h in handles:
-        attr, library = h["attribute"], _library(h["owner"])
-        if re.search(re.escape(attr) + r"\b", text):
-            return f"its traceback reads `{attr}`"
-        if library != "io" and re.search(rf"(^|[\s/\"'.]){re.escape(library)}[./]", text):
-            return f"it is raised inside {library}"
-    if kind in IO_ERRORS:
-        return f"it is an {kind}, a read failing"
-    return None
+    return tied_error(
+        f"{error.get('message') or ''}\n{error.get('cause') or ''}", str(error.get("type") or ""), handles
+    )
 
 
 def _tied_mappings(errors: list[dict[str, Any]], mapped: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -78,9 +58,13 @@ def _error_name(error: dict[str, Any]) -> str:
 
 
 def _describe(h: dict[str, Any]) -> str:
-    what = "socket" if h.get("kind") == "socket" else h.get("target")
+    what = "socket" if h.get("kind") == "socket" else str(h.get("target"))
+    if h.get("kind") == "socket" and str(h.get("via_owner") or "").startswith("ssl."):
+        what = "a TLS socket"
     if h.get("kind") == "mapped":
         what = f"memory-mapped {what}"
+    if h.get("via"):  # a socket deep inside the object the dataset holds: a session's pooled connection
+        what += f" of a pooled connection, at `{h['via']}`"
     return f"`{h['attribute']}` ({h['owner']}: {what})"
 
 
@@ -103,7 +87,7 @@ def find_shared_handles(run: RunData) -> list[Finding]:
         if not handles:
             continue
         attributes = list(dict.fromkeys(h["attribute"] for h in handles))
-        libraries = list(dict.fromkeys(_library(h["owner"]) for h in handles))
+        libraries = list(dict.fromkeys(library(h["owner"]) for h in handles))
         first = attributes[0]
         errors = _worker_errors(loader)
         tied = next(((e, why) for e in errors if (why := _tied_error(e, handles))), None)
@@ -126,6 +110,12 @@ def find_shared_handles(run: RunData) -> list[Finding]:
             "every worker at once. Reads then fail or return the wrong bytes at whatever index a worker was on, a "
             "different one each run."
         )
+        if any(h.get("kind") == "socket" for h in handles):
+            detail += (
+                " A connection is one byte stream (and, over TLS, one record counter): every worker writes its "
+                "requests into it and reads whichever reply comes, and the second to use a TLS connection replays "
+                "the first's record numbers, which the server refuses."
+            )
         untied = [m for m in mapped if m not in tied_maps]
         if untied:
             maps = ", ".join(
@@ -155,7 +145,8 @@ def find_shared_handles(run: RunData) -> list[Finding]:
         use = "`__iter__`" if loader.dataset.get("iterable") else "`__getitem__`"
         fix = (
             f"Open it in each worker, not in `__init__`: keep the path in `__init__`, set `{first} = None`, and open "
-            f"it on first use in {use} (`if {first} is None:` open it as `__init__` did), or in a "
+            f"it on first use in {use} (`if {first} is None:` open it as `__init__` did; key it by `os.getpid()` "
+            "where the parent uses it too, so each process opens its own), or in a "
             "`worker_init_fn` (`torch.utils.data.get_worker_info().dataset`). Or start the workers with "
             "`multiprocessing_context='forkserver'` (or 'spawn') and open it after they start."
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlprobe.analysis.fork_ties import shared_handles, tied_error
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.text_cut import first_line as cut_line
@@ -191,6 +192,24 @@ def check_evidence(check: dict[str, Any] | None, indices: list[int]) -> dict[str
         "failed_indices": indices,
         "isolation": check.get("isolation"),
     }
+
+
+def doubt_shared_handle(run: RunData, lo: LoaderRecord, evidence: dict[str, Any], message: str) -> None:
+    """A sample that failed alone does not blame the sample when its error comes of a handle the dataset held as the
+    workers forked: the check's copy was forked from the training process, which holds that very handle, its offset
+    and library state moved by the workers (a tar.gz archive's gzip stream: the copy fails at any member). Only the
+    type of the error and where it was raised are read (an I/O error alone does not doubt a sample that fails)."""
+    if evidence.get("sample_alone") != SAMPLE_CHECK_FAILS:
+        return
+    why = tied_error(message, str(evidence.get("exception") or ""), shared_handles(run, lo), io_errors=False)
+    if why is None:
+        return
+    evidence["sample_alone"] = SAMPLE_CHECK_UNVERIFIED
+    evidence["sample_check_reason"] = (
+        f"it failed alone too ({evidence.get('error_alone')}), but {why}: the process that loaded it was forked "
+        "from the training process, which holds the handle the workers shared, in the state they left it, so its "
+        "failure there says nothing of the sample"
+    )
 
 
 def blames_the_sample(evidence: dict[str, Any]) -> bool:

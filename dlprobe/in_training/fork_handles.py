@@ -6,10 +6,17 @@ most MAX_FDS), then a bounded walk of the dataset's attributes (MAX_OBJECTS obje
 holds a descriptor when its `fileno()` returns it (files, sockets, most wrappers), or when a name it gives of itself
 (`filename`, `name`, `path`: an h5py File opened on a Python file object, an LMDB environment's directory) names the
 descriptor's file. Every forked worker inherits the same open file description: one offset, one lock table, one
-library state for all of them."""
+library state for all of them.
+
+A socket often sits deeper than the walk goes: a `requests.Session` keeps its pooled connection eleven levels down
+(`.adapters['https://'].poolmanager.pools._container[key].pool.queue[9].sock`). A socket descriptor no object claimed
+is looked for again under each of the dataset's own attributes (DEEP_DEPTH levels, DEEP_OBJECTS objects), and is named
+by that attribute (`self.session`, its class) with the path to the socket beside it (`via`): the object the user
+opened is the one to open per worker, not urllib3's connection inside it."""
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import stat
@@ -24,6 +31,8 @@ MAX_OBJECTS = 500
 MAX_DEPTH = 4
 MAX_ITEMS = 16  # items of a container looked into: handles sit in attributes, rarely deep in a big list
 MAX_HANDLES = 16
+DEEP_DEPTH = 16  # levels under one of the dataset's attributes, for a socket no shallower object claimed
+DEEP_OBJECTS = 3000  # objects looked at by that search, all attributes together
 MAX_MAPPED = 16
 MAPS_LINES_MAX = 20000  # /proc/self/maps lines read at most (a process has a few hundred to a few thousand)
 # Mapped files that are code or the system's, not data: shared libraries, Python's own files, the locale archive.
@@ -111,7 +120,9 @@ def _mapped_files() -> dict[str, dict[str, Any]]:
 
 
 def _is_leaf(obj: Any) -> bool:
-    if isinstance(obj, (str, bytes, bytearray, int, float, bool, complex, type(None), type)):
+    # a module is the program's, not an object the dataset opened: its globals are not walked (nor a socket in them
+    # named the dataset's)
+    if isinstance(obj, (str, bytes, bytearray, int, float, bool, complex, type(None), type, types.ModuleType)):
         return True
     if callable(obj) and not _declared(obj, "fileno"):  # functions, methods, transforms: no handle of their own
         return True
@@ -125,14 +136,20 @@ def _is_leaf(obj: Any) -> bool:
 def _children(obj: Any) -> list[tuple[str, Any]]:
     """(the path suffix, the value) of what obj holds: its attributes, a container's first items."""
     if isinstance(obj, dict):
-        return [(f"[{k!r}]", v) for k, v in list(obj.items())[:MAX_ITEMS]]
-    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [(f"[{_key(k)}]", v) for k, v in list(obj.items())[:MAX_ITEMS]]
+    if isinstance(obj, (list, tuple, set, frozenset, collections.deque)):
         return [(f"[{i}]", v) for i, v in enumerate(list(obj)[:MAX_ITEMS])]
     try:
         attrs = vars(obj)
     except TypeError:
         return []
     return [(f".{k}", v) for k, v in list(attrs.items())[:64] if isinstance(k, str)]
+
+
+def _key(key: Any) -> str:
+    """A dict key as a path shows it: short keys as Python writes them, a long one (urllib3's PoolKey) cut."""
+    text = repr(key)
+    return text if len(text) <= 40 else f"{type(key).__name__}(...)"
 
 
 def _declared(obj: Any, attr: str) -> bool:
@@ -232,6 +249,7 @@ def dataset_handles(dataset: Any) -> dict[str, Any]:
             queue.extend((path + suffix, child, depth + 1, obj, path) for suffix, child in _children(obj))
     handles = [h for h in handles if not _inside_another(h, handles)]
     handles.extend(_unclaimed(descriptors, handles, named_paths))
+    handles.extend(_deep_sockets(descriptors, handles, tops))
     handles.sort(key=lambda h: (h["owner"].startswith(("_io.", "io.")), h["fd"]))
     try:
         total = len(os.listdir("/proc/self/fd"))
@@ -292,6 +310,41 @@ def _unclaimed(
                        for attribute, obj in siblings)  # fmt: skip
             if siblings:
                 break
+    return out
+
+
+_CONTAINERS = (dict, list, tuple, set, frozenset, collections.deque)
+
+
+def _deep_sockets(
+    descriptors: dict[int, dict[str, Any]], handles: list[dict[str, Any]], tops: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Sockets no object of the walk claimed, found deeper under one of the dataset's attributes (a session's pooled
+    connection): each named by the first object on the way that is not a container (`self.session`, or
+    `self.clients['eu']` in a dict of sessions) and its class, the path to the socket in `via`."""
+    claimed = {h["fd"] for h in handles}
+    wanted = {fd for fd, d in descriptors.items() if d["kind"] == "socket" and fd not in claimed}
+    out: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for attribute, top in tops.items():
+        queue: collections.deque[tuple[str, Any, int, str, Any]] = collections.deque([(attribute, top, 0, attribute,
+                                                                                       top)])  # fmt: skip
+        while queue and wanted and len(seen) < DEEP_OBJECTS:
+            path, obj, depth, holder_path, holder = queue.popleft()
+            if id(obj) in seen or _is_leaf(obj):
+                continue
+            seen.add(id(obj))
+            if isinstance(holder, _CONTAINERS) and not isinstance(obj, _CONTAINERS):
+                holder_path, holder = path, obj  # the object the user put in the container
+            fd = _fileno(obj)
+            if fd is not None:
+                if fd in wanted:
+                    wanted.discard(fd)
+                    out.append({**descriptors[fd], "attribute": holder_path, "owner": owner_of(holder),
+                                "held_by": "fileno", "via": path, "via_owner": owner_of(obj)})  # fmt: skip
+                continue  # a socket holds no other object's descriptor
+            if depth < DEEP_DEPTH:
+                queue.extend((path + suffix, child, depth + 1, holder_path, holder) for suffix, child in _children(obj))
     return out
 
 

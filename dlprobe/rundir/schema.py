@@ -640,6 +640,8 @@ class ForkHandle(TypedDict, total=False):
     attribute: str  # the path from the dataset to the object holding it: self.h5, self.dataset.env
     owner: str  # the object's module and class: h5py._hl.files.File, lmdb.Environment
     held_by: str  # how the object was tied to it: fileno | name | path (a path the dataset names, no fileno)
+    via: str  # a socket found deep under `attribute` (a session's pooled connection): the path to it
+    via_owner: str  # the class of the object that holds it there: ssl.SSLSocket, socket.socket
 
 
 class ForkMapping(TypedDict, total=False):

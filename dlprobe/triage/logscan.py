@@ -220,8 +220,13 @@ class _Scanner:
             return
         block.end_line = line
         self.blocks.append(block)
-        if block.original and block.exception and self.pending_wrapper is not None:
-            wrapper, self.pending_wrapper = self.pending_wrapper, None
+        # torch prints a worker's chained exception as "Original <the first cause>", then the chain's tracebacks,
+        # none of them headed "Original": the one that went through the worker's loop is what the worker raised.
+        raised_in_worker = any(f.func == "_worker_loop" for f in block.frames)
+        if (block.original or raised_in_worker) and block.exception and self.pending_wrapper is not None:
+            wrapper = self.pending_wrapper
+            if raised_in_worker or not block.frames:  # the chain's last: no later block overrides it
+                self.pending_wrapper = None
             wrapper.fields["original_exception"] = block.exception
             wrapper.fields["original_message"] = block.message
             frame = block.user_frame()

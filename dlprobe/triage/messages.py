@@ -13,6 +13,7 @@ from dlprobe.triage.facts import shm_facts, shm_here
 from dlprobe.triage.logscan import LogScan
 from dlprobe.triage.machine import MachineFacts
 from dlprobe.triage.patterns import Match, match_line
+from dlprobe.triage.shared_state import alike_key, shared_state_candidate
 
 INDEX_IN_MESSAGE = re.compile(r"\b(?:index|idx|sample)\b\D{0,3}?(\d+)", re.IGNORECASE)
 
@@ -195,11 +196,16 @@ def exception_candidates(scan: LogScan) -> list[Candidate]:
         original = m.fields.get("original_message")
         if original is not None and any(o.id in special for o in match_line(original)):
             continue  # explained by a more specific cause
-        key = (m.fields.get("original_exception") or m.fields["exception"], original or "")
+        key = alike_key(m.fields.get("original_exception") or m.fields["exception"], original or "")
         groups.setdefault(key, []).append(m)
     out = []
-    for (exc, message), wrappers in groups.items():
+    for (exc, _), wrappers in groups.items():
+        shared = shared_state_candidate(exc, wrappers)
+        if shared is not None:  # never a bad index: the error is the workers' shared state
+            out.append(shared)
+            continue
         m = wrappers[0]
+        message = str(m.fields.get("original_message") or "")
         index = INDEX_IN_MESSAGE.search(message)
         frame = next((w.fields["frame"] for w in wrappers if "frame" in w.fields), None)
         image = any(e in message for e in _IMAGE_ERRORS) or exc.endswith("UnidentifiedImageError")

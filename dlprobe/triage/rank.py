@@ -83,6 +83,9 @@ def reproduce(scan: LogScan, findings: list[Finding]) -> dict[str, Any]:
             hang = max(1, int(timeout / 2)) if timeout else 30
             options = ["--hang-timeout", str(hang)]
             note += f"; --hang-timeout {hang} is below the DataLoader's timeout so the stacks are dumped first"
+        elif cause in ("fork-shared-handle", "shared-state"):
+            note += ("; it names the dataset's object that the workers share across the fork (`shared-handle`) and "
+                     "loads the failing index again alone")  # fmt: skip
         elif cause in ("segfault", "abort", "fpe", "bus"):
             env = "PYTHONFAULTHANDLER=1 "
             note += "; PYTHONFAULTHANDLER=1 makes the crashing worker print its Python stack"

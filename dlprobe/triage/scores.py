@@ -34,6 +34,8 @@ TOO_MANY_OPEN_FILES = 94  # "Too many open files" while receiving batches
 COLLATE_ERROR = 93  # default_collate's own message about the batch's samples
 PICKLE_ERROR = 92  # the dataset could not be pickled into spawn/forkserver workers
 SAMPLE_EXCEPTION = 90  # an exception raised in a worker's __getitem__, re-raised in the main process
+FORK_SHARED_ERROR = 91  # that exception is one a handle opened before the fork raises (lmdb, zip, TLS): not the sample
+ERRORS_ALIKE = 89  # one exception at several indices or workers, alike but for its numbers: shared state
 PIN_MEMORY_THREAD = 85  # the pin-memory thread died: a known bug, but its message can have other causes
 
 # -- a DataLoader timeout: the hint beside it decides how sure the cause is --

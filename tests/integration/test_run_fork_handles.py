@@ -33,3 +33,39 @@ def test_a_handle_opened_in_each_worker_is_not_shared(probe, kind):
     result = probe("handle_opened_before_fork.py", kind, "per-worker")
     assert result.returncode == 0, result.stderr
     assert result.findings("shared-handle") == []
+
+
+def test_a_tar_gz_archive_opened_before_fork_blames_no_sample_even_where_the_check_fails_too(probe, tmp_path):
+    # The check's copy is forked from the training process, whose archive the workers left mid-stream: the index
+    # fails there too (KeyError: member not found, zlib.error), which says nothing of the sample.
+    result = probe("tar_gz_opened_before_fork.py", str(tmp_path))
+    [finding] = result.findings("shared-handle")
+    assert finding["evidence"]["attributes"][0] == "self.tar" and finding["evidence"]["libraries"][0] == "tarfile"
+    assert result.findings("bad-sample") == []
+    if result.returncode != 0:
+        assert result.report["verdict"]["code"] == "shared-handle", result.report["verdict"]
+        for error in result.findings("worker-error"):
+            assert error["explained_by"] == "shared-handle" and error["evidence"]["sample_alone"] != "fails"
+
+
+def test_a_tar_gz_archive_opened_in_each_worker_is_not_shared(probe, tmp_path):
+    result = probe("tar_gz_opened_before_fork.py", str(tmp_path), "per-worker")
+    assert result.returncode == 0, result.stderr
+    assert result.findings("shared-handle") == [] and result.findings("worker-error") == []
+
+
+def test_an_lmdb_environment_read_in_the_parent_before_fork_is_the_verdict_not_a_sample(probe, tmp_path):
+    pytest.importorskip("lmdb", reason="lmdb is not installed")
+    result = probe("lmdb_env_before_fork.py", str(tmp_path))
+    [finding] = result.findings("shared-handle")
+    assert finding["evidence"]["attributes"][0] == "self.env" and finding["evidence"]["libraries"][0] == "lmdb"
+    assert result.findings("bad-sample") == []
+    if result.returncode != 0:  # MDB_READERS_FULL in a worker, whatever index it was on
+        assert result.report["verdict"]["code"] == "shared-handle", result.report["verdict"]
+
+
+def test_an_lmdb_environment_opened_in_each_worker_gets_no_warning(probe, tmp_path):
+    pytest.importorskip("lmdb", reason="lmdb is not installed")
+    twin = probe("lmdb_env_before_fork.py", str(tmp_path), "per-worker")
+    assert twin.returncode == 0, twin.stderr
+    assert twin.findings("shared-handle") == [] and twin.findings("worker-error") == []

@@ -1,6 +1,7 @@
 """A dataset that opens a zip archive (zipfile.ZipFile) in `__init__` and reads a member per sample from 4 forked
 workers: they share one file offset, so a worker's seek and read interleave with another's (`BadZipFile: Bad magic
-number`, `zlib.error`, a CRC error) at whatever member it was on. `per-worker` (argv[2]) opens it in each worker."""
+number`, `zlib.error`, a CRC error) at whatever member it was on. `per-worker` (argv[2:]) opens it in each
+worker; `stored` writes the members uncompressed (the errors are then zipfile's own: `Bad CRC-32`)."""
 
 import os
 import sys
@@ -29,10 +30,10 @@ class Members(Dataset):
 
 
 if __name__ == "__main__":
-    root, per_worker = sys.argv[1], len(sys.argv) > 2 and sys.argv[2] == "per-worker"
+    root, per_worker, stored = sys.argv[1], "per-worker" in sys.argv[2:], "stored" in sys.argv[2:]
     path = os.path.join(root, "data.zip")
     rng = np.random.default_rng(0)
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED) as z:
         for i in range(N):
             z.writestr(f"{i:05d}.bin", rng.random(2048, dtype=np.float32).tobytes())
     total = sum(len(b) for b in DataLoader(Members(path, per_worker), batch_size=16, num_workers=4))

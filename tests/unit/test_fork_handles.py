@@ -158,3 +158,78 @@ def test_a_python_object_beside_the_path_is_not_taken_for_the_holder_of_a_descri
         assert unrelated.fileno() > 2
         found = dataset_handles(Holder(path=str(tmp_path / "index.csv"), transform=Resize()))
     assert found["handles"] == []
+
+
+class Pool:  # a connection pool's shape: a queue (a deque) of connections, each holding its socket
+    def __init__(self, sock):
+        import collections
+
+        self.queue = collections.deque([None, None, Holder(sock=sock)])
+
+
+def test_a_socket_deep_inside_a_session_is_named_by_the_datasets_attribute_with_the_path_to_it():
+    left, right = socket.socketpair()
+    try:
+        # eight levels down, past the first walk's depth: a session's adapters, pools and queued connection
+        session = Holder(adapters={"https://": Holder(poolmanager=Holder(pools=Holder(_container={"k": Pool(left)})))})
+        found = dataset_handles(Holder(session=session, root="https://example.org"))
+        [handle] = found["handles"]
+        assert handle["fd"] == left.fileno() and handle["kind"] == "socket"
+        assert handle["attribute"] == "self.session" and handle["owner"].endswith("Holder")
+        assert handle["via"] == "self.session.adapters['https://'].poolmanager.pools._container['k'].queue[2].sock"
+        assert handle["via_owner"] == "socket.socket"
+        # sessions kept in a dict: named by the one that holds it, not by the dict
+        [in_dict] = dataset_handles(Holder(clients={"eu": Wrapper(session)}))["handles"]
+        assert in_dict["attribute"] == "self.clients['eu']" and in_dict["owner"].endswith("Wrapper")
+        assert in_dict["via"].startswith("self.clients['eu'].inner.adapters")
+        # a session that holds no connection (nothing opened before the fork) hands over nothing
+        assert dataset_handles(Holder(session=Holder(adapters={"https://": Pool(None)})))["handles"] == []
+    finally:
+        left.close(), right.close()
+
+
+SESSION = {"fd": 7, "target": "socket:[22479]", "kind": "socket", "pos": 0, "access": "rw",
+           "attribute": "self.session", "owner": "requests.sessions.Session", "held_by": "fileno",
+           "via": "self.session.adapters['https://'].poolmanager.pools._container[PoolKey(...)].pool.queue[9].sock",
+           "via_owner": "ssl.SSLSocket"}  # fmt: skip
+
+
+def test_a_session_shared_across_the_fork_is_named_with_its_tls_socket_and_tied_to_the_workers_tls_error():
+    lo = loader(num_workers=4)
+    message = ("Caught SSLError in DataLoader worker process 2.\nOriginal urllib3.exceptions.SSLError: "
+               "[SSL: DECRYPTION_FAILED_OR_BAD_RECORD_MAC] decryption failed")  # fmt: skip
+    lo.errors = [{"type": "SSLError", "message": message}]
+    shared = run([lo], [], events=[{"ev": EV_FORK_HANDLES, "t": 1.0, "pid": 1, "loader": 0, "epoch": 0, "fds": 9,
+                                    "handles": [SESSION]}])  # fmt: skip
+    [finding] = find_shared_handles(shared)
+    assert finding.severity == "warning" and "`self.session` (requests)" in finding.title
+    assert "`self.session` (requests.sessions.Session: a TLS socket of a pooled connection, at `self.session" in (
+        finding.detail
+    )
+    assert "one record counter" in finding.detail and "os.getpid()" in finding.fix
+    assert finding.evidence["tied_by"] == (
+        "it is ssl's error for one TLS connection written by several processes (its record numbers replayed)"
+    )
+
+
+def test_a_sample_that_fails_alone_is_not_blamed_when_its_error_comes_of_the_shared_handle():
+    from dlprobe.analysis.sample_checks import blames_the_sample, doubt_shared_handle
+
+    tar = {**HANDLE, "target": "/data/train.tar.gz", "attribute": "self.tar", "owner": "tarfile.TarFile"}
+    shared = run([loader(num_workers=4)], [], events=[{"ev": EV_FORK_HANDLES, "t": 1.0, "pid": 1, "loader": 0,
+                                                       "epoch": 0, "fds": 9, "handles": [tar]}])  # fmt: skip
+    message = ("Caught KeyError in DataLoader worker process 0.\nOriginal Traceback ...\n"
+               "    return self.tar.extractfile(self.names[i]).read()\n"
+               "KeyError: \"filename '00002.bin' not found\"")  # fmt: skip
+    evidence = {"exception": "KeyError", "sample_alone": "fails", "error_alone": "KeyError: ..."}
+    doubt_shared_handle(shared, shared.loaders[0], evidence, message)
+    assert not blames_the_sample(evidence) and evidence["sample_alone"] == "unverified"
+    assert "its traceback reads `self.tar`" in evidence["sample_check_reason"]
+    # an error that names neither the handle nor its library, in a dataset that holds one: the sample stays blamed
+    plain = {"exception": "ValueError", "sample_alone": "fails", "error_alone": "ValueError: record 250"}
+    doubt_shared_handle(shared, shared.loaders[0], plain, "ValueError: record 250 has a negative length")
+    assert blames_the_sample(plain)
+    # no handle at the fork (opened in each worker): nothing to doubt
+    alone = {"exception": "KeyError", "sample_alone": "fails"}
+    doubt_shared_handle(run([loader(num_workers=4)], []), loader(num_workers=4), alone, message)
+    assert blames_the_sample(alone)
