@@ -103,7 +103,7 @@ def run_config(config_path: Path, args: argparse.Namespace, results: dict[str, A
 
     toml = tomllib.loads(config_path.read_text())
     extra = [*args.option, *([] if "baseline" in toml else ["--baseline", "dlprobe-baseline.json"])]
-    batches = int(toml.get("max_batches", EPOCH_BATCHES))
+    batches = min(int(toml.get("max_batches", EPOCH_BATCHES)), EPOCH_BATCHES)  # leak-hunt: 2000, past the epoch
     entry: dict[str, Any] = {"config": str(config_path.relative_to(ROOT)), "options": extra, "runs": {}}
     results["configs"].append(entry)
     try:
