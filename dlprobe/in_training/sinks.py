@@ -21,6 +21,7 @@ import inspect
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -102,6 +103,11 @@ _numbers: Numbers | None = None
 # MLflow: the (run, step, live.json read) last added. A script that logs several calls per step (log_metric("loss"),
 # then log_metrics({...})) gets the numbers once per step, not a copy per call.
 _mlflow_last: tuple[str, Any, tuple[int, int] | None] | None = None
+# MLflow's file store writes one file per key: ~45 keys cost ~35 ms a log (benchmarks/sink_cost.py), 50 times the
+# user's own call. At most one addition every MLFLOW_EVERY_S keeps that under 1% of a second whatever the script's
+# cadence; the live numbers change once a second anyway, and MLflow's own system metrics sample every 10 s.
+MLFLOW_EVERY_S = 5.0
+_mlflow_at: float | None = None  # time.monotonic() of the last addition
 _watching = False  # this process is a training process: it reports at exit even if it never logged
 
 
@@ -217,6 +223,10 @@ def mlflow_add(call: Mapping[str, Any], log_metrics: Any, active_run: Any) -> No
     added = (str(run_id), step, _numbers.stamp if step is None and _numbers is not None else None)
     if added == _mlflow_last:
         return
+    global _mlflow_at
+    now = time.monotonic()
+    if _mlflow_at is not None and now - _mlflow_at < MLFLOW_EVERY_S:
+        return
     log_metrics(
         dict(numbers),
         step=step,
@@ -227,7 +237,7 @@ def mlflow_add(call: Mapping[str, Any], log_metrics: Any, active_run: Any) -> No
     tally.logged += 1
     tally.keys = max(tally.keys, len(numbers))
     tally.target = str(run_id)
-    _mlflow_last = added
+    _mlflow_last, _mlflow_at = added, now
 
 
 # --- the import hook and the report at exit --------------------------------------------------------------------

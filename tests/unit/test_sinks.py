@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,8 @@ def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
     monkeypatch.setattr(sinks, "_numbers", None)
     monkeypatch.setattr(sinks, "_mlflow_last", None)
+    monkeypatch.setattr(sinks, "_mlflow_at", None)
+    monkeypatch.setattr(sinks, "MLFLOW_EVERY_S", 0.0)
     monkeypatch.setattr(sinks, "_tallies", {name: sinks.Tally(patched=True) for name in sinks.LOG_TO_CHOICES})
 
     def write(values: dict[str, float], node: dict[str, float] | None = None) -> None:
@@ -159,6 +162,23 @@ def test_mlflow_logs_once_per_step_on_the_users_run(live: Any) -> None:
     ]
     tally = sinks._tallies["mlflow"]
     assert (tally.calls, tally.logged, tally.target) == (3, 2, "other")
+
+
+def test_mlflow_adds_at_most_once_every_few_seconds(live: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # MLflow's file store writes a file per key (~35 ms for dlprobe's ~45): a script logging every step would slow.
+    monkeypatch.setattr(sinks, "MLFLOW_EVERY_S", 5.0)
+    live({"dlprobe/main/uss_bytes": 1.0})
+    steps: list[Any] = []
+
+    def log_metrics(metrics: dict[str, float], **kwargs: Any) -> None:
+        steps.append(kwargs["step"])
+
+    for step in range(20):
+        sinks.mlflow_add({"key": "loss", "value": 1.0, "step": step}, log_metrics, _ActiveRun)
+    assert steps == [0]  # the first, then nothing within 5 s
+    monkeypatch.setattr(sinks, "_mlflow_at", time.monotonic() - 6.0)
+    sinks.mlflow_add({"key": "loss", "value": 1.0, "step": 20}, log_metrics, _ActiveRun)
+    assert steps == [0, 20]
 
 
 def test_tally_says_why_nothing_was_logged() -> None:
