@@ -19,7 +19,6 @@ from dlprobe.check.metrics import (
     largest_step,
     report_metrics,
     report_spreads,
-    where_words,
 )
 from dlprobe.units import format_bytes
 
@@ -205,9 +204,7 @@ def _step_words(report: Report) -> str:
         return ""
     proc, entry = step
     at = f" at batch {entry['batch']:,}" if entry.get("batch") is not None else f" at {entry['t']:.1f}s"
-    # a step no collection ran in is counted against the baseline (metrics.kept_bytes): the row says so
-    kept = "" if entry.get("cause") or entry.get("held_at_start") else " (no full collection ran in it: counted)"
-    cause = f" ({entry['cause']})" if entry.get("cause") else kept
+    cause = f" ({entry['cause']})" if entry.get("cause") else ""
     return f"one-time step of {format_bytes(int(entry['bytes']))} in worker {proc.get('worker_id')}{at}{cause}"
 
 
@@ -230,13 +227,8 @@ def busy_words(report: Report) -> str:
     return f"the machine was {'busy' if busy else 'not busy'}: {', '.join(facts)}"
 
 
-# The job's totals: a failure of one says which process the memory is in (metrics.where_words).
-JOB_TOTALS = ("total_pss", "total_pss_steady")
-
-
-def explanation(report: Report, metric: str, baseline: Report | None = None) -> str:
-    """What explains a failed memory rule: the finding (with its suspect attribute), where the job's memory is (a
-    total's failure), the step, the machine's load."""
+def explanation(report: Report, metric: str) -> str:
+    """What explains a failed memory rule: the finding (with its suspect attribute), the step, the machine's load."""
     parts = []
     codes = EXPLAINING["shm" if metric == "shm_peak" else "bytes"] if METRIC_KINDS.get(metric) == "bytes" else ()
     found = next((f for code in codes for f in report["findings"] if f["code"] == code), None)
@@ -250,8 +242,6 @@ def explanation(report: Report, metric: str, baseline: Report | None = None) -> 
         parts.append(f"explained by {found['code']}: {found['title']}{named}")
     elif codes:
         parts.append("no finding explains it")
-    if metric in JOB_TOTALS and (where := where_words(report, baseline)):
-        parts.append(where)
     if metric.startswith("worker_") and (step := _step_words(report)):
         parts.append(step)
     if busy := busy_words(report):
@@ -263,7 +253,7 @@ Metrics = dict[str, float | None]
 
 
 def _baseline_row(config: CheckConfig, metric: str, metrics: Metrics, base_metrics: Metrics, base_spreads: Metrics,
-                  baseline_path: str, report: Report, baseline: Report | None = None) -> RuleResult:  # fmt: skip
+                  baseline_path: str, report: Report) -> RuleResult:  # fmt: skip
     name = f"baseline {metric}"
     steady = STEADY_OF.get(metric)
     compared = steady if steady and base_metrics.get(steady) is not None and metrics.get(steady) is not None else metric
@@ -301,7 +291,7 @@ def _baseline_row(config: CheckConfig, metric: str, metrics: Metrics, base_metri
     if compared == metric and spread is None:  # an older baseline: the message it always had
         message = f"{metric} regressed: {format_metric(metric, now)} against {format_metric(metric, base)} in " \
                   f"{baseline_path} ({how} allowed)"  # fmt: skip
-    return RuleResult(name, threshold, shown, FAIL, message, baseline_path, explanation(report, compared, baseline))
+    return RuleResult(name, threshold, shown, FAIL, message, baseline_path, explanation(report, compared))
 
 
 def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseline: Report,
@@ -318,7 +308,6 @@ def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseli
             base_spreads,
             baseline_path,
             report if report is not None else baseline,
-            baseline,
         )  # fmt: skip
         for metric in BASELINE_METRICS
     ]

@@ -117,7 +117,9 @@ def test_mlflow_run_carries_the_numbers_at_the_scripts_steps(tmp_path: Path) -> 
     assert steps == sorted(set(steps)) and set(steps) <= set(range(STEPS))  # once per step, at the script's steps
     assert all(value > 0 for _, value in uss)
     (row,) = _log_to(run_dir)["evidence"]["sinks"]
-    assert row["state"] == "logged" and row["calls"] == 2 * STEPS and row["logged"] == len(steps)
+    added = {step for key, rows in metrics.items() if key.startswith("dlprobe/") for step, _ in rows}
+    # MLflow gets the numbers at most every few seconds: at steps of the script's own, one log each
+    assert row["state"] == "logged" and row["calls"] == 2 * STEPS and row["logged"] == len(added)
 
 
 def test_mlflow_under_torchrun_each_rank_logs_its_own_workers(tmp_path: Path) -> None:
