@@ -23,7 +23,6 @@ from dlprobe.analysis import (
     run_findings,
     send_findings,
     shm_findings,
-    sink_findings,
     start_failure_findings,
     start_method_findings,
     startup_findings,
@@ -63,7 +62,6 @@ ANALYZERS: list[Analyzer] = [
     thread_findings.find_thread_workers,
     start_failure_findings.find_start_method_forced,
     probe_findings.find_probe_degraded,
-    sink_findings.find_log_to,
     # `dlprobe attach` only (they return nothing for other runs): the outside view of a job already running
     attach_findings.find_attached_stuck,
     attach_findings.find_attached_growth,
@@ -75,7 +73,6 @@ ANALYZERS: list[Analyzer] = [
 ANALYZER_CODES: dict[str, tuple[str, ...]] = {
     "find_worker_start_failures": ("worker-start-failed",),
     "find_start_method_forced": ("start-method-forced",),
-    "find_log_to": ("log-to",),
     "find_dropped_batches": ("batch-dropped",),
     "find_hangs": ("worker-hang", "main-hang"),
     "find_worker_deaths": (

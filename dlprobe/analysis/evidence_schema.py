@@ -735,10 +735,6 @@ class StartMethodForcedEvidence(InJob, total=False):
     not_applied: list[dict[str, Any]]  # {loader, reason}
 
 
-class LogToEvidence(InJob, total=False):
-    sinks: list[dict[str, Any]]  # per library: sink, state, calls, logged, keys, target, failures (LogToEvent's)
-
-
 EVIDENCE_BY_CODE: dict[str, type] = {
     "worker-hang": WorkerHangEvidence,
     "main-hang": MainHangEvidence,
@@ -789,7 +785,6 @@ EVIDENCE_BY_CODE: dict[str, type] = {
     "shared-handle": SharedHandleEvidence,
     "worker-start-failed": WorkerStartFailedEvidence,
     "start-method-forced": StartMethodForcedEvidence,
-    "log-to": LogToEvidence,
 }
 
 
@@ -832,7 +827,6 @@ class Evidence(  # every key of every code, each with its one type: what render/
     SharedHandleEvidence,
     WorkerStartFailedEvidence,
     StartMethodForcedEvidence,
-    LogToEvidence,
     total=False,
 ):
     pass
@@ -866,7 +860,6 @@ KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "slow-start": ("start_cost_s", "run_s", "hot_function"),
     "worker-start-failed": ("failure", "attribute_path", "file", "line"),
     "start-method-forced": ("forced_method",),
-    "log-to": (),
     "remedy-cost": ("remedy", "remedy_s"),
     "fork-hazard": ("os_threads", "native_threads_since_import"),
     "probe-degraded": ("where", "missing"),

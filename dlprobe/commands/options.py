@@ -123,14 +123,3 @@ def prom_textfile_option() -> Any:
 
 def prom_listen_option() -> Any:
     return typer.Option(None, "--prom-listen", metavar="[HOST:]PORT", help=PROM_LISTEN_HELP)
-
-
-LOG_TO_HELP = (
-    "Where the script itself logs to W&B (wandb) or MLflow (mlflow): add dlprobe's per-worker numbers (USS, PSS, "
-    "/dev/shm, descriptors, batches, data wait) under dlprobe/ to each of its own log calls, at its steps. Repeat it "
-    "or give wandb,mlflow; neither library is imported unless the script imports it (docs/fleet.md)."
-)
-
-
-def log_to_option() -> Any:
-    return typer.Option(None, "--log-to", metavar="wandb|mlflow", help=LOG_TO_HELP)

@@ -34,8 +34,6 @@ _VALUES = {
     "--prom-textfile": "prom_textfile",
     "--prom-listen": "prom_listen",
 }
-# Options that may be given again, each value kept (typer's `list[str]` options)
-_LISTS = {"--log-to": "log_to"}
 
 
 @dataclass
@@ -56,7 +54,6 @@ class RunArgs:
     no_isolated_checks: bool = False  # --no-isolated-checks: no copy of the training forked for dlprobe's checks
     prom_textfile: str | None = None  # --prom-textfile DIR: node_exporter's textfile collector (supervisor/prom/)
     prom_listen: str | None = None  # --prom-listen [HOST:]PORT: /metrics over HTTP
-    log_to: list[str] = field(default_factory=list)  # --log-to wandb|mlflow, as given (checked by run_script)
 
 
 @dataclass(frozen=True)
@@ -84,13 +81,6 @@ def parse(argv: list[str]) -> RunArgs | None:
                 return None  # a missing value (typer's error line), or one that looks like an option
             values[_VALUES[word]] = argv[i + 1]
             i += 1
-        elif word in _LISTS:
-            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
-                return None
-            listed = values.setdefault(_LISTS[word], [])
-            assert isinstance(listed, list)  # noqa: S101 - only _LISTS' names hold lists
-            listed.append(argv[i + 1])
-            i += 1
         elif word.startswith("-") or not word:
             return None  # --help, --opt=value, -qm, an unknown option, an empty script: typer's to answer
         else:
@@ -114,8 +104,7 @@ def parse(argv: list[str]) -> RunArgs | None:
 def own_options_after_script(script_args: list[str]) -> list[str]:
     """The words after the script that are `dlprobe run`'s own options: the script gets them, as designed, and the
     report says where they go if the script then refuses them."""
-    own = {**_FLAGS, **_VALUES, **_LISTS}
-    return [word for word in script_args if word.split("=", 1)[0] in own]
+    return [word for word in script_args if word.split("=", 1)[0] in _FLAGS or word.split("=", 1)[0] in _VALUES]
 
 
 def execute(args: RunArgs) -> Ending:
@@ -134,7 +123,6 @@ def execute(args: RunArgs) -> Ending:
         no_isolated_checks=args.no_isolated_checks,
         prom_textfile=args.prom_textfile,
         prom_listen=args.prom_listen,
-        log_to=list(args.log_to),
         own_options_after_script=own_options_after_script(list(args.script_args)),
         # Everything the report needs after the script (benchmarks/wall_timeline.py lists what is imported after
         # the exit): a module left out here is imported on the way to the summary, after the script has exited.

@@ -62,7 +62,6 @@ from dlprobe.rundir.schema import (
     EV_WORKER_START_FAILED,
     EV_WORKERS_LAST,
     FOLDED_FLUSH_S,
-    LOG_TO_ENV,
     RUN_DIR_ENV,
     TAKEOVER_ENV,
     TAKEOVER_LOADER_ENV,
@@ -977,10 +976,6 @@ def _start_main_process() -> None:
     run_dir = os.environ.get(RUN_DIR_ENV)
     if run_dir:
         inflight.start_main(run_dir)
-    if os.environ.get(LOG_TO_ENV):  # --log-to: this process says at exit what its W&B/MLflow logs carried
-        from dlprobe.in_training import sinks
-
-        sinks.watch()
 
 
 def _forget_main_in_child() -> None:

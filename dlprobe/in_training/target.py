@@ -11,7 +11,6 @@ first Python process is the launcher: its ChildFailedError (torchrun's summary o
 from __future__ import annotations
 
 import atexit
-import os
 import sys
 from types import TracebackType
 from typing import Any
@@ -19,14 +18,7 @@ from typing import Any
 from dlprobe.in_training import hooks, probe_errors, script_errors
 from dlprobe.in_training.event_log import get_log
 from dlprobe.redact import redact_argv, redact_text
-from dlprobe.rundir.schema import (
-    EV_LAUNCHER_FAILURE,
-    EV_START,
-    LAUNCH_COMMAND,
-    LAUNCH_MODULE,
-    LOG_TO_ENV,
-    STDERR_KEPT_BYTES,
-)
+from dlprobe.rundir.schema import EV_LAUNCHER_FAILURE, EV_START, LAUNCH_COMMAND, LAUNCH_MODULE, STDERR_KEPT_BYTES
 
 LAUNCHER_ERROR = "ChildFailedError"  # torch.distributed.elastic's; named, not imported: the launcher may not have it
 
@@ -37,10 +29,6 @@ def start(launch: str, name: str) -> None:
         _watch_launcher()
         return
     hooks.install()
-    if os.environ.get(LOG_TO_ENV):
-        from dlprobe.in_training import sinks
-
-        sinks.watch()
     # Registered after the hooks' own flush, so it runs before it (atexit runs last-in first-out).
     atexit.register(script_errors.record_unhandled_at_exit, hooks.ended_by_exception)
     log = get_log()

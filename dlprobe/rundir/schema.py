@@ -44,10 +44,6 @@ TUNE_RESULT_FILE = "tune.json"
 TUNE_PLOT_FILE = "tune.png"
 # `dlprobe attach`: what it saw of a job it did not start (the tree, each process's CPU time and stack at the end).
 ATTACH_FILE = "attach.json"
-# `dlprobe run --log-to wandb|mlflow`: the supervisor's latest per-process numbers (the Prometheus families, keyed as
-# the sinks log them), replaced whole once a second; the training process adds them to the script's own W&B or MLflow
-# logs (supervisor/live_json.py writes it, in_training/sinks.py reads it).
-LIVE_FILE = "live.json"
 
 HANG_RECORD_GLOB = "hang-*.json"
 
@@ -107,7 +103,6 @@ RUN_DIR_NAMES = (
     TUNE_RESULT_FILE,
     TUNE_PLOT_FILE,
     ATTACH_FILE,
-    LIVE_FILE,
 )
 
 # --- environment variables the supervisor sets for the target --------------------------------------------
@@ -134,18 +129,6 @@ TARGET_ENV = "DLPROBE_TARGET"
 START_METHOD_ENV = "DLPROBE_START_METHOD"
 # --no-isolated-checks: no copy of the training is forked for dlprobe's own checks (in_training/quiet_fork.py)
 NO_ISOLATED_CHECKS_ENV = "DLPROBE_NO_ISOLATED_CHECKS"
-# --log-to: the libraries (comma-separated, of LOG_TO_CHOICES) whose own log calls carry dlprobe's numbers
-# (in_training/sinks.py; the injected sitecustomize spells the name itself)
-LOG_TO_ENV = "DLPROBE_LOG_TO"
-LOG_TO_CHOICES = ("wandb", "mlflow")
-LOG_TO_PREFIX = "dlprobe/"  # every key dlprobe adds to a script's logs starts with it
-# EV_LOG_TO "state": what one training process's sink did for one library
-LOG_TO_LOGGED = "logged"  # at least one of the script's logs carried dlprobe's numbers
-LOG_TO_NOT_IMPORTED = "not-imported"  # the script never imported the library
-LOG_TO_NO_LOGS = "no-logs"  # imported, but the script logged nothing through it (no run, or no log call)
-LOG_TO_NO_NUMBERS = "no-numbers"  # the script logged, but before the supervisor had written any numbers
-LOG_TO_FAILED = "failed"  # every attempt to add the numbers failed (probe_error events say why)
-LOG_TO_STATES = (LOG_TO_LOGGED, LOG_TO_NOT_IMPORTED, LOG_TO_NO_LOGS, LOG_TO_NO_NUMBERS, LOG_TO_FAILED)
 # /proc/PID/comm of the processes dlprobe forks from the training for its own checks (the readiness copy, the sample
 # check's checker and its sandboxed child): ps and top show them, the supervisor waits for the checker by it
 CHECK_PROCESS_NAME = "dlprobe-check"
@@ -244,8 +227,6 @@ EV_PROBE_ERROR = "probe_error"  # the probe's own failure inside the training pr
 # learns its rank only when it joins the process group). Loaders are keyed by (writer pid, loader id);
 # the rank is how they are shown. A single-script run writes one, with the ranks null.
 EV_PROCESS = "process"
-# --log-to: what one training process added to the script's W&B or MLflow logs (one per library asked for, at exit)
-EV_LOG_TO = "log_to"
 
 # --- samples.jsonl: the "k" field of each line -----------------------------------------------------------
 SAMPLE_PROC = "proc"  # a process seen for the first time
@@ -613,18 +594,6 @@ class ProbeErrorEvent(Event, total=False):
     message: str
     consequence: str
     count: int
-
-
-class LogToEvent(Event, total=False):
-    """EV_LOG_TO: for one library of --log-to, what this process's sink did (in_training/sinks.py), written at exit."""
-
-    sink: str  # one of LOG_TO_CHOICES
-    state: str  # LOG_TO_STATES: why nothing was logged, or "logged"
-    calls: int  # the script's own log calls the sink saw
-    logged: int  # of them, those that carried dlprobe's numbers
-    keys: int  # the most dlprobe keys one of them carried
-    target: str | None  # where: the W&B run's id or the MLflow run id (the last one logged to)
-    failures: int  # calls where adding the numbers failed (a probe_error says why)
 
 
 class DupesEvent(Event, total=False):
@@ -1064,7 +1033,6 @@ class Meta(TypedDict, total=False):
     own_options_after_script: list[str]  # `dlprobe run s.py --verbose`: options of dlprobe's the script got
     isolated_checks: bool  # False: `--no-isolated-checks` (no copy of the training forked for dlprobe's checks)
     prometheus: PromMeta  # `--prom-textfile` / `--prom-listen`: where the live metrics were exposed
-    log_to: list[str]  # `--log-to`: the libraries whose logs were to carry dlprobe's numbers
 
 
 class SupervisorCost(TypedDict, total=False):

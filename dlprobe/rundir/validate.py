@@ -157,7 +157,6 @@ EVENT_TYPES: dict[str, type] = {
     schema.EV_LAUNCHER_FAILURE: schema.LauncherFailureEvent,
     schema.EV_STOP: schema.StopEvent,
     schema.EV_PROCESS: schema.ProcessEvent,
-    schema.EV_LOG_TO: schema.LogToEvent,
     schema.EV_LOADER: schema.LoaderEvent,
     schema.EV_START_METHOD: schema.StartMethodEvent,
     schema.EV_START_METHOD_FORCED: schema.StartMethodForcedEvent,

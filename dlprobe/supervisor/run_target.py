@@ -22,7 +22,6 @@ from dlprobe.rundir.schema import (
     LAUNCH_COMMAND,
     LAUNCH_MODULE,
     LAUNCH_SCRIPT,
-    LOG_TO_ENV,
     NO_ISOLATED_CHECKS_ENV,
     RUN_DIR_ENV,
     RUN_SCHEMA_VERSION,
@@ -34,7 +33,6 @@ from dlprobe.rundir.schema import (
 )
 from dlprobe.supervisor import launch
 from dlprobe.supervisor.hang import DEFAULT_HANG_TIMEOUT_S, ON_HANG_CHOICES
-from dlprobe.supervisor.log_to_option import parse_log_to
 from dlprobe.supervisor.prom.setup import PromSetup, prepare
 from dlprobe.supervisor.stderr_copy import stderr_origin
 from dlprobe.system import procmem
@@ -73,9 +71,6 @@ class RunOptions:
     # --prom-textfile DIR, --prom-listen [HOST:]PORT: the live Prometheus exposition (supervisor/prom/)
     prom_textfile: str | None = None
     prom_listen: str | None = None
-    # --log-to wandb,mlflow (as given, checked by run_script): the script's own logs carry dlprobe's numbers
-    # (supervisor/live_json.py writes them, in_training/sinks.py adds them)
-    log_to: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -164,7 +159,6 @@ def run_script(options: RunOptions) -> RunOutcome:
     check_target(options.script, options.launch, options.args)
     check_hang_options(options)
     check_start_method(options.start_method)
-    options.log_to = list(parse_log_to(options.log_to))
     prom = prepare(options.prom_textfile, options.prom_listen)  # the port is bound now: in use is exit 2, here
     try:
         return _run_checked(options, prom)
@@ -203,10 +197,6 @@ def _run_checked(options: RunOptions, prom: PromSetup | None) -> RunOutcome:
     if options.no_isolated_checks:
         env[NO_ISOLATED_CHECKS_ENV] = "1"
         meta["isolated_checks"] = False
-    env.pop(LOG_TO_ENV, None)  # only this run's own option turns the sinks on
-    if options.log_to:
-        env[LOG_TO_ENV] = ",".join(options.log_to)
-        meta["log_to"] = list(options.log_to)
     env.update(options.env)
     stderr_at_start = stderr_origin()  # before the script writes a byte
     child = _start(command, env)

@@ -23,9 +23,6 @@ ACCEPTED = [
     ["run", "-v", "-q", "-m", "mod"],
     ["run", "--prom-textfile", "/var/lib/node-exporter", "--prom-listen", "0.0.0.0:9400", "t.py"],
     ["run", "--prom-listen", "0", "-m", "mod", "--prom-listen", "1"],
-    ["run", "--log-to", "wandb", "--log-to", "mlflow", "t.py", "--log-to", "x"],
-    ["run", "--log-to", "wandb,mlflow", "-q", "t.py"],
-    ["run", "--log-to", "nosuch", "t.py"],
 ]
 DECLINED = [
     ["run"],
@@ -40,8 +37,6 @@ DECLINED = [
     ["run", "--hang-timeout", "nan", "t.py"],
     ["run", "--bogus", "t.py"],
     ["run", "--out"],
-    ["run", "--log-to", "t.py"],
-    ["run", "--log-to=wandb", "t.py"],
     ["run", "-q"],
     ["run", ""],
     ["report", "d"],

@@ -17,7 +17,6 @@ from types import ModuleType
 RUN_DIR_ENV = "DLPROBE_RUN_DIR"
 PACKAGE_PATH_ENV = "DLPROBE_PACKAGE_PATH"
 TARGET_ENV = "DLPROBE_TARGET"
-LOG_TO_ENV = "DLPROBE_LOG_TO"
 EVENTS_FILE = "events.jsonl"
 EV_PROBE_ERROR = "probe_error"
 DATALOADER_MODULE = "torch.utils.data.dataloader"
@@ -87,25 +86,6 @@ class DataLoaderFinder:
             return None
 
 
-class SinkFinder:
-    """`--log-to`: wakes only for the top-level import of a library named there (wandb, mlflow), which only the
-    script itself makes, and hands it to dlprobe's sinks to wrap its log calls once it has loaded."""
-
-    _dlprobe_sink_finder = True
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-
-    def find_spec(self, fullname: str, path: object, target: object = None) -> object:
-        if fullname not in self.names:
-            return None
-        try:
-            return _import_probe("sinks").patched_spec(fullname, path, target, self)
-        except Exception as exc:
-            _record_failure("sitecustomize.sinks", exc, f"the {fullname} logs of process {os.getpid()} lack dlprobe's")
-            return None
-
-
 def _install() -> None:
     if not os.environ.get(RUN_DIR_ENV):
         return
@@ -114,9 +94,6 @@ def _install() -> None:
             sys.meta_path.insert(0, DataLoaderFinder())  # type: ignore[arg-type]  # typing is not imported here
     except Exception as exc:
         _record_failure("sitecustomize.install", exc, f"process {os.getpid()} is not probed")
-    sinks = [name for name in os.environ.get(LOG_TO_ENV, "").split(",") if name]
-    if sinks and not any(getattr(finder, "_dlprobe_sink_finder", False) for finder in sys.meta_path):
-        sys.meta_path.insert(0, SinkFinder(sinks))  # type: ignore[arg-type]
 
 
 def _start_target() -> None:
