@@ -30,7 +30,7 @@ from dlprobe.analysis.stats import job_pss_peak, metric_summary, tree_total, wai
 from dlprobe.analysis.verdict import judge
 from dlprobe.analysis.worker_cpu import idle_worker_ids, loader_cpu
 from dlprobe.analysis.worker_growth import worker_projection
-from dlprobe.analysis.worker_steps import worker_steps
+from dlprobe.analysis.worker_steps import job_steady_peak, worker_steps
 from dlprobe.rundir.schema import EV_BATCHES, ORPHAN_GRACE_S, ShmRemoved, SupervisorCost
 from dlprobe.units import format_bytes
 
@@ -174,6 +174,13 @@ def _process_entry(proc: Any, run: RunData | None = None) -> ProcessEntry:
     return cast(ProcessEntry, entry)  # the metrics' keys are set in the loop above
 
 
+def _steady_peak(run: RunData) -> int | None:
+    try:
+        return job_steady_peak(run)
+    except Exception:  # a damaged run's readings: the check falls back to the peak less every step
+        return None
+
+
 def build_report(run: RunData, findings: list[Finding]) -> Report:
     meta, result, system = run.meta, run.result, run.system
     ended = result.get("ended_at")
@@ -202,6 +209,7 @@ def build_report(run: RunData, findings: list[Finding]) -> Report:
             "pss_total_peak": job_pss_peak(run.processes),
             "shm_job_peak": _shm_job_peak(run),
             "pss_anon_total_peak": job_pss_peak(run.processes, "pss_anon"),
+            "pss_anon_total_steady_peak": _steady_peak(run),
         },
         "findings": [finding_entry(f) for f in ordered],
         "verdict": verdict,

@@ -191,6 +191,8 @@ class SystemEntry(_SystemEntry, total=False):
     # the job's anonymous memory (Pss_Anon summed, as pss_total_peak): without the libraries' and files' pages, whose
     # PSS moves with how many other processes on the machine map the same files (libtorch: 29 MiB between two runs)
     pss_anon_total_peak: int | None
+    # the same with the workers' one-time steps apart, sum by sum (worker_steps.job_steady_peak): the check's total
+    pss_anon_total_steady_peak: int | None
 
 
 class ReadProblem(TypedDict):

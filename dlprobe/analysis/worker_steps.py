@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlprobe.analysis.model import ProcessRecord, RunData
+from dlprobe.analysis.stats import job_pss_summable
 from dlprobe.analysis.worker_growth import first_batch_built
 from dlprobe.loader_model.worker_memory import FULL_COLLECTION, Step, find_steps
 
@@ -52,3 +53,20 @@ def _dirty_rise(proc: ProcessRecord, step: Step) -> float:
     dirty = dict(proc.series.values("private_dirty"))
     before, after = dirty.get(step.t_before), dirty.get(step.t)
     return float(after - before) if before is not None and after is not None else float(step.bytes)
+
+
+def job_steady_peak(run: RunData, metric: str = "pss_anon") -> int | None:
+    """The peak of the job's total `metric` over time with the workers' one-time steps apart: at each sum, less the
+    steps its workers' readings already hold. A sum made while a step was under way is left out: the parent's reading
+    may hold its side of the copy (pages it shared are now its own: 2/3 of a 34 MiB step with two workers) while the
+    worker's reading does not hold the step yet, so neither the step nor its absence is in it whole. The peak less
+    every step, wherever they fell, read a run whose workers stepped after its peak 69 MiB under a run whose did
+    not (157 against 225 MiB), which failed a baseline gate. None where no sum can be made."""
+    steps = [s for p in run.processes if p.role == "worker" and (found := worker_steps(run, p)) for s in found.steps]
+    times, totals = job_pss_summable(run.processes, metric)
+    steady = [
+        total - sum(s.bytes for s in steps if s.t <= t)
+        for t, total in zip(times, totals, strict=True)
+        if not any(s.t_before < t < s.t for s in steps)
+    ]
+    return max(steady, default=None)

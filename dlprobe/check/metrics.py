@@ -61,6 +61,31 @@ def report_spreads(report: Report) -> dict[str, float | None]:
     }
 
 
+def _total_pss(report: Report) -> float | None:
+    system = report["system"]
+    if "pss_total_peak" in system:
+        return system["pss_total_peak"]
+    # a baseline written before the job total was recorded lacks it; the sum of peaks bounds it
+    peaks = [peak for p in report["processes"] if (peak := p["pss"]["peak"]) is not None]
+    return sum(peaks) if peaks else None
+
+
+def legacy_total_steady(report: Report) -> float | None:
+    """The job's anonymous memory at its peak less every worker's steps, wherever they fell: what reports before
+    pss_anon_total_steady_peak compared, and what a run is compared by against such a baseline (the sum by sum value
+    is never below this one: the two differ by the steps that fell after the peak)."""
+    total = report["system"].get("pss_anon_total_peak", _total_pss(report))
+    growths = [g for _, g in worker_growths(report)]
+    if not growths or total is None:
+        return None
+    return max(0.0, total - sum(int(s["bytes"]) for g in growths for s in g.get("steps") or []))
+
+
+def has_steady_total(report: Report) -> bool:
+    """Whether the report holds the job's steady total sum by sum (worker_steps.job_steady_peak)."""
+    return report["system"].get("pss_anon_total_steady_peak") is not None
+
+
 def report_metrics(report: Report) -> dict[str, float | None]:
     """Each metric over the whole run (worst loader, worst worker); None where nothing was measured."""
     workers = [p for p in report["processes"] if p["role"] == "worker"]
@@ -70,26 +95,20 @@ def report_metrics(report: Report) -> dict[str, float | None]:
         if (peak := p["uss"]["peak"]) is not None and (start := p["uss"]["start"]) is not None
     ]
     system = report["system"]
-    # .get: a baseline written before the job total was recorded lacks it; the sum of peaks bounds it
-    total_pss: float | None = system.get("pss_total_peak")
-    if "pss_total_peak" not in system:
-        peaks = [peak for p in report["processes"] if (peak := p["pss"]["peak"]) is not None]
-        total_pss = sum(peaks) if peaks else None
     loaders = report["loaders"]
     growths = [g for _, g in worker_growths(report)]
-    stepped = sum(int(s["bytes"]) for g in growths for s in g.get("steps") or [])
     # the job's own /dev/shm where it was read (its processes' Pss_Shmem), else the machine's (older reports)
     shm_job = system.get("shm_job_peak")
     # the job's anonymous memory, steps apart: the files' pages move with the other processes mapping them
-    anon_total = system.get("pss_anon_total_peak", total_pss)
+    steady_total = system.get("pss_anon_total_steady_peak") if growths else None
     return {
         "worker_uss_growth": _max(growth),
         "worker_steady_growth": _max([g["steady_bytes"] for g in growths]) if growths else None,
         "worker_uss_peak": _max([p["uss"]["peak"] for p in workers]),
         "worker_steady_peak": _max([g["steady_peak_bytes"] for g in growths]) if growths else None,
         "worker_step": float(step[1]["bytes"]) if (step := largest_step(report)) else (0.0 if growths else None),
-        "total_pss": total_pss,
-        "total_pss_steady": max(0.0, anon_total - stepped) if growths and anon_total is not None else None,
+        "total_pss": _total_pss(report),
+        "total_pss_steady": steady_total if steady_total is not None else legacy_total_steady(report),
         "shm_peak": shm_job if shm_job is not None else system["shm_peak"],
         "wait_fraction": _max([lo["wait_fraction"] for lo in loaders]),
         "first_batch_wait": _max([lo["first_batch_s"] for lo in loaders]),

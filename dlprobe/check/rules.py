@@ -16,7 +16,9 @@ from dlprobe.check.metrics import (
     METRIC_KINDS,
     STEADY_OF,
     format_metric,
+    has_steady_total,
     largest_step,
+    legacy_total_steady,
     report_metrics,
     report_spreads,
 )
@@ -299,6 +301,9 @@ def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseli
     """One rule per metric: fail when the run is worse than the baseline by more than the margin (BASELINE_RULE)."""
     base_metrics = report_metrics(baseline)
     base_spreads = report_spreads(baseline)
+    if report is not None and not has_steady_total(baseline):
+        # a baseline from before the steady total was taken sum by sum: the run is read the way the baseline was
+        metrics = {**metrics, "total_pss_steady": legacy_total_steady(report)}
     return [
         _baseline_row(
             config,

@@ -4,7 +4,9 @@ a memory-mapped file's pages rose while a collection happened to run."""
 from __future__ import annotations
 
 from dlprobe.analysis.gc_copy_findings import find_gc_copy
-from dlprobe.analysis.worker_steps import worker_steps
+from dlprobe.analysis.model import ProcessRecord, Series
+from dlprobe.analysis.stats import job_pss_peak
+from dlprobe.analysis.worker_steps import job_steady_peak, worker_steps
 from dlprobe.loader_model.worker_memory import FULL_COLLECTION
 from tests.unit.fakes import MiB, loader, run, series, worker
 
@@ -41,3 +43,32 @@ def test_a_file_s_clean_pages_rising_with_a_collection_are_no_copy():
         found = worker_steps(mapped, proc)
         assert found is not None and all(s.cause != FULL_COLLECTION for s in found.steps), found.steps
     assert find_gc_copy(mapped) == []
+
+
+# numpy_dataset.py's job as read in one run: each worker's collection copied 34.4 MiB between its readings at 102 and
+# 103 s; its PSS rose 22.9 MiB and the parent's 22.6 (pages it shared with two workers are now its own).
+WORKER_PSS_ANON = [63.7, 66.0, 66.2, 89.1, 89.1, 89.2]
+
+
+def _job(main_pss_anon: list[tuple[float, float]]):
+    workers = [_worker(11, 0, [2, 5, 5.2, 39.5, 39.6, 39.8]), _worker(12, 1, [2, 5, 5.2, 39.5, 39.6, 39.8])]
+    for proc in workers:
+        proc.series.pss_anon = [int(v * MiB) for v in WORKER_PSS_ANON]
+    t = [at for at, _ in main_pss_anon]
+    main = ProcessRecord(1, "main", comm="python", series=Series(t=t, rss=[None] * len(t), uss=[None] * len(t),
+                                                                    pss=[None] * len(t), swap=[None] * len(t)))  # fmt: skip
+    main.series.pss_anon = [int(v * MiB) for _, v in main_pss_anon]
+    return run([loader()], [main, *workers])
+
+
+def test_the_jobs_steady_total_is_the_same_whether_its_steps_fell_before_or_after_its_peak():
+    # read after the copy: its sums hold the steps (less them: 225.3 MiB); the one sum the copy was under way in
+    # (the parent's reading at 102.7 s holds its side, the workers' at 102 s not yet theirs) is left out
+    after = _job([(100.0, 93.0), (101.5, 93.1), (102.7, 115.7), (104.5, 115.8)])
+    # the parent last read before the copy (a run that ended soon after it): the job's peak came before the steps
+    before = _job([(100.0, 93.0), (101.5, 93.1), (102.5, 93.1)])
+    totals = [job_steady_peak(r) for r in (after, before)]
+    assert all(t is not None and abs(t - 225.5 * MiB) < 0.2 * MiB for t in totals), [t / MiB for t in totals]
+    # every step taken off the peak wherever it fell read the second 69 MiB lower: a baseline gate's false alarm
+    peaks = [job_pss_peak(r.processes, "pss_anon") for r in (after, before)]
+    assert abs(peaks[0] - peaks[1] - 68.6 * MiB) < 0.5 * MiB
