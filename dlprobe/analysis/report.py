@@ -120,7 +120,7 @@ def _worker_growth(run: RunData, proc: Any) -> WorkerGrowth | None:
     stepped = sum(s.bytes for s in steps)
     # a step read before the steady part (a copy at a full collection during the first batch) is in what the worker
     # held at the start, so not in its growth; it is apart from its peak all the same
-    steady = max(0, peak - start - sum(s.bytes for s in steps if not s.held))
+    steady = max(0, peak - start - found.stepped_in_steady_part())
     batches = _batch_at(run, proc.loader_id, readings[-1][0])
     loader = run.loader(proc.loader_id)
     try:

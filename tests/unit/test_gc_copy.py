@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dlprobe.analysis.gc_copy_findings import find_gc_copy
 from dlprobe.analysis.model import ProcessRecord, Series
+from dlprobe.analysis.report import build_report
 from dlprobe.analysis.stats import job_pss_peak
 from dlprobe.analysis.worker_steps import job_steady_peak, worker_steps
 from dlprobe.loader_model.worker_memory import FULL_COLLECTION
@@ -55,8 +56,8 @@ def _job(main_pss_anon: list[tuple[float, float]]):
     for proc in workers:
         proc.series.pss_anon = [int(v * MiB) for v in WORKER_PSS_ANON]
     t = [at for at, _ in main_pss_anon]
-    main = ProcessRecord(1, "main", comm="python", series=Series(t=t, rss=[None] * len(t), uss=[None] * len(t),
-                                                                    pss=[None] * len(t), swap=[None] * len(t)))  # fmt: skip
+    unread: list[int | None] = [None] * len(t)
+    main = ProcessRecord(1, "main", comm="python", series=Series(t=t, rss=unread, uss=unread, pss=unread, swap=unread))
     main.series.pss_anon = [int(v * MiB) for _, v in main_pss_anon]
     return run([loader()], [main, *workers])
 
@@ -72,3 +73,16 @@ def test_the_jobs_steady_total_is_the_same_whether_its_steps_fell_before_or_afte
     # every step taken off the peak wherever it fell read the second 69 MiB lower: a baseline gate's false alarm
     peaks = [job_pss_peak(r.processes, "pss_anon") for r in (after, before)]
     assert abs(peaks[0] - peaks[1] - 68.6 * MiB) < 0.5 * MiB
+
+
+def test_a_copy_that_spans_the_steady_part_s_first_reading_is_not_steady_growth():
+    # the collection (100.8-101.4 s) ran across the reading right after the first batch: 10.7 MiB of the copy is in
+    # what the worker held at the start, the other 28.3 MiB came after it; neither part is growth
+    uss = [7.0, 17.7, 46.0, 46.1, 46.2, 46.3]
+    proc = worker(11, 0, series([int(v * MiB) for v in uss], [int(v * MiB) + 100 * MiB for v in uss]))
+    proc.full_collections = [(100.8, 101.4)]
+    report = build_report(run([loader()], [proc]), [])
+    [growth] = [p["growth"] for p in report["processes"] if p["role"] == "worker"]
+    assert [s.get("held_at_start") for s in growth["steps"]] == [True]
+    assert growth["steady_bytes"] < 1 * MiB, growth  # 0.3 MiB: the readings after the copy
+    assert growth["held_at_start_bytes"] == int(17.7 * MiB) - int(7.0 * MiB)
