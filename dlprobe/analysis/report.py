@@ -137,7 +137,7 @@ def _worker_growth(run: RunData, proc: Any) -> WorkerGrowth | None:
             entry["cause"] = step.cause
         if step.held:
             entry["held_at_start"] = True
-    return {
+    growth: WorkerGrowth = {
         "growth_bytes": peak - first,
         "held_at_start_bytes": max(0, start - first),
         "steady_bytes": steady,
@@ -147,6 +147,10 @@ def _worker_growth(run: RunData, proc: Any) -> WorkerGrowth | None:
         "steady_per_batch_bytes": round(steady / batches) if batches else None,
         "projected_epoch_end_bytes": projected,
     }
+    unseen = [c for c in proc.full_collections if c[1] <= readings[0][0]]
+    if unseen:
+        growth["collected_before_first_reading"] = len(unseen)
+    return growth
 
 
 def _process_entry(proc: Any, run: RunData | None = None) -> ProcessEntry:

@@ -128,9 +128,7 @@ class UssStep(_UssStep, total=False):
     held_at_start: bool  # true: read before the steady part began, so in held_at_start_bytes, not in steady_bytes
 
 
-class WorkerGrowth(TypedDict):
-    """A worker's USS growth, its one-time steps apart: what `dlprobe check` compares with a baseline."""
-
+class _WorkerGrowth(TypedDict):
     growth_bytes: int  # peak less the first reading, steps included
     held_at_start_bytes: int  # what it had grown by its first reading after its first batch
     steady_bytes: int  # its growth from then on, less its steps
@@ -139,6 +137,14 @@ class WorkerGrowth(TypedDict):
     batches: int | None  # the loader's batches so far in its epoch at the worker's last reading
     steady_per_batch_bytes: int | None
     projected_epoch_end_bytes: int | None  # `run`'s projection of its growth to the epoch's end (cow-growth's model)
+
+
+class WorkerGrowth(_WorkerGrowth, total=False):
+    """A worker's USS growth, its one-time steps apart: what `dlprobe check` compares with a baseline."""
+
+    # full collections timed before its first reading: their copy is in that reading, of a size no reading shows, so
+    # its peak cannot be told apart from it (the check compares peaks with the steps in)
+    collected_before_first_reading: int
 
 
 class ProcessEntry(_ProcessEntry, total=False):

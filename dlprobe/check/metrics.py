@@ -81,6 +81,20 @@ def legacy_total_steady(report: Report) -> float | None:
     return max(0.0, total - sum(int(s["bytes"]) for g in growths for s in g.get("steps") or []))
 
 
+# The steady metrics a copy no reading showed leaves in: a worker's peak and the job's total (its growth is read from
+# its first reading after the first batch on, so the copy is in its start either way).
+PEAKS_WITH_UNSEEN_COPY = ("worker_steady_peak", "total_pss_steady")
+
+
+def unseen_copy(report: Report) -> str:
+    """Words naming a worker whose full collection ran before its first reading (its copy is in every reading, its
+    size in none), or "" where there is none."""
+    for proc, growth in worker_growths(report):
+        if growth.get("collected_before_first_reading"):
+            return f"worker {proc.get('worker_id')}'s full collection ran before its first reading"
+    return ""
+
+
 def has_steady_total(report: Report) -> bool:
     """Whether the report holds the job's steady total sum by sum (worker_steps.job_steady_peak)."""
     return report["system"].get("pss_anon_total_steady_peak") is not None

@@ -14,6 +14,7 @@ from dlprobe.check.config import BASELINE_METRICS, CheckConfig
 from dlprobe.check.limits import Stop
 from dlprobe.check.metrics import (
     METRIC_KINDS,
+    PEAKS_WITH_UNSEEN_COPY,
     STEADY_OF,
     format_metric,
     has_steady_total,
@@ -21,6 +22,7 @@ from dlprobe.check.metrics import (
     legacy_total_steady,
     report_metrics,
     report_spreads,
+    unseen_copy,
 )
 from dlprobe.units import format_bytes
 
@@ -255,7 +257,7 @@ Metrics = dict[str, float | None]
 
 
 def _baseline_row(config: CheckConfig, metric: str, metrics: Metrics, base_metrics: Metrics, base_spreads: Metrics,
-                  baseline_path: str, report: Report) -> RuleResult:  # fmt: skip
+                  baseline_path: str, report: Report, steps_in: str = "") -> RuleResult:  # fmt: skip
     name = f"baseline {metric}"
     steady = STEADY_OF.get(metric)
     compared = steady if steady and base_metrics.get(steady) is not None and metrics.get(steady) is not None else metric
@@ -271,6 +273,8 @@ def _baseline_row(config: CheckConfig, metric: str, metrics: Metrics, base_metri
     if compared != metric:
         step = _step_words(report)
         shown += f" (steps apart: {step})" if step else " (no step)"
+    elif steady in PEAKS_WITH_UNSEEN_COPY and steps_in:
+        shown += f" (steps in: {steps_in})"
     noisy = ""
     if spread is not None:
         kind, margin = config.baseline_margins.get(metric, ("relative", config.baseline_margin))
@@ -304,6 +308,12 @@ def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseli
     if report is not None and not has_steady_total(baseline):
         # a baseline from before the steady total was taken sum by sum: the run is read the way the baseline was
         metrics = {**metrics, "total_pss_steady": legacy_total_steady(report)}
+    # A copy no reading showed (a collection before a worker's first reading) is in that run's peaks and cannot be
+    # taken out: both sides' peaks are then compared with their steps in (the baseline's at batch 202 read 14 MiB
+    # steady against 48 MiB for a run whose copy came before its first reading, the same loader)
+    unseen = (unseen_copy(report) if report is not None else "") or unseen_copy(baseline)
+    if unseen:
+        base_metrics = {**base_metrics, **dict.fromkeys(PEAKS_WITH_UNSEEN_COPY)}
     return [
         _baseline_row(
             config,
@@ -313,6 +323,7 @@ def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseli
             base_spreads,
             baseline_path,
             report if report is not None else baseline,
+            unseen,
         )  # fmt: skip
         for metric in BASELINE_METRICS
     ]

@@ -7,9 +7,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from dlprobe.rundir.inflight_format import read_slot, slot_path
@@ -25,8 +27,10 @@ def _state(pid: int) -> str:
 
 def _stop_while_waiting(run_dir: Path, pid: int) -> None:
     """SIGSTOP the loop while its in-flight slot says it waits for a batch (the hang watch times only such a wait);
-    one stop that lands between two batches is let go and tried again."""
-    for _ in range(200):
+    one stop that lands between two batches is let go and tried again. Let go for a moment: stopped again at once, a
+    process on a busy machine may not have run in between, and 200 tries read the one state it was first stopped in."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         os.kill(pid, signal.SIGSTOP)
         while _state(pid) != "T":  # the stop lands asynchronously
             pass
@@ -34,6 +38,7 @@ def _stop_while_waiting(run_dir: Path, pid: int) -> None:
         if loop.get("state") == "waiting-for-batch":
             return
         os.kill(pid, signal.SIGCONT)
+        time.sleep(random.uniform(0.005, 0.05))  # off the batches' rhythm
     raise AssertionError("the loop was never seen waiting for a batch")
 
 

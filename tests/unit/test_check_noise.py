@@ -238,3 +238,24 @@ def test_a_copy_s_steady_rate_is_not_the_start_s_allocations():
     [step] = find_steps(mib(BUSY_START), after=0.1, collections=[(3.06, 3.27)])
     assert (step.t_before, step.t) == (1.68, 4.98)
     assert step.bytes == int(48.2 * MiB) - int(14.0 * MiB)
+
+
+def test_a_copy_before_the_first_reading_has_both_sides_peaks_compared_with_their_steps_in():
+    # the baseline's workers copied 35 MiB at batch 197 (set apart: a 14 MiB steady peak); this run's collected before
+    # the sampler's first reading: 49 MiB from the first reading on, a copy no reading shows
+    base = healthy([35.0], [35.0])
+    early = with_growth(make_report(worker_uss=((45 * MiB, 49 * MiB), (45 * MiB, 49.2 * MiB))),
+                        (4.0, 49.0, []), (4.2, 49.2, []))  # fmt: skip
+    assert rows(early, base)["baseline worker_uss_peak"].status == "fail"  # what a busy runner's second run read
+    for proc in early["processes"]:
+        proc["growth"]["collected_before_first_reading"] = 1
+    out = rows(early, base)
+    peak = out["baseline worker_uss_peak"]
+    assert peak.status == "pass", peak.threshold
+    assert peak.observed == "49.2 MiB (steps in: worker 0's full collection ran before its first reading)"
+    assert out["baseline worker_uss_growth"].status == "pass"  # the growth is read after it: steps still apart
+    # a regression is still one: 100 MiB more per worker than the baseline's peak with its step in
+    grown = with_growth(make_report(worker_uss=((45 * MiB, 149 * MiB), (45 * MiB, 149 * MiB))),
+                        (4.0, 149.0, []), (4.0, 149.0, []))  # fmt: skip
+    grown["processes"][0]["growth"]["collected_before_first_reading"] = 1
+    assert rows(grown, base)["baseline worker_uss_peak"].status == "fail"

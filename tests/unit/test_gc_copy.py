@@ -86,3 +86,15 @@ def test_a_copy_that_spans_the_steady_part_s_first_reading_is_not_steady_growth(
     assert [s.get("held_at_start") for s in growth["steps"]] == [True]
     assert growth["steady_bytes"] < 1 * MiB, growth  # 0.3 MiB: the readings after the copy
     assert growth["held_at_start_bytes"] == int(17.7 * MiB) - int(7.0 * MiB)
+
+
+def test_a_collection_before_the_first_reading_is_counted_as_one_no_reading_shows():
+    uss = [46.0, 46.1, 46.2, 46.3]  # the copy is in every reading
+    proc = worker(11, 0, series([int(v * MiB) for v in uss], [int(v * MiB) + 100 * MiB for v in uss]))
+    proc.full_collections = [(99.5, 99.7)]
+    report = build_report(run([loader()], [proc]), [])
+    [growth] = [p["growth"] for p in report["processes"] if p["role"] == "worker"]
+    assert growth["steps"] == [] and growth["collected_before_first_reading"] == 1
+    proc.full_collections = [(101.5, 101.6)]  # after it: the readings had their chance to show it
+    [growth] = [p["growth"] for p in build_report(run([loader()], [proc]), [])["processes"] if p["role"] == "worker"]
+    assert "collected_before_first_reading" not in growth
