@@ -95,6 +95,30 @@ def unseen_copy(report: Report) -> str:
     return ""
 
 
+def copy_estimate(*reports: Report) -> int | None:
+    """What a copy no reading showed is taken to be: the largest one-time step any worker of these reports (the same
+    loader's runs) was read taking; None where none was read."""
+    steps = [int(s["bytes"]) for r in reports for _, g in worker_growths(r) for s in g.get("steps") or []]
+    return max(steps) if steps else None
+
+
+def without_unseen_copies(report: Report, metrics: dict[str, float | None], copy: int) -> dict[str, float | None]:
+    """`metrics` with a copy of `copy` bytes taken out of each worker whose collection ran before its first reading:
+    from its steady peak, and from the job's steady total (every one of its readings held it)."""
+    growths = worker_growths(report)
+    unseen = sum(1 for _, g in growths if g.get("collected_before_first_reading"))
+    if not unseen:
+        return metrics
+    peaks = [max(0, int(g["steady_peak_bytes"]) - (copy if g.get("collected_before_first_reading") else 0))
+             for _, g in growths]  # fmt: skip
+    total = metrics.get("total_pss_steady")
+    return {
+        **metrics,
+        "worker_steady_peak": float(max(peaks)),
+        "total_pss_steady": None if total is None else max(0.0, total - unseen * copy),
+    }
+
+
 def has_steady_total(report: Report) -> bool:
     """Whether the report holds the job's steady total sum by sum (worker_steps.job_steady_peak)."""
     return report["system"].get("pss_anon_total_steady_peak") is not None

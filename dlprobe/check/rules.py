@@ -16,6 +16,7 @@ from dlprobe.check.metrics import (
     METRIC_KINDS,
     PEAKS_WITH_UNSEEN_COPY,
     STEADY_OF,
+    copy_estimate,
     format_metric,
     has_steady_total,
     largest_step,
@@ -23,6 +24,7 @@ from dlprobe.check.metrics import (
     report_metrics,
     report_spreads,
     unseen_copy,
+    without_unseen_copies,
 )
 from dlprobe.units import format_bytes
 
@@ -257,7 +259,7 @@ Metrics = dict[str, float | None]
 
 
 def _baseline_row(config: CheckConfig, metric: str, metrics: Metrics, base_metrics: Metrics, base_spreads: Metrics,
-                  baseline_path: str, report: Report, steps_in: str = "") -> RuleResult:  # fmt: skip
+                  baseline_path: str, report: Report, unseen: str = "") -> RuleResult:  # fmt: skip
     name = f"baseline {metric}"
     steady = STEADY_OF.get(metric)
     compared = steady if steady and base_metrics.get(steady) is not None and metrics.get(steady) is not None else metric
@@ -272,9 +274,10 @@ def _baseline_row(config: CheckConfig, metric: str, metrics: Metrics, base_metri
     shown = format_metric(compared, now)
     if compared != metric:
         step = _step_words(report)
-        shown += f" (steps apart: {step})" if step else " (no step)"
-    elif steady in PEAKS_WITH_UNSEEN_COPY and steps_in:
-        shown += f" (steps in: {steps_in})"
+        shown += f" (steps apart: {step}" if step else " (no step"
+        shown += f"; {unseen})" if unseen and compared in PEAKS_WITH_UNSEEN_COPY else ")"
+    elif steady in PEAKS_WITH_UNSEEN_COPY and unseen:
+        shown += f" ({unseen})"
     noisy = ""
     if spread is not None:
         kind, margin = config.baseline_margins.get(metric, ("relative", config.baseline_margin))
@@ -308,12 +311,21 @@ def baseline_rules(config: CheckConfig, metrics: dict[str, float | None], baseli
     if report is not None and not has_steady_total(baseline):
         # a baseline from before the steady total was taken sum by sum: the run is read the way the baseline was
         metrics = {**metrics, "total_pss_steady": legacy_total_steady(report)}
-    # A copy no reading showed (a collection before a worker's first reading) is in that run's peaks and cannot be
-    # taken out: both sides' peaks are then compared with their steps in (the baseline's at batch 202 read 14 MiB
-    # steady against 48 MiB for a run whose copy came before its first reading, the same loader)
+    # A copy no reading showed (a collection before a worker's first reading) is in that run's peaks: the baseline's
+    # at batch 202 read 14 MiB steady against 48 MiB for a run whose copy came before its first reading, the same
+    # loader. It is taken to be the largest step either run read, and taken out; where neither read one, both
+    # sides' peaks are compared with their steps in.
     unseen = (unseen_copy(report) if report is not None else "") or unseen_copy(baseline)
     if unseen:
-        base_metrics = {**base_metrics, **dict.fromkeys(PEAKS_WITH_UNSEEN_COPY)}
+        copy = copy_estimate(baseline, *([report] if report is not None else []))
+        if copy is None:
+            base_metrics = {**base_metrics, **dict.fromkeys(PEAKS_WITH_UNSEEN_COPY)}
+            unseen = f"steps in: {unseen}"
+        else:
+            base_metrics = without_unseen_copies(baseline, base_metrics, copy)
+            if report is not None:
+                metrics = without_unseen_copies(report, metrics, copy)
+            unseen += f", its copy taken as the largest step read ({format_bytes(copy)})"
     return [
         _baseline_row(
             config,

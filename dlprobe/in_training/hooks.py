@@ -31,6 +31,7 @@ from dlprobe.in_training import (
     start_method_choice,
     startup_profile,
     worker_batches,
+    worker_gc,
 )
 from dlprobe.in_training.batch_info import describe_batch
 from dlprobe.in_training.dataset_inspect import summarize_dataset
@@ -612,6 +613,7 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
         _emit_fork_handles(self, probe.loader_id, probe.epoch + 1)
         rng_init = rng_streams.wrap_worker_init(self, probe.loader_id, probe.epoch + 1)  # the dataset's generators
     start = time.perf_counter()
+    worker_gc.arm(self.num_workers > 0 and not threads)  # its workers' collections timed from their fork
     try:
         iterator = original_iter(self)
     except Exception as exc:
@@ -620,6 +622,7 @@ def _probed_iter(self: Any, original_iter: Any) -> Any:
         _record_unpicklable(self, probe.loader_id, exc)
         raise
     finally:
+        worker_gc.arm(False)
         rng_streams.restore_worker_init(self, rng_init)
         inflight.restore_worker_init(self, user_init)  # the wrapper only travels to the workers as they start
         inflight.loop_outside(probe.loader_id, probe.batches)

@@ -54,9 +54,9 @@ def test_a_tar_gz_archive_opened_in_each_worker_is_not_shared(probe, tmp_path):
     assert result.findings("shared-handle") == [] and result.findings("worker-error") == []
 
 
-def test_an_lmdb_environment_read_in_the_parent_before_fork_is_the_verdict_not_a_sample(probe, tmp_path):
+def test_an_lmdb_environment_read_in_the_parent_before_fork_is_the_verdict_not_a_sample(probe):
     pytest.importorskip("lmdb", reason="lmdb is not installed")
-    result = probe("lmdb_env_before_fork.py", str(tmp_path))
+    result = probe("handle_opened_before_fork.py", "lmdb", "read-first")
     [finding] = result.findings("shared-handle")
     assert finding["evidence"]["attributes"][0] == "self.env" and finding["evidence"]["libraries"][0] == "lmdb"
     assert result.findings("bad-sample") == []
@@ -64,8 +64,8 @@ def test_an_lmdb_environment_read_in_the_parent_before_fork_is_the_verdict_not_a
         assert result.report["verdict"]["code"] == "shared-handle", result.report["verdict"]
 
 
-def test_an_lmdb_environment_opened_in_each_worker_gets_no_warning(probe, tmp_path):
+def test_an_lmdb_environment_opened_in_each_worker_gets_no_warning(probe):
     pytest.importorskip("lmdb", reason="lmdb is not installed")
-    twin = probe("lmdb_env_before_fork.py", str(tmp_path), "per-worker")
+    twin = probe("handle_opened_before_fork.py", "lmdb", "read-first", "per-worker")
     assert twin.returncode == 0, twin.stderr
     assert twin.findings("shared-handle") == [] and twin.findings("worker-error") == []

@@ -166,7 +166,10 @@ def test_tune_on_a_cpu_bound_loader_stops_at_the_cores_and_says_why(tmp_path):
     assert proc.returncode == 0, proc.stderr
     cores = result["cpu"]["usable_cores"]
     tried = [t["num_workers"] for t in result["trials"]]
-    assert max(tried) <= cores + 1 and len(set(tried)) <= 4, tried  # 0, 1, the cores (and one more): not 0..4, 8
+    # what each count read and why it was tried: a failure here says which rule went on past the cores
+    why = [(t["num_workers"], t.get("worker_busy_share"), t.get("worker_runq_share"), t["samples_per_s"],
+            t.get("search_reason")) for t in result["trials"]]  # fmt: skip
+    assert max(tried) <= cores + 1 and len(set(tried)) <= 4, why  # 0, 1, the cores (and one more): not 0..4, 8
     reason = result["workers_stop"]["reason"]
     # With other work holding a core (a parallel test run), the model can find that no worker count beats the main
     # process alone: a stop from the cores too, with its numbers.

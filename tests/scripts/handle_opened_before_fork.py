@@ -1,7 +1,9 @@
 """A dataset that opens its storage in `__init__` and is read by 4 forked workers: every worker inherits the same open
 file description (offset, locks, the library's state). `h5py` (default): an HDF5 file opened through a Python file
 object, as fsspec users do; reads fail at random indices (`OSError: Can't synchronously read data`). `lmdb`: an LMDB
-environment; `lmdb.ReadersFullError: MDB_READERS_FULL`. `per-worker` opens it lazily in each worker: nothing shared.
+environment; `lmdb.ReadersFullError: MDB_READERS_FULL`. `read-first` (lmdb) reads it once in the parent too, so its
+reader slot crosses the fork (`lmdb.BadRslotError: MDB_BAD_RSLOT`, `lmdb.Error ... Invalid argument` in the workers).
+`per-worker` opens it lazily in each worker: nothing shared.
 """
 
 import os
@@ -39,13 +41,16 @@ class H5Dataset(Dataset):
 
 
 class LmdbDataset(Dataset):
-    def __init__(self, path, per_worker):
+    def __init__(self, path, per_worker, read_first=False):
         import lmdb
 
         self.path = path
         self.env = None
         if not per_worker:
             self.env = lmdb.open(path, readonly=True, lock=True)
+            if read_first:  # a read in the parent: its reader slot crosses the fork
+                with self.env.begin() as txn:
+                    txn.get(f"{0:08d}".encode())
         self.n = N
 
     def __len__(self):
@@ -83,10 +88,10 @@ def write_lmdb(root):
 
 if __name__ == "__main__":
     kind = "lmdb" if "lmdb" in sys.argv[1:] else "h5py"
-    per_worker = "per-worker" in sys.argv[1:]
+    per_worker, read_first = "per-worker" in sys.argv[1:], "read-first" in sys.argv[1:]
     with tempfile.TemporaryDirectory() as root:
         build = {
-            "lmdb": lambda: LmdbDataset(write_lmdb(root), per_worker),
+            "lmdb": lambda: LmdbDataset(write_lmdb(root), per_worker, read_first),
             "h5py": lambda: H5Dataset(write_h5(root), per_worker),
         }
         dataset = build[kind]()

@@ -1,8 +1,9 @@
 """`dlprobe triage` of worker errors that are state the workers share, never a bad sample: the errors a handle opened
 before the fork raises (lmdb, a zip or tar.gz archive, a requests.Session's TLS connection) and one error at several
-indices. The logs are the stderr of real runs of tests/scripts/ (lmdb_env_before_fork.py, zip_opened_before_fork.py
-with and without `stored`, tar_gz_opened_before_fork.py, handle_opened_before_fork.py (h5py),
-requests_session_before_fork.py, socket_client_before_fork.py twice), saved as they were printed."""
+indices. The logs are the stderr of real runs of tests/scripts/ (an LMDB environment read in the parent, as
+handle_opened_before_fork.py's `lmdb read-first` does; zip_opened_before_fork.py with and without `stored`,
+tar_gz_opened_before_fork.py, handle_opened_before_fork.py (h5py), requests_session_before_fork.py,
+socket_client_before_fork.py twice), saved as they were printed."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 
 import pytest
 
@@ -62,3 +63,30 @@ def test_the_callback_leaves_once_enough_are_timed_and_the_script_s_own_stays(ti
         assert seen.count("stop") == WORKER_GC_KEPT + 3  # the script's callback saw every collection
     finally:
         gc.callbacks.remove(script_callback)
+
+
+def _forked_child_times_collections() -> bool:
+    """Fork, and report from the child whether its collections were timed from its first instruction on."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a full collection straight away, before anything else of dlprobe's ran
+        gc.collect()
+        os.write(write, b"1" if worker_gc._timed else b"0")
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    return answer == b"1"
+
+
+def test_a_worker_forked_while_its_loader_starts_times_collections_from_its_fork(timer):
+    # the collector's counts are the parent's at the fork: a worker's first full collection can run before its
+    # worker_init_fn, where start_worker installs the timer
+    worker_gc.arm(True)
+    try:
+        assert _forked_child_times_collections()
+    finally:
+        worker_gc.arm(False)
+    assert worker_gc._on_collection not in gc.callbacks  # the parent's collector is left alone
+    assert not _forked_child_times_collections()  # any other fork of the script's is left alone too
