@@ -147,7 +147,8 @@ def _worker_growth(run: RunData, proc: Any) -> WorkerGrowth | None:
         "steady_per_batch_bytes": round(steady / batches) if batches else None,
         "projected_epoch_end_bytes": projected,
     }
-    unseen = [c for c in proc.full_collections if c[1] <= readings[0][0]]
+    # began before the first reading: that reading holds some or all of the copy, which no rise shows whole
+    unseen = [c for c in proc.full_collections if c[0] < readings[0][0]]
     if unseen:
         growth["collected_before_first_reading"] = len(unseen)
     return growth

@@ -142,8 +142,8 @@ class _WorkerGrowth(TypedDict):
 class WorkerGrowth(_WorkerGrowth, total=False):
     """A worker's USS growth, its one-time steps apart: what `dlprobe check` compares with a baseline."""
 
-    # full collections timed before its first reading: their copy is in that reading, of a size no reading shows, so
-    # its peak cannot be told apart from it (the check compares peaks with the steps in)
+    # full collections that began before its first reading: their copy is in that reading, some or all of it, of a
+    # size no rise shows whole (the check takes it out as the largest copy read elsewhere)
     collected_before_first_reading: int
 
 

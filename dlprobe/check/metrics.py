@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.report_schema import Report
-from dlprobe.loader_model.worker_memory import spread
+from dlprobe.loader_model.worker_memory import FULL_COLLECTION, spread
 from dlprobe.units import format_bytes
 
 # metric -> how its values are shown
@@ -96,26 +96,28 @@ def unseen_copy(report: Report) -> str:
 
 
 def copy_estimate(*reports: Report) -> int | None:
-    """What a copy no reading showed is taken to be: the largest one-time step any worker of these reports (the same
-    loader's runs) was read taking; None where none was read."""
-    steps = [int(s["bytes"]) for r in reports for _, g in worker_growths(r) for s in g.get("steps") or []]
+    """What a copy no reading showed whole is taken to be: the largest full collection's step any worker of these
+    reports (the same loader's runs) was read taking whole (none held at its start); None where none was."""
+    steps = [int(s["bytes"]) for r in reports for _, g in worker_growths(r) for s in g.get("steps") or []
+             if s.get("cause") == FULL_COLLECTION and not s.get("held_at_start")]  # fmt: skip
     return max(steps) if steps else None
 
 
 def without_unseen_copies(report: Report, metrics: dict[str, float | None], copy: int) -> dict[str, float | None]:
-    """`metrics` with a copy of `copy` bytes taken out of each worker whose collection ran before its first reading:
-    from its steady peak, and from the job's steady total (every one of its readings held it)."""
+    """`metrics` with what no reading showed of a copy of `copy` bytes taken out of each worker whose collection began
+    before its first reading (the copy less the steps it was read taking: 19 of a 36 MiB copy was a step where the
+    first reading came mid-collection): from its steady peak, and from the job's steady total."""
     growths = worker_growths(report)
-    unseen = sum(1 for _, g in growths if g.get("collected_before_first_reading"))
-    if not unseen:
+    unseen = [max(0, copy - sum(int(s["bytes"]) for s in g.get("steps") or []))
+              if g.get("collected_before_first_reading") else 0 for _, g in growths]  # fmt: skip
+    if not any(unseen):
         return metrics
-    peaks = [max(0, int(g["steady_peak_bytes"]) - (copy if g.get("collected_before_first_reading") else 0))
-             for _, g in growths]  # fmt: skip
+    peaks = [max(0, int(g["steady_peak_bytes"]) - left) for (_, g), left in zip(growths, unseen, strict=True)]
     total = metrics.get("total_pss_steady")
     return {
         **metrics,
         "worker_steady_peak": float(max(peaks)),
-        "total_pss_steady": None if total is None else max(0.0, total - unseen * copy),
+        "total_pss_steady": None if total is None else max(0.0, total - sum(unseen)),
     }
 
 

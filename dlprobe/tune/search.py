@@ -289,6 +289,12 @@ def next_step(
                 f"ahead of the {1 / loop_s:,.0f} samples/s the training loop's own step takes; more workers would "
                 "wait for the loop")  # fmt: skip
         return Step(None, stop, model=model, limit_reason="loop")
+    cpu_bound = _cpu_bound_at_cores(ok, trials, model, kind)
+    if cpu_bound is not None and knee > max(ok, key=lambda n: ok[n]["samples_per_s"]):
+        # The best is at the cores with its workers computing or queued for one: a knee past it is the model
+        # following the cores taken from other work (3 workers on 2 busy cores read 716 samples/s where 2 read 558),
+        # the neighbours' time, not a rate the loader has on the cores it may use.
+        return cpu_bound
     if knee not in tried:
         words = _knee_words(model, knee, bound, limit)
         if loop_s and enough is not None and enough < bound:
@@ -305,10 +311,8 @@ def next_step(
     held = not waiting and _held_back(ok[best_n], model)
     up = min(limit, 2 * best_n if waiting or held else best_n + 1)
     state = f"{_asleep(busy)}; best measured {best:,.0f} samples/s at num_workers={best_n}"
-    # At the usable cores, not the cores other work left: that share moves with the machine's load.
-    if busy is not None and busy >= CPU_BOUND_SHARE and best_n >= model.cores and not held:
-        return Step(None, f"stopped at num_workers={best_n}: {state}: CPU-bound at the cores, more workers would "
-                    "only queue for them", model=model, limit_reason=kind)  # fmt: skip
+    if (cpu_bound := _cpu_bound_at_cores(ok, trials, model, kind)) is not None:
+        return cpu_bound
     # Past the best only where it may pay: the model predicts a gain beyond the noise, or the best beat the model
     # (its bound is too low here, so the count above may beat it too).
     # Or the best's workers sat idle with cores to spare: something the model has no term for held them.
@@ -340,6 +344,24 @@ def next_step(
     outcome = "did not pay" if status in ("ok", "duplicates") else f"did not complete ({status})"
     stop = f"stopped at num_workers={best_n}: {state}, and num_workers={up} {outcome}"
     return Step(None, stop, model=model, limit_reason=kind)
+
+
+def _cpu_bound_at_cores(ok: dict[int, dict[str, Any]], trials: list[dict[str, Any]], model: Model,
+                        kind: str) -> Step | None:  # fmt: skip
+    """The stop where the best measured count is at the usable cores or past them and its workers computed (or
+    queued for a core) CPU_BOUND_SHARE of their time, not held back by the order: more workers would only queue.
+    At the usable cores, not the cores other work left: that share moves with the machine's load."""
+    if not ok:
+        return None
+    best_n = max(ok, key=lambda n: ok[n]["samples_per_s"])
+    busy = _busy(ok[best_n], trials)
+    if busy is None or busy < CPU_BOUND_SHARE or best_n < model.cores or _held_back(ok[best_n], model):
+        return None
+    state = (
+        f"{_asleep(busy)}; best measured {float(ok[best_n]['samples_per_s']):,.0f} samples/s at num_workers={best_n}"
+    )
+    return Step(None, f"stopped at num_workers={best_n}: {state}: CPU-bound at the cores, more workers would only "
+                "queue for them", model=model, limit_reason=kind)  # fmt: skip
 
 
 def to_confirm(

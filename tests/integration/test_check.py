@@ -231,4 +231,5 @@ def test_the_strict_ci_recipe_passes_a_healthy_script_whose_dataset_takes_second
     assert proc.returncode == 0, (loud, proc.stderr[-2000:])
     assert verdict["passed"] and (tmp_path / "dlprobe-baseline.json").exists()
     [slow] = [f for f in report["findings"] if f["code"] == "slow-start"]
-    assert slow["severity"] == "info" and slow["evidence"]["phases"]["before_loader_s"] >= 2.5
+    # the script sleeps 2.5 s; the phase is timed between marks dlprobe takes, rounded to the ms (2.499 s once)
+    assert slow["severity"] == "info" and slow["evidence"]["phases"]["before_loader_s"] >= 2.45

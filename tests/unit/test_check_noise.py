@@ -244,6 +244,8 @@ def test_a_copy_before_the_first_reading_has_both_sides_peaks_compared_with_thei
     # the baseline's workers copied 35 MiB at batch 197 (set apart: a 14 MiB steady peak); this run's collected before
     # the sampler's first reading: 49 MiB from the first reading on, a copy no reading shows
     base = healthy([35.0], [35.0])
+    for proc in base["processes"]:
+        proc["growth"]["steps"][0]["cause"] = FULL_COLLECTION
     early = with_growth(make_report(worker_uss=((45 * MiB, 49 * MiB), (45 * MiB, 49.2 * MiB))),
                         (4.0, 49.0, []), (4.2, 49.2, []))  # fmt: skip
     assert rows(early, base)["baseline worker_uss_peak"].status == "fail"  # what a busy runner's second run read
@@ -260,6 +262,13 @@ def test_a_copy_before_the_first_reading_has_both_sides_peaks_compared_with_thei
                                         (4.0, 49.0, []), (4.0, 49.0, [])))["baseline worker_uss_peak"]  # fmt: skip
     assert unstepped.status == "pass"
     assert unstepped.observed == "49.2 MiB (steps in: worker 0's full collection ran before its first reading)"
+    # the first reading came mid-collection: 19 MiB of the copy was read as a step, the other 16 MiB is taken out
+    partly = with_growth(make_report(worker_uss=((30 * MiB, 49 * MiB), (45 * MiB, 49.2 * MiB))),
+                         (4.0, 30.0, [19.0]), (4.2, 49.2, []))  # fmt: skip
+    for proc in partly["processes"]:
+        proc["growth"]["collected_before_first_reading"] = 1
+    peak = rows(partly, base)["baseline worker_uss_peak"]
+    assert peak.status == "pass" and peak.observed.startswith("14.2 MiB"), peak.observed  # 49.2 - 35; 30 - 16
     # a regression is still one: 100 MiB more per worker than the baseline's peak with its step in
     grown = with_growth(make_report(worker_uss=((45 * MiB, 149 * MiB), (45 * MiB, 149 * MiB))),
                         (4.0, 149.0, []), (4.0, 149.0, []))  # fmt: skip

@@ -584,3 +584,22 @@ def test_a_count_the_oom_killer_ended_in_its_second_reading_bounds_the_search_be
     once_killed = _rated(8, 4000.0, repeats=1, repeated_rates=[4000.0, None], repeated_statuses=["ok", "oom"])
     limit, kind, why = worker_limit([_rated(0, 640.0), _rated(1, 500.0), once_killed], cap=32)
     assert (limit, kind) == (7, "oom") and "num_workers=8 was killed" in why
+
+
+def test_a_cpu_bound_loader_on_busy_cores_stops_at_them_though_more_workers_take_more_from_other_work():
+    # tests/scripts/cpu_bound_loader.py on 2 cores beside a parallel test run (the readings of that tune): each count
+    # took more of the cores from the other work (the scheduler is fair per thread), so the model's bound rose with
+    # every trial and its knee moved past the best, to 4 on 2 cores; the best at the cores, computing, is the stop
+    read = {0: (278.86, None, None, None, None), 1: (254.17, 1.0, 0.527, 0.487, 0.013),
+            2: (557.89, 0.993, 0.521, 0.472, 0.02), 3: (716.23, 1.0, 0.469, 0.555, 0.04)}  # fmt: skip
+
+    def measure(n: int) -> dict[str, Any]:
+        rate, busy, cpu, runq, main = read.get(n, (678.33, 0.994, 0.418, 0.576, 0.027))
+        if n == 0:
+            return {"samples_per_s": rate}
+        return {"samples_per_s": rate, "worker_busy_share": busy, "worker_cpu_share": cpu, "worker_runq_share": runq,
+                "main_cpu_share": main}  # fmt: skip
+
+    trials, reason = _search(measure)
+    assert _counts(trials) == [0, 1, 2], (_counts(trials), reason)  # the model's knee at 2 was the cores
+    assert reason.startswith("stopped at num_workers=2") and "CPU-bound at the cores" in reason, reason
