@@ -8,8 +8,8 @@ import re
 from typing import Any, cast
 
 from dlprobe.analysis import sample_checks
+from dlprobe.analysis.batch_sent import in_flight_bytes
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
-from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.analysis.stack_causes import indices_text
 from dlprobe.analysis.stats import metric_summary
 from dlprobe.frames import is_user_file

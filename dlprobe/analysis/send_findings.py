@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlprobe.analysis.batch_sent import VIEWS_FIX, loader_views, views_text
 from dlprobe.analysis.model import Finding, RunData
-from dlprobe.analysis.shm_findings import SHM_SPACE_FIX, VIEWS_FIX, loader_views, views_text
+from dlprobe.analysis.shm_findings import SHM_SPACE_FIX
 from dlprobe.rundir.schema import EV_BATCH_SEND_ERROR
 from dlprobe.torch_text import EMFILE, SHM_FULL
 

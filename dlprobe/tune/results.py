@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlprobe.analysis.batch_sent import in_flight_bytes
 from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.model import RunData
-from dlprobe.analysis.shm_findings import in_flight_bytes
 from dlprobe.analysis.worker_growth import load_done_at, worker_end
 from dlprobe.loader_model.limits import HEADROOM, MEMORY_SHARE
 from dlprobe.loader_model.memory_growth import epoch_share, linear_clock

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dlprobe.analysis.batch_sent import SentBytes, in_flight_bytes, sent_bytes
 from dlprobe.analysis.model import Epoch, SystemSeries
-from dlprobe.analysis.shm_findings import SentBytes, find_shm_pressure, in_flight_bytes, sent_bytes
+from dlprobe.analysis.shm_findings import find_shm_pressure
 from dlprobe.analysis.stats import wait_summary
 from tests.unit.fakes import MiB, loader, run
 
