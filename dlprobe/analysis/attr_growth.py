@@ -79,6 +79,12 @@ def _fate(loader: LoaderRecord, path: str, grown: list[_Worker], epoch_of: dict[
     return THROWN_AWAY
 
 
+def watched_workers(run: RunData, loader: LoaderRecord) -> int:
+    """How many of the loader's workers had their dataset's attributes read at their start and later: none grew in
+    them, where grown_attributes is empty, rules a growing cache out; 0 where none was read (nothing ruled out)."""
+    return len(_workers(run, loader.loader_id))
+
+
 def grown_attributes(run: RunData, loader: LoaderRecord) -> list[dict[str, Any]]:
     """The loader's dataset attributes that grew by ATTR_MIN_ITEMS or more in at least one worker, the largest
     total growth first (NAMED_MAX at most): JSON-ready rows for cow-growth's evidence ("growing_attributes")."""

@@ -302,6 +302,14 @@ class GrowingAttribute(TypedDict, total=False):
     fate: str | None  # attr_growth.FATES: thrown_away, ends_with_epoch, kept; None: the run does not show
 
 
+class BatchViews(TypedDict):
+    """What a loader's first batch holds against what sharing it sends (analysis/batch_sent.py)."""
+
+    batch_bytes: int
+    sent_bytes: int
+    storage_ratio: float
+
+
 class CowGrowthEvidence(InJob, _CowCost, total=False):
     workers: list[WorkerRow]
     suspects: list[dict[str, Any]]
@@ -311,6 +319,7 @@ class CowGrowthEvidence(InJob, _CowCost, total=False):
     gc_at_fork: dict[str, Any] | None
     variant: str  # which story the finding tells (memory_findings.COW_*)
     growing_attributes: list[GrowingAttribute]  # the allocation story's attributes that grew, the largest first
+    batch_views: BatchViews  # the allocation story's batches are views of larger storages (none of its attributes grew)
     teardown_from_s: float
     teardown_pid: int
     teardown_readings: int

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.attr_growth import grown_attributes, growth_fix, growth_text
+from dlprobe.analysis.attr_growth import grown_attributes, growth_fix, growth_text, watched_workers
+from dlprobe.analysis.batch_sent import VIEWS_FIX, SentBytes, loader_views, views_text
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
 from dlprobe.analysis.teardown import teardown_evidence, teardown_note
 from dlprobe.analysis.worker_growth import (
@@ -330,6 +331,31 @@ def _grown_detail(grown: list[dict[str, Any]]) -> str:
     return " Counted in each worker: " + text if text else ""
 
 
+def _views_detail(run: RunData, loader: LoaderRecord, views: SentBytes) -> str:
+    """The views as the allocation's candidate cause: what this run showed for it and against the other one."""
+    watched = watched_workers(run, loader)
+    against = (
+        f" No attribute of the dataset grew in the {watched} worker(s) whose attributes were read, so no cache or "
+        "list kept on the dataset explains it."
+        if watched
+        else " The dataset's attributes were not read in its workers, so state kept on the dataset is not ruled out."
+    )
+    return (
+        f" Loader {loader.loader_id}'s {views_text(views)}: each sample keeps the whole tensor it was cut from alive "
+        "until its batch is shared, and sharing copies all of it into /dev/shm, so the workers allocate and hand "
+        f"over {views.ratio:,.0f}x what the batches hold." + against + " Returning copies from `__getitem__` tells "
+        "the two apart: growth that goes with the views was theirs."
+    )
+
+
+def _views_fix(other: str) -> str:
+    return f"{VIEWS_FIX} If the growth stays with copies: {other[0].lower()}{other[1:]}"
+
+
+def _views_evidence(views: SentBytes) -> dict[str, Any]:
+    return {"batch_bytes": views.own, "sent_bytes": views.sent, "storage_ratio": round(views.ratio, 1)}
+
+
 def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer_bytes: int) -> list[Finding]:
     """cow-growth from anonymous private memory only; file and tmpfs pages get an info finding at most."""
     findings = []
@@ -392,6 +418,11 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], pee
             evidence["variant"] = COW_ALLOCATING
             if grown_attrs:
                 evidence["growing_attributes"] = grown_attrs
+            elif (views := loader_views(run, loader)) is not None:
+                title += f"; its {views_text(views)}"
+                detail += _views_detail(run, loader, views)
+                fix = _views_fix(fix)
+                evidence["batch_views"] = _views_evidence(views)
         detail += _projection_note(cost) + teardown_note(run, run.workers(lid))
         evidence |= teardown_evidence(run, run.workers(lid))
         findings.append(Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, lid))
@@ -463,6 +494,11 @@ def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer
         evidence["variant"] = COW_ALLOCATING
         if grown_attrs:
             evidence["growing_attributes"] = grown_attrs
+        elif (views := loader_views(run, loader)) is not None:
+            title += f"; its {views_text(views)}"
+            detail += _views_detail(run, loader, views)
+            fix = _views_fix(fix)
+            evidence["batch_views"] = _views_evidence(views)
     detail += _projection_note(cost) + teardown_note(run, run.workers(loader.loader_id))
     evidence |= teardown_evidence(run, run.workers(loader.loader_id))
     return [Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, loader.loader_id)]

@@ -392,7 +392,7 @@ def loaders_from_events(events: list[dict[str, Any]]) -> tuple[list[LoaderRecord
             lo.epochs[-1].t_end = ev["t"]
             lo.epochs[-1].worker_batches = ev.get("worker_batches", lo.epochs[-1].worker_batches)
         elif kind == EV_BATCH_INFO and lo.batch_info is None:
-            lo.batch_info = {k: ev.get(k) for k in ("bytes", "leaves")}
+            lo.batch_info = {k: ev.get(k) for k in ("bytes", "storage_bytes", "leaves")}
         elif kind == EV_LOADER_ERROR:
             lo.errors.append({k: v for k, v in ev.items() if k not in ("ev", "pid")})
     for lo in loaders.values():
