@@ -50,7 +50,8 @@ KEPT_BATCHES_CAUSE = (
     "(a list of them, a cache, a loss kept as a tensor) keep their descriptors"
 )
 KEPT_BATCHES_FIX = (
-    "Keep copies, not the received tensors: `kept.append(batch.clone())` (`.detach().cpu().clone()` for what the "
+    "Keep copies, not the received tensors: `kept.append(batch.clone())` for a tensor batch, "
+    "`kept.append([t.clone() for t in batch])` for a list or tuple of them (`.detach().cpu().clone()` for what the "
     "model returns, `.item()` for a scalar such as the loss; `.numpy()` still shares the storage and its "
     "descriptor), or call `torch.multiprocessing.set_sharing_strategy('file_system')` at the start (storages then "
     "hold no descriptor, though /dev/shm still holds their bytes). Raising the limit (`ulimit -n`) only delays it."
