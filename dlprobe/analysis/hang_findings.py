@@ -9,6 +9,7 @@ from typing import Any
 from dlprobe.analysis.model import Finding, RunData
 from dlprobe.analysis.send_findings import PICKLABLE_BATCH_FIX
 from dlprobe.analysis.stack_causes import (
+    FORK_LOCK_OTHER_METHODS,
     Cause,
     classify,
     frame_text,
@@ -19,6 +20,7 @@ from dlprobe.analysis.stack_causes import (
     own_frames,
     user_frames,
 )
+from dlprobe.analysis.start_blockers import OTHER_METHODS, other_methods
 from dlprobe.rundir.schema import (
     EV_BATCH_SEND_ERROR,
     EV_BATCHES,
@@ -243,7 +245,10 @@ def _worker_hang(run: RunData, record: HangRecord, stuck: list[dict[str, Any]]) 
             {"pid": p.get("pid"), "worker_id": p.get("worker_id"), "index": (p.get("inflight") or {}).get("index")}
             for p in stuck[1:]
         ]
-    return Finding("worker-hang", "error", title, detail, cause.fix, evidence, loader_id)
+    fix = cause.fix
+    if cause.cause == "fork-lock" and lo is not None and (methods := other_methods(run, lo)) != OTHER_METHODS:
+        fix = fix.replace(FORK_LOCK_OTHER_METHODS, f"or {methods}")  # the run showed they would fail as it is
+    return Finding("worker-hang", "error", title, detail, fix, evidence, loader_id)
 
 
 def _still_starting(workers: list[dict[str, Any]]) -> bool:

@@ -198,6 +198,10 @@ def stopped_cause(proc: dict[str, Any]) -> Cause | None:
     )
 
 
+# fork-lock's other start methods, replaced where the run showed they would fail (hang_findings, start_blockers)
+FORK_LOCK_OTHER_METHODS = "or use multiprocessing_context='spawn' or 'forkserver'"
+
+
 def classify(proc: dict[str, Any], fork_threads: list[str] | None, start_method: str | None) -> Cause:
     """The most likely reason this process makes no progress."""
     stopped = stopped_cause(proc)
@@ -242,9 +246,10 @@ def classify(proc: dict[str, Any], fork_threads: list[str] | None, start_method:
                 "waiting for a lock that was held by another thread of the training process when the workers "
                 f"were forked (threads alive at fork: {', '.join(others[:5])}); the worker inherited the lock "
                 "locked, and the thread that would release it does not exist in the worker",
-                "Do not hold locks in background threads while workers are forked: start such threads after "
-                "iter(loader), create the lock in worker_init_fn, or use multiprocessing_context='spawn' or "
-                "'forkserver'. Loggers, tqdm and telemetry threads are common holders.",
+                "Do not hold locks in background threads while workers are forked: start such threads in "
+                "worker_init_fn or after iter(loader) with persistent_workers=True (without it each epoch forks "
+                f"again while they run), create the lock in worker_init_fn, {FORK_LOCK_OTHER_METHODS}. Loggers, "
+                "tqdm and telemetry threads are common holders.",
                 {**kernel, "threads_at_fork": others},
             )
         return Cause(

@@ -12,8 +12,9 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
+from dlprobe.analysis.start_blockers import blocker_text, blockers, readiness_event
 from dlprobe.analysis.worker_growth import worker_growth_rows
-from dlprobe.rundir.schema import EV_START_READINESS, EV_START_READINESS_SKIPPED, EV_WORKER_START
+from dlprobe.rundir.schema import EV_START_READINESS_SKIPPED, EV_WORKER_START
 from dlprobe.units import MiB, format_bytes
 
 METHODS = ("fork", "forkserver", "spawn")
@@ -38,28 +39,6 @@ _FIXES = {
     "lock": "create it in each worker, or drop it in `__getstate__` and make a new one in `__setstate__`",
     "thread": "start it in each worker, or drop it in `__getstate__`",
 }
-
-
-def readiness_event(run: RunData, loader: LoaderRecord) -> dict[str, Any] | None:
-    found = [e for e in events_of(run, EV_START_READINESS, loader.loader_id)
-             if loader.writer is None or e.get("pid") == loader.writer]  # fmt: skip
-    return found[0] if found else None
-
-
-def blockers(event: dict[str, Any]) -> list[dict[str, Any]]:
-    """What stops forkserver and spawn workers from starting: an object that does not pickle, and the loader
-    iterated at `__main__`'s top level without a guard (each worker would run it again)."""
-    out = [
-        {"what": o["name"], "attribute": o.get("attribute"), "kind": o.get("kind"), "reason": o.get("reason")}
-        for o in event.get("objects") or []
-        if o.get("picklable") is False
-    ]
-    main = event.get("main") or {}
-    if main.get("guarded") is False:
-        out.append({"what": "__main__", "attribute": f"{main.get('file')}:{main.get('iter_line')}",
-                    "kind": "no-main-guard", "reason": "the loader is iterated at the script's top level, outside "
-                    "`if __name__ == \"__main__\":`"})  # fmt: skip
-    return out
 
 
 def worker_start_s(run: RunData, loader: LoaderRecord) -> list[float]:
@@ -221,12 +200,6 @@ def measured(run: RunData, loader: LoaderRecord, method: str) -> dict[str, Any]:
     return out
 
 
-def _blocker_text(b: dict[str, Any]) -> str:
-    if b["kind"] == "no-main-guard":
-        return f'no `if __name__ == "__main__":` guard around the loop ({b["attribute"]})'
-    return f"`{b['attribute']}` of the {b['what']} is {b['reason']}"
-
-
 def readiness_line(run: RunData, loader: LoaderRecord) -> str | None:
     """One line for the loader's entry: the method in use and what the others would change."""
     event = readiness_event(run, loader)
@@ -241,7 +214,7 @@ def readiness_line(run: RunData, loader: LoaderRecord) -> str | None:
     blocked = blockers(event)
     if blocked:
         return f"{head}; forkserver and spawn would fail to start its workers: " + "; ".join(
-            _blocker_text(b) for b in blocked[:3]
+            blocker_text(b) for b in blocked[:3]
         )
     if event.get("picklable") is None:
         skipped = next((o.get("skipped") for o in event.get("objects") or [] if o.get("skipped")), "bounded")
@@ -329,13 +302,13 @@ def _breaks_on_upgrade(loader: LoaderRecord, event: dict[str, Any], method: str)
         severity="warning",
         title=(
             f"Loader {loader.loader_id}'s workers start only under fork: under forkserver (Python 3.14's default on "
-            f"Linux) or spawn they would fail, {_blocker_text(first)}"
+            f"Linux) or spawn they would fail, {blocker_text(first)}"
         ),
         detail=(
             "This run used fork because it is this Python's default, and fork copies the parent's memory as it is. "
             "Python 3.14 starts workers with forkserver on Linux, and forkserver and spawn pickle the dataset, "
             "collate_fn and worker_init_fn for each worker and import `__main__` again in it. What stops them: "
-            + "; ".join(_blocker_text(b) for b in blocked[:4])
+            + "; ".join(blocker_text(b) for b in blocked[:4])
             + '. The error then comes at the first `iter(loader)` ("Can\'t pickle local object", on Python 3.13 '
             '"Can\'t get local object", "cannot pickle", or "An attempt has been made to start a new process '
             'before the current process has finished its bootstrapping phase").'

@@ -8,7 +8,8 @@ from typing import Any
 
 from dlprobe.analysis.loop_timing import events_of, loop_timing
 from dlprobe.analysis.model import Finding, LoaderRecord, RunData
-from dlprobe.analysis.stack_causes import main_thread, native_wait
+from dlprobe.analysis.stack_causes import classify, main_thread, native_wait
+from dlprobe.analysis.start_blockers import OTHER_METHODS, other_methods
 from dlprobe.frames import is_remedy_file, is_user_file
 from dlprobe.rundir.schema import EV_FORK_HANDLES, EV_FORK_STATE, EV_START, EV_STARTUP_PROFILE
 
@@ -407,12 +408,27 @@ def find_fork_hazard(run: RunData) -> list[Finding]:
         seen = hung_libraries(run, loader.loader_id)
         handed = events_of(run, EV_FORK_HANDLES, loader.loader_id)
         pools = [p for p in (handed[0].get("pools") or []) if isinstance(p, dict)] if handed else []
+        alternative = other_methods(run, loader)
+        held = _lock_hang(run, loader.loader_id)
         for state in events_of(run, EV_FORK_STATE, loader.loader_id):
-            finding = _fork_finding(loader, state, seen, pools)
+            finding = _fork_finding(loader, state, seen, pools, alternative, held)
             if finding is not None:
                 findings.append(finding)
                 break  # the first risky fork is enough evidence
     return findings
+
+
+def _lock_hang(run: RunData, loader_id: int) -> bool:
+    """Whether a hung worker of this loader waits for a lock held at fork (stack_causes' fork-lock): a thread idle
+    in a sleep at fork may hold one, and then the thread is the hang's cause, not a harmless bystander."""
+    states = events_of(run, EV_FORK_STATE, loader_id)
+    threads = [str(t.get("name")) for st in states[-1:] for t in st.get("python_threads") or [] if isinstance(t, dict)]
+    return any(
+        classify(proc, threads, "fork").cause == "fork-lock"
+        for record in run.hangs
+        for proc in record.get("processes") or []
+        if proc.get("role") == "worker" and proc.get("loader_id") in (loader_id, None)
+    )
 
 
 def hung_libraries(run: RunData, loader_id: int) -> list[str]:
@@ -441,6 +457,8 @@ def _fork_finding(
     state: dict[str, Any],
     seen: list[str] | None = None,
     pools: list[dict[str, Any]] | None = None,
+    alternative: str = OTHER_METHODS,
+    lock_hang: bool = False,
 ) -> Finding | None:
     # Threads a dataset's object holds (a ThreadPoolExecutor in self.pool) are that object's: named by it below.
     pooled = {name for p in pools or [] for name in p.get("threads") or []}
@@ -491,6 +509,14 @@ def _fork_finding(
     if waiting:
         names = ", ".join(t["name"] for t in waiting[:6])
         causes.append(f"{len(waiting)} Python thread(s) idle in a wait or sleep ({names})")
+        if lock_hang and not running:
+            # A thread asleep inside `with lock:` reads as idle; a worker hung on a lock inherited locked says it
+            # held one
+            fixes.append(
+                "a thread asleep at the fork may still hold a lock (a worker of this run hangs waiting for one): start "
+                "such threads in worker_init_fn, or after iter(loader) with persistent_workers=True (without it "
+                "each epoch forks again while they run), or create the lock in each worker"
+            )
     if native_extra:
         # The parent's pool is not copied into workers (fork copies one thread); it only matters when the workers
         # themselves run parallel ops, which this snapshot cannot see: info, not a warning. Whose threads they are
@@ -518,12 +544,11 @@ def _fork_finding(
             "CUDA, multiprocessing_context='spawn' (forked workers fail with 'Cannot re-initialize CUDA in forked "
             "subprocess.')"
         )
-    alternative = "multiprocessing_context='forkserver'/'spawn', which start workers without the parent's threads"
     # Idle threads alone need no change: say so rather than open the fix with a dangling "or".
     fixes.append(
         f"or {alternative}" if fixes else f"nothing for threads idle in a wait; if workers hang at start, {alternative}"
     )
-    severity = "warning" if running or cuda or seen or pools else "info"
+    severity = "warning" if running or cuda or seen or pools or lock_hang else "info"
     return Finding(
         code="fork-hazard",
         severity=severity,
