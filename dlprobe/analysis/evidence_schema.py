@@ -240,6 +240,16 @@ class ShmExhaustedEvidence(WorkerKilledEvidence, BadSampleEvidence, total=False)
     pass
 
 
+class GrewMost(TypedDict):
+    """The process of a killed job whose USS rose the most, first reading to peak (analysis/run_findings.py)."""
+
+    pid: int
+    role: str  # main | worker
+    worker_id: int | None
+    uss_growth_bytes: int
+    uss_peak_bytes: int | None
+
+
 class ScriptKilledEvidence(InJob, total=False):
     pid: int | None
     cause: str  # oom | external-kill | bus | segfault | abort | fpe | sigill | signal | exit | unknown
@@ -247,6 +257,7 @@ class ScriptKilledEvidence(InJob, total=False):
     exit_code: int | None
     kernel_log: str | None  # the kernel's OOM-kill line for this pid
     cgroup_limit_bytes: int
+    grew_most: GrewMost  # of the job's processes, the one whose private memory rose the most (32 MiB or more)
     # Workers' readings from the training process's death on are teardown, left out (analysis/teardown.py): when
     # (seconds into the run), the pid that died, how many readings.
     teardown_from_s: float

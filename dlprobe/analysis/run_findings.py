@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from dlprobe.analysis.model import Finding, RunData
+from dlprobe.analysis.stats import growth, metric_summary
 from dlprobe.analysis.teardown import teardown_evidence, teardown_note
 from dlprobe.analysis.text_cut import first_line
 from dlprobe.units import format_bytes
@@ -81,6 +84,29 @@ def _since_start(run: RunData, t: float | None) -> float | None:
     return round(float(t) - float(started), 2) if t is not None and started is not None else None
 
 
+GREW_MIN = 32 * 1024 * 1024  # a process's private memory rising this much while it lived is what filled the limit
+
+
+def _what_grew(run: RunData) -> tuple[str, dict[str, Any] | None]:
+    """Which of the job's processes grew its private memory (USS, first reading to peak, teardown readings cut) the
+    most, in words for the killed training process's finding, and as evidence; ("", None) where none rose GREW_MIN."""
+    grown = [(growth(p.series, "uss"), p) for p in run.processes if p.role in ("main", "worker")]
+    grown = [(g, p) for g, p in grown if g >= GREW_MIN]
+    if not grown:
+        return "", None
+    most, proc = max(grown, key=lambda gp: gp[0])
+    uss = metric_summary(proc.series, "uss")
+    who = "the training process" if proc.role == "main" else f"worker {proc.worker_id} of loader {proc.loader_id}"
+    workers = [metric_summary(p.series, "uss")["peak"] for p in run.processes if p.role == "worker"]
+    known = [w for w in workers if w is not None]
+    beside = (f"; its {len(known)} worker(s) held at most {format_bytes(max(known))} each"
+              if proc.role == "main" and known else "")  # fmt: skip
+    words = (f" Of the job's processes, {who} (pid {proc.pid}) grew the most: its private memory (USS) rose from "
+             f"{format_bytes(uss['start'] or 0)} to {format_bytes(uss['peak'] or 0)}{beside}.")  # fmt: skip
+    return words, {"pid": proc.pid, "role": proc.role, "worker_id": proc.worker_id, "uss_growth_bytes": most,
+                   "uss_peak_bytes": uss["peak"]}  # fmt: skip
+
+
 def _script_oom_killed(run: RunData) -> Finding | None:
     """The training process itself killed by the kernel's OOM killer: its exit was a signal and the kernel log names
     its pid. Only what the kernel says: another SIGKILL (a user, a scheduler, dlprobe stopping a hang) is not this."""
@@ -96,15 +122,25 @@ def _script_oom_killed(run: RunData) -> Finding | None:
     where = (
         f"its memory cgroup's limit ({format_bytes(limit)})" if kill.get("cgroup") and limit else "the machine's memory"
     )
+    grew, grown = _what_grew(run)
+    fix = "Make the job use less memory (the memory findings name what grew), or give it more (a higher limit)."
+    if grown is not None and grown["role"] == "main":
+        fix = ("Make the training process hold less: its own memory grew, not the workers' (look for what it keeps "
+               "from step to step: a list of batches, outputs or losses kept as tensors, arrays appended per step; "
+               "`tracemalloc` or memray on the script names the line), or give the job more memory (a higher "
+               "limit).")  # fmt: skip
     return Finding(
         code="script-killed",
         severity="error",
         title=f"The kernel's OOM killer killed the training process (pid {kill['pid']}, {signal}): the job reached "
         + where,
         detail="The kernel chose the training process, not a worker, when the job ran out of memory: the script ended "
-        "without an exception or a traceback. The memory findings say what grew." + teardown_note(run, run.workers()),
-        fix="Make the job use less memory (the memory findings name what grew), or give it more (a higher limit).",
+        "without an exception or a traceback."
+        + (grew or " The memory findings say what grew.")
+        + teardown_note(run, run.workers()),
+        fix=fix,
         evidence={
+            **({"grew_most": grown} if grown is not None else {}),
             "pid": kill["pid"],
             "cause": "oom",
             "signal": signal,

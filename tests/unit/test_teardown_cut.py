@@ -96,6 +96,24 @@ def test_the_oom_killed_training_process_names_the_cut():
     assert killed.evidence["teardown_pid"] == 1
 
 
+def test_the_oom_killed_training_process_that_grew_is_named_as_what_grew():
+    # a user's loop kept 20 MB arrays per batch in a 600 MiB cgroup: the only finding was this one, and its fix
+    # pointed at memory findings there were none of
+    r = _killed_run([[9 * MiB] * 6])
+    r.processes[0] = ProcessRecord(1, "main", comm="python", series=_kinds([53 * MiB, 150 * MiB, 280 * MiB, 389 * MiB]))
+    r.result = {"exit_code": 137, "signal": "SIGKILL", "ended_at": 112.0}
+    r.kernel = {"kills": [{"pid": 1, "line": "Killed process 1 (python)", "cgroup": "/job"}]}
+    [killed] = [f for f in find_run_problems(r) if f.code == "script-killed"]
+    assert "the training process (pid 1) grew the most: its private memory (USS) rose from 53.0 MiB to 389.0 MiB; " \
+           "its 1 worker(s) held at most 9.0 MiB each" in killed.detail  # fmt: skip
+    assert killed.fix.startswith("Make the training process hold less: its own memory grew, not the workers'")
+    assert killed.evidence["grew_most"]["role"] == "main"
+    flat = _killed_run([[9 * MiB] * 6])  # nothing grew: the fix points at nothing it cannot name
+    flat.result, flat.kernel = r.result, r.kernel
+    [plain] = [f for f in find_run_problems(flat) if f.code == "script-killed"]
+    assert "grew_most" not in plain.evidence and plain.fix.startswith("Make the job use less memory")
+
+
 def test_load_run_cuts_at_the_main_process_gone_record(tmp_path: Path):
     (tmp_path / "meta.json").write_text(json.dumps({"script": "t.py", "argv": [], "started_at": 100.0,
                                                     "target_pid": 10, "machine": {}}))  # fmt: skip
