@@ -62,7 +62,7 @@ class Watch:
         import torch.utils.data.dataloader as dataloader_module
 
         from dlprobe.in_training import hooks
-        from dlprobe.supervisor.run_target import machine_facts
+        from dlprobe.supervisor.run_options import machine_facts
         from dlprobe.supervisor.run_watch import Progress
 
         run_dir = self.out or Path(tempfile.mkdtemp(prefix=f"dlprobe-{self.name}-"))

@@ -227,7 +227,8 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
     from dlprobe.commands.outputs import run_html_problem, write_outputs
     from dlprobe.render.check_table import check_summary
     from dlprobe.render.junit import write_junit
-    from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
+    from dlprobe.supervisor.run_options import RunOptions
+    from dlprobe.supervisor.run_target import check_target, run_script
 
     config = load_config(options.config_path, options.overrides)
     check_target(options.script, options.launch, options.args)

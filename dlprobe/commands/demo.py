@@ -40,7 +40,8 @@ def run_demo(out: Path | None, console: Console) -> int:
     from rich.text import Text
 
     from dlprobe.commands.outputs import write_outputs
-    from dlprobe.supervisor.run_target import RunOptions, run_script
+    from dlprobe.supervisor.run_options import RunOptions
+    from dlprobe.supervisor.run_target import run_script
 
     root = out or Path(tempfile.mkdtemp(prefix="dlprobe-demo-"))
     results = {}

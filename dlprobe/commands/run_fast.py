@@ -109,7 +109,8 @@ def own_options_after_script(script_args: list[str]) -> list[str]:
 
 def execute(args: RunArgs) -> Ending:
     """Run the script under the probe, write and print its report; the script's exit code or its signal."""
-    from dlprobe.supervisor.run_target import RunOptions, run_script
+    from dlprobe.supervisor.run_options import RunOptions
+    from dlprobe.supervisor.run_target import run_script
 
     options = RunOptions(
         args.script,

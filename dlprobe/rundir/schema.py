@@ -989,7 +989,7 @@ class StacksMeta(TypedDict, total=False):
 
 
 class Machine(TypedDict, total=False):
-    """meta.json "machine": facts of the machine the run was recorded on (supervisor/run_target.machine_facts)."""
+    """meta.json "machine": facts of the machine the run was recorded on (supervisor/run_options.machine_facts)."""
 
     host: str
     platform: str

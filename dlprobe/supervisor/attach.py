@@ -46,7 +46,7 @@ from dlprobe.rundir.schema import (
 from dlprobe.supervisor.attach_tree import ROLE_MAIN, ROLE_WORKER, Proc, Target, resolve
 from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.supervisor.hang import procstate, stacks
-from dlprobe.supervisor.run_target import machine_facts, own_cost
+from dlprobe.supervisor.run_options import machine_facts, own_cost
 from dlprobe.supervisor.sampler import DISCOVER_EVERY_S, TICK_S, Sampler
 from dlprobe.system import cgroup, kernlog, procinfo
 from dlprobe.system.pyspy import find_py_spy

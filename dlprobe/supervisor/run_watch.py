@@ -46,7 +46,7 @@ from dlprobe.supervisor.live import LiveView
 from dlprobe.supervisor.problems import Problems
 from dlprobe.supervisor.prom.exporter import Exporter
 from dlprobe.supervisor.prom.setup import PromSetup
-from dlprobe.supervisor.run_target import RunOptions, TickHook, machine_facts, own_cost
+from dlprobe.supervisor.run_options import RunOptions, TickHook, machine_facts, own_cost
 from dlprobe.supervisor.sampler import TICK_S, Sampler
 from dlprobe.supervisor.stack_recorder import StackRecorder
 from dlprobe.supervisor.stderr_copy import StderrOrigin, keep_stderr

@@ -30,7 +30,8 @@ from dlprobe.rundir.schema import (
     TUNE_CONFIG_ENV,
     TUNE_RESULT_FILE,
 )
-from dlprobe.supervisor.run_target import RunOptions, check_target, run_script
+from dlprobe.supervisor.run_options import RunOptions
+from dlprobe.supervisor.run_target import check_target, run_script
 from dlprobe.system import cgroup, procmem
 from dlprobe.system.cpus import cpu_facts
 from dlprobe.system.proctree import kill_tree
