@@ -28,6 +28,7 @@ from dlprobe.analysis import (
     startup_findings,
     thread_findings,
     throughput_findings,
+    worker_use_findings,
 )
 from dlprobe.analysis.model import SEVERITIES, Finding, RunData
 from dlprobe.torch_text import caught_in_worker_process
@@ -48,9 +49,9 @@ ANALYZERS: list[Analyzer] = [
     shm_findings.find_shm_pressure,
     throughput_findings.find_input_bound,
     throughput_findings.find_too_many_workers,
-    throughput_findings.find_idle_workers,
+    worker_use_findings.find_idle_workers,
     loop_bound_findings.find_loop_bound,
-    throughput_findings.find_pin_memory,
+    worker_use_findings.find_pin_memory,
     batch_findings.find_dtype_waste,
     batch_findings.find_iterable_duplicates,
     repeat_findings.find_shared_rng,

@@ -12,10 +12,10 @@ from dlprobe.analysis.stackfile import parse_stacks
 from dlprobe.analysis.startup_findings import hot_path
 from dlprobe.analysis.throughput_findings import (
     find_input_bound,
-    find_pin_memory,
     find_too_many_workers,
     suggest_workers,
 )
+from dlprobe.analysis.worker_use_findings import find_pin_memory
 from dlprobe.in_training.sample_hashes import DuplicateCounter
 from dlprobe.system.cpus import cgroup_cpu_quota
 from dlprobe.tune.results import project_epoch_bytes, recommend

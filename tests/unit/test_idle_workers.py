@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dlprobe.analysis.model import Epoch, RunData
-from dlprobe.analysis.throughput_findings import find_idle_workers
 from dlprobe.analysis.worker_cpu import loader_cpu
+from dlprobe.analysis.worker_use_findings import find_idle_workers
 from tests.unit.fakes import cpu_series, loader, run, worker
 
 
