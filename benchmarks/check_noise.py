@@ -1,20 +1,27 @@
 """How often `dlprobe check` cries wolf, and how often it catches a regression, on this machine.
 
 The README's recipe as CI runs it: sample_configs/ci-strict.toml copied to dlprobe.toml, its baseline made once with
-`--update-baseline` from a run of the healthy numpy loader (tests/scripts/numpy_dataset.py), then N checks of the same
-healthy loader (each failure is a false alarm) and N of the regressed one (tests/scripts/leaky_list_dataset.py: the
-same data as a list of dicts, about 230 MiB of Python objects in the parent, +120 MiB per worker in 300 batches; each
-exit 1 is a detection). With --busy two loops keep both cores busy beside every run, as on a shared CI runner.
+`--update-baseline` from a run of the healthy numpy loader (tests/scripts/numpy_dataset.py), then N checks of each
+case against that one baseline (--case, repeatable; default: healthy and leaky), the cases taken in turn, run by run:
+  healthy   the same healthy loader: each failure is a false alarm;
+  leaky     tests/scripts/leaky_list_dataset.py: the same data as a list of dicts, about 230 MiB of Python objects in
+            the parent, +120 MiB per worker in 300 batches;
+  job300    the numpy loader whose training process holds a 300 MB numpy array more, allocated and touched before the
+            loop (benchmarks/_regressed_numpy.py): the baseline's total_pss should fail;
+  worker50  the numpy loader whose every worker holds 50 MiB more, allocated and touched on its first sample
+            (benchmarks/_regressed_numpy.py): a per-worker baseline rule (worker_uss_peak or growth) should fail.
+Each exit 1 of a regressed case is a detection; which rules failed is counted per case. With --busy two loops keep
+both cores busy beside every run, as on a shared CI runner.
 
 Besides each run's verdict, every report is checked again under the rule before this change (peak less start of the
 worst worker, the job's PSS total with its files' pages, the machine's /dev/shm: the report's `growth`,
 `pss_anon_total_peak` and `shm_job_peak` left out of both reports), so the two rules are compared on the same runs.
-A run that takes ~20 s: 2N + 1 runs. Not a timed test: the rates are counts of verdicts, not of seconds.
-Writes benchmarks/out/check_noise.json.
+A run that takes ~20 s: N x cases + 1 runs. Not a timed test: the rates are counts of verdicts, not of seconds.
+Writes benchmarks/out/check_noise.json (again after every run, so a benchmark stopped early leaves what it measured).
 On a quiet machine the numpy loader is input-bound (the loop waits ~43% of the time), a warning that ci-strict's
 fail_on_severity fails on, where a busy machine makes it a note: `--option=--fail-on-severity --option=error` passes
 options to every check (the baseline's rules alone are then what is measured).
-Usage: python benchmarks/check_noise.py [--runs 5] [--busy] [--option=OPTION ...]
+Usage: python benchmarks/check_noise.py [--runs 5] [--busy] [--case healthy --case job300 ...] [--option=OPTION ...]
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +40,26 @@ from _common import PYTHON, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"
-HEALTHY, REGRESSED = "numpy_dataset.py", "leaky_list_dataset.py"
+REGRESSED_NUMPY = ROOT / "benchmarks" / "_regressed_numpy.py"
+HEALTHY = SCRIPTS / "numpy_dataset.py"
+# case -> the script and its arguments; every case but healthy is a regression, each against the healthy baseline
+CASES: dict[str, list[str]] = {
+    "healthy": [str(HEALTHY)],
+    "leaky": [str(SCRIPTS / "leaky_list_dataset.py")],
+    "job300": [str(REGRESSED_NUMPY), "job300"],
+    "worker50": [str(REGRESSED_NUMPY), "worker50"],
+}
+DEFAULT_CASES = ["healthy", "leaky"]
+FAILURE_KEYS = ("rule", "threshold", "observed", "message", "explanation")  # a failed rule's row in check.json
 MiB = 1 << 20
 
 
-def check(work: Path, script: str, name: str, *extra: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
-    """One `dlprobe check` of a script with the recipe's config: (exit code, check.json, report.json)."""
+def check(work: Path, script: list[str], name: str, *extra: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    """One `dlprobe check` of a script (its path and arguments) with the recipe's config: (exit code, check.json,
+    report.json)."""
     out = work / name
     command = [PYTHON, "-m", "dlprobe", "check", "--quiet", "--config", "dlprobe.toml", "--out", str(out), *extra]
-    proc = subprocess.run([*command, str(SCRIPTS / script)], cwd=work, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([*command, *script], cwd=work, capture_output=True, text=True, timeout=900)
     if not (out / "check.json").exists():
         raise SystemExit(f"{name}: no verdict (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
     return proc.returncode, json.loads((out / "check.json").read_text()), json.loads((out / "report.json").read_text())
@@ -62,72 +81,100 @@ def failed_rules(config: Any, report: dict[str, Any], baseline: dict[str, Any]) 
     return [r.rule for r in failed(evaluate(config, report, baseline=baseline, baseline_path="dlprobe-baseline.json"))]
 
 
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One case's counts: its runs, its failures (a false alarm in the healthy case, a detection in the others) and
+    which rules failed how often."""
+    loads = [r["load_avg_1m"] for r in rows if r["load_avg_1m"] is not None]
+    return {
+        "runs": len(rows),
+        "failed": sum(r["exit"] != 0 for r in rows),
+        "exit_1": sum(r["exit"] == 1 for r in rows),
+        "by_a_baseline_rule": sum(any(f.startswith("baseline ") for f in r["failed"]) for r in rows),
+        "rules_failed": dict(Counter(f for r in rows for f in r["failed"]).most_common()),
+        "old_rule_failed": sum(bool(r["old_rule_failed"]) for r in rows),
+        "load_avg_1m": [min(loads), max(loads)] if loads else None,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=5, help="healthy and regressed checks, each")
+    parser.add_argument("--runs", type=int, default=5, help="checks of each case")
     parser.add_argument("--busy", action="store_true", help="keep both cores busy beside every run")
+    parser.add_argument("--case", action="append", choices=list(CASES), help="a case to check (repeatable; default: "
+                        f"{' and '.join(DEFAULT_CASES)}), each against the healthy baseline")  # fmt: skip
     parser.add_argument("--option", action="append", default=[], help="an option for every check (repeatable)")
     args = parser.parse_args()
+    cases = list(dict.fromkeys(args.case or DEFAULT_CASES))
     sys.path.insert(0, str(ROOT))
     from dlprobe.check.config import load_config
     from dlprobe.check.metrics import report_metrics
 
     work = Path(tempfile.mkdtemp(prefix="check-noise-"))
     shutil.copy(ROOT / "sample_configs" / "ci-strict.toml", work / "dlprobe.toml")
+    out = ROOT / "benchmarks" / "out"
+    out.mkdir(exist_ok=True)
     hogs = [subprocess.Popen([PYTHON, "-c", "while True: pass"]) for _ in range(2 if args.busy else 0)]
     results: dict[str, Any] = {"machine": machine(), "busy": args.busy, "runs": args.runs, "options": args.option,
-                               "healthy": [], "regressed": []}  # fmt: skip
+                               "cases": {case: [] for case in cases}}  # fmt: skip
+
+    def write() -> None:
+        results["summary"] = {case: summarize(rows) for case, rows in results["cases"].items()}
+        (out / "check_noise.json").write_text(json.dumps(results, indent=2) + "\n")
+
     try:
-        code, verdict, _ = check(work, HEALTHY, "baseline", "--update-baseline", *args.option)
+        code, verdict, _ = check(work, CASES["healthy"], "baseline", "--update-baseline", *args.option)
         results["baseline_exit"] = code
         if code != 0:
             raise SystemExit(
                 f"the baseline run failed: {[r['rule'] for r in verdict['rules'] if r['status'] == 'fail']}"
             )
         baseline = json.loads((work / "dlprobe-baseline.json").read_text())
+        base = report_metrics(baseline)
+        keys = ("worker_steady_peak", "worker_steady_growth", "total_pss_steady")
+        results["baseline_mib"] = {key: None if (v := base[key]) is None else round(v / MiB, 1) for key in keys}
         overrides = {"fail_on_severity": o[1]} if (o := args.option[-2:]) and o[0] == "--fail-on-severity" else {}
         config = load_config(str(work / "dlprobe.toml"), overrides)
-        for kind, script in (("healthy", HEALTHY), ("regressed", REGRESSED)):
-            for i in range(args.runs):
-                code, verdict, report = check(work, script, f"{kind}-{i}", *args.option)
+        # the cases in turn, run by run: a machine whose load changes meanwhile loads every case alike
+        for i in range(args.runs):
+            for case in cases:
+                code, verdict, report = check(work, CASES[case], f"{case}-{i}", *args.option)
                 metrics = report_metrics(report)
+                failures = [r for r in verdict["rules"] if r["status"] == "fail"]
                 row = {
                     "exit": code,
-                    "failed": [r["rule"] for r in verdict["rules"] if r["status"] == "fail"],
+                    "failed": [r["rule"] for r in failures],
+                    # a failure's own numbers, as check.json has them: a false alarm says which rule and by how much
+                    "failures": [{k: r.get(k) for k in FAILURE_KEYS} for r in failures],
                     "old_rule_failed": failed_rules(config, old_rule(report), old_rule(baseline)),
                     "worker_uss_growth_mib": round((metrics["worker_uss_growth"] or 0) / MiB, 1),
                     "worker_steady_growth_mib": round((metrics["worker_steady_growth"] or 0) / MiB, 1),
                     "worker_step_mib": round((metrics["worker_step"] or 0) / MiB, 1),
+                    "worker_steady_peak_mib": round((metrics["worker_steady_peak"] or 0) / MiB, 1),
+                    "total_pss_steady_mib": round((metrics["total_pss_steady"] or 0) / MiB, 1),
                     "load_avg_1m": (report.get("machine") or {}).get("load_avg_1m"),
                 }
-                results[kind].append(row)
-                print(f"{kind} {i}: exit {code} failed {row['failed']} | old rule failed {row['old_rule_failed']} | "
+                results["cases"][case].append(row)
+                write()
+                print(f"{case} {i}: exit {code} failed {row['failed']} | old rule failed {row['old_rule_failed']} | "
                       f"growth {row['worker_uss_growth_mib']} MiB, steady {row['worker_steady_growth_mib']} MiB, "
-                      f"step {row['worker_step_mib']} MiB, load {row['load_avg_1m']}", flush=True)  # fmt: skip
+                      f"step {row['worker_step_mib']} MiB, steady peak {row['worker_steady_peak_mib']} MiB, "
+                      f"job {row['total_pss_steady_mib']} MiB, load {row['load_avg_1m']}", flush=True)  # fmt: skip
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
-    n = args.runs
-    baseline_only = [r for r in results["regressed"] if any(f.startswith("baseline ") for f in r["failed"])]
-    summary = {
-        "false_alarms": sum(r["exit"] != 0 for r in results["healthy"]),
-        "old_rule_false_alarms": sum(bool(r["old_rule_failed"]) for r in results["healthy"]),
-        "detected": sum(r["exit"] == 1 for r in results["regressed"]),
-        "detected_by_the_baseline": len(baseline_only),
-    }
-    results["summary"] = summary
+    write()
     print(
         f"\n{machine()}{', both cores kept busy' if args.busy else ''}; ci-strict.toml {' '.join(args.option)}, "
-        "baseline from one healthy run"
+        f"baseline from one healthy run ({results['baseline_mib']})"
     )
-    print(f"false alarms: {summary['false_alarms']} of {n} healthy runs "
-          f"(the rule before: {summary['old_rule_false_alarms']} of {n})")  # fmt: skip
-    print(f"detected: {summary['detected']} of {n} regressed runs "
-          f"({summary['detected_by_the_baseline']} of {n} by a baseline rule alone)")  # fmt: skip
-    out = ROOT / "benchmarks" / "out"
-    out.mkdir(exist_ok=True)
-    (out / "check_noise.json").write_text(json.dumps(results, indent=2) + "\n")
+    for case, counts in results["summary"].items():
+        n, rules, load = counts["runs"], counts["rules_failed"], counts["load_avg_1m"]
+        # a false alarm is any failure of the healthy loader; a detection is exit 1 (3 is the script's own failure)
+        what = f"false alarms {counts['failed']}" if case == "healthy" else f"detected {counts['exit_1']}"
+        print(f"{case}: {what} of {n} (by a baseline rule: {counts['by_a_baseline_rule']} of {n}; "
+              f"the rule before: {counts['old_rule_failed']} of {n}); rules failed: {rules or 'none'}; "
+              f"load average {load} at the runs' starts")  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)
 
 
