@@ -114,6 +114,29 @@ def test_a_worker_read_once_before_it_died_climbed_from_what_it_inherited():
     assert find_fd_leak(data) == []
 
 
+def test_a_worker_whose_own_traceback_says_too_many_open_files_reached_its_limit_wherever_it_was_read():
+    # Read once at 72 of 128, 0.8 s after it began, gone 0.3 s later: at the rate read it would hold 94 as it ended,
+    # but torch's "Caught OSError in DataLoader worker process 0" says this worker was refused (1 run in 9, idle).
+    main = _main(10, [6, 6, 17], nofile=20_000)
+    main.series.t = [99.0, 99.3, 100.6]
+    late = _worker(11, 0, [72], nofile=128)
+    late.series.t, late.ppid, late.started = [100.3], 10, 99.5
+    lo = loader()
+    lo.errors = [{"type": "OSError", "message": "Caught OSError in DataLoader worker process 0.\nOriginal Traceback "
+                  '(most recent call last):\n  File "/home/u/train.py", line 28, in __getitem__\n'
+                  "OSError: [Errno 24] Too many open files: '/data/shard-023.tar'"}]  # fmt: skip
+    data = run([lo], [main, late])
+    data.gone[11] = 100.6
+    [finding] = find_fd_leak(data)
+    assert finding.severity == "error" and finding.evidence["hit_limit_pids"] == [11]
+    assert "6 (its parent's, read before the fork) -> 72 open over 0.8 s" in finding.title
+    # another worker's error, or another error of this one, says nothing of this worker's limit
+    lo.errors[0]["message"] = lo.errors[0]["message"].replace("worker process 0", "worker process 1")
+    assert find_fd_leak(data) == []
+    lo.errors[0]["message"] = "Caught OSError in DataLoader worker process 0.\nOSError: [Errno 5] Input/output error"
+    assert find_fd_leak(data) == []
+
+
 def test_a_leak_too_quick_for_its_targets_names_the_file_the_refused_open_named():
     data = run([loader()], [_worker(11, 0, [76, 127], nofile=128)])
     data.stderr_tail = "OSError: [Errno 24] Too many open files: '/data/shard-023.tar'"
@@ -130,6 +153,19 @@ def test_a_count_that_stopped_at_its_limit_is_a_leak_that_reached_it():
     assert find_fd_leak(run([loader()], [settled])) == []  # far below its limit: files kept open, then no more
     [row] = find_fd_leak(run([loader()], [stopped]))[0].evidence["leaking"]
     assert row["seconds"] == 4 and row["fds_per_s"] == 24.25  # 30 -> 127 over its first 4 s, not its 7 s of readings
+
+
+def test_a_count_still_rising_as_it_neared_its_limit_has_not_settled():
+    # 6 (its parent's) -> 54 -> 92 -> 120 of 128: its later half rose 28 of 114, less than a quarter, because the
+    # limit was near; it died of EMFILE before the next reading (a busy run read it three times)
+    main = _main(10, [6, 6], nofile=20_000)
+    main.series.t = [99.0, 99.4]
+    rising = _worker(11, 0, [54, 92, 120], nofile=128)
+    rising.series.t, rising.ppid, rising.started = [100.4, 100.7, 100.9], 10, 99.5
+    [finding] = find_fd_leak(run([loader()], [main, rising]))
+    assert finding.evidence["hit_limit_pids"] == [11] and finding.severity == "error"
+    rising.series.fds = [54, 120, 120]  # it stopped rising below its ceiling: settled
+    assert find_fd_leak(run([loader()], [main, rising])) == []
 
 
 def test_a_process_that_holds_most_of_its_limit_and_stays_there_has_settled():
