@@ -25,8 +25,8 @@ from pathlib import Path
 
 from _common import PYTHON, children, machine, require_py_spy
 
-from dlprobe.analysis.hotspot_findings import in_fetch, in_probe, rank
-from dlprobe.analysis.stackfile import parse_stacks
+from dlprobe.analysis.measures.fetch_stacks import in_fetch, in_probe, rank
+from dlprobe.analysis.run.stackfile import parse_stacks
 
 OUT = Path(__file__).resolve().parent / "out"
 REFERENCE_RATE = 100

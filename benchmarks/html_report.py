@@ -55,8 +55,8 @@ def write_long_run(path: Path, hours: float, workers: int, hz: float = 10.0) -> 
 
 
 def measure(run_dir: Path) -> None:
-    from dlprobe.analysis.report import report_for
-    from dlprobe.analysis.timeline import timeline_from_run
+    from dlprobe.analysis.report.build import report_for
+    from dlprobe.analysis.report.timeline import timeline_from_run
     from dlprobe.render.html import write_html
 
     start = time.perf_counter()

@@ -29,8 +29,8 @@ from typing import Any
 
 from _common import PYTHON, machine, run
 
-from dlprobe.analysis.model import RunData, load_run
-from dlprobe.analysis.worker_growth import worker_projection
+from dlprobe.analysis.measures.worker_growth import worker_projection
+from dlprobe.analysis.run.model import RunData, load_run
 from dlprobe.rundir.schema import EV_BATCHES, EVENTS_FILE, SAMPLES_FILE
 
 HERE = Path(__file__).resolve().parent

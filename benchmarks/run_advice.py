@@ -20,8 +20,8 @@ from pathlib import Path
 
 from _common import PYTHON, machine, run
 
-from dlprobe.analysis.loop_timing import loop_timing
-from dlprobe.analysis.model import load_run
+from dlprobe.analysis.measures.loop_timing import loop_timing
+from dlprobe.analysis.run.model import load_run
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "tests" / "scripts"
 OUT = Path(__file__).resolve().parent / "out"

@@ -6,7 +6,7 @@ empty dataset as the baseline) each run under `dlprobe run` with `multiprocessin
 and spawn in the benchmark's script. From each run directory:
 
 - predicted: the `start_readiness` event (written before the workers start): `copy_bytes`, and the start-up per
-  worker for that method (analysis/start_method_findings.py:predicted_start_s);
+  worker for that method (analysis/findings/start_method.py:predicted_start_s);
 - measured copy: each worker's USS in its own `worker_start` event (after its copy is unpickled), less the same
   reading for the empty dataset under the same method (the interpreter and torch every worker has);
 - measured start-up: the slowest worker's `worker_start` event against the start of the iterator that made it.
@@ -31,7 +31,7 @@ from _common import machine
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dlprobe.analysis.start_method_findings import (  # noqa: E402
+from dlprobe.analysis.findings.start_method import (  # noqa: E402
     predicted_start_s,
     start_work_s,
     starts_in_turn,

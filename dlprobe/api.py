@@ -29,7 +29,7 @@ from dlprobe.supervisor.own_checks import WAIT_S as CHECKS_WAIT_S
 from dlprobe.supervisor.sampler import TICK_S, Sampler
 
 if TYPE_CHECKING:
-    from dlprobe.analysis.report_schema import Report
+    from dlprobe.analysis.report.schema import Report
 
 
 class LimitExceeded(AssertionError):
@@ -109,7 +109,7 @@ class Watch:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:  # fmt: skip
-        from dlprobe.analysis.report import report_for
+        from dlprobe.analysis.report.build import report_for
         from dlprobe.in_training import detached, hooks, probe_errors
 
         assert self.run_dir is not None and self._thread is not None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 if TYPE_CHECKING:
-    from dlprobe.analysis.report_schema import Report
+    from dlprobe.analysis.report.schema import Report
 
 MARKER = "dlprobe"
 # Bounds and baselines belong to `dlprobe check`, which runs a whole script; a marked test runs as it is.

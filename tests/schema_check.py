@@ -8,7 +8,7 @@ import json
 from functools import cache
 from typing import Any
 
-from dlprobe.analysis.report_schema import SCHEMA_FILE
+from dlprobe.analysis.report.schema import SCHEMA_FILE
 
 _TYPES = {
     "null": lambda v: v is None,

@@ -1,4 +1,9 @@
-"""Pure analyzers: each takes a loaded run and returns findings; nothing here reads files or prints."""
+"""Pure analyzers: each takes a loaded run and returns findings; nothing here reads files or prints.
+
+The floors, each importing only those below it (import-linter contracts in pyproject.toml): report/ (verdict, schema,
+timeline, trace), job/ (several ranks), this package's analyze(), findings/ (one module per family of causes, none
+importing another), measures/ (numbers about a run), run/ (the run as read back) and evidence/ (Finding, the
+evidence each code carries)."""
 
 from __future__ import annotations
 
@@ -6,68 +11,69 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from dlprobe.analysis import (
-    advice_agreement,
-    attach_findings,
-    batch_findings,
-    death_findings,
-    fd_findings,
-    fork_findings,
-    gc_copy_findings,
-    hang_findings,
-    hotspot_findings,
-    loop_bound_findings,
-    memory_findings,
-    probe_findings,
-    repeat_findings,
-    run_findings,
-    send_findings,
-    shm_findings,
-    start_failure_findings,
-    start_method_findings,
-    startup_findings,
-    thread_findings,
-    throughput_findings,
-    worker_use_findings,
+from dlprobe.analysis import advice_agreement
+from dlprobe.analysis.evidence.finding import SEVERITIES, Finding
+from dlprobe.analysis.findings import (
+    attach,
+    batch,
+    descriptors,
+    dropped_batch,
+    gc_copy,
+    hangs,
+    hotspots,
+    loop_bound,
+    memory,
+    probe,
+    repeats,
+    script,
+    shared_handle,
+    shm,
+    start_failure,
+    start_method,
+    startup,
+    threads,
+    throughput,
+    worker_use,
 )
-from dlprobe.analysis.model import SEVERITIES, Finding, RunData
+from dlprobe.analysis.findings.deaths import worker_deaths
+from dlprobe.analysis.run.model import RunData
 from dlprobe.torch_text import caught_in_worker_process
 
 Analyzer = Callable[[RunData], list[Finding]]
 
 ANALYZERS: list[Analyzer] = [
-    start_failure_findings.find_worker_start_failures,  # the cause of the deaths, hangs and errors that follow
-    send_findings.find_dropped_batches,  # before the hang or the timeout a dropped batch leads to
-    hang_findings.find_hangs,  # the specific diagnoses first: they explain a script-error that follows
-    death_findings.find_worker_deaths,
-    fork_findings.find_shared_handles,  # before a worker's error is read as a bad sample or the script's
-    fd_findings.find_fd_leak,  # before script-error: it names the process a `Too many open files` came from
-    run_findings.find_run_problems,
-    memory_findings.find_cow_growth,
-    memory_findings.find_spawn_copy,
-    gc_copy_findings.find_gc_copy,
-    shm_findings.find_shm_pressure,
-    throughput_findings.find_input_bound,
-    throughput_findings.find_too_many_workers,
-    worker_use_findings.find_idle_workers,
-    loop_bound_findings.find_loop_bound,
-    worker_use_findings.find_pin_memory,
-    batch_findings.find_dtype_waste,
-    batch_findings.find_iterable_duplicates,
-    repeat_findings.find_shared_rng,
-    repeat_findings.find_same_order,
-    startup_findings.find_slow_start,
-    startup_findings.find_fork_hazard,
-    start_method_findings.find_start_method,
-    hotspot_findings.find_worker_hotspots,
-    thread_findings.find_thread_workers,
-    start_failure_findings.find_start_method_forced,
-    probe_findings.find_probe_degraded,
+    start_failure.find_worker_start_failures,  # the cause of the deaths, hangs and errors that follow
+    dropped_batch.find_dropped_batches,  # before the hang or the timeout a dropped batch leads to
+    hangs.find_hangs,  # the specific diagnoses first: they explain a script-error that follows
+    worker_deaths.find_worker_deaths,
+    shared_handle.find_shared_handles,  # before a worker's error is read as a bad sample or the script's
+    descriptors.find_fd_leak,  # before script-error: it names the process a `Too many open files` came from
+    script.find_run_problems,
+    memory.find_cow_growth,
+    memory.find_spawn_copy,
+    gc_copy.find_gc_copy,
+    shm.find_shm_pressure,
+    throughput.find_input_bound,
+    throughput.find_too_many_workers,
+    worker_use.find_idle_workers,
+    loop_bound.find_loop_bound,
+    worker_use.find_pin_memory,
+    batch.find_dtype_waste,
+    batch.find_iterable_duplicates,
+    repeats.find_shared_rng,
+    repeats.find_same_order,
+    startup.find_slow_start,
+    startup.find_fork_hazard,
+    start_method.find_start_method,
+    hotspots.find_worker_hotspots,
+    threads.find_thread_workers,
+    start_failure.find_start_method_forced,
+    probe.find_probe_degraded,
     # `dlprobe attach` only (they return nothing for other runs): the outside view of a job already running
-    attach_findings.find_attached_stuck,
-    attach_findings.find_attached_growth,
-    attach_findings.find_attached_workers_gone,
-    attach_findings.find_attached_outside_view,
+    attach.find_attached_stuck,
+    attach.find_attached_growth,
+    attach.find_attached_workers_gone,
+    attach.find_attached_outside_view,
 ]
 
 # The codes each analyzer can give: what a report lacks when that analyzer fails (tests check the list is complete).

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from dlprobe.analysis.model import Finding
-from dlprobe.analysis.start_method_findings import KEEP_FORK
+from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.findings.start_method import KEEP_FORK
 
 # A fix that sends the loader to another start method
 _LEAVE_FORK = re.compile(

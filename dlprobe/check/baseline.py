@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import cast
 
-from dlprobe.analysis.report_schema import SCHEMA_VERSION, Report
+from dlprobe.analysis.report.schema import SCHEMA_VERSION, Report
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import write_json
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dlprobe.analysis.model import SEVERITIES
+from dlprobe.analysis.evidence.finding import SEVERITIES
 from dlprobe.errors import DlprobeError
 from dlprobe.units import parse_bytes, parse_duration
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.report_schema import Report
+from dlprobe.analysis.report.schema import Report
 from dlprobe.loader_model.worker_memory import FULL_COLLECTION, spread
 from dlprobe.units import format_bytes
 

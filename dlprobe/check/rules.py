@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dlprobe.analysis import WORKER_EXCEPTION_CODES, failure_message, failure_where
-from dlprobe.analysis.model import SEVERITIES
-from dlprobe.analysis.report_schema import FindingEntry, Report
-from dlprobe.analysis.startup_findings import BUSY_RUNQ_SHARE
+from dlprobe.analysis.evidence.finding import SEVERITIES
+from dlprobe.analysis.measures.worker_cpu import BUSY_RUNQ_SHARE
+from dlprobe.analysis.report.schema import FindingEntry, Report
 from dlprobe.check.config import BASELINE_METRICS, CheckConfig
 from dlprobe.check.limits import Stop
 from dlprobe.check.metrics import (

@@ -36,7 +36,7 @@ from dlprobe.rundir.schema import (
 if TYPE_CHECKING:  # the rules pull in the analysis: imported when a check runs, not for every command's start
     from rich.console import Console
 
-    from dlprobe.analysis.report_schema import Report
+    from dlprobe.analysis.report.schema import Report
     from dlprobe.check.config import CheckConfig
     from dlprobe.check.limits import Stop
     from dlprobe.check.rules import RuleResult
@@ -219,7 +219,7 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
     from rich.markup import escape
 
     """Everything `dlprobe check` does; bad configs and baselines fail before the script starts."""
-    from dlprobe.analysis.model import load_run
+    from dlprobe.analysis.run.model import load_run
     from dlprobe.check.baseline import save_baseline
     from dlprobe.check.config import load_config
     from dlprobe.check.limits import RunWatch

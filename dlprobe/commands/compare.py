@@ -20,9 +20,9 @@ def compare(
     """
     import json
 
-    from dlprobe.analysis.report import report_for
-    from dlprobe.analysis.run_compare import compare as compare_runs
-    from dlprobe.analysis.run_compare import run_side
+    from dlprobe.analysis.report.build import report_for
+    from dlprobe.analysis.report.compare import compare as compare_runs
+    from dlprobe.analysis.report.compare import run_side
     from dlprobe.atomic import write_text_atomic
     from dlprobe.console import out_console
     from dlprobe.errors import DlprobeError

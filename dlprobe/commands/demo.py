@@ -13,7 +13,7 @@ from dlprobe.units import format_bytes
 if TYPE_CHECKING:  # rich's console is imported by the commands that print, not by every command line
     from rich.console import Console
 
-    from dlprobe.analysis.report_schema import Report
+    from dlprobe.analysis.report.schema import Report
 
 DEMO_SCRIPT = Path(__file__).parent.parent / "demo" / "cow_train.py"
 

@@ -1,6 +1,6 @@
 """Analyzes a run, then writes its outputs: report.json, report.html, trace.json, stacks.speedscope.json, the plot,
 an optional --json copy, and the terminal summary. The only place that hands the loaded run to the analysis views
-(`analysis/timeline.py`, `trace.py`, `speedscope.py`, `memory_plot.py`) and their results to `render/`.
+(`analysis/report/timeline.py`, `trace.py`, `speedscope.py`, `memory_plot.py`) and their results to `render/`.
 
 Each output is a view of the report: one that fails is named in the terminal and under "output_problems" in
 report.json, and never costs the others (report.json is written first, and again with the problems)."""
@@ -14,12 +14,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from dlprobe.analysis import failure_message, failure_where
-from dlprobe.analysis.model import RunData
-from dlprobe.analysis.report import job_report_for, report_for
-from dlprobe.analysis.report_schema import OutputProblem, Report
-from dlprobe.analysis.speedscope import build_speedscope
-from dlprobe.analysis.timeline import page_timeline
-from dlprobe.analysis.trace import build_trace
+from dlprobe.analysis.report.build import job_report_for, report_for
+from dlprobe.analysis.report.schema import OutputProblem, Report
+from dlprobe.analysis.report.speedscope import build_speedscope
+from dlprobe.analysis.report.timeline import page_timeline
+from dlprobe.analysis.report.trace import build_trace
+from dlprobe.analysis.run.model import RunData
 from dlprobe.errors import DlprobeError
 from dlprobe.render.html import html_problem
 from dlprobe.render.terminal import run_summary
@@ -115,7 +115,7 @@ def write_outputs(
     ]
     # No DataLoader, nothing to plot: skipping it saves a second of matplotlib start-up on short scripts.
     if run.loaders and plot_in_background:
-        from dlprobe.analysis.memory_plot import memory_plot
+        from dlprobe.analysis.report.memory_plot import memory_plot
         from dlprobe.render.plot import plot_in_background as start_plot
 
         try:
@@ -124,7 +124,7 @@ def write_outputs(
             problems.append(output_problem(f"{PLOT_FILE} (dlprobe report {run_dir} draws it)", exc))
     elif run.loaders:
         try:
-            from dlprobe.analysis.memory_plot import memory_plot
+            from dlprobe.analysis.report.memory_plot import memory_plot
             from dlprobe.render.plot import plot_memory
 
             plot_memory(memory_plot(run, report), run_dir / PLOT_FILE)

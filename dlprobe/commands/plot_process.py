@@ -1,7 +1,7 @@
 """The detached process that draws memory.png after `dlprobe run` (started by `render/plot.py:plot_in_background`).
 
 `python -m dlprobe.commands.plot_process RUN_DIR DATA_FILE`: DATA_FILE is the private temporary file holding
-`analysis/memory_plot.py:memory_plot`'s data, written by the run's report step and removed here once read. The
+`analysis/report/memory_plot.py:memory_plot`'s data, written by the run's report step and removed here once read. The
 process imports matplotlib and the drawing, never the analysis nor the run's loading: it runs after every run."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import typer
 from dlprobe.commands.options import json_option
 
 if TYPE_CHECKING:
-    from dlprobe.analysis.report_schema import Report
+    from dlprobe.analysis.report.schema import Report
 
 
 def report(
@@ -69,8 +69,8 @@ def _write_trace(paths: list[Path], report: Report, trace_path: str | None) -> N
     """--trace: the runs' trace at the path asked for (after the report, which it never costs)."""
     if not trace_path:
         return
-    from dlprobe.analysis.model import load_run
-    from dlprobe.analysis.trace import build_trace
+    from dlprobe.analysis.report.trace import build_trace
+    from dlprobe.analysis.run.model import load_run
     from dlprobe.errors import DlprobeError
     from dlprobe.render.trace_file import trace_problem
 

@@ -3,7 +3,7 @@
 The first WAITS_KEPT_PER_STRIDE batches' waits (and hand-over times) are sent one per batch, as always. After that
 only every 2nd batch's are kept, after as many again every 4th, ...: the waits kept grow with the log of the batches.
 Each chunk of a folded loader also carries its exact batch count, summed and longest wait and summed hand-over
-(`analysis/model.py` reads those for the totals and means, and the kept waits, thinned to one stride, for the
+(`analysis/run/model.py` reads those for the totals and means, and the kept waits, thinned to one stride, for the
 medians and percentiles). An epoch's first batch is always kept (its start-up is a finding of its own)."""
 
 from __future__ import annotations

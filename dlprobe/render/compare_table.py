@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from dlprobe.analysis.run_compare import Comparison, LoaderSide, RunSide
+from dlprobe.analysis.report.compare import Comparison, LoaderSide, RunSide
 from dlprobe.units import format_bytes
 
 

@@ -1,7 +1,7 @@
 """report.html: one self-contained page per run (verdict, finding cards, timelines, stacks, loaders), no script.
 
 The page is built from the same report dict as the terminal and report.json, plus a bounded `Timeline` (the run's
-series downsampled, every event kept) built from the loaded run by `analysis/timeline.py`; the page reads neither the
+series downsampled, every event kept) built from the loaded run by analysis.report.timeline; the page reads neither the
 run nor its directory. Everything that came from the run directory is user data and is escaped; the
 Content-Security-Policy forbids every network load and every script.
 """
@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dlprobe.analysis.report import cleanup_lines, probe_cost_line
-from dlprobe.analysis.report_schema import FindingEntry, Report
-from dlprobe.analysis.timeline import KIND_LINES, Timeline
+from dlprobe.analysis.report.build import cleanup_lines, probe_cost_line
+from dlprobe.analysis.report.schema import FindingEntry, Report
+from dlprobe.analysis.report.timeline import KIND_LINES, Timeline
 from dlprobe.render.html_page import _fmt, _rich_text, esc, page, scroll_box, value_html, write_page
 from dlprobe.render.projection_chart import projection_chart, projection_views
 from dlprobe.render.readings import as_read, clipped_note

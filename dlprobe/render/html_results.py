@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from dlprobe import __version__
-from dlprobe.analysis.report_schema import FindingEntry
+from dlprobe.analysis.report.schema import FindingEntry
 from dlprobe.redact import redact_argv
 from dlprobe.render.html import findings_section
 from dlprobe.render.html_page import esc, page, scroll_box, value_html

@@ -2,7 +2,7 @@
 /dev/shm; each reading a dot at its time, the span between two readings shaded from the lower to the higher
 (render/readings.py), nothing above the cgroup's memory limit.
 
-It draws `analysis/memory_plot.py:memory_plot`'s data; `commands/outputs.py` builds it from the run. The analysis is
+It draws `analysis.report.memory_plot:memory_plot`'s data; `commands/outputs.py` builds it from the run. The analysis is
 imported for its types only: the detached plot process (`commands/plot_process.py`) imports this module and
 matplotlib, never the analysis."""
 
@@ -24,8 +24,8 @@ from dlprobe.render.readings import AsRead, as_read, clipped_note, step_band
 from dlprobe.units import MiB
 
 if TYPE_CHECKING:
-    from dlprobe.analysis.memory_plot import MemoryPlot, PlotProcess
-    from dlprobe.analysis.report_schema import NodeEntry
+    from dlprobe.analysis.report.memory_plot import MemoryPlot, PlotProcess
+    from dlprobe.analysis.report.schema import NodeEntry
 
 KIND_STYLES = (("pss_anon", "o", "anon"), ("pss_file", "s", "file"), ("pss_shmem", "^", "shm"))
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dlprobe.analysis.report_schema import FindingEntry
+from dlprobe.analysis.report.schema import FindingEntry
 from dlprobe.render.readings import as_read
 from dlprobe.render.svg import Band, Chart, Line, Readings
 from dlprobe.units import MiB, format_bytes

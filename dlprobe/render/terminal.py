@@ -11,9 +11,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from dlprobe.analysis.evidence_schema import KEY_EVIDENCE, WorkerRow
-from dlprobe.analysis.report import cleanup_lines, probe_cost_line
-from dlprobe.analysis.report_schema import FindingEntry, ProcessEntry, Report, Verdict
+from dlprobe.analysis.evidence.rows import WorkerRow
+from dlprobe.analysis.evidence.schema import KEY_EVIDENCE
+from dlprobe.analysis.report.build import cleanup_lines, probe_cost_line
+from dlprobe.analysis.report.schema import FindingEntry, ProcessEntry, Report, Verdict
 from dlprobe.console import escaped_text
 from dlprobe.units import NOT_MEASURED, NOT_READ, format_bytes
 

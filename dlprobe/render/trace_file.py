@@ -22,7 +22,7 @@ def write_trace(path: Path, trace: dict[str, Any]) -> None:
 
 
 def trace_problem(path: Path, build: Callable[[], dict[str, Any]]) -> list[str]:
-    """Build the trace (`analysis/trace.py:build_trace`, bound by the caller) and write it; what went wrong, for the
+    """Build the trace (`analysis.report.trace:build_trace`, bound by the caller) and write it; what went wrong, for the
     terminal (the report is already written)."""
     try:
         write_trace(path, build())
@@ -32,7 +32,7 @@ def trace_problem(path: Path, build: Callable[[], dict[str, Any]]) -> list[str]:
 
 
 def speedscope_problem(path: Path, build: Callable[[], dict[str, Any] | None]) -> list[str]:
-    """The sampled stacks for speedscope.app (`analysis/speedscope.py:build_speedscope`, bound by the caller), where
+    """The sampled stacks for speedscope.app (`analysis.report.speedscope:build_speedscope`, bound by the caller), where
     the run has any; what went wrong, for the terminal."""
     try:
         profile = build()

@@ -8,7 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from dlprobe.analysis.report_schema import FindingEntry
+from dlprobe.analysis.report.schema import FindingEntry
 from dlprobe.render.terminal import finding_panel
 from dlprobe.units import format_bytes
 

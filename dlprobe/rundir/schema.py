@@ -20,8 +20,8 @@ SAMPLES_FILE = "samples.jsonl"
 RESULT_FILE = "result.json"
 REPORT_FILE = "report.json"
 PLOT_FILE = "memory.png"
-REPORT_HTML_FILE = "report.html"  # the self-contained page (render/html.py, its timeline analysis/timeline.py)
-TRACE_FILE = "trace.json"  # Trace Event Format for Perfetto / chrome://tracing (analysis/trace.py)
+REPORT_HTML_FILE = "report.html"  # the self-contained page (render/html.py, its timeline analysis/report/timeline.py)
+TRACE_FILE = "trace.json"  # Trace Event Format for Perfetto / chrome://tracing (analysis/report/trace.py)
 # `dlprobe run` draws the plot in a detached process (commands/plot_process.py) that writes here and renames, so a
 # reader never sees half a PNG; a failure to draw is written down instead of lost with the process's stderr.
 PLOT_PARTIAL_FILE = "memory.png.partial"
@@ -32,7 +32,7 @@ KERNEL_FILE = "kernel.json"
 CHECK_FILE = "check.json"
 STACKS_FILE = "stacks.txt"  # py-spy's raw (collapsed) format: one line per distinct stack, with its count
 STACKS_META_FILE = "stacks.json"
-STACKS_SPEEDSCOPE_FILE = "stacks.speedscope.json"  # stacks.txt for speedscope.app (analysis/speedscope.py)
+STACKS_SPEEDSCOPE_FILE = "stacks.speedscope.json"  # stacks.txt for speedscope.app (analysis/report/speedscope.py)
 PY_SPY_LOG_FILE = "py-spy.log"
 HANGS_DIR = "hangs"
 INFLIGHT_DIR = "inflight"
@@ -134,7 +134,7 @@ NO_ISOLATED_CHECKS_ENV = "DLPROBE_NO_ISOLATED_CHECKS"
 CHECK_PROCESS_NAME = "dlprobe-check"
 START_METHOD_CHOICES = ("fork", "forkserver", "spawn", "thread")
 # stderr.log keeps at most this much of what the run wrote to stderr (its end): the page's tail and torchrun's
-# summary are read from the end (analysis/stderr_log.py).
+# summary are read from the end (analysis/run/stderr_log.py).
 STDERR_KEPT_BYTES = 1 << 20
 STDERR_HEAD_BYTES = 64 << 10  # of those, the run's first bytes (the first error), where it wrote more
 

@@ -331,7 +331,7 @@ class Sampler:
         training process killed in between leaves its pages to the workers, whose readings would be stamped as taken
         while it lived and read as copy-on-write. The processes that are not workers (the training process, a
         forkserver, an agent: a few) are read again once the workers are; one dying by now ended within this tick, so
-        this tick's worker readings are teardown (analysis/teardown.py cuts them)."""
+        this tick's worker readings are teardown (analysis/run/teardown.py cuts them)."""
         for pid in sorted(cheap):
             if pid not in self.workers and pid not in self.gone and self.files.stat(pid) is None:
                 self._ended(pid, now)

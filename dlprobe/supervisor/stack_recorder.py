@@ -267,7 +267,7 @@ class StackRecorder:
             self.status = SAMPLER_FAILED if failed else SAMPLER_ENDED
             self.error = failed[-1] if failed else self.failures[-1][0]
         if self.started:
-            # Read back by analysis/probe_findings.py: a failed sampler must be said, not leave a silent gap.
+            # Read back by analysis/findings/probe.py: a failed sampler must be said, not leave a silent gap.
             meta: StacksMeta = {
                 "rate": self.rate,
                 "window_s": self.window_s,
@@ -295,8 +295,8 @@ def ranked_enough(functions: Counter[str]) -> bool:
 def _fetch_functions(lines: list[str]) -> Counter[str]:
     """Samples of a burst that the hotspot finding ranks (inside fetch(), not in the probe's own recording), by the
     function it names for them."""
-    from dlprobe.analysis.hotspot_findings import in_fetch, in_probe, rank  # once a burst ends: not at start-up
-    from dlprobe.analysis.stackfile import parse_stacks
+    from dlprobe.analysis.measures.fetch_stacks import in_fetch, in_probe, rank  # once a burst ends: not at start-up
+    from dlprobe.analysis.run.stackfile import parse_stacks
 
     stacks = parse_stacks("".join(f"process 0:;{line}\n" for line in lines))
     return rank([s for s in in_fetch(stacks) if not in_probe(s)])[1]

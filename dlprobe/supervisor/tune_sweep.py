@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from dlprobe import __version__
-from dlprobe.analysis.model import RunData, load_run
+from dlprobe.analysis.run.model import RunData, load_run
 from dlprobe.errors import DlprobeError
 from dlprobe.loader_model.limits import WORKER_CAP
 from dlprobe.redact import redact_argv

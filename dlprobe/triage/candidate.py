@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dlprobe.analysis.model import Finding
+from dlprobe.analysis.evidence.finding import Finding
 from dlprobe.triage.patterns import Match
 
 # How close (seconds) a kernel OOM kill of a DataLoader worker must be to the log's last write to count as

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dlprobe.analysis.death_findings import signal_cause
+from dlprobe.analysis.measures.tracebacks import signal_cause
 from dlprobe.system.kernlog import OomKill
 from dlprobe.triage import scores as S
 from dlprobe.triage.candidate import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from dlprobe.analysis.model import Finding
+from dlprobe.analysis.evidence.finding import Finding
 from dlprobe.torch_text import KEPT_BATCHES_CAUSE, KEPT_BATCHES_FIX
 from dlprobe.triage import scores as S
 from dlprobe.triage.candidate import CONFIRMED, FIX_HANG, FIX_SHM, LIKELY, Candidate, first, make_finding

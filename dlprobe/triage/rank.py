@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from dlprobe.analysis.model import Finding
+from dlprobe.analysis.evidence.finding import Finding
 from dlprobe.system.kernlog import parse_oom_lines
 from dlprobe.triage.candidate import Candidate
 from dlprobe.triage.deaths import main_killed_candidates, signal_candidates

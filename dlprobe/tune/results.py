@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.batch_sent import in_flight_bytes
-from dlprobe.analysis.loop_timing import events_of
-from dlprobe.analysis.model import RunData
-from dlprobe.analysis.worker_growth import load_done_at, worker_end
+from dlprobe.analysis.measures.batch_sent import in_flight_bytes
+from dlprobe.analysis.measures.loop_timing import events_of
+from dlprobe.analysis.measures.worker_growth import load_done_at, worker_end
+from dlprobe.analysis.run.model import RunData
 from dlprobe.loader_model.limits import HEADROOM, MEMORY_SHARE
 from dlprobe.loader_model.memory_growth import epoch_share, linear_clock
 from dlprobe.loader_model.reserve import worker_reserve as shared_reserve

@@ -1,4 +1,4 @@
-"""Synthetic report dicts for the check's unit tests (the shape dlprobe.analysis.report.build_report writes)."""
+"""Synthetic report dicts for the check's unit tests (the shape dlprobe.analysis.report.build.build_report writes)."""
 
 from __future__ import annotations
 

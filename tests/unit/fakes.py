@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dlprobe.analysis.model import Epoch, LoaderRecord, ProcessRecord, RunData, Series, SystemSeries
+from dlprobe.analysis.run.model import Epoch, LoaderRecord, ProcessRecord, RunData, Series, SystemSeries
 
 MiB = 1024 * 1024
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dlprobe.analysis.advice_agreement import agree
-from dlprobe.analysis.model import Finding
-from dlprobe.analysis.start_method_findings import KEEP_FORK
+from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.findings.start_method import KEEP_FORK
 
 LEAVE = "start threads after the workers exist; or multiprocessing_context='forkserver'/'spawn'."
 HAZARD = Finding("fork-hazard", "error", "Loader 0 forked its workers with 1 Python thread running", "d", LEAVE, {}, 0)

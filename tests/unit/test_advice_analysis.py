@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from dlprobe.analysis.model import Epoch, LoaderRecord
-from dlprobe.analysis.stackfile import parse_stacks
-from dlprobe.analysis.startup_findings import hot_path
-from dlprobe.analysis.throughput_findings import (
+from dlprobe.analysis.findings.startup import hot_path
+from dlprobe.analysis.findings.throughput import (
     find_input_bound,
     find_too_many_workers,
     suggest_workers,
 )
-from dlprobe.analysis.worker_use_findings import find_pin_memory
+from dlprobe.analysis.findings.worker_use import find_pin_memory
+from dlprobe.analysis.run.model import Epoch, LoaderRecord
+from dlprobe.analysis.run.stackfile import parse_stacks
 from dlprobe.in_training.sample_hashes import DuplicateCounter
 from dlprobe.system.cpus import cgroup_cpu_quota
 from dlprobe.tune.results import project_epoch_bytes, recommend

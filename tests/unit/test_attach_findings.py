@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.attach_findings import (
+from dlprobe.analysis.findings.attach import (
     find_attached_growth,
     find_attached_stuck,
     find_attached_workers_gone,
     format_eta,
 )
-from dlprobe.analysis.model import ProcessRecord, SystemSeries
+from dlprobe.analysis.run.model import ProcessRecord, SystemSeries
 from dlprobe.supervisor.attach_tree import ROLE_LAUNCHER, ROLE_MAIN, ROLE_OTHER, ROLE_WORKER, Proc, classify
 from tests.unit.fakes import MiB, run, series, worker
 

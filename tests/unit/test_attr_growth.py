@@ -1,10 +1,10 @@
-"""analysis/attr_growth.py on fake worker_attrs events, and cow-growth's allocation story naming what it finds."""
+"""measures/attr_growth.py on fake worker_attrs events, and cow-growth's allocation story naming what it finds."""
 
 from __future__ import annotations
 
-from dlprobe.analysis.attr_growth import ATTR_MIN_ITEMS, ENDS_WITH_EPOCH, KEPT, THROWN_AWAY, grown_attributes
-from dlprobe.analysis.memory_findings import find_cow_growth
-from dlprobe.analysis.model import Epoch
+from dlprobe.analysis.findings.memory import find_cow_growth
+from dlprobe.analysis.measures.attr_growth import ATTR_MIN_ITEMS, ENDS_WITH_EPOCH, KEPT, THROWN_AWAY, grown_attributes
+from dlprobe.analysis.run.model import Epoch
 from tests.unit import fakes
 from tests.unit.fakes import MiB, loader, parent, series, worker
 

@@ -4,8 +4,8 @@ survive the events' fold into the loader, and the workers' growth names the view
 
 from __future__ import annotations
 
-from dlprobe.analysis.memory_findings import find_cow_growth
-from dlprobe.analysis.model import Series, SystemSeries, loaders_from_events
+from dlprobe.analysis.findings.memory import find_cow_growth
+from dlprobe.analysis.run.model import Series, SystemSeries, loaders_from_events
 from dlprobe.rundir.schema import EV_WORKER_ATTRS
 from tests.unit.fakes import MiB, parent, run, worker
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dlprobe.analysis.model import ROLE_CHECK, load_run
+from dlprobe.analysis.run.model import ROLE_CHECK, load_run
 
 MiB = 1024 * 1024
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from dlprobe import cli
-from dlprobe.analysis.report import report_for
+from dlprobe.analysis.report.build import report_for
 from dlprobe.commands.outputs import run_html_problem
 from dlprobe.render.terminal import run_summary
 from tests.damage import FIXTURES, KINDS, SOURCES, damage, damaged_copy

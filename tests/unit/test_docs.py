@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from dlprobe.analysis.evidence_schema import EVIDENCE_BY_CODE
+from dlprobe.analysis.evidence.schema import EVIDENCE_BY_CODE
 from dlprobe.commands.app import app
 
 ROOT = Path(__file__).resolve().parents[2]

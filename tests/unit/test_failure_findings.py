@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis import analyze
-from dlprobe.analysis.death_findings import WORKER_KILLED_CAUSES, find_worker_deaths
-from dlprobe.analysis.fault_records import parse_fault
-from dlprobe.analysis.hang_findings import find_hangs
-from dlprobe.analysis.model import Epoch, Finding, SystemSeries
-from dlprobe.analysis.verdict import _fd_leak_explains
+from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.findings.deaths.worker_deaths import WORKER_KILLED_CAUSES, find_worker_deaths
+from dlprobe.analysis.findings.hangs import find_hangs
+from dlprobe.analysis.report.verdict import _fd_leak_explains
+from dlprobe.analysis.run.fault_records import parse_fault
+from dlprobe.analysis.run.model import Epoch, SystemSeries
 from tests.unit import fakes
 from tests.unit.test_stack_causes import native, py, worker
 

@@ -9,7 +9,7 @@ import multiprocessing
 import signal
 from pathlib import Path
 
-from dlprobe.analysis.fault_records import read_fault_records
+from dlprobe.analysis.run.fault_records import read_fault_records
 from dlprobe.in_training import fatal_signals
 from dlprobe.rundir.files import ReadProblems
 from dlprobe.rundir.schema import FAULTS_DIR, fault_record_name

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import resource
 
-from dlprobe.analysis.fd_findings import find_fd_leak, leak_cause, target_kind
-from dlprobe.analysis.model import Epoch, ProcessRecord, Series
+from dlprobe.analysis.findings.descriptors import find_fd_leak, leak_cause, target_kind
+from dlprobe.analysis.run.model import Epoch, ProcessRecord, Series
 from dlprobe.system import procfds
 from dlprobe.torch_text import KEPT_BATCHES_FIX
 from tests.unit.fakes import loader, run, worker

@@ -1,5 +1,5 @@
 """What crosses the fork: descriptors held by objects reachable from a dataset (in_training/fork_handles.py), and the
-shared-handle finding on them (analysis/fork_findings.py)."""
+shared-handle finding on them (analysis/findings/shared_handle.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import socket
 import numpy as np
 import pytest
 
-from dlprobe.analysis.fork_findings import find_shared_handles
+from dlprobe.analysis.findings.shared_handle import find_shared_handles
 from dlprobe.in_training.fork_handles import dataset_handles
 from dlprobe.rundir.schema import EV_FORK_HANDLES
 from tests.unit.fakes import loader, run
@@ -213,7 +213,7 @@ def test_a_session_shared_across_the_fork_is_named_with_its_tls_socket_and_tied_
 
 
 def test_a_sample_that_fails_alone_is_not_blamed_when_its_error_comes_of_the_shared_handle():
-    from dlprobe.analysis.sample_checks import blames_the_sample, doubt_shared_handle
+    from dlprobe.analysis.findings.deaths.sample_checks import blames_the_sample, doubt_shared_handle
 
     tar = {**HANDLE, "target": "/data/train.tar.gz", "attribute": "self.tar", "owner": "tarfile.TarFile"}
     shared = run([loader(num_workers=4)], [], events=[{"ev": EV_FORK_HANDLES, "t": 1.0, "pid": 1, "loader": 0,

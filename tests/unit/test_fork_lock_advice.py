@@ -5,8 +5,8 @@ the unpicklable lock (forkserver: "cannot pickle '_thread.lock' object")."""
 
 from __future__ import annotations
 
-from dlprobe.analysis.hang_findings import find_hangs
-from dlprobe.analysis.startup_findings import find_fork_hazard
+from dlprobe.analysis.findings.hangs import find_hangs
+from dlprobe.analysis.findings.startup import find_fork_hazard
 from dlprobe.rundir.schema import EV_FORK_STATE, EV_START_READINESS
 from tests.unit.fakes import loader, run
 from tests.unit.test_stack_causes import native, py, worker

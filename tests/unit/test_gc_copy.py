@@ -3,11 +3,11 @@ a memory-mapped file's pages rose while a collection happened to run."""
 
 from __future__ import annotations
 
-from dlprobe.analysis.gc_copy_findings import find_gc_copy
-from dlprobe.analysis.model import ProcessRecord, Series
-from dlprobe.analysis.report import build_report
-from dlprobe.analysis.stats import job_pss_peak
-from dlprobe.analysis.worker_steps import job_steady_peak, worker_steps
+from dlprobe.analysis.findings.gc_copy import find_gc_copy
+from dlprobe.analysis.measures.stats import job_pss_peak
+from dlprobe.analysis.measures.worker_steps import job_steady_peak, worker_steps
+from dlprobe.analysis.report.build import build_report
+from dlprobe.analysis.run.model import ProcessRecord, Series
 from dlprobe.loader_model.worker_memory import FULL_COLLECTION
 from tests.unit.fakes import MiB, loader, run, series, worker
 

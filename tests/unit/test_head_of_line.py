@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from dlprobe.analysis.head_of_line import HOL_SHARE, head_of_line
-from dlprobe.analysis.model import Epoch
+from dlprobe.analysis.measures.head_of_line import HOL_SHARE, head_of_line
+from dlprobe.analysis.run.model import Epoch
 from tests.unit.fakes import loader, run
 
 T0 = 100.0

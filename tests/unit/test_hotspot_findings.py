@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dlprobe.analysis.hotspot_findings import find_worker_hotspots
-from dlprobe.analysis.model import Epoch
-from dlprobe.analysis.stackfile import StackCount, StackProfile
+from dlprobe.analysis.findings.hotspots import find_worker_hotspots
+from dlprobe.analysis.run.model import Epoch
+from dlprobe.analysis.run.stackfile import StackCount, StackProfile
 from tests.unit.fakes import loader, run, series, worker
 
 LOOP = "_worker_loop (torch/utils/data/_utils/worker.py:374)"
@@ -96,7 +96,7 @@ def test_workers_queued_for_a_core_compute_they_do_not_wait():
 
 
 def test_the_clocks_split_needs_rows_with_clocks_and_counts_a_strided_row_for_its_stride():
-    from dlprobe.analysis.fetch_timing import fetch_timing
+    from dlprobe.analysis.measures.fetch_timing import fetch_timing
 
     data = _clocked_run(0.1, 0.04, -1.0, rows=4, stride=2)  # schedstat unreadable: queued unknown
     timing = fetch_timing(data, data.loaders[0])

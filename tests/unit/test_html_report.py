@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from dlprobe.analysis import analyze
-from dlprobe.analysis.downsample import downsample
-from dlprobe.analysis.model import Epoch, Finding, RunData, Series, SystemSeries
-from dlprobe.analysis.report import build_report
-from dlprobe.analysis.stderr_log import stderr_not_kept, stderr_tail
-from dlprobe.analysis.timeline import MAX_POINTS, timeline_from_run
+from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.report.build import build_report
+from dlprobe.analysis.report.downsample import downsample
+from dlprobe.analysis.report.timeline import MAX_POINTS, timeline_from_run
+from dlprobe.analysis.run.model import Epoch, RunData, Series, SystemSeries
+from dlprobe.analysis.run.stderr_log import stderr_not_kept, stderr_tail
 from dlprobe.commands.outputs import run_html_problem
 from dlprobe.render.html import render_html
 from dlprobe.render.svg import Chart, Line, Marker, chart_svg, flag_width, layout_flags
@@ -216,7 +217,7 @@ def test_a_multi_rank_report_shows_its_ranks_as_a_table():
 
 
 def test_a_run_without_stacks_says_why_and_a_loader_error_names_its_cause():
-    from dlprobe.analysis.stackfile import StackProfile
+    from dlprobe.analysis.run.stackfile import StackProfile
 
     r = _hostile_run()
     r.stacks = StackProfile(status="missing", error=f"no py-spy {PLANT}")
@@ -369,8 +370,8 @@ def test_the_jobs_memory_line_draws_only_readings_that_can_be_summed_and_never_p
     # The parent read at 700 MiB of PSS before it forked; its two workers, read after the fork, share half of its
     # pages (each 200 MiB of PSS): summed with the parent's stale reading the job "held" 1,100 MiB at fork, over its
     # 1,000 MiB cgroup limit. Once the parent is read again (350 MiB) the sum is the job's.
-    from dlprobe.analysis.model import ProcessRecord, Series
-    from dlprobe.analysis.stats import job_pss_summable
+    from dlprobe.analysis.measures.stats import job_pss_summable
+    from dlprobe.analysis.run.model import ProcessRecord, Series
 
     def proc(pid, role, t, pss, ppid=None):
         n = len(t)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dlprobe.analysis.model import Epoch, RunData
-from dlprobe.analysis.worker_cpu import loader_cpu
-from dlprobe.analysis.worker_use_findings import find_idle_workers
+from dlprobe.analysis.findings.worker_use import find_idle_workers
+from dlprobe.analysis.measures.worker_cpu import loader_cpu
+from dlprobe.analysis.run.model import Epoch, RunData
 from tests.unit.fakes import cpu_series, loader, run, worker
 
 

@@ -12,9 +12,9 @@ import pytest
 from rich.console import Console
 
 from dlprobe.analysis import ANALYZER_CODES, ANALYZERS, analyze
-from dlprobe.analysis.job import split_job
-from dlprobe.analysis.job_findings import analyze_job
-from dlprobe.analysis.report import report_for
+from dlprobe.analysis.job.findings import analyze_job
+from dlprobe.analysis.job.model import split_job
+from dlprobe.analysis.report.build import report_for
 from dlprobe.check.config import config_from_mapping
 from dlprobe.check.rules import evaluate
 from dlprobe.commands.outputs import write_outputs
@@ -40,7 +40,7 @@ def test_an_analyzer_that_raises_is_a_probe_degraded_finding_and_the_others_stil
         [fakes.parent(300 * MiB), _growing(11, 0, 200 * MiB), _growing(12, 1, 190 * MiB)],
     )
     assert "cow-growth" in [f.code for f in analyze(run)]
-    monkeypatch.setattr("dlprobe.analysis.memory_findings._severity", boom)
+    monkeypatch.setattr("dlprobe.analysis.findings.memory._severity", boom)
     findings = analyze(run)
     [failed] = [f for f in findings if f.evidence.get("where") == "find_cow_growth"]
     assert failed.code == "probe-degraded" and failed.severity == "info"
@@ -51,7 +51,7 @@ def test_an_analyzer_that_raises_is_a_probe_degraded_finding_and_the_others_stil
 
 
 def test_a_cross_rank_check_that_raises_keeps_the_merged_findings(monkeypatch):
-    monkeypatch.setattr("dlprobe.analysis.job_findings.find_uneven_ranks", boom)
+    monkeypatch.setattr("dlprobe.analysis.job.findings.find_uneven_ranks", boom)
     findings = analyze_job(split_job([two_ranks(LEAKY, LEAKY)]))
     [cow] = [f for f in findings if f.code == "cow-growth"]
     assert [r["rank"] for r in cow.evidence["ranks"]] == ["rank 0", "rank 1"]
@@ -60,7 +60,7 @@ def test_a_cross_rank_check_that_raises_keeps_the_merged_findings(monkeypatch):
 
 
 def test_merging_that_raises_keeps_each_ranks_findings(monkeypatch):
-    monkeypatch.setattr("dlprobe.analysis.job_merge.merged", boom)
+    monkeypatch.setattr("dlprobe.analysis.job.merge.merged", boom)
     findings = analyze_job(split_job([two_ranks(LEAKY, LEAKY)]))
     assert len([f for f in findings if f.code == "cow-growth"]) == 2
     assert [f.evidence["where"] for f in findings if f.code == "probe-degraded"] == ["merge_rank_findings"]
@@ -118,7 +118,7 @@ def test_fakes_still_build_runs_without_read_problems():
 
 
 def test_a_reader_that_raises_still_gives_a_report_saying_so(tmp_path, monkeypatch):
-    monkeypatch.setattr("dlprobe.analysis.report.load_run", boom)
+    monkeypatch.setattr("dlprobe.analysis.report.build.load_run", boom)
     run_dir = _run_dir(tmp_path)
     _, report = report_for(run_dir)
     [problem] = report["read_problems"]

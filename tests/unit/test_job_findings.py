@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis import analyze
-from dlprobe.analysis.job import is_job, split_job
-from dlprobe.analysis.job_findings import analyze_job, ranks_text
-from dlprobe.analysis.memory_findings import COW_LOADED_AT_START
-from dlprobe.analysis.report import build_job_report
-from dlprobe.analysis.stderr_log import LAUNCHER_SUMMARY_BYTES, launcher_failures, read_launcher_failures
+from dlprobe.analysis.findings.memory import COW_LOADED_AT_START
+from dlprobe.analysis.job.findings import analyze_job, ranks_text
+from dlprobe.analysis.job.model import is_job, split_job
+from dlprobe.analysis.report.build import build_job_report
+from dlprobe.analysis.run.stderr_log import LAUNCHER_SUMMARY_BYTES, launcher_failures, read_launcher_failures
 from dlprobe.render.terminal import run_summary
 from tests.unit import fakes
 from tests.unit.test_failure_findings import hang_record, idle_worker, stuck_worker
@@ -391,7 +391,7 @@ def test_the_sketch_of_a_map_style_loader_is_computed_per_batch_and_agrees_acros
 
 
 def test_the_process_groups_own_threads_are_no_fork_hazard():
-    from dlprobe.analysis.startup_findings import find_fork_hazard
+    from dlprobe.analysis.findings.startup import find_fork_hazard
 
     def fork_state(names: dict[str, int]) -> dict[str, Any]:
         return {"ev": "fork_state", "t": 101.0, "pid": 10, "loader": 0, "epoch": 0, "python_threads": [],
@@ -410,8 +410,8 @@ def test_a_running_epoch_projects_the_node_total_to_its_end_with_runs_own_per_wo
     # 5 of 10 batches (160 samples / 2 ranks / batch 8) and each worker grew 400 MiB so far. The node's total and the
     # workers that fit use the figure run's advice, tune and attach use (worker_growth.worker_projection, bent toward
     # its ceiling), not a straight line of their own (which said 400 MiB more each, whatever the ceiling).
-    from dlprobe.analysis.stats import metric_summary
-    from dlprobe.analysis.worker_growth import worker_projection
+    from dlprobe.analysis.measures.stats import metric_summary
+    from dlprobe.analysis.measures.worker_growth import worker_projection
     from dlprobe.loader_model.memory_growth import worker_end_bytes
 
     half = {"ended": False, "batches": 5}
@@ -441,8 +441,8 @@ def test_a_rank_that_died_before_its_loader_keeps_its_script_error():
 
 
 def test_the_node_total_holds_each_processs_last_reading_between_its_readings():
-    from dlprobe.analysis.model import ProcessRecord, Series
-    from dlprobe.analysis.stats import job_pss_peak, tree_total
+    from dlprobe.analysis.measures.stats import job_pss_peak, tree_total
+    from dlprobe.analysis.run.model import ProcessRecord, Series
 
     def proc(pid: int, readings: list[tuple[float, int]]) -> ProcessRecord:
         t, v = [t for t, _ in readings], [v for _, v in readings]
@@ -466,8 +466,8 @@ def test_the_jobs_pss_peak_leaves_out_a_sum_with_a_parents_reading_from_before_i
     # The fixed demo's job read 214.8 MiB in one run and 289.6 MiB in the next (check's baseline total_pss failed on
     # the script that wrote it): the parent read at 200 MiB before it forked a copy of itself that shares half of its
     # pages, summed with the copy's 100 MiB read after the fork. Once the parent is read again the sum is the job's.
-    from dlprobe.analysis.model import ProcessRecord, Series
-    from dlprobe.analysis.stats import job_pss_peak
+    from dlprobe.analysis.measures.stats import job_pss_peak
+    from dlprobe.analysis.run.model import ProcessRecord, Series
 
     def proc(pid: int, readings: list[tuple[float, int]], ppid: int | None = None) -> ProcessRecord:
         t, v = [t for t, _ in readings], [v for _, v in readings]
@@ -489,8 +489,8 @@ def test_a_rank_that_began_its_own_program_sums_with_its_agents_older_reading():
     # A clean-clone CI run's node total (378 MiB) came out below one rank's own peak (559 MiB): torchrun's agent,
     # read before it started the ranks and not again until the end, left out every sum that held the ranks. A rank
     # is an exec'd program that shares no heap with the agent; its forked workers still share its own.
-    from dlprobe.analysis.model import ProcessRecord, Series
-    from dlprobe.analysis.stats import job_pss_peak
+    from dlprobe.analysis.measures.stats import job_pss_peak
+    from dlprobe.analysis.run.model import ProcessRecord, Series
 
     def proc(pid: int, readings: list[tuple[float, int]], ppid: int | None = None, own: bool = False) -> ProcessRecord:
         t, v = [t for t, _ in readings], [v for _, v in readings]
@@ -508,7 +508,7 @@ def test_a_rank_that_began_its_own_program_sums_with_its_agents_older_reading():
 
 
 def test_a_finding_from_the_jobs_own_files_is_said_once_without_ranks():
-    from dlprobe.analysis.stackfile import StackProfile
+    from dlprobe.analysis.run.stackfile import StackProfile
 
     run = two_ranks()
     run.stacks = StackProfile(status="failed", error="Permission denied (os error 13)")  # the run's one py-spy
@@ -517,7 +517,7 @@ def test_a_finding_from_the_jobs_own_files_is_said_once_without_ranks():
 
 
 def test_the_pages_timeline_of_a_job_draws_the_ranks_by_name_not_the_launcher():
-    from dlprobe.analysis.timeline import timeline_from_run
+    from dlprobe.analysis.report.timeline import timeline_from_run
 
     run = two_ranks(LEAKY, LEAKY)
     job = split_job([run])
@@ -529,8 +529,8 @@ def test_the_pages_timeline_of_a_job_draws_the_ranks_by_name_not_the_launcher():
 
 
 def test_workers_loading_their_own_copy_on_every_rank_are_said_so_merged():
-    from dlprobe.analysis.job_findings import merge_rank_findings
-    from dlprobe.analysis.model import Finding
+    from dlprobe.analysis.evidence.finding import Finding
+    from dlprobe.analysis.job.findings import merge_rank_findings
 
     job = split_job([two_ranks()])
     title = (

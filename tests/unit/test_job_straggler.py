@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from dlprobe.analysis import job_straggler
-from dlprobe.analysis.job import split_job
-from dlprobe.analysis.job_findings import analyze_job
+from dlprobe.analysis.job import straggler as job_straggler
+from dlprobe.analysis.job.findings import analyze_job
+from dlprobe.analysis.job.model import split_job
 from tests.unit import fakes
 
 FLAT = [300 * fakes.MiB] * 3

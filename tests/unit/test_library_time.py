@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from dlprobe.analysis import hotspot_findings
-from dlprobe.analysis.hotspot_findings import library_of, library_time
-from dlprobe.analysis.stackfile import StackCount
+from dlprobe.analysis.findings import hotspots as hotspot_findings
+from dlprobe.analysis.measures import fetch_stacks
+from dlprobe.analysis.measures.fetch_stacks import library_of, library_time
+from dlprobe.analysis.run.stackfile import StackCount
 
 FETCH = "_MapDatasetFetcher.fetch (torch/utils/data/_utils/fetch.py:54)"
 GETITEM = "Rows.__getitem__ (train.py:15)"
@@ -18,7 +19,7 @@ TENSOR = "<listcomp> (train.py:16)"
 
 @pytest.fixture(autouse=True)
 def pandas_installed(monkeypatch):
-    monkeypatch.setattr(hotspot_findings, "_installed", lambda: frozenset({"pandas", "numpy"}))
+    monkeypatch.setattr(fetch_stacks, "_installed", lambda: frozenset({"pandas", "numpy"}))
 
 
 def stack(*frames: str, count: int = 1) -> StackCount:

@@ -3,8 +3,8 @@ the load past the middle of a short run: by when the worker built its first batc
 
 from __future__ import annotations
 
-from dlprobe.analysis.model import Series
-from dlprobe.analysis.worker_growth import first_batch_built, loaded_at_start, loaded_before
+from dlprobe.analysis.measures.worker_growth import first_batch_built, loaded_at_start, loaded_before
+from dlprobe.analysis.run.model import Series
 from dlprobe.units import MiB
 from tests.unit.fakes import loader, run, worker
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis import analyze
-from dlprobe.analysis.model import Finding, SystemSeries
-from dlprobe.analysis.report import build_report
-from dlprobe.analysis.timeline import timeline_from_run
+from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.report.build import build_report
+from dlprobe.analysis.report.timeline import timeline_from_run
+from dlprobe.analysis.run.model import SystemSeries
 from dlprobe.render.html import render_html, timeline_charts
 from dlprobe.render.projection_chart import projection_chart, projection_views
 from dlprobe.render.readings import as_read

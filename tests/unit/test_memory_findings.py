@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from dlprobe.analysis.memory_findings import (
+from dlprobe.analysis.findings.memory import (
     COW_ALLOCATING,
     COW_LOADED_AT_START,
     find_cow_growth,
     find_spawn_copy,
 )
-from dlprobe.analysis.model import Series
-from dlprobe.analysis.worker_growth import loaded_at_start
+from dlprobe.analysis.measures.worker_growth import loaded_at_start
+from dlprobe.analysis.run.model import Series
 from tests.unit import fakes
 from tests.unit.fakes import MiB, loader, parent, series, worker
 
@@ -348,7 +348,7 @@ def _copying(n: int, each: int) -> list:
 
 
 def _job(each: int, parent_uss: int, n: int = 4, cgroup: int | None = None, suspects=(RECORDS,), epoch=None):
-    from dlprobe.analysis.model import SystemSeries
+    from dlprobe.analysis.run.model import SystemSeries
 
     lo = loader(num_workers=n, suspects=list(suspects), epochs=[epoch] if epoch else None)
     system = SystemSeries(cgroup_limit=cgroup)
@@ -388,7 +388,7 @@ def test_without_a_python_object_suspect_the_garbage_collectors_walk_of_the_pare
 
 
 def test_copies_of_an_epoch_still_running_are_judged_at_its_end():
-    from dlprobe.analysis.model import Epoch
+    from dlprobe.analysis.run.model import Epoch
 
     # 100 of 400 batches done: 4 x 20 MiB so far, 320 MiB by the epoch's end
     running = Epoch(1, t_start=100.0, iter_s=0.1, batches=100, waits=[0.01] * 100)
@@ -456,7 +456,7 @@ def _parent_with_anon(anon: int):
 
 
 def _running(batches: int, until: float):
-    from dlprobe.analysis.model import Epoch
+    from dlprobe.analysis.run.model import Epoch
 
     return Epoch(1, t_start=100.0, iter_s=0.0, batches=batches, waits=[0.01] * batches, t_last_batch=until)
 
@@ -492,12 +492,12 @@ def test_a_copying_worker_is_projected_by_its_private_pages_not_its_rss():
 def test_too_many_workers_projects_no_worker_past_what_it_could_copy():
     # too-many-workers' per-worker figure is cow-growth's: a worker copying 3 MiB a second at 10% of the epoch is
     # not drawn on a straight line to 280 MiB over a parent of 100 MiB of anonymous memory
-    from dlprobe.analysis.throughput_findings import _projected_worker_bytes
+    from dlprobe.analysis.measures.memory_fit import projected_worker_bytes
 
     lo = loader(num_workers=2, suspects=[RECORDS], epochs=[_running(40, 109.0)])
     lo.config["dataset"]["len"] = 3200
     workers = [_cow_worker(11 + i, i, [3.0 * j for j in range(10)]) for i in range(2)]
-    projected, peak, rows = _projected_worker_bytes(fakes.run([lo], [_parent_with_anon(100 * MiB), *workers]), lo)
+    projected, peak, rows = projected_worker_bytes(fakes.run([lo], [_parent_with_anon(100 * MiB), *workers]), lo)
     assert peak == 37 * MiB
     assert peak < projected <= 10 * MiB + 100 * MiB  # its start plus, at most, every page of the parent
     assert rows[0]["projection"]["copies"]["ceiling_bytes"] == 100 * MiB

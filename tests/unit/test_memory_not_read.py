@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from dlprobe.analysis.report import report_for
+from dlprobe.analysis.report.build import report_for
 from dlprobe.render.terminal import processes_table
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "rundirs" / "leaky_list"

@@ -6,8 +6,8 @@ import json
 
 from rich.console import Console
 
-from dlprobe.analysis.model import load_run
-from dlprobe.analysis.report import build_report
+from dlprobe.analysis.report.build import build_report
+from dlprobe.analysis.run.model import load_run
 from dlprobe.render.terminal import finding_panel, run_summary
 
 
@@ -141,8 +141,8 @@ def test_the_hand_over_of_each_batch_is_read_alongside_its_wait_and_dropped_wher
 def test_the_key_numbers_are_keys_of_their_codes_evidence_and_fit_one_line():
     import typing
 
-    from dlprobe.analysis import evidence_schema
-    from dlprobe.analysis.evidence_schema import EVIDENCE_BY_CODE, KEY_EVIDENCE
+    from dlprobe.analysis.evidence import schema as evidence_schema
+    from dlprobe.analysis.evidence.schema import EVIDENCE_BY_CODE, KEY_EVIDENCE
     from dlprobe.render.terminal import key_numbers
 
     for code, keys in KEY_EVIDENCE.items():

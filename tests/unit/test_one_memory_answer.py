@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from dlprobe.analysis.attach_findings import find_attached_growth
-from dlprobe.analysis.model import Epoch, ProcessRecord, RunData, Series, SystemSeries
-from dlprobe.analysis.throughput_findings import workers_fit_memory
-from dlprobe.analysis.worker_growth import memory_limit
+from dlprobe.analysis.findings.attach import find_attached_growth
+from dlprobe.analysis.measures.memory_fit import workers_fit_memory
+from dlprobe.analysis.measures.worker_growth import memory_limit
+from dlprobe.analysis.run.model import Epoch, ProcessRecord, RunData, Series, SystemSeries
 from dlprobe.in_training.trial_memory import TrialMemory
 from dlprobe.loader_model.memory_growth import epoch_share, limit_ceiling
 from dlprobe.loader_model.worker_memory import workers_that_fit

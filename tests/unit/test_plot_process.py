@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dlprobe.analysis.memory_plot import memory_plot
-from dlprobe.analysis.model import load_run
+from dlprobe.analysis.report.memory_plot import memory_plot
+from dlprobe.analysis.run.model import load_run
 from dlprobe.commands.plot_process import draw_saved_plot
 from dlprobe.rundir.schema import PLOT_ERROR_FILE, PLOT_FILE, PLOT_PARTIAL_FILE
 from tests.damage import FIXTURES

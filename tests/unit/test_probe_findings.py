@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from dlprobe.analysis import analyze
-from dlprobe.analysis.probe_findings import find_probe_degraded
-from dlprobe.analysis.report import build_report, probe_cost_line
-from dlprobe.analysis.stackfile import StackProfile, load_stacks
+from dlprobe.analysis.findings.probe import find_probe_degraded
+from dlprobe.analysis.report.build import build_report, probe_cost_line
+from dlprobe.analysis.run.stackfile import StackProfile, load_stacks
 from dlprobe.in_training import event_log, probe_errors
 from dlprobe.rundir.files import read_jsonl
 from dlprobe.supervisor.stack_recorder import StackRecorder

@@ -4,10 +4,10 @@ error, one finding per failure (the script's error folded into the worker's), ti
 from __future__ import annotations
 
 from dlprobe.analysis import analyze, fold_script_errors
-from dlprobe.analysis.model import Finding
-from dlprobe.analysis.run_findings import find_run_problems
-from dlprobe.analysis.startup_findings import find_slow_start
-from dlprobe.analysis.throughput_findings import find_input_bound, find_too_many_workers
+from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.findings.script import find_run_problems
+from dlprobe.analysis.findings.startup import find_slow_start
+from dlprobe.analysis.findings.throughput import find_input_bound, find_too_many_workers
 from tests.unit.fakes import loader, run
 from tests.unit.test_advice_analysis import _epoch
 from tests.unit.test_failure_findings import CAUGHT, _dead_run, _error

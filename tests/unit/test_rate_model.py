@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from dlprobe.analysis.loop_timing import LoopTiming, loop_timing
-from dlprobe.analysis.model import Epoch, ProcessRecord, RunData
-from dlprobe.analysis.throughput_findings import find_input_bound, find_too_many_workers, plan_workers
-from dlprobe.analysis.worker_cpu import LoaderCpu, loader_cpu, main_cpu_share
+from dlprobe.analysis.findings.throughput import find_input_bound, find_too_many_workers, plan_workers
+from dlprobe.analysis.measures.loop_timing import LoopTiming, loop_timing
+from dlprobe.analysis.measures.worker_cpu import LoaderCpu, loader_cpu, main_cpu_share
+from dlprobe.analysis.run.model import Epoch, ProcessRecord, RunData
 from dlprobe.loader_model.limits import KNEE_SHORT, WORKER_CAP
 from dlprobe.loader_model.rate import knee, limit_of, predicted_rate, rate_bounds
 from dlprobe.tune.search import fit, next_step

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 THRESHOLDS = Path(__file__).resolve().parents[2] / "docs" / "thresholds.md"
-# `module.NAME = value` in the table; module is under dlprobe/analysis/ unless it is a path from dlprobe/
+# `module.NAME = value` in the table; module is a path under dlprobe/analysis/ unless it starts dlprobe/
 _QUOTED = re.compile(r"`((?:dlprobe/)?[a-z_/]+)\.([A-Z][A-Z_]+) = ([^`]+)`")
 _UNITS = {"MiB": 1024 * 1024, "KiB": 1024}
 
@@ -39,7 +39,7 @@ def test_the_table_quotes_constants():
 
 @pytest.mark.parametrize(("module", "name", "written"), _quoted())
 def test_each_quoted_threshold_is_the_codes(module, name, written):
-    path = module.replace("/", ".") if module.startswith("dlprobe/") else f"dlprobe.analysis.{module}"
+    path = module.replace("/", ".") if module.startswith("dlprobe/") else "dlprobe.analysis." + module.replace("/", ".")
     actual = getattr(importlib.import_module(path), name)
     assert _value(written) == pytest.approx(actual), f"docs says {module}.{name} = {written}; the code has {actual}"
 
@@ -47,12 +47,12 @@ def test_each_quoted_threshold_is_the_codes(module, name, written):
 # Numbers in the findings' modules that decide no finding: sizes of what is shown, the trace's layout, timings of
 # the probe's own watch.
 NOT_THRESHOLDS = {
-    "hotspot_findings.TOP_FUNCTIONS",
-    "hang_findings.MAX_STACK_LINES",
-    "attach_findings.SAME_MOMENT_S",
-    "memory_findings.SUSPECTS_FIXED",
-    "head_of_line.SLOW_SHOWN",
-    "send_findings.BATCHES_SHOWN",
+    "findings/hotspots.TOP_FUNCTIONS",
+    "findings/hangs.MAX_STACK_LINES",
+    "findings/attach.SAME_MOMENT_S",
+    "findings/memory.SUSPECTS_FIXED",
+    "measures/head_of_line.SLOW_SHOWN",
+    "findings/dropped_batch.BATCHES_SHOWN",
 }
 _NUMBER = re.compile(r"^([A-Z][A-Z_]+)\s*(?::[^=]*)?=\s*-?[0-9]", re.M)
 
@@ -61,13 +61,14 @@ def test_every_number_a_finding_is_decided_by_is_in_the_table():
     quoted = {f"{module}.{name}" for module, name, _ in _quoted()}
     analysis = Path(importlib.import_module("dlprobe.analysis").__file__ or "").parent
     missing = []
-    for path in sorted(analysis.glob("*_findings.py")) + [
-        analysis / "stack_causes.py",
-        analysis / "worker_cpu.py",
-        analysis / "head_of_line.py",
+    for path in sorted(analysis.glob("findings/**/*.py")) + [
+        analysis / "measures" / "stack_causes.py",
+        analysis / "measures" / "worker_cpu.py",
+        analysis / "measures" / "head_of_line.py",
+        analysis / "measures" / "fetch_stacks.py",
     ]:
         for name in _NUMBER.findall(path.read_text()):
-            key = f"{path.stem}.{name}"
+            key = f"{path.relative_to(analysis).with_suffix('').as_posix()}.{name}"
             if key not in quoted and key not in NOT_THRESHOLDS:
                 missing.append(key)
     assert missing == [], f"thresholds missing from docs/thresholds.md's table: {missing}"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from dlprobe.analysis.repeat_findings import find_same_order, find_shared_rng
+from dlprobe.analysis.findings.repeats import find_same_order, find_shared_rng
 from dlprobe.in_training import rng_streams, sample_order
 from dlprobe.rundir.schema import EV_SAMPLE_ORDER, EV_WORKER_RNG
 from tests.unit.fakes import loader, run

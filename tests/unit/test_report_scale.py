@@ -7,8 +7,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from dlprobe.analysis import job, model
-from dlprobe.analysis.model import loaders_from_events
+from dlprobe.analysis.job import model as job
+from dlprobe.analysis.run import model
+from dlprobe.analysis.run.model import loaders_from_events
 from dlprobe.commands.outputs import write_outputs
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "rundirs"

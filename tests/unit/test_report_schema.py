@@ -1,4 +1,4 @@
-"""report.json has a schema: the shipped JSON Schema is the one generated from analysis/report_schema.py, and the
+"""report.json has a schema: the shipped JSON Schema is the one generated from analysis/report/schema.py, and the
 reports dlprobe builds fit it (every report.json a test writes is checked too, by tests/conftest.py)."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import shutil
 
-from dlprobe.analysis.report import report_for
-from dlprobe.analysis.report_schema import SCHEMA_FILE, SCHEMA_VERSION, schema_text
+from dlprobe.analysis.report.build import report_for
+from dlprobe.analysis.report.schema import SCHEMA_FILE, SCHEMA_VERSION, schema_text
 from tests.damage import FIXTURES
 from tests.schema_check import problems
 
 
 def test_the_shipped_schema_is_the_generated_one():
-    # After a change to report_schema.py: python -m dlprobe.analysis.report_schema
+    # After a change to report_schema.py: python -m dlprobe.analysis.report.schema
     assert SCHEMA_FILE.read_text() == schema_text()
     assert json.loads(SCHEMA_FILE.read_text())["$id"].endswith(f".v{SCHEMA_VERSION}.json")
 
@@ -57,7 +57,7 @@ def test_each_codes_evidence_is_checked_by_its_code(tmp_path):
 
 def test_every_code_a_report_can_hold_has_its_evidence_type():
     from dlprobe.analysis import ANALYZER_CODES
-    from dlprobe.analysis.evidence_schema import EVIDENCE_BY_CODE
+    from dlprobe.analysis.evidence.schema import EVIDENCE_BY_CODE
 
     job_codes = {"node-oversubscribed", "uneven-ranks", "rank-duplicates", "rank-failed", "straggler-rank"}
     codes = {code for codes in ANALYZER_CODES.values() for code in codes} | job_codes

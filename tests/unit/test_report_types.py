@@ -10,7 +10,7 @@ import pytest
 api = pytest.importorskip("mypy.api")
 
 READS = """
-from dlprobe.analysis.report_schema import Report
+from dlprobe.analysis.report.schema import Report
 
 
 def reads(report: Report) -> None:

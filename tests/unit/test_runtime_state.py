@@ -52,8 +52,8 @@ def test_lightnings_own_subclass_of_richs_refresh_thread_is_left_out_too():
 def test_a_left_out_thread_still_alive_at_fork_is_no_native_thread_either():
     # A queue feeder of the previous epoch still shutting down (slower on a busy machine) is left out of the Python
     # threads; its OS thread must not then read as "1 native thread(s) started since import" (a fork-hazard).
-    from dlprobe.analysis.model import LoaderRecord
-    from dlprobe.analysis.startup_findings import _fork_finding
+    from dlprobe.analysis.findings.startup import _fork_finding
+    from dlprobe.analysis.run.model import LoaderRecord
 
     def with_feeder() -> tuple[dict, dict]:
         baseline = {"os_threads": fork_snapshot()["os_threads"], "python_threads": 0}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.death_findings import find_worker_deaths
+from dlprobe.analysis.findings.deaths.worker_deaths import find_worker_deaths
 from tests.unit.test_failure_findings import CAUGHT, _dead_run, _error, slot
 
 OSERROR = CAUGHT.replace("ValueError", "OSError").replace(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dlprobe.analysis.batch_sent import SentBytes, in_flight_bytes, sent_bytes
-from dlprobe.analysis.model import Epoch, SystemSeries
-from dlprobe.analysis.shm_findings import find_shm_pressure
-from dlprobe.analysis.stats import wait_summary
+from dlprobe.analysis.findings.shm import find_shm_pressure
+from dlprobe.analysis.measures.batch_sent import SentBytes, in_flight_bytes, sent_bytes
+from dlprobe.analysis.measures.stats import wait_summary
+from dlprobe.analysis.run.model import Epoch, SystemSeries
 from tests.unit.fakes import MiB, loader, run
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dlprobe.analysis.speedscope import build_speedscope
-from dlprobe.analysis.stackfile import StackProfile, parse_stacks
+from dlprobe.analysis.report.speedscope import build_speedscope
+from dlprobe.analysis.run.stackfile import StackProfile, parse_stacks
 from tests.unit.fakes import loader, run, series, worker
 
 RAW = """\

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlprobe.analysis.stack_causes import classify, main_wait_cause, own_frames
+from dlprobe.analysis.measures.stack_causes import classify, main_wait_cause, own_frames
 
 FORK = ["Thread-1 (hold_lock_forever)"]
 

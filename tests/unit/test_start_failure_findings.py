@@ -6,8 +6,8 @@ import functools
 import threading
 from typing import Any
 
-from dlprobe.analysis.run_compare import compare
-from dlprobe.analysis.start_failure_findings import find_start_method_forced, find_worker_start_failures
+from dlprobe.analysis.findings.start_failure import find_start_method_forced, find_worker_start_failures
+from dlprobe.analysis.report.compare import compare
 from dlprobe.in_training.start_failures import blame, worker_roots
 from tests.unit.fakes import loader, run, series, worker
 

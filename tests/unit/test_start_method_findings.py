@@ -1,11 +1,10 @@
-"""analysis/start_method_findings.py on synthetic runs: the start-method finding and each loader's one line."""
+"""analysis/findings/start_method.py on synthetic runs: the start-method finding and each loader's one line."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.model import Epoch
-from dlprobe.analysis.start_method_findings import (
+from dlprobe.analysis.findings.start_method import (
     INTERPRETER_START_S,
     PARENT_COPY_S_PER_GIB,
     UNPICKLE_PER_PICKLE,
@@ -15,6 +14,7 @@ from dlprobe.analysis.start_method_findings import (
     readiness_line,
     start_work_s,
 )
+from dlprobe.analysis.run.model import Epoch
 from tests.unit.fakes import MiB, loader, run, series, worker
 
 LAMBDA = {"name": "dataset", "picklable": False, "pickled_bytes": None, "attribute": "self.transform",

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from dlprobe.analysis.model import Epoch
-from dlprobe.analysis.startup_findings import find_slow_start
+from dlprobe.analysis.findings.startup import find_slow_start
+from dlprobe.analysis.run.model import Epoch
 from tests.unit.fakes import loader, run
 
 SITE = "/venv/lib/python3.12/site-packages"
@@ -80,7 +80,7 @@ def test_start_up_time_the_sampler_could_not_place_is_info_and_a_warning_once_it
 
 
 def test_fork_hazard_is_info_for_idle_threads_and_its_fix_says_nothing_is_needed():
-    from dlprobe.analysis.startup_findings import _fork_finding
+    from dlprobe.analysis.findings.startup import _fork_finding
 
     idle = {"epoch": 0, "os_threads": 2, "python_threads": [{"name": "Thread-1", "state": "waiting"}]}
     finding = _fork_finding(loader(), idle)
@@ -180,7 +180,7 @@ def test_building_path_strings_is_cpu_work_not_a_walk():
 
 
 def test_fork_hazard_names_the_library_a_hung_worker_waits_in_instead_of_guessing():
-    from dlprobe.analysis.startup_findings import find_fork_hazard
+    from dlprobe.analysis.findings.startup import find_fork_hazard
     from dlprobe.rundir.schema import EV_FORK_STATE
     from tests.unit import fakes
 
@@ -206,7 +206,7 @@ def test_fork_hazard_names_the_library_a_hung_worker_waits_in_instead_of_guessin
 def test_fork_hazard_names_the_dataset_attribute_whose_pool_threads_the_workers_lose():
     from concurrent.futures import ThreadPoolExecutor
 
-    from dlprobe.analysis.startup_findings import find_fork_hazard
+    from dlprobe.analysis.findings.startup import find_fork_hazard
     from dlprobe.in_training.fork_handles import dataset_handles
     from dlprobe.rundir.schema import EV_FORK_HANDLES, EV_FORK_STATE
     from tests.unit import fakes
@@ -243,7 +243,7 @@ INIT = ["train.py", "ShuffledIndex.__init__", 12]
 
 
 def _main_process(t0: float, t1: float, runq_share: float):
-    from dlprobe.analysis.model import ProcessRecord
+    from dlprobe.analysis.run.model import ProcessRecord
     from tests.unit.fakes import cpu_series
 
     return ProcessRecord(1, "main", comm="python", series=cpu_series(t0, t1, 1.0 - runq_share, runq_share))

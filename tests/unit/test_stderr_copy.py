@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dlprobe.analysis.stderr_log import read_launcher_failures, stderr_not_kept, stderr_tail
+from dlprobe.analysis.run.stderr_log import read_launcher_failures, stderr_not_kept, stderr_tail
 from dlprobe.rundir.schema import STDERR_FILE, STDERR_KEPT_BYTES
 from dlprobe.supervisor.stderr_copy import keep_stderr, stderr_origin
 from tests.unit.test_job_findings import CHILD_FAILED

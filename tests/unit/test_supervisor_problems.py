@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dlprobe.analysis.probe_findings import find_probe_degraded
+from dlprobe.analysis.findings.probe import find_probe_degraded
 from dlprobe.in_training import probe_errors, runtime_state
 from dlprobe.supervisor.hang.guard import RunGuard
 from dlprobe.supervisor.problems import Problems

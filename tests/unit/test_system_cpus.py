@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from dlprobe.analysis.loop_timing import recorded_usable_cores
+from dlprobe.analysis.measures.loop_timing import recorded_usable_cores
 from dlprobe.in_training.scan import plan
 from dlprobe.system import cpus
 from tests.unit.fakes import run

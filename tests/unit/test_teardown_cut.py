@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dlprobe.analysis.memory_findings import find_cow_growth
-from dlprobe.analysis.model import ProcessRecord, Series, load_run
-from dlprobe.analysis.run_findings import find_run_problems
-from dlprobe.analysis.teardown import cut_teardown
+from dlprobe.analysis.findings.memory import find_cow_growth
+from dlprobe.analysis.findings.script import find_run_problems
+from dlprobe.analysis.run.model import ProcessRecord, Series, load_run
+from dlprobe.analysis.run.teardown import cut_teardown
 from tests.unit.fakes import MiB, loader, parent, run, worker
 
 

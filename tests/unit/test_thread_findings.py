@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dlprobe.analysis.model import Epoch, SystemSeries, ThreadRecord
-from dlprobe.analysis.shm_findings import find_shm_pressure
-from dlprobe.analysis.thread_findings import NOT_APPLICABLE, find_thread_workers
+from dlprobe.analysis.findings.shm import find_shm_pressure
+from dlprobe.analysis.findings.threads import NOT_APPLICABLE, find_thread_workers
+from dlprobe.analysis.run.model import Epoch, SystemSeries, ThreadRecord
 from tests.unit.fakes import MiB, cpu_series, loader, parent, run
 
 

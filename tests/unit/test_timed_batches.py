@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlprobe.analysis.timed_batches import timed_batches
+from dlprobe.analysis.measures.timed_batches import timed_batches
 from tests.unit import fakes
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dlprobe.analysis import trace as trace_module
-from dlprobe.analysis.model import Finding
-from dlprobe.analysis.trace import build_trace
+from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.report import trace as trace_module
+from dlprobe.analysis.report.trace import build_trace
 from dlprobe.render.trace_file import trace_problem, write_trace
 from tests.perfetto import process_names, structure_problems
 from tests.unit.fakes import MiB, job_run, rank_events, rank_processes

@@ -8,7 +8,8 @@ import signal
 
 import pytest
 
-from dlprobe.analysis.death_findings import WORKER_KILLED_CAUSES, signal_cause, signal_name
+from dlprobe.analysis.findings.deaths.worker_deaths import WORKER_KILLED_CAUSES
+from dlprobe.analysis.measures.tracebacks import signal_cause, signal_name
 from dlprobe.triage.logscan import MAX_SEGMENT, scan_stream
 from dlprobe.triage.patterns import PATTERNS, exception_line, has_keyword, match_line
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlprobe.analysis.model import ProcessRecord, Series, SystemSeries
+from dlprobe.analysis.run.model import ProcessRecord, Series, SystemSeries
 from dlprobe.tune.results import collect_trials, recommend
 from tests.unit.fakes import MiB, run, series, worker
 

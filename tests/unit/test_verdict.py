@@ -1,4 +1,4 @@
-"""The verdict and the order by cause (analysis/verdict.py), on the findings of a real OOM-killed run and on small
+"""The verdict and the order by cause (report/verdict.py), on the findings of a real OOM-killed run and on small
 lists for the other ways a cause explains a death or a hang."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dlprobe.analysis.model import Finding
-from dlprobe.analysis.verdict import judge
+from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.report.verdict import judge
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "findings" / "oom_kill_cow_growth.json"
 
@@ -112,7 +112,7 @@ def test_findings_that_explain_nothing_keep_their_order_by_severity_and_notes_al
 
 
 def test_the_training_process_killed_by_the_oom_killer_is_a_death_the_memory_cause_explains():
-    from dlprobe.analysis.run_findings import find_run_problems
+    from dlprobe.analysis.findings.script import find_run_problems
     from tests.unit.fakes import loader, parent, run
 
     def killed(pid: int, signal: str | None = "SIGKILL") -> list[Finding]:

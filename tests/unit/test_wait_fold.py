@@ -1,4 +1,4 @@
-"""A long run's per-batch waits folded past a size (in_training/wait_fold.py) and read back (analysis/model.py):
+"""A long run's per-batch waits folded past a size (in_training/wait_fold.py) and read back (analysis/run/model.py):
 bounded on the writer's side, the same totals, percentiles and findings on the reader's."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import random
 from typing import Any
 
 from dlprobe.analysis import analyze
-from dlprobe.analysis.loop_timing import loop_timing
-from dlprobe.analysis.model import loaders_from_events
-from dlprobe.analysis.stats import wait_summary
+from dlprobe.analysis.measures.loop_timing import loop_timing
+from dlprobe.analysis.measures.stats import wait_summary
+from dlprobe.analysis.run.model import loaders_from_events
 from dlprobe.in_training.wait_fold import WaitFolder
 from tests.unit.fakes import cpu_series, parent, run, worker
 

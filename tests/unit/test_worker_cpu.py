@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from dlprobe.analysis.hotspot_findings import find_worker_hotspots
-from dlprobe.analysis.model import Epoch, ProcessRecord, RunData
-from dlprobe.analysis.stackfile import StackCount, StackProfile
-from dlprobe.analysis.throughput_findings import find_input_bound, find_too_many_workers
-from dlprobe.analysis.worker_cpu import CPU_BOUND, HAND_OVER, IO_BOUND, MIXED, loader_cpu
+from dlprobe.analysis.findings.hotspots import find_worker_hotspots
+from dlprobe.analysis.findings.throughput import find_input_bound, find_too_many_workers
+from dlprobe.analysis.measures.worker_cpu import CPU_BOUND, HAND_OVER, IO_BOUND, MIXED, loader_cpu
+from dlprobe.analysis.run.model import Epoch, ProcessRecord, RunData
+from dlprobe.analysis.run.stackfile import StackCount, StackProfile
 from dlprobe.loader_model.limits import WORKER_CAP
 from tests.unit.fakes import cpu_series, loader, run, series, worker
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dlprobe.analysis.model import ProcessRecord, Series, SystemSeries
-from dlprobe.analysis.throughput_findings import find_too_many_workers
+from dlprobe.analysis.findings.throughput import find_too_many_workers
+from dlprobe.analysis.run.model import ProcessRecord, Series, SystemSeries
 from tests.unit.fakes import MiB, loader, run, series, worker
 
 LIMIT = 1800 * MiB

@@ -1,0 +1,1 @@
+"""The typed contract of each finding: Finding, and the evidence each code carries."""

@@ -1,0 +1,1 @@
+"""Workers that died or raised: the death's cause, and the sample checked alone."""

@@ -1,0 +1,1 @@
+"""A job of several ranks: the ranks' views, the cross-rank findings, the merge."""

@@ -1,0 +1,1 @@
+"""The report on top: verdict, typed schema, timeline, trace and the other outputs' data."""
