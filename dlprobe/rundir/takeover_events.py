@@ -9,7 +9,7 @@ from dlprobe.rundir.events import Event
 
 
 class TakeoverEvent(Event, total=False):
-    """EV_TAKEOVER: the loop's loader handed to scan's or tune's function instead of training (in_training/hooks.py)."""
+    """EV_TAKEOVER: the loop's loader handed to scan's or tune's function instead of training (in_training/takeover)."""
 
     loader: int
     function: str  # module:function
