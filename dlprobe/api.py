@@ -110,10 +110,10 @@ class Watch:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:  # fmt: skip
         from dlprobe.analysis.report.build import report_for
-        from dlprobe.in_training import detached, hooks, probe_errors
+        from dlprobe.in_training import detached, hooks, loader_registry, probe_errors
 
         assert self.run_dir is not None and self._thread is not None
-        hooks.flush_all()
+        loader_registry.flush_all()
         # dlprobe's own checks (the readiness copy, the sample check) run detached: their events go in this report
         late = detached.wait(CHECKS_WAIT_S)
         if late:

@@ -74,3 +74,10 @@ def get_log() -> EventLog | None:
                 open_error = exc.with_traceback(None)  # tried once: a per-event retry would cost a failing open()
                 return None
     return _log
+
+
+def emit(ev: str, **fields: Any) -> None:
+    """Write one event to the process-wide log, where there is one (outside a probe: nothing)."""
+    log = get_log()
+    if log is not None:
+        log.emit(ev, **fields)

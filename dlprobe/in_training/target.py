@@ -15,7 +15,7 @@ import sys
 from types import TracebackType
 from typing import Any
 
-from dlprobe.in_training import hooks, probe_errors, script_errors
+from dlprobe.in_training import hooks, probe_errors, script_errors, takeover
 from dlprobe.in_training.event_log import get_log
 from dlprobe.redact import redact_argv, redact_text
 from dlprobe.rundir.schema import EV_LAUNCHER_FAILURE, EV_START, LAUNCH_COMMAND, LAUNCH_MODULE, STDERR_KEPT_BYTES
@@ -30,7 +30,7 @@ def start(launch: str, name: str) -> None:
         return
     hooks.install()
     # Registered after the hooks' own flush, so it runs before it (atexit runs last-in first-out).
-    atexit.register(script_errors.record_unhandled_at_exit, hooks.ended_by_exception)
+    atexit.register(script_errors.record_unhandled_at_exit, takeover.ended_by_exception)
     log = get_log()
     if log is not None:
         module = launch == LAUNCH_MODULE

@@ -11,7 +11,7 @@ import time
 import warnings
 from typing import Any
 
-from dlprobe.in_training import hand_over, hooks, probe_errors, start_method_choice
+from dlprobe.in_training import hand_over, loader_registry, probe_errors, start_method_choice, takeover
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.trial_memory import TrialMemory
 from dlprobe.loader_model.limits import WORKER_CAP
@@ -184,7 +184,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
     memory = TrialMemory()  # the workers' memory as the trial goes, for the search's memory cap
     try:
         iterator = iter(trial_loader)
-        result["loader_id"] = hooks.probe_id(trial_loader)
+        result["loader_id"] = loader_registry.probe_id(trial_loader)
         worker_pids = {w.pid for w in getattr(iterator, "_workers", None) or []}
         if start_method_choice.current_method(trial_loader) != "fork":
             # spawn/forkserver workers import the script again before their first batch (seconds under load): their
@@ -248,7 +248,7 @@ def measure(loader: Any, spec: dict[str, Any], batches: int, time_cap: float, de
             fraction = epoch_share(len(stamps), _epoch_batches(loader), ended=passes > 0)
             projected = memory.worker_bytes(start, stamps[-1], fraction, stamps[min(nw, len(stamps)) - 1])
             result.update(_workers_now(iterator, *busy_from, held_before, handover, projected, memory.cpu_s))
-        repeated = hooks.repeated_samples(trial_loader)
+        repeated = loader_registry.repeated_samples(trial_loader)
         if result["status"] == "ok" and repeated and repeated[0] >= DUPLICATE_SHARE * max(1, repeated[1]):
             # Said here too, not only when the supervisor reads the trials: the search must not follow its rate.
             result["status"] = "duplicates"
@@ -451,8 +451,8 @@ def run_trials(loader: Any) -> int:
     config = json.loads(os.environ.get(TUNE_CONFIG_ENV, "{}"))
     info = describe(loader)
     accelerator = _accelerator()
-    # The script's own loop, timed before the take-over (hooks.loop_timed), or by an earlier attempt of this tune.
-    loop = config.get("loop") or hooks.loop_timed() or {}
+    # The script's own loop, timed before the take-over (takeover.loop_timed), or by an earlier attempt of this tune.
+    loop = config.get("loop") or takeover.loop_timed() or {}
     _emit(EV_TUNE_LOADER, accelerator=accelerator, loop=loop, **info)
     # Trials try more workers than cores on purpose; PyTorch's warning about it would only be noise here.
     warnings.filterwarnings("ignore", message="This DataLoader will create")

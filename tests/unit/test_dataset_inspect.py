@@ -84,16 +84,16 @@ def _attributes(dataset):
 
 
 def test_a_dataset_summary_that_raises_keeps_the_loaders_settings(monkeypatch):
-    from dlprobe.in_training import hooks, probe_errors
+    from dlprobe.in_training import loader_start, probe_errors
 
     def broken(dataset):
         raise TypeError("odd dataset")
 
-    monkeypatch.setattr(hooks, "summarize_dataset", broken)
+    monkeypatch.setattr(loader_start, "summarize_dataset", broken)
     recorded = []
     monkeypatch.setattr(probe_errors, "record", lambda where, exc, consequence: recorded.append(where))
     loader = torch.utils.data.DataLoader(TensorAttribute(), batch_size=4, num_workers=2)
-    config = hooks._loader_config(loader, 0)
+    config = loader_start.loader_config(loader, 0)
     assert (config["num_workers"], config["batch_size"]) == (2, 4)
     assert config["dataset"] == {"type": f"{__name__}.TensorAttribute"}
     assert recorded == ["hooks.dataset_summary"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from dlprobe.in_training.inflight import WAITING, Slot
+from dlprobe.in_training.inflight_slot import Slot
 from dlprobe.rundir import inflight_format as fmt
+from dlprobe.rundir.inflight_format import WAITING
 from dlprobe.supervisor.hang.watch import STARTUP_GRACE_S, HangWatch
 
 MAIN = 4242

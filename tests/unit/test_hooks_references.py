@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dlprobe.in_training.hooks import LoaderProbe
+from dlprobe.in_training.loader_probe import LoaderProbe
 
 
 class _Iterator:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dlprobe.in_training import probe_errors
-from dlprobe.in_training.inflight import Slot
+from dlprobe.in_training.inflight_slot import Slot
 from dlprobe.rundir import inflight_format as fmt
 from dlprobe.rundir.schema import INFLIGHT_DIR
 

@@ -7,7 +7,7 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from dlprobe.in_training.inflight import Slot
+from dlprobe.in_training.inflight_slot import Slot
 from dlprobe.rundir import inflight_format as fmt
 from dlprobe.rundir.schema import INFLIGHT_DIR
 

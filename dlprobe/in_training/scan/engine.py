@@ -22,7 +22,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from dlprobe.in_training.event_log import get_log
-from dlprobe.in_training.hooks import flush_all, probe_id
+from dlprobe.in_training.loader_registry import flush_all, probe_id
 from dlprobe.in_training.scan.context import lightning_role, other_loaders
 from dlprobe.in_training.scan.paths import path_for, path_in_message
 from dlprobe.in_training.scan.plan import ScanPlan, ScanSetupError, dataset_type_of, make_plan
