@@ -7,8 +7,8 @@ from typing import Any
 from dlprobe.analysis import analyze
 from dlprobe.analysis.evidence.finding import Finding
 from dlprobe.analysis.findings.deaths.worker_deaths import WORKER_KILLED_CAUSES, find_worker_deaths
+from dlprobe.analysis.findings.descriptors import explains as _fd_leak_explains
 from dlprobe.analysis.findings.hangs import find_hangs
-from dlprobe.analysis.report.verdict import _fd_leak_explains
 from dlprobe.analysis.run.fault_records import parse_fault
 from dlprobe.analysis.run.model import Epoch, SystemSeries
 from tests.unit import fakes

@@ -67,7 +67,7 @@ def test_only_torchs_batches_are_recorded_and_a_closed_pipe_is_no_dropped_batch(
 
 
 def test_a_lost_batch_whose_queue_named_another_error_is_not_the_descriptors():
-    from dlprobe.analysis.report.verdict import _fd_leak_explains
+    from dlprobe.analysis.findings.descriptors import explains as _fd_leak_explains
 
     leak = Finding("fd-leak", "error", "l", "d", "f", {"leaking": [{"pid": 11}], "hit_limit_pids": [11]}, 0)
     hang = Finding("worker-hang", "error", "h", "d", "f", {"pid": 11, "cause": "batch-lost", "batch": 2,

@@ -1,7 +1,10 @@
-"""Fix texts more than one family gives, written once: every finding that tells a user to make room in /dev/shm
-or to make a batch picklable says it in the same words."""
+"""What more than one family says, written once: the fix texts (every finding that tells a user to make room in
+/dev/shm or to make a batch picklable says it in the same words), and the words the families' verdict rules
+(`explains(cause, symptom)`, gathered by report/verdict.py) name a worker with."""
 
 from __future__ import annotations
+
+from dlprobe.analysis.evidence.finding import Finding
 
 # /dev/shm could not hold what the workers send: a worker killed by SIGBUS, torch's "unable to allocate shared
 # memory", a queue that refused a batch, /dev/shm filling while `dlprobe attach` watched.
@@ -17,3 +20,14 @@ PICKLABLE_BATCH_FIX = (
     "files, locks, generators or lambdas), keep each worker's open files under its limit (close what `__getitem__` "
     "opens), and give DataLoader(timeout=...) so a batch that never comes raises instead of hanging."
 )
+
+
+def same_loader(a: Finding, b: Finding) -> bool:
+    return a.loader_id is None or b.loader_id is None or a.loader_id == b.loader_id
+
+
+def worker_name(finding: Finding) -> str:
+    ev = finding.evidence
+    worker = ev.get("worker_id")
+    loader = f"loader {finding.loader_id} " if finding.loader_id is not None else ""
+    return f"{loader}worker {worker}" if worker is not None else f"{loader}a worker".strip()

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.findings.common import worker_name
 from dlprobe.analysis.measures.tracebacks import user_frame_from_traceback
 from dlprobe.analysis.run.labels import process_name
 from dlprobe.analysis.run.model import ProcessRecord, RunData
@@ -19,6 +20,7 @@ from dlprobe.torch_text import (
     KEPT_BATCHES_CAUSE,
     KEPT_BATCHES_FIX,
     MAIN_OUT_OF_DESCRIPTORS,
+    OUT_OF_DESCRIPTORS,
     TORCH_SHM_PREFIX,
     caught_in_worker_process,
 )
@@ -451,3 +453,40 @@ def _duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def explains(cause: Finding, symptom: Finding) -> str | None:
+    """Descriptors that reached the limit explain every `Too many open files`, and the main process's EOFError (or
+    lost connection) as torch's next receive fails for want of a descriptor."""
+    if cause.code != "fd-leak":
+        return None
+    error = str(symptom.evidence.get("error") or symptom.evidence.get("message") or "")
+    leaking = [row.get("pid") for row in cause.evidence.get("leaking") or [] if isinstance(row, dict)]
+    hit = cause.evidence.get("hit_limit_pids") or []
+    if (
+        symptom.code == "worker-error"
+        and OUT_OF_DESCRIPTORS.search(error)
+        and symptom.evidence.get("pid") in leaking + hit
+    ):
+        return f"the `Too many open files` of {worker_name(symptom)} (worker-error)"
+    if not hit:
+        return None
+    dropped_for_descriptors = symptom.code == "batch-dropped" and OUT_OF_DESCRIPTORS.search(
+        str(symptom.evidence.get("error") or "")
+    )
+    if dropped_for_descriptors and any(pid in hit for pid in symptom.evidence.get("pids") or []):
+        return "the batches its workers could not send (batch-dropped)"
+    sent = str(symptom.evidence.get("send_error") or "")
+    if (
+        symptom.code == "worker-hang"
+        and symptom.evidence.get("cause") == "batch-lost"
+        and symptom.evidence.get("pid") in hit
+        and (not sent or OUT_OF_DESCRIPTORS.search(sent))  # an h5py handle in the batch is not the descriptors'
+    ):
+        # passing a batch's tensor to the loop takes a descriptor in the worker: at its limit, the batch is dropped
+        return f"the lost batch of {worker_name(symptom)} (worker-hang)"
+    if symptom.code == "script-error" and (
+        OUT_OF_DESCRIPTORS.search(error) or symptom.evidence.get("type") in ("EOFError", "ConnectionResetError")
+    ):
+        return f"the script's {symptom.evidence.get('type') or 'exception'} (script-error)"
+    return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
-from dlprobe.analysis.findings.common import PICKLABLE_BATCH_FIX, SHM_SPACE_FIX
+from dlprobe.analysis.findings.common import PICKLABLE_BATCH_FIX, SHM_SPACE_FIX, same_loader
 from dlprobe.analysis.measures.batch_sent import VIEWS_FIX, loader_views, views_text
 from dlprobe.analysis.run.model import RunData
 from dlprobe.rundir.schema import EV_BATCH_SEND_ERROR
@@ -83,3 +83,18 @@ def find_dropped_batches(run: RunData) -> list[Finding]:
                 fix = SHM_SPACE_FIX
         findings.append(Finding("batch-dropped", "error", title, detail, fix, evidence, loader_id))
     return findings
+
+
+def explains(cause: Finding, symptom: Finding) -> str | None:
+    """A batch the worker's queue dropped is the batch the loop then waits for (a hang), or times out on."""
+    if cause.code != "batch-dropped" or not same_loader(cause, symptom):
+        return None
+    if symptom.code == "worker-hang" and symptom.evidence.get("cause") == "batch-lost":
+        batch = symptom.evidence.get("batch")
+        if batch in (cause.evidence.get("batches") or []) or symptom.evidence.get("pid") in (
+            cause.evidence.get("pids") or []
+        ):
+            return f"the hang waiting for batch {batch} (worker-hang)"
+    if symptom.code == "script-error" and "DataLoader timed out" in str(symptom.evidence.get("message") or ""):
+        return "the script's DataLoader timeout (script-error)"
+    return None

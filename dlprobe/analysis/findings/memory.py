@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.findings.common import same_loader, worker_name
 from dlprobe.analysis.measures.attr_growth import grown_attributes, growth_fix, growth_text, watched_workers
 from dlprobe.analysis.measures.batch_sent import VIEWS_FIX, SentBytes, loader_views, views_text
 from dlprobe.analysis.measures.worker_growth import (
@@ -577,3 +578,23 @@ def find_spawn_copy(run: RunData) -> list[Finding]:
             )
         )
     return findings
+
+
+# What a finding that grows memory explains: the OOM kill it leads to and the memory bound on workers it sets.
+MEMORY_CAUSES = ("cow-growth", "spawn-copy", "attached-memory-growth")
+
+
+def explains(cause: Finding, symptom: Finding) -> str | None:
+    """Growth that fills memory explains the kernel's OOM kill of a worker or of the training process, and a
+    worker count that memory cannot hold."""
+    if cause.code not in MEMORY_CAUSES or not same_loader(cause, symptom):
+        return None
+    ev = symptom.evidence
+    if symptom.code == "worker-killed" and ev.get("cause") == "oom":
+        return f"the kernel's OOM kill of {worker_name(symptom)} (worker-killed)"
+    if symptom.code == "script-killed" and ev.get("cause") == "oom":
+        return "the kernel's OOM kill of the training process (script-killed)"
+    fit, workers = ev.get("workers_that_fit_memory"), ev.get("num_workers")
+    if symptom.code == "too-many-workers" and isinstance(fit, int) and isinstance(workers, int) and fit < workers:
+        return f"that only {fit} of {workers} workers fit the memory left (too-many-workers)"
+    return None

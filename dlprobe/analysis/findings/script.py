@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
@@ -151,3 +152,24 @@ def _script_oom_killed(run: RunData) -> Finding | None:
             **teardown_evidence(run, run.workers()),
         },
     )
+
+
+# What the script's own uncaught exception can restate: a worker's death or a hang torch turned into an error.
+_RESTATED_BY_SCRIPT_ERROR = ("worker-killed", "shm-exhausted", "bad-sample", "too-few-shards", "worker-hang")
+
+
+def restates(cause: Finding, symptom: Finding) -> str | None:
+    """The script's exception is torch re-raising what the cause already says (the worker's death, its exception)."""
+    if symptom.code != "script-error" or cause.code not in _RESTATED_BY_SCRIPT_ERROR:
+        return None
+    message = str(symptom.evidence.get("message") or "")
+    pids = [str(p) for p in cause.evidence.get("pids") or ([cause.evidence["pid"]] if "pid" in cause.evidence else [])]
+    restated = (
+        # torch's "DataLoader worker (pid 8913) is killed by signal" or "DataLoader worker (pid(s) 8913) exited
+        # unexpectedly": the same worker
+        ("DataLoader worker" in message and any(re.search(rf"\b{pid}\b", message) for pid in pids))
+        or (cause.code == "bad-sample" and cause.evidence.get("exception") == symptom.evidence.get("type"))
+        or (cause.code == "worker-hang" and "timed out" in message)
+        or (cause.code in ("too-few-shards", "shm-exhausted") and "DataLoader worker" in message)
+    )
+    return f"the script's {symptom.evidence.get('type') or 'exception'} (script-error)" if restated else None

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.findings.common import same_loader, worker_name
 from dlprobe.analysis.measures.fork_ties import library, tied_error
 from dlprobe.analysis.measures.loop_timing import events_of
 from dlprobe.analysis.measures.tracebacks import exception_text
@@ -164,3 +165,35 @@ def find_shared_handles(run: RunData) -> list[Finding]:
         }
         findings.append(Finding("shared-handle", severity, title, detail, fix, evidence, loader_id=loader.loader_id))
     return findings
+
+
+# A worker's error that is not the sample's (it loads alone, fails like every index, or was not checked).
+_NOT_THE_SAMPLE = ("loads", "fails-any", "unverified", None)
+
+
+def explains(cause: Finding, symptom: Finding) -> str | None:
+    """A handle the workers share, tied to a worker's error, explains that error when the sample is not at fault; and
+    a worker hung reading that very descriptor (the same socket or pipe inode) waits on what they share: another
+    worker took the reply it waits for."""
+    if cause.code != "shared-handle" or not same_loader(cause, symptom):
+        return None
+    waited_on = str(symptom.evidence.get("fd_target") or "")
+    # Sockets and pipes only: the same inode is the same connection; a path read anew may be a hung mount's.
+    holders: dict[Any, Any] = {}
+    for handle in cause.evidence.get("handles") or []:
+        if isinstance(handle, dict):
+            holders.setdefault(handle.get("target"), handle.get("attribute"))  # the first object that holds it
+    if symptom.code == "worker-hang" and waited_on.startswith(("socket:[", "pipe:[")) and waited_on in holders:
+        held_by = f"`{holders[waited_on]}`" if holders[waited_on] else "the descriptor they share"
+        return f"the hang of {worker_name(symptom)} reading {held_by} (worker-hang)"
+    if not cause.evidence.get("error_type"):
+        return None
+    if (
+        symptom.code == "worker-error"
+        and symptom.evidence.get("sample_alone") in _NOT_THE_SAMPLE
+        and symptom.evidence.get("exception") == cause.evidence.get("error_type")
+    ):
+        raised = str(symptom.evidence.get("error") or "").split(":", 1)[0].strip()  # zlib.error, not torch's `error`
+        name = raised if raised and " " not in raised else symptom.evidence.get("exception")
+        return f"the {name} of {worker_name(symptom)} (worker-error)"
+    return None

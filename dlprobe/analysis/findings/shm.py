@@ -9,7 +9,7 @@ finding names the views."""
 from __future__ import annotations
 
 from dlprobe.analysis.evidence.finding import Finding
-from dlprobe.analysis.findings.common import SHM_SPACE_FIX
+from dlprobe.analysis.findings.common import SHM_SPACE_FIX, same_loader, worker_name
 from dlprobe.analysis.measures.batch_sent import VIEWS_FIX, in_flight_bytes, loader_sent, loader_views, views_text
 from dlprobe.analysis.run.model import RunData
 from dlprobe.units import format_bytes
@@ -88,3 +88,18 @@ def find_shm_pressure(run: RunData) -> list[Finding]:
             },
         )
     ]
+
+
+# What a full /dev/shm explains: a worker's bus error, the allocation refused once it was full.
+SHM_CAUSES = ("shm-pressure", "shm-exhausted")
+
+
+def explains(cause: Finding, symptom: Finding) -> str | None:
+    """A full /dev/shm explains a worker killed by SIGBUS, and (read filling) the allocation then refused."""
+    if cause.code not in SHM_CAUSES or not same_loader(cause, symptom):
+        return None
+    if symptom.code == "worker-killed" and symptom.evidence.get("cause") == "bus":
+        return f"the bus error that killed {worker_name(symptom)} (worker-killed)"
+    if cause.code == "shm-pressure" and symptom.code == "shm-exhausted":
+        return "the full /dev/shm (shm-exhausted)"
+    return None

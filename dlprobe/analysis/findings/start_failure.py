@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.findings.common import same_loader, worker_name
 from dlprobe.analysis.run.model import RunData
 from dlprobe.rundir.schema import (
     EV_START_METHOD_FORCED,
@@ -151,3 +152,13 @@ def find_start_method_forced(run: RunData) -> list[Finding]:
             },
         )
     ]
+
+
+def explains(cause: Finding, symptom: Finding) -> str | None:
+    """Workers that could not start (unpicklable dataset, no main guard): torch's "exited unexpectedly", the
+    script's error, the loop waiting for a batch that never comes, all of that loader."""
+    if cause.code != "worker-start-failed" or not same_loader(cause, symptom):
+        return None
+    if symptom.code in ("worker-killed", "script-error", "main-hang", "worker-hang", "worker-error"):
+        return f"{worker_name(symptom) if symptom.code == 'worker-killed' else 'the'} {symptom.code}"
+    return None

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.findings.common import same_loader, worker_name
 from dlprobe.analysis.measures.loop_timing import events_of, loop_timing
 from dlprobe.analysis.measures.stack_causes import classify, main_thread, native_wait
 from dlprobe.analysis.measures.start_blockers import OTHER_METHODS, other_methods
@@ -575,3 +576,16 @@ def _fork_finding(
         | {"native_threads_since_import": native_extra},  # fmt: skip
         loader_id=loader.loader_id,
     )
+
+
+# Hangs whose stack shows a lock or a thread pool the worker inherited at fork (analysis/measures/stack_causes.py).
+FORK_HANG_CAUSES = ("fork-lock", "openmp-fork", "opencv-threads")
+
+
+def explains(cause: Finding, symptom: Finding) -> str | None:
+    """A lock or thread pool held at fork explains a worker hung on that very lock or pool."""
+    if cause.code != "fork-hazard" or symptom.code != "worker-hang" or not same_loader(cause, symptom):
+        return None
+    if symptom.evidence.get("cause") in FORK_HANG_CAUSES:
+        return f"the hang of {worker_name(symptom)} (worker-hang)"
+    return None
