@@ -98,11 +98,12 @@ def no_plotter_left(tmp_path: Path) -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def reports_fit_the_schema(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every report.json a test writes (dlprobe run, report, check, in-process outputs) fits report.schema.json, and
+    """Every report.json a test writes (dlprobe run, report, check, in-process outputs) fits report.schema.json, names
+    no evidence key its code's TypedDict does not (tests/schema_check.undeclared_evidence), and
     unless the test damages its run directory on purpose (@pytest.mark.damaged), the load-time checks rejected
     nothing of it: a real record they reject is a check that is wrong, and a report that quietly lost data."""
     yield
-    from tests.schema_check import problems
+    from tests.schema_check import problems, undeclared_evidence
 
     damaged = request.node.get_closest_marker("damaged") is not None
     for path in tmp_path.rglob("report.json"):
@@ -112,6 +113,8 @@ def reports_fit_the_schema(tmp_path: Path, request: pytest.FixtureRequest) -> It
             continue
         found = problems(report)
         assert not found, f"{path} does not fit report.schema.json: {found[:5]}"
+        extra = undeclared_evidence(report)
+        assert not extra, f"{path}: evidence keys dlprobe/analysis/evidence/ does not name: {extra[:5]}"
         assert damaged or not report.get("read_problems"), f"{path}: {report['read_problems']}"
 
 
@@ -149,12 +152,13 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory, name: str, *target: str
 def checked_shared_run(result: DlprobeResult) -> DlprobeResult:
     """The checks the autouse fixtures make on a test's tmp_path, made on a shared run (which is not under one): its
     plotter is done, and its report fits the schema with nothing rejected."""
-    from tests.schema_check import problems
+    from tests.schema_check import problems, undeclared_evidence
 
     _gone, alive = __import__("psutil").wait_procs(background_plotters(result.run_dir.parent), timeout=60)
     assert alive == [], f"plot processes still running after 60 s: {alive}"
     if (result.run_dir / "report.json").exists():
         assert not problems(result.report), problems(result.report)[:5]
+        assert not undeclared_evidence(result.report), undeclared_evidence(result.report)[:5]
         assert not result.report.get("read_problems"), result.report["read_problems"]
     return result
 

@@ -59,3 +59,21 @@ def problems(value: Any, schema: dict[str, Any] | None = None, where: str = "$")
         for i, item in enumerate(value):
             out += problems(item, schema["items"], f"{where}[{i}]")
     return out
+
+
+def undeclared_evidence(report: dict[str, Any]) -> list[str]:
+    """Evidence keys a finding carries that its code's TypedDict (dlprobe/analysis/evidence/) does not name: the
+    schema lets objects hold more keys than it names (a newer dlprobe may add some), so this is where a key written
+    but never declared, or declared under another name, is caught."""
+    from dlprobe.analysis.evidence.schema import EVIDENCE_BY_CODE
+
+    out = []
+    for i, finding in enumerate(report.get("findings") or []):
+        record = EVIDENCE_BY_CODE.get(str(finding.get("code")))
+        evidence = finding.get("evidence")
+        if record is None or not isinstance(evidence, dict):
+            continue
+        extra = sorted(set(evidence) - set(record.__annotations__))
+        if extra:
+            out.append(f"$.findings[{i}] ({finding.get('code')}): {', '.join(extra)}")
+    return out

@@ -12,7 +12,7 @@ from dlprobe.rundir.files import write_json
 
 # Versions 1 and 2 differ only where baselines do not read (1: job.ranks, now job.rank_count, the problem lists;
 # 2: the evidence of a few finding codes).
-READABLE_VERSIONS = (1, 2, SCHEMA_VERSION)
+READABLE_VERSIONS = (1, 2, 3, SCHEMA_VERSION)
 
 
 def load_baseline(path: str) -> Report:

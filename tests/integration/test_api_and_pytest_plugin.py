@@ -24,7 +24,7 @@ def test_watch_returns_the_same_report_model_for_an_in_process_loader(tmp_path):
         total = sum(int(batch.sum()) for (batch,) in loader)
     assert total == sum(range(4000))  # the loop's result is untouched
     report = probe.report
-    assert report["schema_version"] == 3 and report["exit_code"] == 0
+    assert report["schema_version"] == 4 and report["exit_code"] == 0
     [entry] = report["loaders"]
     assert entry["batches"] == 40 and entry["num_workers"] == 2
     workers = [p for p in report["processes"] if p["role"] == "worker"]

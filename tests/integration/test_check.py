@@ -186,7 +186,7 @@ BAD_INPUT = [
     ("unitless.toml", "max_total_pss = 200\n", [], "unitless.toml: key 'max_total_pss': 200 has no unit"),
     ("negative.toml", 'max_shm_peak = "-1 GB"\n', [], "negative.toml: key 'max_shm_peak': '-1 GB' is negative"),
     ("ok.toml", "", ["--baseline", "missing.json"], "baseline missing.json: no such file"),
-    ("ok.toml", "", ["--baseline", "old.json"], "baseline old.json: key 'schema_version' is 0, expected 3"),
+    ("ok.toml", "", ["--baseline", "old.json"], "baseline old.json: key 'schema_version' is 0, expected 4"),
     ("ok.toml", "", ["--max-seconds", "10"], "--max-seconds: key 'max_seconds': '10' has no unit"),
     (None, '[tool.dlprobe]\nhang_timeout = "soon"\n', [], "pyproject.toml [tool.dlprobe]: key 'hang_timeout'"),
 ]

@@ -22,8 +22,8 @@ def test_each_worker_s_first_full_collection_is_a_timed_one_time_copy(probe):
     [finding] = result.findings("gc-copy")
     evidence = finding["evidence"]
     assert finding["severity"] == "info" and evidence["start_method"] == "fork"
-    assert {row["worker_id"] for row in evidence["workers"]} == {0, 1}
-    assert all(row["bytes"] >= 16 << 20 and row["collection_s"] is not None for row in evidence["workers"])
+    assert {row["worker_id"] for row in evidence["gc_steps"]} == {0, 1}
+    assert all(row["bytes"] >= 16 << 20 and row["collection_s"] is not None for row in evidence["gc_steps"])
     assert finding["fix"].startswith("Call gc.freeze() just before the loop starts the workers")
     for worker in workers(report):
         growth = worker["growth"]

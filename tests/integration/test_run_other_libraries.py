@@ -159,7 +159,7 @@ def test_an_h5py_handle_in_every_batch_is_the_batch_the_workers_queue_dropped_no
     assert verdict["code"] == "batch-dropped", verdict  # the cause; the hang waiting for batch 0 is what it caused
     [dropped] = h5py_in_batch.findings("batch-dropped")
     assert dropped["evidence"]["error"] == "TypeError: h5py objects cannot be pickled"
-    assert 0 in dropped["evidence"]["batches"] and set(dropped["evidence"]["workers"]) <= {0, 1}
+    assert 0 in dropped["evidence"]["batch_numbers"] and set(dropped["evidence"]["worker_ids"]) <= {0, 1}
     assert "picklable" in dropped["fix"]
     [hang] = h5py_in_batch.findings("worker-hang")
     evidence = hang["evidence"]

@@ -139,7 +139,7 @@ def test_baseline_file_problems_are_usage_errors(tmp_path):
     assert "--update-baseline" in info.value.hint and info.value.exit_code == 2
     old = tmp_path / "old.json"
     old.write_text(json.dumps(make_report(schema_version=0)))
-    with pytest.raises(DlprobeError, match=r"key 'schema_version' is 0, expected 3"):
+    with pytest.raises(DlprobeError, match=r"key 'schema_version' is 0, expected 4"):
         load_baseline(str(old))
     junk = tmp_path / "junk.json"
     junk.write_text("{not json")

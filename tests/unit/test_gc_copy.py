@@ -33,7 +33,7 @@ def test_a_dirty_rise_a_collection_ran_in_is_the_copy():
         assert found is not None and [s.cause for s in found.steps] == [FULL_COLLECTION]
     [finding] = find_gc_copy(copied)
     assert finding.evidence["total_bytes"] >= 2 * 30 * MiB and {
-        r["worker_id"] for r in finding.evidence["workers"]
+        r["worker_id"] for r in finding.evidence["gc_steps"]
     } == {0, 1}
 
 

@@ -62,3 +62,27 @@ def test_every_code_a_report_can_hold_has_its_evidence_type():
     job_codes = {"node-oversubscribed", "uneven-ranks", "rank-duplicates", "rank-failed", "straggler-rank"}
     codes = {code for codes in ANALYZER_CODES.values() for code in codes} | job_codes
     assert sorted(codes) == sorted(EVIDENCE_BY_CODE)
+
+
+def test_every_code_gives_each_key_the_one_meaning_evidence_gives_it():
+    # `Evidence` gathers every code's keys (render/ and check/ read through it): a code left out of it could give a
+    # key another meaning unseen (schema 3's batch-dropped `batches`, a list of numbers where it is a count elsewhere)
+    import typing
+
+    from dlprobe.analysis.evidence.schema import EVIDENCE_BY_CODE, Evidence
+
+    union = typing.get_type_hints(Evidence)
+    disagree = {
+        code: [key for key, kind in typing.get_type_hints(record).items() if union.get(key) != kind]
+        for code, record in EVIDENCE_BY_CODE.items()
+    }
+    assert {code: keys for code, keys in disagree.items() if keys} == {}
+
+
+def test_a_key_no_evidence_type_names_is_caught():
+    from tests.schema_check import undeclared_evidence
+
+    finding = {"code": "gc-copy", "evidence": {"gc_steps": [], "total_bytes": 1}}
+    assert undeclared_evidence({"findings": [finding]}) == []
+    finding["evidence"]["workers"] = []  # schema 3's name
+    assert undeclared_evidence({"findings": [finding]}) == ["$.findings[0] (gc-copy): workers"]

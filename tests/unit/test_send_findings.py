@@ -24,7 +24,7 @@ def test_batches_a_workers_queue_dropped_are_one_finding_led_by_the_first_error(
         "pickled): batches 0, 1, 2 dropped"
     )
     ev = finding.evidence
-    assert (ev["batches"], ev["workers"], ev["pids"], ev["count"]) == ([0, 1, 2], [0, 1], [11, 12], 3)
+    assert (ev["batch_numbers"], ev["worker_ids"], ev["pids"], ev["count"]) == ([0, 1, 2], [0, 1], [11, 12], 3)
     assert ev["other_errors"] == ["TypeError: cannot pickle '_thread.lock' object"]
     assert "picklable" in finding.fix
     assert find_dropped_batches(fakes.run([fakes.loader()], [], events=[])) == []

@@ -175,10 +175,12 @@ class FdLeakEvidence(InJob, total=False):
 
 
 class BatchDroppedEvidence(InJob, total=False):
-    error: str  # the first error the workers' queues dropped a batch with: "TypeError: h5py objects cannot be pickled"
-    batches: list[int]  # the batch numbers dropped (torch's, in the epoch), the first 50
+    error: (
+        str | None
+    )  # the first error the workers' queues dropped a batch with: "TypeError: h5py objects cannot be pickled"
+    batch_numbers: list[int]  # the batch numbers dropped (torch's, in the epoch), the first 50 (schema 3: `batches`)
     count: int
-    workers: list[int]
+    worker_ids: list[int]  # the workers whose queues dropped them (schema 3: `workers`)
     pids: list[int]
     other_errors: list[str]
     # Where the error is /dev/shm's (no room to share the batch): views (the batches' storages much larger than their

@@ -78,7 +78,7 @@ class GcCopyRow(TypedDict, total=False):
 
 
 class GcCopyEvidence(InJob, total=False):
-    workers: list[GcCopyRow]
+    gc_steps: list[GcCopyRow]  # each worker's step at its first full collection (schema 3: `workers`)
     total_bytes: int
     largest_bytes: int
     start_method: str | None

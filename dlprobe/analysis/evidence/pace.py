@@ -44,7 +44,7 @@ class InputBoundEvidence(InJob, _WorkerCpu, _MemoryReserve, total=False):
     slowest_batches: list[dict[str, Any]]  # worker, batch, build_s, first_index
 
 
-class TooManyWorkersEvidence(InJob, _MemoryReserve, total=False):
+class TooManyWorkersEvidence(InJob, _WorkerCpu, _MemoryReserve, total=False):
     num_workers: int | None
     usable_cores: int
     worker_uss_peak_bytes: int | None

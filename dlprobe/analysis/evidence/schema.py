@@ -150,6 +150,14 @@ class Evidence(  # every key of every code, each with its one type: what render/
     ThreadWorkersEvidence,
     FdLeakEvidence,
     SharedHandleEvidence,
+    BatchDroppedEvidence,
+    GcCopyEvidence,
+    WorkerErrorEvidence,
+    MappedPagesEvidence,
+    SamplerOutOfRangeEvidence,
+    TooFewShardsEvidence,
+    BadSampleEvidence,
+    MainHangEvidence,
     WorkerStartFailedEvidence,
     StartMethodForcedEvidence,
     total=False,
@@ -162,7 +170,7 @@ class Evidence(  # every key of every code, each with its one type: what render/
 # first two scalar entries.
 KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "worker-hang": ("cause", "waited_s", "stuck_frame"),
-    "batch-dropped": ("count", "workers"),
+    "batch-dropped": ("count", "worker_ids"),
     "main-hang": ("cause", "waited_s", "stuck_frame"),
     "worker-killed": ("cause", "signal", "index", "peak_rss_bytes"),
     "bad-sample": ("index", "exception", "raised_in"),

@@ -62,8 +62,8 @@ def find_dropped_batches(run: RunData) -> list[Finding]:
             + (f" Other errors too: {'; '.join(others[:3])}." if others else "")
         )
         out_of_descriptors = bool(EMFILE.search(error))
-        evidence = {"error": error, "batches": batches[:50], "count": count, "workers": workers, "pids": pids,
-                    "other_errors": others[:5]}  # fmt: skip
+        evidence = {"error": error, "batch_numbers": batches[:50], "count": count, "worker_ids": workers,
+                    "pids": pids, "other_errors": others[:5]}  # fmt: skip
         fix = DESCRIPTORS_FIX if out_of_descriptors else PICKLABLE_BATCH_FIX
         if SHM_FULL.search(error):  # /dev/shm had no room for the batch: nothing in it was unpicklable
             lo = next((lo for lo in run.loaders if lo.loader_id == loader_id), None)
@@ -91,7 +91,7 @@ def explains(cause: Finding, symptom: Finding) -> str | None:
         return None
     if symptom.code == "worker-hang" and symptom.evidence.get("cause") == "batch-lost":
         batch = symptom.evidence.get("batch")
-        if batch in (cause.evidence.get("batches") or []) or symptom.evidence.get("pid") in (
+        if batch in (cause.evidence.get("batch_numbers") or []) or symptom.evidence.get("pid") in (
             cause.evidence.get("pids") or []
         ):
             return f"the hang waiting for batch {batch} (worker-hang)"

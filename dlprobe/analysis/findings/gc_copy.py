@@ -85,7 +85,7 @@ def find_gc_copy(run: RunData) -> list[Finding]:
                     "(reference counts)."
                 ),
                 evidence={
-                    "workers": rows,
+                    "gc_steps": rows,
                     "total_bytes": total,
                     "largest_bytes": largest,
                     "start_method": loader.start_method,

@@ -22,7 +22,7 @@ from dlprobe.rundir.schema import Machine, ShmRemoved, SupervisorCost
 # in every other finding (torchrun's record, its rank a number, moved under "launcher"); attached-workers-gone's
 # kernel lines are "kernel_log_lines" ("kernel_log" is one line in worker-killed); a probe-degraded finding of the
 # supervisor has "pids": [] and "process": "supervisor" (pids are numbers).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
 
 
