@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
-from typing import Any
 
 from dlprobe.analysis import advice_agreement
 from dlprobe.analysis.evidence.finding import SEVERITIES, Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.findings import (
     attach,
     batch,
@@ -28,6 +28,7 @@ from dlprobe.analysis.findings import (
     script,
     shared_handle,
     shm,
+    spawn_copy,
     start_failure,
     start_method,
     startup,
@@ -50,7 +51,7 @@ ANALYZERS: list[Analyzer] = [
     descriptors.find_fd_leak,  # before script-error: it names the process a `Too many open files` came from
     script.find_run_problems,
     memory.find_cow_growth,
-    memory.find_spawn_copy,
+    spawn_copy.find_spawn_copy,
     gc_copy.find_gc_copy,
     shm.find_shm_pressure,
     throughput.find_input_bound,
@@ -183,7 +184,7 @@ def analysis_failed(part: str, exc: Exception, missing: tuple[str, ...] | list[s
     stands, and this finding says which findings it may lack and why (a bug to report, or a damaged run directory)."""
     message = failure_message(exc)
     missing_text = ", ".join(missing) if missing else "nothing else"
-    evidence: dict[str, Any] = {
+    evidence: Evidence = {
         "where": part,
         "type": type(exc).__name__,
         "message": message,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.triage.patterns import Match
 
 # How close (seconds) a kernel OOM kill of a DataLoader worker must be to the log's last write to count as
@@ -49,8 +50,10 @@ class Candidate:
 
 
 def make_finding(code: str, title: str, detail: str, fix: str, confidence: str, **evidence: Any) -> Finding:
-    evidence = {"confidence": confidence, **{k: v for k, v in evidence.items() if v not in (None, [], {})}}
-    return Finding(code, "error", title, detail, fix, evidence)
+    # The log's words under the names the run's findings use (triage/deaths.py, messages.py): checked where each is
+    # read into kwargs, not here, so the mapping is taken as the evidence it is.
+    found = {"confidence": confidence, **{k: v for k, v in evidence.items() if v not in (None, [], {})}}
+    return Finding(code, "error", title, detail, fix, cast(Evidence, found))
 
 
 def plural(items: list[Any], one: str, many: str) -> str:

@@ -4,8 +4,10 @@ timeouts and torch's warnings."""
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.torch_text import KEPT_BATCHES_CAUSE, KEPT_BATCHES_FIX
 from dlprobe.triage import scores as S
 from dlprobe.triage.candidate import CONFIRMED, FIX_HANG, FIX_SHM, LIKELY, Candidate, first, make_finding
@@ -282,5 +284,5 @@ def warning_candidates(scan: LogScan) -> list[Candidate]:
             "yielded num_workers times.",
             "shard in `__iter__` with `torch.utils.data.get_worker_info()` (id, num_workers); for a `path label` "
             "index file, `from dlprobe.fixes import ShardedLineStream` shards by rank and worker.",
-            {"line": m.line, "message": m.text, **m.fields})))  # fmt: skip
+            cast(Evidence, {"line": m.line, "message": m.text, **m.fields}))))  # fmt: skip
     return out

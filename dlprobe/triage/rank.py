@@ -62,7 +62,7 @@ def _name_rank(candidate: Candidate, scan: LogScan) -> None:
     if rank is None:
         return
     finding.title += f" (rank {rank})"
-    finding.evidence["rank"] = rank
+    finding.evidence["rank"] = f"rank {rank}"  # a label, as a job's report names its ranks
     finding.evidence["rank_from"] = source
     if scan.root_cause_rank == rank and scan.root_cause_local_rank is not None:
         finding.evidence["local_rank"] = scan.root_cause_local_rank

@@ -8,8 +8,8 @@ from dlprobe.analysis.findings.memory import (
     COW_ALLOCATING,
     COW_LOADED_AT_START,
     find_cow_growth,
-    find_spawn_copy,
 )
+from dlprobe.analysis.findings.spawn_copy import find_spawn_copy
 from dlprobe.analysis.measures.worker_growth import loaded_at_start
 from dlprobe.analysis.run.model import Series
 from tests.unit import fakes

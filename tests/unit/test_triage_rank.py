@@ -280,14 +280,14 @@ def test_a_torchrun_ranks_oom_kill_is_named_with_its_rank_from_the_lines_prefix(
     assert top(findings) == ("worker-killed", "oom", "confirmed")
     ev = findings[0].evidence
     assert findings[0].title == "DataLoader worker pid 27735 killed by the kernel's OOM killer (rank 1)"
-    assert (ev["rank"], ev["rank_from"], ev["local_rank"]) == (1, "line prefix", 1)
+    assert (ev["rank"], ev["rank_from"], ev["local_rank"]) == ("rank 1", "line prefix", 1)
 
 
 def test_without_line_prefixes_torchruns_root_cause_names_the_rank_not_its_other_failures():
     # The "Failures:" block before it names rank 0 (stopped with SIGTERM after rank 1 failed): not the cause.
     text = re.sub(r"^\[rank\d\]: ", "", TORCHRUN_OOM.read_text(), flags=re.MULTILINE)
     findings = diagnose(scan_of(text), machine(parse_oom_lines([TORCHRUN_KILL], BOOT)), NOW)
-    assert findings[0].evidence["rank"] == 1 and findings[0].evidence["rank_from"] == "torchrun root cause"
+    assert findings[0].evidence["rank"] == "rank 1" and findings[0].evidence["rank_from"] == "torchrun root cause"
     assert findings[0].title.endswith("(rank 1)")
 
 

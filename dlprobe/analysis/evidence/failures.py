@@ -50,7 +50,7 @@ class WorkerKilledEvidence(InJob, _Batch, _Shm, total=False):
     kernel_log: str | None  # the kernel's OOM-kill line for this pid
     cgroup_oom_kills: int
     cgroup_peak_bytes: int
-    cgroup_limit_bytes: int
+    cgroup_limit_bytes: int | None  # null: no memory cgroup limit
     available_min_bytes: int
     seen_by: list[str]  # torch | fault-record | kernel-log: where the death is known from
     crash_frame: str | None  # the user's innermost frame in the worker's fatal-signal record
@@ -116,7 +116,7 @@ class ScriptKilledEvidence(InJob, total=False):
     signal: str | None
     exit_code: int | None
     kernel_log: str | None  # the kernel's OOM-kill line for this pid
-    cgroup_limit_bytes: int
+    cgroup_limit_bytes: int | None  # null: no memory cgroup limit
     grew_most: GrewMost  # of the job's processes, the one whose private memory rose the most (32 MiB or more)
     # Workers' readings from the training process's death on are teardown, left out (analysis/run/teardown.py): when
     # (seconds into the run), the pid that died, how many readings.
@@ -243,6 +243,6 @@ class WorkerStartFailedEvidence(InJob, total=False):
 
 
 class StartMethodForcedEvidence(InJob, total=False):
-    forced_method: str
+    forced_method: str | None  # null: the run's record names none
     overridden: list[dict[str, Any]]  # {loader, script_choice}: the script's own multiprocessing_context, overridden
     not_applied: list[dict[str, Any]]  # {loader, reason}

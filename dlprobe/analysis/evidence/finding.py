@@ -4,9 +4,16 @@ keys per code are evidence/schema.py's."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the types only: the schema module is the report's, loaded where the report is
+    from dlprobe.analysis.evidence.schema import Evidence
 
 SEVERITIES = ("error", "warning", "info")
+
+
+def _no_evidence() -> Evidence:
+    return {}
 
 
 @dataclass
@@ -18,7 +25,7 @@ class Finding:
     title: str
     detail: str
     fix: str
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=_no_evidence)
     loader_id: int | None = None
     # Set by report/verdict.py:order_by_cause: the code of the finding that explains this one (a worker's OOM kill
     # by cow-growth), and why the severity is not the analyzer's own (a cause raised to what it explains).

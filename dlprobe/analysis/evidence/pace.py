@@ -51,7 +51,7 @@ class TooManyWorkersEvidence(InJob, _WorkerCpu, _MemoryReserve, total=False):
     projected_worker_bytes: int | None
     memory_for_workers_bytes: int | None
     workers_that_fit_memory: int | None
-    workers_that_fit_cores: int
+    workers_that_fit_cores: int | None  # null: the workers' CPU was not read
     workers_that_fit: int
     workers: list[WorkerRow]
     loop_wait_share: float

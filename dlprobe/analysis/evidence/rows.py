@@ -150,3 +150,15 @@ class _WorkerCpu(TypedDict, total=False):
     worker_wall_s: float
     worker_fetch_share: float | None
     worker_times: list[dict[str, Any]]
+
+
+class TriageEvidence(TypedDict, total=False):
+    """What `dlprobe triage` adds to a finding read from a log (dlprobe/triage/): how sure the match is and, in a
+    torchrun log, which rank it came from (a label, as a job's report names it) and how that was told."""
+
+    confidence: str  # high | medium | low
+    rank: str  # "rank 1"
+    rank_from: str  # line prefix | torchrun root cause
+    local_rank: int
+    timeout_s: float | None  # DataLoader(timeout=...) as torch's message gives it
+    occurrences: int  # lines of the log that say it

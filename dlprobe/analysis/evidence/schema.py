@@ -5,6 +5,9 @@ with its one meaning (mypy refuses a key that two codes would type differently).
 # when the class is made, which made importing this module about 25 ms more of CPU in every process that imports it.
 # The TypedDicts themselves live by family (rows, failures, memory, pace, attach_job); this module gathers them.
 
+from collections.abc import Mapping
+from typing import cast
+
 from dlprobe.analysis.evidence.attach_job import (
     AttachedMemoryGrowthEvidence,
     AttachedOutsideViewEvidence,
@@ -59,6 +62,7 @@ from dlprobe.analysis.evidence.pace import (
     TooManyWorkersEvidence,
     WorkerHotspotsEvidence,
 )
+from dlprobe.analysis.evidence.rows import TriageEvidence
 
 EVIDENCE_BY_CODE: dict[str, type] = {
     "worker-hang": WorkerHangEvidence,
@@ -160,6 +164,7 @@ class Evidence(  # every key of every code, each with its one type: what render/
     MainHangEvidence,
     WorkerStartFailedEvidence,
     StartMethodForcedEvidence,
+    TriageEvidence,
     total=False,
 ):
     pass
@@ -199,3 +204,10 @@ KEY_EVIDENCE: dict[str, tuple[str, ...]] = {
     "attached-memory-growth": ("bytes_per_s_total", "limit_bytes", "eta_s"),
     "straggler-rank": ("others_median_wait_s", "slowness_follows", "worker_bound"),
 }
+
+
+def as_evidence(values: Mapping[str, object]) -> Evidence:
+    """A mapping whose keys are decided at run time (a stack's /proc readings, a probe's problem record, a cost's
+    figures) taken as evidence. Nothing is dropped: every report.json the test suite writes is checked for keys its
+    code's TypedDict does not declare (tests/schema_check.undeclared_evidence), and for their types by the schema."""
+    return cast(Evidence, values)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence, as_evidence
 from dlprobe.analysis.findings.common import SHM_SPACE_FIX
 from dlprobe.analysis.measures.memory_fit import workers_fit_memory
 from dlprobe.analysis.measures.stack_causes import (
@@ -111,14 +112,14 @@ def _kind_text(proc: ProcessRecord) -> tuple[str, dict[str, int] | None]:
     return "file or /dev/shm pages", kinds
 
 
-def _worker_memory(run: RunData) -> dict[str, Any]:
+def _worker_memory(run: RunData) -> Evidence:
     """The worker memory figure and the memory the workers may use, as `run`'s advice and `tune` give them for the
     same evidence (measures/memory_fit.workers_fit_memory, loader_model/worker_memory.py): of the loader with the
     most workers; nothing where no worker's memory was read."""
     for loader in sorted(run.loaders, key=lambda lo: -len(run.workers(lo.loader_id))):
         _, evidence = workers_fit_memory(run, loader)
         if evidence:
-            return {k: evidence[k] for k in WORKER_MEMORY_KEYS}
+            return as_evidence({k: v for k, v in evidence.items() if k in WORKER_MEMORY_KEYS})
     return {}
 
 
@@ -180,7 +181,7 @@ def find_attached_growth(run: RunData) -> list[Finding]:
     total_rate = sum(r["bytes_per_s"] for r in rows)
     worst = rows[0]
     limit = _limit(run)
-    evidence: dict[str, Any] = {"growing": rows, "bytes_per_s_total": total_rate, **_worker_memory(run)}
+    evidence: Evidence = {"growing": rows, "bytes_per_s_total": total_rate, **_worker_memory(run)}
     per_min = format_bytes(worst["bytes_per_s"] * 60)
     title = f"{worst['name'][0].upper()}{worst['name'][1:]} grows {per_min}/min: {worst['kind']}"
     eta_text = ""
@@ -189,7 +190,7 @@ def find_attached_growth(run: RunData) -> list[Finding]:
         name, limit_bytes, headroom = limit
         eta = max(0.0, headroom / total_rate)
         alone = max(0.0, headroom / worst["bytes_per_s"])
-        evidence.update(limit=name, limit_bytes=limit_bytes, headroom_bytes=headroom, eta_s=round(eta))
+        evidence.update({"limit": name, "limit_bytes": limit_bytes, "headroom_bytes": headroom, "eta_s": round(eta)})
         title += f"; at this rate the job reaches {name} in {format_eta(eta)}"
         eta_text = (
             f" {format_bytes(headroom)} is still free under {name} ({format_bytes(limit_bytes)}); the {len(rows)} "
@@ -293,7 +294,7 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
             _name(p): (frame_text(f) if (f := innermost_user_frame(main_thread(p.get("stack") or []))) else None)
             for p in [main, *mine]
         }
-        evidence: dict[str, Any] = {
+        evidence: Evidence = {
             "window_s": round(window, 1),
             "cpu_s": {_name(p): p.get("cpu_s") for p in [main, *mine]},
             "frames": frames if any(frames.values()) else None,
@@ -314,10 +315,9 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
                 + (f" The training process waits at {frame_text(main_where).split('  `')[0]}." if main_where else "")
                 + (f" {len(in_user) - 1} more worker(s) are in your code too." if len(in_user) > 1 else "")
             )
-            evidence.update(
-                pid=w["pid"], cause=cause.cause, stuck_frame=where, user_frames=_stack_lines(thread),
-                **{k: v for k, v in cause.evidence.items() if v is not None},
-            )  # fmt: skip
+            evidence.update({"pid": w["pid"], "cause": cause.cause, "stuck_frame": where,
+                             "user_frames": _stack_lines(thread)})  # fmt: skip
+            evidence.update(as_evidence({k: v for k, v in cause.evidence.items() if v is not None}))
             fix = cause.fix
         elif by_kernel:
             w, cause = by_kernel[0]
@@ -327,7 +327,8 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
                 f"the window, and the kernel says {_name(w)} is {cause.summary}; without its stack dlprobe cannot "
                 "say which line of your code it is in."
             )
-            evidence.update(pid=w["pid"], cause=cause.cause, **{k: v for k, v in cause.evidence.items() if v})
+            evidence.update({"pid": w["pid"], "cause": cause.cause})
+            evidence.update(as_evidence({k: v for k, v in cause.evidence.items() if v}))
             fix = cause.fix
         else:
             cause = main_wait_cause(main)
@@ -338,7 +339,13 @@ def find_attached_stuck(run: RunData) -> list[Finding]:
                 f"Neither the training process nor its {len(mine)} worker(s) used CPU over the window, and no worker "
                 f"is in your code: the training process is {cause.summary}."
             )
-            evidence.update(pid=main["pid"], cause=cause.cause, stuck_frame=main_where and frame_text(main_where))
+            evidence.update(
+                {
+                    "pid": main["pid"],
+                    "cause": cause.cause,
+                    "stuck_frame": frame_text(main_where) if main_where else None,
+                }
+            )
             fix = cause.fix
         if cause.cause == "unknown":
             fix = UNKNOWN_FIX
@@ -401,7 +408,7 @@ def find_attached_workers_gone(run: RunData) -> list[Finding]:
         gone.insert(0, first)
     started_later = [p for p in procs if p.get("role") == "worker" and not p.get("gone") and p["first_seen"] > t0 + 0.5]
     names = ", ".join(f"{_name(p)} at {after(p)} s{how(p)}" for p in gone[:8])
-    evidence: dict[str, Any] = {
+    evidence: Evidence = {
         "gone": [
             {"pid": p["pid"], "after_s": after(p), "exit": p.get("exit"), "oom_killed": p["pid"] in oom} for p in gone
         ]  # fmt: skip
@@ -483,16 +490,16 @@ def find_attached_outside_view(run: RunData) -> list[Finding]:
                 "in. The memory readings come from /proc and are complete.",
                 (problem.get("advice") or "")
                 + f" Or start the job under `{record.get('rerun')}`, whose hooks record stacks from inside.",
-                dict(problem),
+                as_evidence(problem),
             )
         )
     shm_used = [u for u in run.system.shm_used if u is not None]
     shm_total = run.system.shm_total
     shm_text = ""
-    evidence: dict[str, Any] = {"rerun": record.get("rerun"), "window_s": None}
+    evidence: Evidence = {"rerun": record.get("rerun"), "window_s": None}
     if shm_used and shm_total:
         shm_text = f" /dev/shm held {format_bytes(shm_used[-1])} of {format_bytes(shm_total)}."
-        evidence.update(shm_used_bytes=shm_used[-1], shm_total_bytes=shm_total)
+        evidence.update({"shm_used_bytes": shm_used[-1], "shm_total_bytes": shm_total})
         if shm_used[-1] > SHM_PRESSURE_SHARE * shm_total:
             findings.append(
                 Finding(

@@ -8,9 +8,11 @@ the finding says which, with the counts by kind, and what ruled the others out."
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
+from dlprobe.analysis.evidence.failures import FdLeakRow
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.findings.common import worker_name
 from dlprobe.analysis.measures.tracebacks import user_frame_from_traceback
 from dlprobe.analysis.run.labels import process_name
@@ -261,7 +263,7 @@ def _batches_received(run: RunData, pid: int) -> tuple[int, int | None]:
     return batches, tensors
 
 
-def _differential(run: RunData, row: dict[str, Any], leaking: set[int]) -> dict[str, Any]:
+def _differential(run: RunData, row: dict[str, Any], leaking: set[int]) -> Evidence:
     """Each candidate cause of the climb tested on the run's evidence: the kinds its descriptors point to, who
     holds them, how fast they rose per batch received; the winner, and what ruled each other kind out."""
     by_kind = targets_by_kind(row)
@@ -308,7 +310,7 @@ def _differential(run: RunData, row: dict[str, Any], leaking: set[int]) -> dict[
     }
 
 
-def _kinds_text(diff: dict[str, Any]) -> str:
+def _kinds_text(diff: Evidence) -> str:
     return ", ".join(f"{n} {KIND_WORDS[k]}" for k, n in diff["by_kind"].items())
 
 
@@ -437,7 +439,13 @@ def find_fd_leak(run: RunData) -> list[Finding]:
             "one handle per file in a bounded cache that closes what it evicts. A handle kept on `self` in a worker "
             "is never closed by the parent. Raising the limit (`ulimit -n`) only delays the failure."
         )
-    evidence = {"leaking": rows, "hit_limit_pids": hit, "error": emfile, "opened_at": opened_at, **diff}
+    evidence: Evidence = {
+        "leaking": cast("list[FdLeakRow]", rows),
+        "hit_limit_pids": hit,
+        "error": emfile,
+        "opened_at": opened_at,
+        **diff,
+    }
     severity = "error" if hit else "warning"
     loader_id = next((p.loader_id for p in run.processes if p.pid == top["pid"]), None)
     return [Finding("fd-leak", severity, title, detail, fix, evidence, loader_id=loader_id)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.findings.common import PICKLABLE_BATCH_FIX, SHM_SPACE_FIX, same_loader
 from dlprobe.analysis.measures.batch_sent import VIEWS_FIX, loader_views, views_text
 from dlprobe.analysis.run.model import RunData
@@ -62,14 +63,14 @@ def find_dropped_batches(run: RunData) -> list[Finding]:
             + (f" Other errors too: {'; '.join(others[:3])}." if others else "")
         )
         out_of_descriptors = bool(EMFILE.search(error))
-        evidence = {"error": error, "batch_numbers": batches[:50], "count": count, "worker_ids": workers,
+        evidence: Evidence = {"error": error, "batch_numbers": batches[:50], "count": count, "worker_ids": workers,
                     "pids": pids, "other_errors": others[:5]}  # fmt: skip
         fix = DESCRIPTORS_FIX if out_of_descriptors else PICKLABLE_BATCH_FIX
         if SHM_FULL.search(error):  # /dev/shm had no room for the batch: nothing in it was unpicklable
             lo = next((lo for lo in run.loaders if lo.loader_id == loader_id), None)
             sent = loader_views(run, lo) if lo is not None else None
-            evidence.update(cause="views" if sent else "shm-full", batch_bytes=sent.own if sent else None,
-                            sent_bytes=sent.sent if sent else None)  # fmt: skip
+            evidence.update({"cause": "views" if sent else "shm-full", "batch_bytes": sent.own if sent else None,
+                             "sent_bytes": sent.sent if sent else None})  # fmt: skip
             if sent:
                 title += f"; its {views_text(sent)}"
                 detail += (

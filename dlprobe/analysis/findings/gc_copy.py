@@ -8,9 +8,10 @@ memory once per worker, not growth: `dlprobe check` sets it apart from the stead
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.memory import GcCopyRow
 from dlprobe.analysis.measures.worker_steps import worker_steps
 from dlprobe.analysis.run.model import RunData
 from dlprobe.loader_model.worker_memory import FULL_COLLECTION
@@ -85,7 +86,7 @@ def find_gc_copy(run: RunData) -> list[Finding]:
                     "(reference counts)."
                 ),
                 evidence={
-                    "gc_steps": rows,
+                    "gc_steps": cast("list[GcCopyRow]", rows),
                     "total_bytes": total,
                     "largest_bytes": largest,
                     "start_method": loader.start_method,

@@ -4,9 +4,10 @@ records."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence, as_evidence
 from dlprobe.analysis.findings.common import PICKLABLE_BATCH_FIX
 from dlprobe.analysis.measures.stack_causes import (
     FORK_LOCK_OTHER_METHODS,
@@ -147,10 +148,10 @@ def _batch_lost(run: RunData, record: HangRecord, proc: dict[str, Any], row: lis
     if record.get("on_hang") == "stop":
         detail += " dlprobe stopped the run (--on-hang stop)."
     cause = Cause("batch-lost", "idle: it made the awaited batch, which never arrived", "")
-    evidence = {**_evidence(record, proc, cause, thread), "batch": task, "made_s_before": round(ago, 1),
+    evidence: Evidence = {**_evidence(record, proc, cause, thread), "batch": task, "made_s_before": round(ago, 1),
                 "send_error": sent}  # fmt: skip
     # The slot's current fetch is whatever the worker did next (a stale one if that fetch raised): not the hang's.
-    for key in ("index", "batch_indices", "position_in_batch", "phase", "stuck_s", "stuck_frame"):
+    for key in _SLOT_KEYS:
         evidence.pop(key, None)
     fix = PICKLABLE_BATCH_FIX if sent else BATCH_LOST_FIND + PICKLABLE_BATCH_FIX
     return Finding("worker-hang", "error", title, detail, fix, evidence, loader_id)
@@ -187,29 +188,42 @@ def _where(proc: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     return thread, (frame_text(frame) if frame else "")
 
 
-def _evidence(record: HangRecord, proc: dict[str, Any], cause: Cause, thread: dict[str, Any] | None) -> dict[str, Any]:
+# What the slot says of the worker's current fetch: the hang's where the worker is stuck in it, not where it is idle.
+_SLOT_KEYS: tuple[Literal["index", "batch_indices", "position_in_batch", "phase", "stuck_s", "stuck_frame"], ...] = (
+    "index", "batch_indices", "position_in_batch", "phase", "stuck_s", "stuck_frame",
+)  # fmt: skip
+
+
+def _evidence(record: HangRecord, proc: dict[str, Any], cause: Cause, thread: dict[str, Any] | None) -> Evidence:
     slot = proc.get("inflight") or {}
     frame = innermost_user_frame(thread)
-    thread_ids = {"tid": proc["tid"], "process_pid": proc.get("process_pid")} if proc.get("tid") else {}
-    return {
-        "pid": proc.get("pid"),
-        **thread_ids,  # a worker thread (worker_method="thread"): "pid" is its thread id, in this process
-        "worker_id": proc.get("worker_id"),
-        "cause": cause.cause,
-        "index": slot.get("index"),
-        "batch_indices": slot.get("indices"),
-        "position_in_batch": slot.get("pos"),
-        "phase": slot.get("phase"),
-        "index_kind": slot.get("kind"),
-        "stuck_s": _age(slot, record["t"]) if slot else None,
-        "waited_s": record.get("waited_s"),
-        "stuck_frame": frame_text(frame) if frame else None,
-        "user_frames": [frame_text(f) for f in user_frames(thread)][:MAX_STACK_LINES],
-        **{k: v for k, v in cause.evidence.items() if v is not None},
-        "stack_tool": proc.get("stack_tool"),
-        "stack": _stack_lines(thread),
-        "hang_record": f"{HANGS_DIR}/{hang_record_name(record['number'])}",
-    }
+    evidence: Evidence = {"pid": proc.get("pid")}
+    if proc.get("tid"):  # a worker thread (worker_method="thread"): "pid" is its thread id, in this process
+        evidence.update({"tid": proc["tid"], "process_pid": proc.get("process_pid")})
+    evidence.update(
+        {
+            "worker_id": proc.get("worker_id"),
+            "cause": cause.cause,
+            "index": slot.get("index"),
+            "batch_indices": slot.get("indices"),
+            "position_in_batch": slot.get("pos"),
+            "phase": slot.get("phase"),
+            "index_kind": slot.get("kind"),
+            "stuck_s": _age(slot, record["t"]) if slot else None,
+            "waited_s": record.get("waited_s"),
+            "stuck_frame": frame_text(frame) if frame else None,
+            "user_frames": [frame_text(f) for f in user_frames(thread)][:MAX_STACK_LINES],
+        }
+    )
+    evidence.update(as_evidence({k: v for k, v in cause.evidence.items() if v is not None}))
+    evidence.update(
+        {
+            "stack_tool": proc.get("stack_tool"),
+            "stack": _stack_lines(thread),
+            "hang_record": f"{HANGS_DIR}/{hang_record_name(record['number'])}",
+        }
+    )
+    return evidence
 
 
 def _worker_hang(run: RunData, record: HangRecord, stuck: list[dict[str, Any]]) -> Finding:
@@ -240,7 +254,7 @@ def _worker_hang(run: RunData, record: HangRecord, stuck: list[dict[str, Any]]) 
     detail += _stack_note(record, proc)
     if record.get("on_hang") == "stop":
         detail += " dlprobe stopped the run (--on-hang stop)."
-    evidence = _evidence(record, proc, cause, thread)
+    evidence: Evidence = _evidence(record, proc, cause, thread)
     if len(stuck) > 1:
         evidence["also_stuck"] = [
             {"pid": p.get("pid"), "worker_id": p.get("worker_id"), "index": (p.get("inflight") or {}).get("index")}

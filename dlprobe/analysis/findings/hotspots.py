@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.measures.fetch_stacks import LINE_NUMBER, in_fetch, in_probe, library_time, rank
 from dlprobe.analysis.measures.fetch_timing import FetchTiming, fetch_timing
 from dlprobe.analysis.measures.loop_timing import loop_timing
@@ -88,7 +89,7 @@ def find_worker_hotspots(run: RunData) -> list[Finding]:
             f"{total:,} py-spy samples of the {where} at {rate} Hz while the loop waited for data "
             f"{100 * timing.wait_share:.0f}% of the time, so this is the work to make cheaper."
         )
-        evidence: dict[str, Any] = {"samples": total, "categories": shares, "top_functions": top,
+        evidence: Evidence = {"samples": total, "categories": shares, "top_functions": top,
                                     "probe_samples": sum(s.count for s in loading) - total,
                                     "inside_library": inside}  # fmt: skip
         cpu = loader_cpu(run, loader, idle_worker_ids(loader))

@@ -3,9 +3,8 @@ keep it fed hold memory for no speed."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.measures.loop_timing import loop_timing
 from dlprobe.analysis.measures.stats import metric_summary
 from dlprobe.analysis.measures.timed_batches import timed_batches
@@ -62,7 +61,7 @@ def _loop_bound(run: RunData, loader: LoaderRecord) -> Finding | None:
     surplus = (nw - needed) * per_worker
     if surplus < SURPLUS_BYTES:
         return None
-    evidence: dict[str, Any] = {
+    evidence: Evidence = {
         "wait_share": round(wait_share, 4),
         "mean_wait_s": round(mean_wait, 5),
         "handover_ms_per_batch": round(1000 * mean_handover, 3),

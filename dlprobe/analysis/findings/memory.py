@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.memory import BatchViews, GrowingAttribute
+from dlprobe.analysis.evidence.rows import WorkerRow
+from dlprobe.analysis.evidence.schema import Evidence, as_evidence
 from dlprobe.analysis.findings.common import same_loader, worker_name
+from dlprobe.analysis.findings.remedies import frame_columns_text, imports_text, remedy_code
 from dlprobe.analysis.measures.attr_growth import grown_attributes, growth_fix, growth_text, watched_workers
 from dlprobe.analysis.measures.batch_sent import VIEWS_FIX, SentBytes, loader_views, views_text
 from dlprobe.analysis.measures.worker_growth import (
@@ -29,7 +33,6 @@ COW_HEAP_WALK_FLOOR = 64 * MiB
 COW_LIMIT_SHARE = 0.05  # the copies take this share of the tightest memory limit: memory the job cannot use
 COW_PARENT_SHARE = 0.25  # or they hold a quarter of the parent's own memory once more
 COW_RSS_SHARE = 0.5  # RSS growing less than half as fast as USS means pages went shared -> private
-SPAWN_COPY_MIN = 64 * MiB
 # Which story a cow-growth finding tells (its evidence "variant"): the job report words its merged title by it.
 COW_COPIED = "copied"  # the parent's pages copied into each worker
 COW_LOADED_AT_START = "loaded_at_start"  # each worker read the same data into its own memory once
@@ -49,86 +52,6 @@ MAPPED_NOTE = (
 
 
 SUSPECTS_FIXED = 3  # the largest suspects each given their remedy in cow-growth's fix (a dict and its key list)
-_NUMBERS = ("int", "float", "bool")
-
-
-def _remedy_code(suspect: dict[str, Any], share: bool = False) -> tuple[str, str] | None:
-    """(a line of code for the user's own attribute, the import it needs) for a suspect dlprobe.fixes or numpy can
-    hold without Python objects, or None. `share`: the /dev/shm form, for spawn workers and ranks."""
-    attr, kind = suspect["attribute"], str(suspect.get("type", ""))
-    outer, _, inner = kind.partition("[")
-    inner = inner.rstrip("]")
-    key = _share_key(attr)
-    if outer == "pandas.DataFrame":
-        lines = [code for c in _object_columns(suspect) if (code := _column_remedy(f"{attr}[{c['name']!r}]", c))]
-        return ("; ".join(lines), "") if lines else None
-    if outer == "pandas.Series":
-        code = _column_remedy(attr, {"item": suspect.get("item")})
-        return (code, "") if code else None
-    if kind == "numpy.ndarray[object]" and suspect.get("item") in _NUMBERS:  # numbers boxed one by one
-        return f"{attr} = {attr}.astype({_NUMPY_DTYPES[str(suspect['item'])]!r})", ""
-    if outer == "deque":  # records appended in order and read by index: a packed buffer reads the same
-        return f"{attr} = PackedRecords(list({attr})" + (f", share={key!r})" if share else ")"), "PackedRecords"
-    if outer == "dict":  # COCO-style annotations, JSON metadata: looked up by key through a key index
-        return f"{attr} = PackedMapping({attr}" + (f", share={key!r})" if share else ")"), "PackedMapping"
-    if outer in ("list", "tuple") and inner in _NUMBERS:
-        # numpy picks the dtype from every item (int64 for ints, float64 if any is a float), never truncating
-        array = f"np.asarray({attr})"
-        return (f"{attr} = shm_array({key!r}, lambda: {array})", "shm_array") if share else (f"{attr} = {array}", "")
-    if outer in ("list", "tuple") or kind == "numpy.ndarray[object]":  # records, strings: one buffer plus offsets
-        return f"{attr} = PackedRecords({attr}" + (f", share={key!r})" if share else ")"), "PackedRecords"
-    return None
-
-
-_NUMPY_DTYPES = {"int": "int64", "float": "float64", "bool": "bool"}
-
-
-def _object_columns(suspect: dict[str, Any]) -> list[dict[str, Any]]:
-    """A DataFrame suspect's columns that hold Python objects, the most objects first."""
-    columns = [c for c in suspect.get("columns") or [] if c.get("python_objects")]
-    return sorted(columns, key=lambda c: int(c.get("objects") or 0), reverse=True)
-
-
-def _column_remedy(target: str, column: dict[str, Any]) -> str | None:
-    """One line that moves a pandas column's values out of Python objects: strings into an Arrow buffer, numbers into
-    a numeric dtype; None for records (dicts, lists), which a column cannot hold without Python objects."""
-    item = column.get("item")
-    if item == "str":
-        return f'{target} = {target}.astype("string[pyarrow]")'
-    if item in _NUMBERS:
-        return f"{target} = {target}.astype({_NUMPY_DTYPES[str(item)]!r})"
-    return None
-
-
-def _frame_columns_text(suspect: dict[str, Any]) -> str:
-    """Which columns of a DataFrame suspect hold the Python objects, and which are safe (numeric, Arrow-backed)."""
-    columns = suspect.get("columns") or []
-    held = _object_columns(suspect)
-    if not held:
-        return ""
-    text = "Its Python objects are in " + ", ".join(
-        f"`{c['name']}` ({c['dtype']} of {c.get('item') or 'objects'}, {int(c.get('objects') or 0):,} objects)"
-        for c in held
-    )
-    safe = [c for c in columns if not c.get("python_objects")]
-    if safe:
-        named = ", ".join(f"`{c['name']}` ({'Arrow-backed' if c.get('arrow') else c['dtype']})" for c in safe[:4])
-        verbs = ("hold", "are") if len(safe) > 1 else ("holds", "is")
-        text += f"; {named} {verbs[0]} no Python objects and {verbs[1]} safe"
-    return text + ". "
-
-
-def _imports(names: list[str], numpy: bool) -> str:
-    """The import line(s) the fix's code needs: 'from dlprobe.fixes import PackedMapping; import numpy as np'."""
-    found = sorted({n for n in names if n})
-    parts = [f"from dlprobe.fixes import {', '.join(found)}"] if found else []
-    return "; ".join(parts + (["import numpy as np"] if numpy else []))
-
-
-def _share_key(attribute: str) -> str:
-    """A /dev/shm cache key suggested from the attribute's name: self.train.records -> 'records-v1'."""
-    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in attribute.rsplit(".", 1)[-1]).strip("-.")
-    return f"{name or 'records'}-v1"
 
 
 def _suspects_fix(suspects: list[dict[str, Any]]) -> str:
@@ -138,7 +61,7 @@ def _suspects_fix(suspects: list[dict[str, Any]]) -> str:
     text = (
         f"`{top['attribute']}` is a {top['type']} with {top['items']:,} items "
         f"(~{format_bytes(top['est_bytes'])} of Python objects); every worker that reads it copies the pages. "
-    ) + _frame_columns_text(top)
+    ) + frame_columns_text(top)
     others = suspects[1:SUSPECTS_FIXED]
     if others:
         text += (
@@ -149,14 +72,14 @@ def _suspects_fix(suspects: list[dict[str, Any]]) -> str:
             )
             + ". "
         )
-    fixes = [(s, code) for s in suspects[:SUSPECTS_FIXED] if (code := _remedy_code(s))]
+    fixes = [(s, code) for s in suspects[:SUSPECTS_FIXED] if (code := remedy_code(s))]
     if not fixes:
         return text + COW_FIXES
     lines = "; ".join(f"`{code}`" for _, (code, _) in fixes)
     numpy = any("np.asarray" in code for _, (code, _) in fixes)
     reads = "lookups by key and indexing return" if any(n == "PackedMapping" for _, (_, n) in fixes) else (
         "indexing returns")  # fmt: skip
-    imports = _imports([name for _, (_, name) in fixes], numpy)
+    imports = imports_text([name for _, (_, name) in fixes], numpy)
     return text + (
         f"Hold {'them in buffers' if len(fixes) > 1 else 'it in a buffer'} that workers read without copying: {lines} "
         f"({imports + '; ' if imports else ''}{reads} the same values). "
@@ -257,8 +180,8 @@ def cow_total(run: RunData) -> int:
     return total
 
 
-def _cost_evidence(cost: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in cost.items() if k != "worth"}
+def _cost_evidence(cost: dict[str, Any]) -> Evidence:
+    return as_evidence({k: v for k, v in cost.items() if k != "worth"})
 
 
 def _cost_text(cost: dict[str, Any]) -> str:
@@ -306,10 +229,10 @@ def _severity(rows: list[dict[str, Any]], cost: dict[str, Any]) -> str:
     return "error" if limit and total_uss > 0.5 * limit else "warning"
 
 
-def _evidence(loader: LoaderRecord, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _evidence(loader: LoaderRecord, rows: list[dict[str, Any]]) -> Evidence:
     suspects = loader.dataset.get("suspects") or []
     return {
-        "workers": rows,
+        "workers": cast("list[WorkerRow]", rows),
         "suspects": suspects,
         "start_method": loader.start_method or "fork",
         "num_workers": loader.num_workers,
@@ -364,7 +287,7 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], pee
     cost = _cost(run, loader, rows, peer_bytes)
     grown = [r for r in rows if r["counted"]]
     if cost and cost["worth"]:
-        evidence = _evidence(loader, rows) | _cost_evidence(cost)
+        evidence: Evidence = _evidence(loader, rows) | _cost_evidence(cost)
         cow = max(r["cow_bytes"] for r in grown)
         new = max(r["anon_growth_bytes"] for r in grown)
         lid = loader.loader_id
@@ -419,14 +342,14 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], pee
             )
             evidence["variant"] = COW_ALLOCATING
             if grown_attrs:
-                evidence["growing_attributes"] = grown_attrs
+                evidence["growing_attributes"] = cast("list[GrowingAttribute]", grown_attrs)
             elif (views := loader_views(run, loader)) is not None:
                 title += f"; its {views_text(views)}"
                 detail += _views_detail(run, loader, views)
                 fix = _views_fix(fix)
-                evidence["batch_views"] = _views_evidence(views)
+                evidence["batch_views"] = cast("BatchViews", _views_evidence(views))
         detail += _projection_note(cost) + teardown_note(run, run.workers(lid))
-        evidence |= teardown_evidence(run, run.workers(lid))
+        evidence.update(as_evidence(teardown_evidence(run, run.workers(lid))))
         findings.append(Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, lid))
     mapped = [r for r in rows if r["pss_file_growth_bytes"] + r["pss_shmem_growth_bytes"] >= MAPPED_MIN_GROWTH]
     if mapped:
@@ -444,7 +367,10 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], pee
                 "Nothing to fix: memory-mapped files are the recommended way to share data with workers.",
                 {
                     "workers": [
-                        {k: r[k] for k in ("pid", "worker_id", "pss_file_growth_bytes", "pss_shmem_growth_bytes")}
+                        cast(
+                            "WorkerRow",
+                            {k: r[k] for k in ("pid", "worker_id", "pss_file_growth_bytes", "pss_shmem_growth_bytes")},
+                        )
                         for r in rows
                     ]
                 },
@@ -461,7 +387,7 @@ def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer
         return []
     grown = [r for r in rows if r["counted"]]
     copy_on_access = [r for r in grown if r["rss_growth_bytes"] < COW_RSS_SHARE * r["uss_growth_bytes"]]
-    evidence = _evidence(loader, rows) | _cost_evidence(cost)
+    evidence: Evidence = _evidence(loader, rows) | _cost_evidence(cost)
     suspects = evidence["suspects"]
     worst = max(grown, key=lambda r: r["uss_growth_bytes"])
     if copy_on_access:
@@ -495,14 +421,14 @@ def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer
         )
         evidence["variant"] = COW_ALLOCATING
         if grown_attrs:
-            evidence["growing_attributes"] = grown_attrs
+            evidence["growing_attributes"] = cast("list[GrowingAttribute]", grown_attrs)
         elif (views := loader_views(run, loader)) is not None:
             title += f"; its {views_text(views)}"
             detail += _views_detail(run, loader, views)
             fix = _views_fix(fix)
-            evidence["batch_views"] = _views_evidence(views)
+            evidence["batch_views"] = cast("BatchViews", _views_evidence(views))
     detail += _projection_note(cost) + teardown_note(run, run.workers(loader.loader_id))
-    evidence |= teardown_evidence(run, run.workers(loader.loader_id))
+    evidence.update(as_evidence(teardown_evidence(run, run.workers(loader.loader_id))))
     return [Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, loader.loader_id)]
 
 
@@ -517,66 +443,6 @@ def find_cow_growth(run: RunData, peer_bytes: int = 0) -> list[Finding]:
             findings.extend(_by_kind(run, loader, rows, peer_bytes))
         else:
             findings.extend(_by_uss(run, loader, rows, peer_bytes))
-    return findings
-
-
-def _spawn_fix(suspects: list[dict[str, Any]]) -> str:
-    """Name the shared-memory remedy for the largest record list, with code for the user's own attribute."""
-    top = next((s for s in suspects if _remedy_code(s)), None)
-    if top is None:
-        return (
-            "Put large arrays in /dev/shm once and let every worker map them: "
-            "`arr = shm_array('features-v1', lambda: np.load(path))` (from dlprobe.fixes import shm_array). "
-        )
-    code, name = _remedy_code(top, share=True) or ("", "")
-    return (
-        f"Share `{top['attribute']}` ({top['type']}, ~{format_bytes(top['est_bytes'])}) through /dev/shm instead of "
-        f"pickling it into every worker: `{code}` ({_imports([name], 'np.' in code)}): workers and the other ranks "
-        "on this machine map one copy; large numpy arrays the same way with `shm_array(key, build_fn)`. "
-    )
-
-
-def find_spawn_copy(run: RunData) -> list[Finding]:
-    findings = []
-    for loader in run.loaders:
-        if loader.num_workers == 0 or loader.start_method not in ("spawn", "forkserver"):
-            continue
-        dataset_bytes = int(loader.dataset.get("est_bytes") or 0)
-        if dataset_bytes < SPAWN_COPY_MIN:
-            continue
-        rows = worker_growth_rows(run, loader)
-        total = dataset_bytes * loader.num_workers
-        findings.append(
-            Finding(
-                code="spawn-copy",
-                severity="warning",
-                title=(
-                    f"Each of the {loader.num_workers} {loader.start_method} workers of loader {loader.loader_id} "
-                    f"starts with its own pickled copy of a ~{format_bytes(dataset_bytes)} dataset"
-                ),
-                detail=(
-                    f"With the '{loader.start_method}' start method the dataset object is pickled and rebuilt in "
-                    f"every worker, so ~{format_bytes(total)} is spent on copies (and start-up waits for the "
-                    "pickling) every time workers start."
-                ),
-                fix=_spawn_fix(loader.dataset.get("suspects") or [])
-                + (
-                    "Otherwise keep the dataset object small (file paths or offsets; open files in worker_init_fn "
-                    "or on first __getitem__), memory-map large arrays (np.load(path, mmap_mode='r')), and use "
-                    "persistent_workers=True so the copy is made once, not every epoch. On Linux, "
-                    "multiprocessing_context='fork' shares the parent's memory instead of copying it."
-                ),
-                evidence={
-                    "start_method": loader.start_method,
-                    "num_workers": loader.num_workers,
-                    "dataset_est_bytes": dataset_bytes,
-                    "total_copied_bytes": total,
-                    "workers": rows,
-                    "largest_attributes": loader.dataset.get("suspects") or [],
-                },
-                loader_id=loader.loader_id,
-            )
-        )
     return findings
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import as_evidence
 from dlprobe.analysis.run.model import ProcessRecord, RunData
 from dlprobe.rundir.schema import EV_PROBE_ERROR, SAMPLER_FAILED, SAMPLER_MISSING
 from dlprobe.system.pyspy import PERMISSION_ADVICE, PERMISSION_ERROR, PY_SPY_ENV
@@ -80,7 +81,7 @@ def find_probe_degraded(run: RunData) -> list[Finding]:
                 f"so {entry['consequence']}. The training itself was not affected.",
                 fix="Usually the run directory's file system (full, read-only) or an unusual DataLoader subclass; "
                 "report it to dlprobe with this message if neither applies.",
-                evidence=entry,
+                evidence=as_evidence(entry),
             )
         )
     return findings

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
+from dlprobe.analysis.evidence.failures import GrewMost
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import as_evidence
 from dlprobe.analysis.measures.stats import growth, metric_summary
 from dlprobe.analysis.run.model import RunData
 from dlprobe.analysis.run.teardown import teardown_evidence, teardown_note
@@ -32,7 +34,7 @@ def find_run_problems(run: RunData) -> list[Finding]:
                 ),
                 fix="Fix the error in the script (run it with plain `python` to compare), then probe it again.",
                 evidence={
-                    **{k: error.get(k) for k in ("type", "message", "file", "line")},
+                    **as_evidence({k: error.get(k) for k in ("type", "message", "file", "line")}),
                     "raised_at_s": _since_start(run, error.get("t")),
                 },
             )
@@ -142,14 +144,14 @@ def _script_oom_killed(run: RunData) -> Finding | None:
         + teardown_note(run, run.workers()),
         fix=fix,
         evidence={
-            **({"grew_most": grown} if grown is not None else {}),
+            **({"grew_most": cast("GrewMost", grown)} if grown is not None else {}),
             "pid": kill["pid"],
             "cause": "oom",
             "signal": signal,
             "exit_code": run.result.get("exit_code"),
             "kernel_log": kill.get("line"),
             "cgroup_limit_bytes": limit,
-            **teardown_evidence(run, run.workers()),
+            **as_evidence(teardown_evidence(run, run.workers())),
         },
     )
 
@@ -163,7 +165,8 @@ def restates(cause: Finding, symptom: Finding) -> str | None:
     if symptom.code != "script-error" or cause.code not in _RESTATED_BY_SCRIPT_ERROR:
         return None
     message = str(symptom.evidence.get("message") or "")
-    pids = [str(p) for p in cause.evidence.get("pids") or ([cause.evidence["pid"]] if "pid" in cause.evidence else [])]
+    pid = cause.evidence.get("pid")
+    pids = [str(p) for p in cause.evidence.get("pids") or ([pid] if pid is not None else [])]
     restated = (
         # torch's "DataLoader worker (pid 8913) is killed by signal" or "DataLoader worker (pid(s) 8913) exited
         # unexpectedly": the same worker

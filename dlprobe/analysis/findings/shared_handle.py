@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.findings.common import same_loader, worker_name
 from dlprobe.analysis.measures.fork_ties import library, tied_error
 from dlprobe.analysis.measures.loop_timing import events_of
@@ -152,7 +153,7 @@ def find_shared_handles(run: RunData) -> list[Finding]:
             "`worker_init_fn` (`torch.utils.data.get_worker_info().dataset`). Or start the workers with "
             "`multiprocessing_context='forkserver'` (or 'spawn') and open it after they start."
         )
-        evidence = {
+        evidence: Evidence = {
             "handles": handles,
             "mapped": mapped,
             "attributes": attributes,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.measures.loop_timing import events_of
 from dlprobe.analysis.measures.start_blockers import blocker_text, blockers, readiness_event
 from dlprobe.analysis.measures.worker_growth import worker_growth_rows
@@ -269,7 +270,7 @@ def find_start_method(run: RunData) -> list[Finding]:
     return findings
 
 
-def _evidence(loader: LoaderRecord, event: dict[str, Any], method: str) -> dict[str, Any]:
+def _evidence(loader: LoaderRecord, event: dict[str, Any], method: str) -> Evidence:
     return {
         "start_method": method,
         "method_chosen": bool(event.get("chosen")),
@@ -323,7 +324,7 @@ def _breaks_on_upgrade(loader: LoaderRecord, event: dict[str, Any], method: str)
 def _costs(run: RunData, loader: LoaderRecord, event: dict[str, Any], method: str) -> Finding | None:
     """The method in use costs memory or start-up that another, which would start here, does not."""
     seen = measured(run, loader, method)
-    evidence = {**_evidence(loader, event, method), "measured": seen}
+    evidence: Evidence = {**_evidence(loader, event, method), "measured": seen}
     guess = predicted(event)
     if method == "fork":
         cow, copy = seen.get("cow_bytes"), guess["forkserver"]["copy_bytes"]

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence, as_evidence
 from dlprobe.analysis.findings.common import same_loader, worker_name
 from dlprobe.analysis.measures.loop_timing import events_of, loop_timing
 from dlprobe.analysis.measures.stack_causes import classify, main_thread, native_wait
@@ -217,7 +218,7 @@ def find_slow_start(run: RunData) -> list[Finding]:
         restart = _restart_cost(loader)
         causes: list[str] = []
         fixes: list[str] = []
-        evidence: dict[str, Any] = {}
+        evidence: Evidence = {}
         slow_workers = False
         unplaced = False  # the time before the loader was measured but the sampler could not place it
         once_s = 0.0  # what the causes cost once per start: the script's own set-up, starting the workers
@@ -561,19 +562,21 @@ def _fork_finding(
             "'This process ... is multi-threaded, use of fork() may lead to deadlocks in the child.'"
         ),
         fix="; ".join(fixes) + ".",
-        evidence={
-            k: state.get(k)
-            for k in (
-                "epoch",
-                "os_threads",
-                "os_thread_names",
-                "python_threads",
-                "torch_threads",
-                "openmp",
-                "cuda_initialized",
-            )
-        }
-        | {"native_threads_since_import": native_extra},  # fmt: skip
+        evidence=as_evidence(
+            {
+                k: state.get(k)
+                for k in (
+                    "epoch",
+                    "os_threads",
+                    "os_thread_names",
+                    "python_threads",
+                    "torch_threads",
+                    "openmp",
+                    "cuda_initialized",
+                )
+            }
+            | {"native_threads_since_import": native_extra}
+        ),  # fmt: skip
         loader_id=loader.loader_id,
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence, as_evidence
 from dlprobe.analysis.measures.head_of_line import HOL_SHARE, HeadOfLine, head_of_line
 from dlprobe.analysis.measures.loop_timing import LoopTiming, loop_timing, recorded_usable_cores
 from dlprobe.analysis.measures.memory_fit import workers_fit_memory
@@ -82,15 +83,15 @@ def _measured_advice(
     cores: int,
     fit_memory: int | None,
     main_share: float | None = None,
-) -> tuple[int, str, dict[str, Any]]:
+) -> tuple[int, str, Evidence]:
     """(suggested workers, fix text, evidence) from the workers' measured CPU and waiting shares and the main
     process's CPU."""
     if cpu.bound == HAND_OVER:
         handover = None if timing.handover_s is None else round(1000 * timing.handover_s, 3)
-        over = {**cpu.evidence(), "handover_ms_per_batch": handover, "workers_that_fit_memory": fit_memory}
+        over: Evidence = {**cpu.evidence(), "handover_ms_per_batch": handover, "workers_that_fit_memory": fit_memory}
         return nw, _hand_over_fix(loader, nw, timing, cpu), over
     plan = plan_workers(nw, timing, cpu, cores, fit_memory, main_share)
-    evidence: dict[str, Any] = {
+    evidence: Evidence = {
         **cpu.evidence(),
         "main_cpu_share": None if main_share is None else round(main_share, 3),
         "handover_ms_per_batch": None if timing.handover_s is None else round(1000 * timing.handover_s, 3),
@@ -185,7 +186,7 @@ def _head_of_line_fix(hol: HeadOfLine) -> str:
     """The loop waits on one batch in order while later ones are built: say whose, how slow, and the two ways out."""
     holders = hol.holders()
     worker, held = holders[0]
-    evidence = hol.evidence()
+    evidence: Evidence = hol.evidence()
     slow = [b["first_index"] for b in hol.slowest]
     return (
         f"More workers will not help: the loop takes batches in the sampler's order, and for "
@@ -235,7 +236,7 @@ def find_input_bound(run: RunData) -> list[Finding]:
         # whole load happens inside next(), so the wait is the load time.
         load_s = timing.mean_wait_s if nw == 0 else nw * (timing.mean_wait_s + timing.step_s)
         cpu = loader_cpu(run, loader, idle_worker_ids(loader))
-        evidence: dict[str, Any] = {}
+        evidence: Evidence = {}
         hol = head_of_line(run, loader) if nw >= 2 else None
         # A later batch built while the loop waits is also what the loop sees while the main process takes the
         # current one in: where that hand-over is half the wait or more (the half that says idle workers are waiting
@@ -250,13 +251,15 @@ def find_input_bound(run: RunData) -> list[Finding]:
         if hol is not None and blocked:
             # More workers would only wait behind the same slow batch: the order is the bound, not their number.
             suggested, worker_fix = nw, _head_of_line_fix(hol)
-            evidence = {**(cpu.evidence() if cpu is not None else {}), **hol.evidence(), "bound": HEAD_OF_LINE}
+            evidence = cpu.evidence() if cpu is not None else {}
+            evidence.update(hol.evidence())
+            evidence["bound"] = HEAD_OF_LINE
         elif nw > 0 and cpu is not None:
             fit_memory, memory = workers_fit_memory(run, loader)
             main_share = main_cpu_share(run, loader)
             suggested, worker_fix, evidence = _measured_advice(loader, nw, timing, cpu, cores, fit_memory, main_share)
             # what the memory limit in the advice is made of, the reserve kept per worker included
-            evidence.update({k: memory[k] for k in MEMORY_KEYS if k in memory})
+            evidence.update(as_evidence({k: v for k, v in memory.items() if k in MEMORY_KEYS}))
         else:
             # Without workers any number up to the cores helps whatever the loading does; past the cores, only
             # the workers' measured CPU time could tell, and it is missing.
@@ -410,7 +413,7 @@ def find_too_many_workers(run: RunData) -> list[Finding]:
         if nw == 0 or not loader.settings_read:  # "fewer workers" needs the number that was set
             continue
         fit_memory, memory_evidence = workers_fit_memory(run, loader)
-        evidence: dict[str, Any] = {"num_workers": nw, "usable_cores": cores, **memory_evidence}
+        evidence: Evidence = {"num_workers": nw, "usable_cores": cores, **memory_evidence}
         # More workers than cores are too many only if they want the CPU: asleep on reads, more of them overlap
         # their waits. Without their CPU time there is no telling, so the cores alone prove nothing.
         cpu = loader_cpu(run, loader, idle_worker_ids(loader)) if nw > cores else None

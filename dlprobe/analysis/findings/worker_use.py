@@ -4,6 +4,7 @@ shards fewer than its workers, an iterable dataset that does not split), and pin
 from __future__ import annotations
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.measures.loop_timing import events_of
 from dlprobe.analysis.measures.stats import metric_summary
 from dlprobe.analysis.run.model import LoaderRecord, RunData
@@ -136,7 +137,7 @@ def find_pin_memory(run: RunData) -> list[Finding]:
         if accel is None:
             continue
         pin = bool(loader.config.get("pin_memory"))
-        evidence = {"pin_memory": pin, "pin_effective": accel.get("pin_effective"),
+        evidence: Evidence = {"pin_memory": pin, "pin_effective": accel.get("pin_effective"),
                     "cuda_initialized": accel.get("cuda_initialized"),
                     "batch_bytes": (loader.batch_info or {}).get("bytes")}  # fmt: skip
         if pin and accel.get("pin_effective") is False:

@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from dlprobe.analysis import analysis_failed, analyze, fold_script_errors
 from dlprobe.analysis.evidence.finding import SEVERITIES, Finding
+from dlprobe.analysis.evidence.rows import LauncherFailure
 from dlprobe.analysis.findings.memory import cow_total, find_cow_growth
 from dlprobe.analysis.findings.script import find_run_problems
 from dlprobe.analysis.job.hang import job_hang
@@ -235,7 +236,7 @@ def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
             # its root cause may be the rank that raised second. What each rank raised, and when, says more.
             explained = [f for f in found if label in _rank_labels(f) and (f.severity == "error" or _consequence(f))]
             for f in explained:
-                f.evidence["launcher"] = failure
+                f.evidence["launcher"] = cast("LauncherFailure", failure)
             if explained or failure not in roots:
                 continue
             how = f"signal {failure['signal']}" if failure["signal"] else f"exit code {failure['exit_code']}"
@@ -259,8 +260,8 @@ def find_rank_failed(job: Job, found: list[Finding]) -> list[Finding]:
                     # "rank" is a rank label in every finding; torchrun's own record (its rank a number) is "launcher"
                     evidence={
                         "rank": label,
-                        "launcher": failure,
-                        "other_failures": [f for f in failures if f is not failure],
+                        "launcher": cast("LauncherFailure", failure),
+                        "other_failures": [cast("LauncherFailure", f) for f in failures if f is not failure],
                     },  # fmt: skip
                 )
             )
@@ -295,7 +296,9 @@ def _other_processes(job: Job) -> list[Finding]:
             if finding.code == "script-error":
                 who = f"{label[0].upper()}{label[1:]} (pid {pid})" if label else f"Process {pid}"
                 finding.title = f"{who}: {finding.title}"
-                finding.evidence.update({"pid": pid, "rank": label})
+                finding.evidence["pid"] = pid
+                if label:
+                    finding.evidence["rank"] = label
                 findings.append(finding)
     return findings
 
@@ -310,10 +313,10 @@ def _later_rank_errors(findings: list[Finding]) -> None:
     ]
     if len({f.evidence["rank"] for f in errors}) < 2:
         return
-    first = min(errors, key=lambda f: float(f.evidence["raised_at_s"]))
+    first = min(errors, key=lambda f: f.evidence.get("raised_at_s") or 0.0)
     culprit = str(first.evidence["rank"])
     for finding in errors:
-        after = float(finding.evidence["raised_at_s"]) - float(first.evidence["raised_at_s"])
+        after = (finding.evidence.get("raised_at_s") or 0.0) - (first.evidence.get("raised_at_s") or 0.0)
         if finding is first or after <= 0:
             continue
         label, _, what = finding.title.partition(": ")

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.rows import WaitingRank
 from dlprobe.analysis.job.merge import ranks_text
 from dlprobe.analysis.job.model import Job, RankView
 from dlprobe.analysis.measures.stack_causes import frame_text, main_thread
@@ -37,9 +38,9 @@ def _collective_frame(proc: dict[str, Any]) -> str | None:
     return frame_text(frame) + (f", called from {frame_text(caller)}" if caller else "")
 
 
-def _waiting_ranks(job: Job, view: RankView) -> list[dict[str, Any]]:
+def _waiting_ranks(job: Job, view: RankView) -> list[WaitingRank]:
     """The other ranks of the same hang: where each one's training process was when the hang was recorded."""
-    waiting = []
+    waiting: list[WaitingRank] = []
     records = [h for h in job.runs[view.node].hangs if h.get("main_pid") == view.pid]
     for other in job.ranks:
         if other is view:
@@ -68,7 +69,7 @@ def job_hang(job: Job, per_rank: list[tuple[RankView, list[Finding]]]) -> None:
     if in_collective:
         labels = ranks_text([w["rank"] for w in in_collective])
         verb = "waits" if len(in_collective) == 1 else "wait"
-        finding.title += f"; {labels} {verb} for it in {in_collective[0]['collective'].split(' ')[0]}"
+        finding.title += f"; {labels} {verb} for it in {str(in_collective[0]['collective']).split(' ')[0]}"
         finding.detail += (
             " Every other rank waits for this one inside a collective ("
             + "; ".join(f"{w['rank']} in {w['collective']}" for w in in_collective)

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from dlprobe.analysis.evidence.finding import SEVERITIES, Finding
+from dlprobe.analysis.evidence.rows import RankEvidence
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.findings.memory import COW_COPIED, COW_HEAP_WALK_FLOOR, COW_LOADED_AT_START
 from dlprobe.analysis.job.model import Job, NodeMemory, RankView, node_of
 from dlprobe.analysis.measures.worker_growth import row_growth
@@ -35,12 +37,13 @@ def _max_severity(findings: list[Finding]) -> str:
     return min((f.severity for f in findings), key=SEVERITIES.index)
 
 
-def _rank_entry(job: Job, view: RankView, finding: Finding) -> dict[str, Any]:
-    return {"rank": job.label(view), "pid": view.pid, "title": finding.title, "evidence": finding.evidence}
+def _rank_entry(job: Job, view: RankView, finding: Finding) -> RankEvidence:
+    own = cast("dict[str, Any]", finding.evidence)  # any code's: RankEvidence keeps it as the rank's finding had it
+    return {"rank": job.label(view), "pid": view.pid, "title": finding.title, "evidence": own}
 
 
 def _cow_title(job: Job, group: list[tuple[RankView, Finding]], labels: str) -> str:
-    rows = [r for _, f in group for r in f.evidence.get("workers") or []]
+    rows = [cast("dict[str, Any]", r) for _, f in group for r in f.evidence.get("workers") or []]
     grown = [r for r in rows if r.get("counted", row_growth(r) >= COW_HEAP_WALK_FLOOR)]
     variant = group[0][1].evidence.get("variant")
     copied = variant == COW_COPIED
@@ -83,7 +86,7 @@ def merged(job: Job, group: list[tuple[RankView, Finding]]) -> Finding:
     else:
         title = f"On {labels}: {first.title}" + (" (the first of them; each in evidence)" if len(group) > 1 else "")
     detail = first.detail + f" Seen the same on {labels}."
-    evidence = {**first.evidence, "ranks": [_rank_entry(job, v, f) for v, f in group]}
+    evidence: Evidence = {**first.evidence, "ranks": [_rank_entry(job, v, f) for v, f in group]}
     severity = _max_severity([f for _, f in group])
     if first.code == "cow-growth" and _node_share(job, group) > 0.5:
         severity = "error"  # each rank's workers alone stay below the alarm; the node's sum does not

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
 
+from dlprobe.analysis.evidence.attach_job import RankWait
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.job.model import Job, RankView
 from dlprobe.analysis.measures.timed_batches import timed_batches
 from dlprobe.analysis.measures.worker_cpu import loader_cpu
@@ -176,13 +177,13 @@ def _finding(job: Job, loader_id: int, views: list[tuple[RankView, LoaderRecord]
     moves, where = _where(label, slowest, _order_changed(view, loader_id))
     cpu = loader_cpu(view.run, loader) if loader.num_workers else None
     bound = f" ({cpu.bound}: its workers {cpu.describe()})" if cpu is not None else ""
-    per_rank = [
+    per_rank: list[RankWait] = [
         {"rank": labels[v.pid], "steady_batches": len(waits[v.pid]), "median_wait_s": round(medians[v.pid], 6),
          "mean_wait_s": round(statistics.fmean(waits[v.pid]), 6), "num_workers": lo.num_workers,
          "supply_s_per_batch": round(slower.medians[v.pid], 6)}
         for v, lo in views
     ]  # fmt: skip
-    evidence: dict[str, Any] = {
+    evidence: Evidence = {
         "rank": job.label(view),
         "straggler": label,
         "rank_waits": per_rank,

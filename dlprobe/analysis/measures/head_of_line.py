@@ -16,6 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.measures.timed_batches import timed_batches
 from dlprobe.analysis.run.model import LoaderRecord, RunData
 
@@ -52,7 +53,7 @@ class HeadOfLine:
         total = sum(self.held_s.values()) or 1.0
         return sorted(((w, s / total) for w, s in self.held_s.items()), key=lambda ws: -ws[1])
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self) -> Evidence:
         ordered = sorted(self.build_s)
         return {
             "head_of_line_share": round(self.share, 3),

@@ -4,8 +4,10 @@ answer for `run`'s advice, `attach`'s growth and `tune`'s trials (loader_model/w
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from dlprobe.analysis.evidence.rows import WorkerRow
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.measures.stats import metric_summary
 from dlprobe.analysis.measures.worker_growth import first_batch_built, load_done_at, loader_worker_end
 from dlprobe.analysis.measures.worker_reserve import Reserve, measured_reserve
@@ -56,7 +58,7 @@ def _memory_for_workers(run: RunData, measured_workers: int, reserve: Reserve) -
     return memory_for_workers(limit, held_apart, min(available) if available else None, measured_workers)
 
 
-def workers_fit_memory(run: RunData, loader: LoaderRecord) -> tuple[int | None, dict[str, Any]]:
+def workers_fit_memory(run: RunData, loader: LoaderRecord) -> tuple[int | None, Evidence]:
     """How many workers of this loader fit the memory left for them (None without readings), and the evidence: the
     worker memory figure and the budget `run`'s advice and `attach`'s growth both give (loader_model/worker_memory.py,
     as `tune`'s trials)."""
@@ -75,5 +77,5 @@ def workers_fit_memory(run: RunData, loader: LoaderRecord) -> tuple[int | None, 
         "memory_for_workers_bytes": budget,
         "workers_that_fit_memory": fit_memory,
         **reserve.evidence(),
-        "workers": rows,
+        "workers": cast("list[WorkerRow]", rows),  # rows: the JSON schema checks their keys in the tests
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.measures.loop_timing import steady_window
 from dlprobe.analysis.measures.timed_batches import timed_batches
 from dlprobe.analysis.run.model import LoaderRecord, ProcessRecord, RunData
@@ -89,7 +90,7 @@ class LoaderCpu:
         building = f", building batches {100 * self.fetch_share:.0f}%" if self.fetch_share is not None else ""
         return f"on a CPU {100 * self.cpu_share:.0f}%{queued}, asleep {100 * self.wait_share:.0f}%{building}"
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self) -> Evidence:
         return {
             "bound": self.bound,
             "worker_cpu_share": round(self.cpu_share, 3),

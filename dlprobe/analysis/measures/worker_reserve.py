@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.run.model import ProcessRecord, RunData, SystemSeries
 from dlprobe.loader_model.reserve import worker_reserve
 
@@ -20,7 +20,7 @@ class Reserve:
     uncounted: int | None  # what the cgroup charged per worker beyond its USS; None: no limit or no page cache read
     held_apart: int | None  # what the cgroup held besides the workers' USS and that charge, at the same reading
 
-    def evidence(self) -> dict[str, Any]:
+    def evidence(self) -> Evidence:
         return {
             "memory_reserve": "flat" if self.per_worker is None else "measured",
             "reserve_per_worker_bytes": self.per_worker,

@@ -12,9 +12,11 @@ loads, unverified), for any other finding that needs to know the sample was not 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence
 from dlprobe.analysis.measures.fork_ties import shared_handles, tied_error
 from dlprobe.analysis.measures.stack_causes import indices_text
 from dlprobe.analysis.run.model import LoaderRecord, RunData
@@ -85,7 +87,7 @@ def batch_check(run: RunData, loader_id: int, worker_id: Any) -> dict[str, Any] 
     return found
 
 
-def odd_samples(lo: LoaderRecord, evidence: dict[str, Any], check: dict[str, Any], first_line: str) -> Finding:
+def odd_samples(lo: LoaderRecord, evidence: Evidence, check: dict[str, Any], first_line: str) -> Finding:
     """bad-sample for a batch that did not collate: the samples whose structure is unlike the rest's, found by
     loading each of them again alone and comparing types, shapes and dtypes."""
     odd = check.get("odd") or []
@@ -170,7 +172,7 @@ def stream_check(run: RunData, loader_id: int, worker_id: Any, position: Any) ->
     return found
 
 
-def replayed_text(evidence: dict[str, Any], worker_id: Any, position: Any) -> str:
+def replayed_text(evidence: Evidence, worker_id: Any, position: Any) -> str:
     """For a bad record of an IterableDataset: what the replay saw."""
     return (
         f" Replayed alone (worker {worker_id}'s own stream, with its worker info, seeds and worker_init_fn, in a "
@@ -179,7 +181,7 @@ def replayed_text(evidence: dict[str, Any], worker_id: Any, position: Any) -> st
     )
 
 
-def check_evidence(check: dict[str, Any] | None, indices: list[int]) -> dict[str, Any]:
+def check_evidence(check: dict[str, Any] | None, indices: list[int]) -> Evidence:
     if check is None:
         return {"sample_alone": SAMPLE_CHECK_UNVERIFIED, "sample_check_reason": "no check was recorded",
                 "failed_indices": indices}  # fmt: skip
@@ -195,7 +197,7 @@ def check_evidence(check: dict[str, Any] | None, indices: list[int]) -> dict[str
     }
 
 
-def doubt_shared_handle(run: RunData, lo: LoaderRecord, evidence: dict[str, Any], message: str) -> None:
+def doubt_shared_handle(run: RunData, lo: LoaderRecord, evidence: Evidence, message: str) -> None:
     """A sample that failed alone does not blame the sample when its error comes of a handle the dataset held as the
     workers forked: the check's copy was forked from the training process, which holds that very handle, its offset
     and library state moved by the workers (a tar.gz archive's gzip stream: the copy fails at any member). Only the
@@ -213,12 +215,12 @@ def doubt_shared_handle(run: RunData, lo: LoaderRecord, evidence: dict[str, Any]
     )
 
 
-def blames_the_sample(evidence: dict[str, Any]) -> bool:
+def blames_the_sample(evidence: Evidence) -> bool:
     """A sample failed alone and a neighbour loaded: today's bad-sample stands."""
     return evidence.get("sample_alone") == SAMPLE_CHECK_FAILS
 
 
-def verified_text(evidence: dict[str, Any], index: int) -> str:
+def verified_text(evidence: Evidence, index: int) -> str:
     """For a bad-sample: what the check saw."""
     control = evidence.get("control_index")
     after = (
@@ -233,13 +235,13 @@ def verified_text(evidence: dict[str, Any], index: int) -> str:
     )
 
 
-def _isolation_text(evidence: dict[str, Any]) -> str:
+def _isolation_text(evidence: Mapping[str, Any]) -> str:
     """How the copy that loaded it was kept from the training's world (in_training/sandbox.py)."""
     isolation = evidence.get("isolation")
     return "; " + "; ".join(str(x) for x in isolation) if isinstance(isolation, list) and isolation else ""
 
 
-def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], error_line: str, exc_type: str) -> Finding:
+def not_the_sample(lo: LoaderRecord, evidence: Evidence, error_line: str, exc_type: str) -> Finding:
     """worker-error: the index loads alone, fails like every other, or could not be checked."""
     index, worker_id = evidence.get("index"), evidence.get("worker_id")
     outcome = evidence.get("sample_alone")
@@ -294,9 +296,7 @@ def not_the_sample(lo: LoaderRecord, evidence: dict[str, Any], error_line: str, 
     return Finding("worker-error", "error", title, detail, fix, evidence, lo.loader_id)
 
 
-def iterable_error(
-    lo: LoaderRecord, evidence: dict[str, Any], error_line: str, exc_type: str, position: Any
-) -> Finding:
+def iterable_error(lo: LoaderRecord, evidence: Evidence, error_line: str, exc_type: str, position: Any) -> Finding:
     """worker-error for an IterableDataset: no index names the record, so none is loaded alone and none is blamed.
     What can be checked is the worker's own share of the stream, replayed alone up to the position it failed at."""
     worker_id = evidence.get("worker_id")
@@ -360,9 +360,7 @@ def iterable_error(
     return Finding("worker-error", "error", title, detail, fix, evidence, lo.loader_id)
 
 
-def sampler_out_of_range(
-    lo: LoaderRecord, evidence: dict[str, Any], error_line: str, exc_type: str, length: int
-) -> Finding:
+def sampler_out_of_range(lo: LoaderRecord, evidence: Evidence, error_line: str, exc_type: str, length: int) -> Finding:
     index, worker_id = evidence.get("index"), evidence.get("worker_id")
     custom_batches = bool(lo.config.get("custom_batch_sampler"))
     sampler = lo.config.get("batch_sampler" if custom_batches else "sampler")

@@ -5,9 +5,10 @@ workers' in-flight slots and fatal-signal records, the memory samples, the cgrou
 from __future__ import annotations
 
 import re
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from dlprobe.analysis.evidence.finding import Finding
+from dlprobe.analysis.evidence.schema import Evidence, as_evidence
 from dlprobe.analysis.findings.common import SHM_SPACE_FIX
 from dlprobe.analysis.findings.deaths import sample_checks
 from dlprobe.analysis.measures.batch_sent import in_flight_bytes
@@ -113,20 +114,20 @@ def _held(slot: dict[str, Any], prefer_failed: bool) -> dict[str, Any]:
     return failed or {}
 
 
-def _memory(run: RunData, pid: int) -> dict[str, Any]:
+def _memory(run: RunData, pid: int) -> Evidence:
     proc = next((p for p in run.processes if p.pid == pid), None)
     if proc is None:
         return {}
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {}  # last_/peak_ rss, uss, pss: WorkerKilledEvidence's
     for metric in ("rss", "uss", "pss"):
         summary = metric_summary(proc.series, metric)
         out[f"last_{metric}_bytes"] = summary["end"]
         out[f"peak_{metric}_bytes"] = summary["peak"]
-    return out
+    return as_evidence(out)
 
 
-def _oom_evidence(run: RunData, pid: int) -> dict[str, Any]:
-    evidence: dict[str, Any] = {}
+def _oom_evidence(run: RunData, pid: int) -> Evidence:
+    evidence: Evidence = {}
     kills = [k for k in (run.kernel.get("kills") or []) if k.get("pid") == pid]
     if kills:
         evidence["kernel_log"] = kills[0].get("line")
@@ -145,9 +146,9 @@ def _oom_evidence(run: RunData, pid: int) -> dict[str, Any]:
     return evidence
 
 
-def _shm_numbers(run: RunData, lo: LoaderRecord | None) -> dict[str, Any]:
+def _shm_numbers(run: RunData, lo: LoaderRecord | None) -> Evidence:
     used = [u for u in run.system.shm_used if u is not None]
-    numbers: dict[str, Any] = {"shm_total_bytes": run.system.shm_total, "shm_peak_bytes": max(used) if used else None}
+    numbers: Evidence = {"shm_total_bytes": run.system.shm_total, "shm_peak_bytes": max(used) if used else None}
     if lo is not None:
         batch_bytes = (lo.batch_info or {}).get("bytes")
         numbers["batch_bytes"] = batch_bytes
@@ -159,7 +160,7 @@ def _shm_numbers(run: RunData, lo: LoaderRecord | None) -> dict[str, Any]:
     return numbers
 
 
-def _batch_evidence(held: dict[str, Any]) -> dict[str, Any]:
+def _batch_evidence(held: dict[str, Any]) -> Evidence:
     return {
         # in collate the whole batch is at fault, not the last sample fetched
         "index": held.get("index") if held.get("phase") != "collate" else None,
@@ -230,7 +231,7 @@ def _killed(run: RunData, lo: LoaderRecord, error: dict[str, Any], pid: int, how
     on = f" while on index {index}" if index is not None else ""
     title = f"Loader {lo.loader_id} worker {worker_id} (pid {pid}) was killed ({status}): {cause}{on}"
     detail, fix = _killed_text(cause, how, code, oom, held)
-    evidence = {
+    evidence: Evidence = {
         "pids": [pid],
         "worker_id": worker_id,
         "cause": cause,
@@ -257,7 +258,7 @@ def _killed(run: RunData, lo: LoaderRecord, error: dict[str, Any], pid: int, how
     return Finding("worker-killed", "error", title, detail, fix, evidence, lo.loader_id)
 
 
-def _killed_text(cause: str, how: str, code: int | None, oom: dict[str, Any], held: dict[str, Any]) -> tuple[str, str]:
+def _killed_text(cause: str, how: str, code: int | None, oom: Evidence, held: dict[str, Any]) -> tuple[str, str]:
     index = held.get("index")
     if cause == "oom":
         seen = ", ".join(sorted(oom))
@@ -301,7 +302,7 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
     text = exception_text(message)
     first_line = text.splitlines()[0] if text else exc_type
     where = user_frame_from_traceback(message)
-    evidence = {
+    evidence: Evidence = {
         "pid": slot.get("pid"),
         "worker_id": worker_id,
         "cause": "exception",
@@ -392,7 +393,7 @@ def _exception(run: RunData, lo: LoaderRecord, error: dict[str, Any], exc_type: 
 
 
 def _collate_mismatch(
-    lo: LoaderRecord, evidence: dict[str, Any], held: dict[str, Any], entry: dict[str, Any], first_line: str
+    lo: LoaderRecord, evidence: Evidence, held: dict[str, Any], entry: dict[str, Any], first_line: str
 ) -> Finding:
     """A collate error naming entry K of the batch, the first unlike entry 0: the sample there is the odd one
     (entries 1..K-1 are like entry 0); for K = 1 the message cannot tell which of the two is, so both are named."""
@@ -432,9 +433,11 @@ def _collate_mismatch(
     return Finding("bad-sample", "error", title, detail, fix, evidence, lo.loader_id)
 
 
-def _no_shards(lo: LoaderRecord, evidence: dict[str, Any], text: str) -> Finding:
+def _no_shards(lo: LoaderRecord, evidence: Evidence, text: str) -> Finding:
     workers = lo.num_workers
-    for key in ("index", "batch_indices", "position_in_batch"):  # no sample is at fault: name none
+    no_sample: tuple[Literal["index", "batch_indices", "position_in_batch"], ...] = ("index", "batch_indices",
+                                                                                  "position_in_batch")  # fmt: skip
+    for key in no_sample:  # no sample is at fault: name none
         evidence.pop(key, None)
     evidence.update({"cause": "no-shards", "num_workers": workers})
     title = f"A worker of loader {lo.loader_id} got no shards: the WebDataset has fewer shards than " + (
@@ -451,7 +454,7 @@ def _no_shards(lo: LoaderRecord, evidence: dict[str, Any], text: str) -> Finding
     return Finding("too-few-shards", "error", title, detail, fix, evidence, lo.loader_id)
 
 
-def _shm_exhausted(run: RunData, lo: LoaderRecord, evidence: dict[str, Any], message: str) -> Finding:
+def _shm_exhausted(run: RunData, lo: LoaderRecord, evidence: Evidence, message: str) -> Finding:
     total = evidence.get("shm_total_bytes")
     batch = evidence.get("batch_bytes")
     title = (
