@@ -123,3 +123,14 @@ def prom_textfile_option() -> Any:
 
 def prom_listen_option() -> Any:
     return typer.Option(None, "--prom-listen", metavar="[HOST:]PORT", help=PROM_LISTEN_HELP)
+
+
+LOG_TO_HELP = (
+    "Also log the per-worker memory, /dev/shm and the loop's data wait into the script's own active W&B or MLflow "
+    "run, at the script's own steps (wandb, mlflow; repeat or comma-separate). Never starts a run of its own; the "
+    "report says when the script had none (docs/fleet.md)."
+)
+
+
+def log_to_option() -> Any:
+    return typer.Option(None, "--log-to", metavar="wandb|mlflow", help=LOG_TO_HELP)

@@ -9,6 +9,7 @@ from dlprobe.commands.options import (
     SCRIPT_ARGS,
     json_option,
     launch_kind,
+    log_to_option,
     out_option,
     prom_listen_option,
     prom_textfile_option,
@@ -52,6 +53,7 @@ def run(
     ),
     prom_textfile: str | None = prom_textfile_option(),
     prom_listen: str | None = prom_listen_option(),
+    log_to: list[str] | None = log_to_option(),
 ) -> None:
     """Run SCRIPT under the probe and report on every DataLoader it creates.
 
@@ -66,6 +68,7 @@ def run(
     args.no_isolated_checks = no_isolated_checks
     args.prom_textfile = prom_textfile
     args.prom_listen = prom_listen
+    args.log_to = list(log_to or [])
     args.launch = launch_kind(ctx, module)
     ending = execute(args)
     if ending.signal is not None:

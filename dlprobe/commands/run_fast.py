@@ -33,7 +33,9 @@ _VALUES = {
     "--start-method": "start_method",
     "--prom-textfile": "prom_textfile",
     "--prom-listen": "prom_listen",
+    "--log-to": "log_to",
 }
+_REPEATED = {"log_to"}  # options given more than once add up (typer's list options); the others keep the last
 
 
 @dataclass
@@ -54,6 +56,8 @@ class RunArgs:
     no_isolated_checks: bool = False  # --no-isolated-checks: no copy of the training forked for dlprobe's checks
     prom_textfile: str | None = None  # --prom-textfile DIR: node_exporter's textfile collector (supervisor/prom/)
     prom_listen: str | None = None  # --prom-listen [HOST:]PORT: /metrics over HTTP
+    # --log-to wandb|mlflow (repeatable, or comma-separated), as given: checked by run_target.check_log_to
+    log_to: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ def parse(argv: list[str]) -> RunArgs | None:
     if not argv or argv[0] != "run" or "--" in argv:
         return None  # a launcher's command after --: typer records where the -- was
     values: dict[str, object] = {}
+    repeated: dict[str, list[str]] = {}
     i = 1
     while i < len(argv):
         word = argv[i]
@@ -79,7 +84,11 @@ def parse(argv: list[str]) -> RunArgs | None:
         elif word in _VALUES:
             if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
                 return None  # a missing value (typer's error line), or one that looks like an option
-            values[_VALUES[word]] = argv[i + 1]
+            name = _VALUES[word]
+            if name in _REPEATED:
+                repeated.setdefault(name, []).append(argv[i + 1])
+            else:
+                values[name] = argv[i + 1]
             i += 1
         elif word.startswith("-") or not word:
             return None  # --help, --opt=value, -qm, an unknown option, an empty script: typer's to answer
@@ -96,6 +105,7 @@ def parse(argv: list[str]) -> RunArgs | None:
     if math.isnan(hang_timeout):
         return None
     module = bool(values.pop("module", False))
+    values.update(repeated)
     args = RunArgs(argv[i], argv[i + 1 :], module, hang_timeout=hang_timeout, **values)  # type: ignore[arg-type]
     args.launch = LAUNCH_MODULE if module else LAUNCH_SCRIPT
     return args
@@ -124,6 +134,7 @@ def execute(args: RunArgs) -> Ending:
         no_isolated_checks=args.no_isolated_checks,
         prom_textfile=args.prom_textfile,
         prom_listen=args.prom_listen,
+        log_to=tuple(args.log_to),
         own_options_after_script=own_options_after_script(list(args.script_args)),
         # Everything the report needs after the script (benchmarks/wall_timeline.py lists what is imported after
         # the exit): a module left out here is imported on the way to the summary, after the script has exited.

@@ -29,6 +29,7 @@ from dlprobe.in_training import (
     runtime_state,
     sample_order,
     script_errors,
+    sinks,
     start_method_choice,
     startup_profile,
     takeover,
@@ -200,6 +201,8 @@ def _probed_next(self: Any, probe: LoaderProbe, original_next: Any) -> Any:
     finally:
         inflight.loop_outside(probe.loader_id, probe.batches)
     probe.record_batch(time.perf_counter() - start, batch)
+    if sinks.ON:  # --log-to: the live summary into the script's own W&B/MLflow run, at most once a second
+        sinks.on_batch()
     if clock is not None:
         clock.returned(self)
     if probe.batches == 2:  # by now the loop has had one step to move a batch to a device
@@ -361,6 +364,7 @@ def _start_main_process() -> None:
     run_dir = os.environ.get(RUN_DIR_ENV)
     if run_dir:
         inflight.start_main(run_dir)
+        sinks.configure()
 
 
 def _forget_main_in_child() -> None:

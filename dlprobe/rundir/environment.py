@@ -25,6 +25,12 @@ TARGET_ENV = "DLPROBE_TARGET"
 START_METHOD_ENV = "DLPROBE_START_METHOD"
 # --no-isolated-checks: no copy of the training is forked for dlprobe's own checks (in_training/quiet_fork.py)
 NO_ISOLATED_CHECKS_ENV = "DLPROBE_NO_ISOLATED_CHECKS"
+# `dlprobe run --log-to wandb,mlflow`: the libraries the training process logs the live summary into (the script's own
+# active run only; in_training/sinks.py), comma-separated
+LOG_TO_ENV = "DLPROBE_LOG_TO"
+LOG_TO_CHOICES = ("wandb", "mlflow")
+# The probe_error `where` of a --log-to sink: "--log-to wandb" (analysis/findings/probe.py words its finding so)
+LOG_TO_WHERE = "--log-to"
 # /proc/PID/comm of the processes dlprobe forks from the training for its own checks (the readiness copy, the sample
 # check's checker and its sandboxed child): ps and top show them, the supervisor waits for the checker by it
 CHECK_PROCESS_NAME = "dlprobe-check"

@@ -99,6 +99,53 @@ class PromMeta(TypedDict, total=False):
     listen: str  # HOST:PORT serving /metrics (the port the system chose, for --prom-listen 0)
 
 
+class LiveWorker(TypedDict, total=False):
+    """live_summary.json: one DataLoader worker process running now, as the sampler last read it (bytes)."""
+
+    worker: int  # its worker id in its loader
+    pid: int
+    uss: int | None
+    pss: int | None
+    pss_anon: int | None  # PSS by kind of page (smaps_rollup, Linux 5.3+)
+    pss_file: int | None
+    pss_shmem: int | None
+    rss: int | None
+    fds: int | None  # open descriptors
+
+
+class LiveLoader(TypedDict, total=False):
+    """live_summary.json: one loader of a training process (its most recent loaders only)."""
+
+    loader: int  # the loader id its events carry
+    batches: int  # batches the loop has taken from it so far
+    data_wait_s: float  # seconds the loop has waited for its batches so far
+    # of the last LIVE_WAIT_WINDOW_S of the loop's batches (its batches events' clock), the share spent waiting for
+    # data; None until two batches events span some time
+    data_wait_share: float | None
+    workers: list[LiveWorker]  # its workers running now (one that has exited is dropped)
+
+
+class LiveProcess(TypedDict, total=False):
+    """live_summary.json: one training process (the target, or each rank that built a DataLoader)."""
+
+    pid: int
+    rank: int | None
+    uss: int | None
+    pss: int | None
+    rss: int | None
+    loaders: list[LiveLoader]
+
+
+class LiveSummary(TypedDict, total=False):
+    """live_summary.json (`dlprobe run --log-to`): the supervisor's latest readings, written whole at each refresh
+    (supervisor/live_summary.py); each training process logs its own entry (in_training/sinks.py)."""
+
+    t: float  # the supervisor's time.time() at the refresh
+    shm_used: int | None  # /dev/shm bytes used (the whole tmpfs)
+    shm_total: int | None
+    processes: list[LiveProcess]  # the training processes running now
+
+
 class Meta(TypedDict, total=False):
     schema_version: int
     dlprobe_version: str
@@ -120,6 +167,7 @@ class Meta(TypedDict, total=False):
     own_options_after_script: list[str]  # `dlprobe run s.py --verbose`: options of dlprobe's the script got
     isolated_checks: bool  # False: `--no-isolated-checks` (no copy of the training forked for dlprobe's checks)
     prometheus: PromMeta  # `--prom-textfile` / `--prom-listen`: where the live metrics were exposed
+    log_to: list[str]  # `--log-to`: the libraries the summary was logged into (the script's own runs only)
 
 
 class SupervisorCost(TypedDict, total=False):

@@ -51,6 +51,8 @@ WORKER_BATCH_CAP = 5000  # rows a worker keeps at each stride before the stride 
 # The loop's waits a loader keeps at each stride before the stride doubles (then every 2nd, 4th, ... batch's wait is
 # kept, and each `batches` event adds its chunk's exact count and sums): a loader's waits stay log-bounded.
 WAITS_KEPT_PER_STRIDE = 50_000
+# live_summary.json's data_wait_share: the share of this much of the loop's recent time spent waiting for data
+LIVE_WAIT_WINDOW_S = 10.0
 FOLDED_FLUSH_S = 2.0  # a loader whose waits are folded sends a chunk every 2 s, not every 0.25 s
 EV_BATCH_INFO = "batch_info"
 EV_DUPES = "dupes"

@@ -33,6 +33,9 @@ TUNE_RESULT_FILE = "tune.json"
 TUNE_PLOT_FILE = "tune.png"
 # `dlprobe attach`: what it saw of a job it did not start (the tree, each process's CPU time and stack at the end).
 ATTACH_FILE = "attach.json"
+# `dlprobe run --log-to wandb|mlflow`: the supervisor's latest per-worker readings (LiveSummary in file_records.py),
+# replaced whole at each refresh; the training process logs them into the script's own W&B or MLflow run.
+LIVE_SUMMARY_FILE = "live_summary.json"
 
 HANG_RECORD_GLOB = "hang-*.json"
 
@@ -92,4 +95,5 @@ RUN_DIR_NAMES = (
     TUNE_RESULT_FILE,
     TUNE_PLOT_FILE,
     ATTACH_FILE,
+    LIVE_SUMMARY_FILE,
 )

@@ -47,6 +47,8 @@ class RunOptions:
     # --prom-textfile DIR, --prom-listen [HOST:]PORT: the live Prometheus exposition (supervisor/prom/)
     prom_textfile: str | None = None
     prom_listen: str | None = None
+    # --log-to wandb,mlflow: the live summary the training process logs into the script's own runs (checked names)
+    log_to: tuple[str, ...] = ()
 
 
 def machine_facts() -> Machine:

@@ -17,6 +17,8 @@ from dlprobe.rundir.files import create_run_dir
 from dlprobe.rundir.schema import (
     LAUNCH_COMMAND,
     LAUNCH_MODULE,
+    LOG_TO_CHOICES,
+    LOG_TO_ENV,
     NO_ISOLATED_CHECKS_ENV,
     RUN_DIR_ENV,
     RUN_SCHEMA_VERSION,
@@ -89,11 +91,28 @@ def check_start_method(method: str | None) -> None:
         )
 
 
+def check_log_to(values: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """`--log-to wandb --log-to mlflow` or `--log-to wandb,mlflow`: the libraries named, each once, in order."""
+    names: list[str] = []
+    for value in values:
+        for name in value.split(","):
+            name = name.strip().lower()
+            if name not in LOG_TO_CHOICES:
+                raise DlprobeError(
+                    f"--log-to must name {' or '.join(LOG_TO_CHOICES)}, not {name!r}",
+                    hint="e.g. --log-to wandb, or --log-to wandb,mlflow; the script's own active run is logged into",
+                )
+            if name not in names:
+                names.append(name)
+    return tuple(names)
+
+
 def run_script(options: RunOptions) -> RunOutcome:
     """Run the script, module or command under the probe; returns the run directory and the target's exit code."""
     check_target(options.script, options.launch, options.args)
     check_hang_options(options)
     check_start_method(options.start_method)
+    options.log_to = check_log_to(options.log_to)
     prom = prepare(options.prom_textfile, options.prom_listen)  # the port is bound now: in use is exit 2, here
     try:
         return _run_checked(options, prom)
@@ -132,6 +151,9 @@ def _run_checked(options: RunOptions, prom: PromSetup | None) -> RunOutcome:
     if options.no_isolated_checks:
         env[NO_ISOLATED_CHECKS_ENV] = "1"
         meta["isolated_checks"] = False
+    env.pop(LOG_TO_ENV, None)  # only this run's own option logs anything
+    if options.log_to:
+        env[LOG_TO_ENV] = ",".join(options.log_to)
     env.update(options.env)
     stderr_at_start = stderr_origin()  # before the script writes a byte
     child = _start(command, env)

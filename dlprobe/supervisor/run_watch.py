@@ -43,6 +43,7 @@ from dlprobe.supervisor import own_checks
 from dlprobe.supervisor.budget import CpuBudget
 from dlprobe.supervisor.hang.guard import RunGuard
 from dlprobe.supervisor.live import LiveView
+from dlprobe.supervisor.live_summary import LiveSummaryWriter
 from dlprobe.supervisor.problems import Problems
 from dlprobe.supervisor.prom.exporter import Exporter
 from dlprobe.supervisor.prom.setup import PromSetup
@@ -160,6 +161,10 @@ def watch(
         exporter = Exporter(prom, run_dir, problems, started, child.pid)
         meta["prometheus"] = exporter.meta()
         _say_where_metrics_are(view, meta["prometheus"])
+    summary = None
+    if options.log_to:
+        summary = LiveSummaryWriter(run_dir, problems, child.pid)
+        meta["log_to"] = list(options.log_to)
     _write_or_record(problems, run_dir / META_FILE, meta, "the report lacks the script's command line and machine")
 
     _preload(options.preload)
@@ -171,7 +176,7 @@ def watch(
     budget = CpuBudget()
     try:
         known, orphans = _sample_until_exit(
-            child, run_dir, view, started, guard, stacks, options.on_tick, budget, problems, exporter
+            child, run_dir, view, started, guard, stacks, options.on_tick, budget, problems, exporter, summary
         )
         # dlprobe ended the run (--on-hang stop: "end the run and every worker") or started it for itself (tune):
         # what is left is dlprobe's to stop. Else the workers are the script's, left running as python leaves them.
@@ -320,6 +325,7 @@ def _sample_until_exit(
     budget: CpuBudget | None = None,
     problems: Problems | None = None,
     exporter: Exporter | None = None,
+    summary: LiveSummaryWriter | None = None,
 ) -> tuple[set[int], list[psutil.Process]]:
     """Sample until the target exits and its workers with it; the pids seen, and the workers still running after it."""
     orphans: list[psutil.Process] = []
@@ -360,6 +366,8 @@ def _sample_until_exit(
                         problems.record(f"{HANGS_DIR}/ write", exc, "hangs from here on are not recorded")
                 if exporter is not None:
                     exporter.refresh(now, progress, sampler, guard.watch.count)
+                if summary is not None:
+                    summary.refresh(now, progress, sampler)
                 if view.enabled:
                     view.update(progress.status(now - started, sampler))
                 # Wake for the next full round on time, so a moving worker's USS is read every ROUND_S.

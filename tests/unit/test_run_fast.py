@@ -23,6 +23,7 @@ ACCEPTED = [
     ["run", "-v", "-q", "-m", "mod"],
     ["run", "--prom-textfile", "/var/lib/node-exporter", "--prom-listen", "0.0.0.0:9400", "t.py"],
     ["run", "--prom-listen", "0", "-m", "mod", "--prom-listen", "1"],
+    ["run", "--log-to", "wandb", "-q", "--log-to", "mlflow,wandb", "t.py", "--log-to", "x"],
 ]
 DECLINED = [
     ["run"],

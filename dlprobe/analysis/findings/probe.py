@@ -7,7 +7,7 @@ from typing import Any
 from dlprobe.analysis.evidence.finding import Finding
 from dlprobe.analysis.evidence.schema import as_evidence
 from dlprobe.analysis.run.model import ProcessRecord, RunData
-from dlprobe.rundir.schema import EV_PROBE_ERROR, SAMPLER_FAILED, SAMPLER_MISSING
+from dlprobe.rundir.schema import EV_PROBE_ERROR, LOG_TO_WHERE, SAMPLER_FAILED, SAMPLER_MISSING
 from dlprobe.system.pyspy import PERMISSION_ADVICE, PERMISSION_ERROR, PY_SPY_ENV
 
 MISSING_FIX = f"Install py-spy (`pip install py-spy`) or point {PY_SPY_ENV} at it, then run again."
@@ -71,6 +71,9 @@ def find_probe_degraded(run: RunData) -> list[Finding]:
         *({**p, "pids": [], "process": "supervisor"} for p in run.result.get("problems") or []),
     ]
     for entry in entries:
+        if str(entry["where"]).startswith(LOG_TO_WHERE) and entry["type"] == SINK_UNUSED:
+            findings.append(_sink_unused(entry))
+            continue
         times = f" ({entry['count']} times)" if entry["count"] > 1 else ""
         findings.append(
             Finding(
@@ -85,6 +88,24 @@ def find_probe_degraded(run: RunData) -> list[Finding]:
             )
         )
     return findings
+
+
+# The type of the probe_error a `--log-to` sink records when it logged nothing (in_training/sinks.py)
+SINK_UNUSED = "SinkUnused"
+
+
+def _sink_unused(entry: dict[str, Any]) -> Finding:
+    """`--log-to wandb` (or mlflow) logged nothing, for what the script did (no run, the library not imported)."""
+    return Finding(
+        code="probe-degraded",
+        severity="info",
+        title=f"{entry['where']}: {entry['message']}"[:200],
+        detail=f"{entry['where']}: {entry['message']}. dlprobe logs into the script's own active run only, and "
+        "never starts one or imports the library itself; the rest of this report does not depend on it.",
+        fix="Start the run (wandb.init, mlflow.start_run) before the training loop, in the process and thread that "
+        "iterate the DataLoader; or leave out --log-to.",
+        evidence=entry,
+    )
 
 
 def _sampler_failure(run: RunData) -> Finding | None:
