@@ -104,7 +104,7 @@ def _sink_unused(entry: dict[str, Any]) -> Finding:
         "never starts one or imports the library itself; the rest of this report does not depend on it.",
         fix="Start the run (wandb.init, mlflow.start_run) before the training loop, in the process and thread that "
         "iterate the DataLoader; or leave out --log-to.",
-        evidence=entry,
+        evidence=as_evidence(entry),
     )
 
 
