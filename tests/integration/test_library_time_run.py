@@ -23,4 +23,7 @@ def test_the_same_columns_as_numpy_arrays_name_no_library(probe):
     result = probe("pandas_rows.py", "80000", "numpy", options=["--quiet"])
     assert result.returncode == 0, result.stderr[-2000:]
     for finding in result.findings("worker-hotspots"):
-        assert finding["evidence"]["inside_library"] is None and "pandas" not in finding["fix"], finding
+        # the script's own file is pandas_rows.py: a fix may name it ("Rows.__getitem__ (pandas_rows.py)", on a busy
+        # machine where the workers wait for the hand-over), never the library
+        assert finding["evidence"]["inside_library"] is None, finding
+        assert "inside pandas" not in finding["fix"] and "to_numpy()" not in finding["fix"], finding["fix"]

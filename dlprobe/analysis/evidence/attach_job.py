@@ -46,6 +46,10 @@ class AttachedOutsideViewEvidence(InJob, total=False):
     window_s: float | None
     shm_used_bytes: int
     shm_total_bytes: int | None
+    # attached-no-stacks: why py-spy read no stack (missing | permission | failed), its error and what to do
+    kind: str
+    error: str | None
+    advice: str
 
 
 class NodeOversubscribedEvidence(InJob, total=False):

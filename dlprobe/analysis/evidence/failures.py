@@ -57,6 +57,7 @@ class WorkerKilledEvidence(InJob, _Batch, _Shm, total=False):
 
 
 class BadSampleEvidence(InJob, _Batch, _Shm, total=False):
+    stream_position: int | None  # an IterableDataset's: the position in the worker's stream (no index to check)
     cause: str  # exception | shm | no-shards
     exception: str
     error: str | None
@@ -89,7 +90,7 @@ class TooFewShardsEvidence(BadSampleEvidence, total=False):
 
 
 class WorkerErrorEvidence(BadSampleEvidence, total=False):
-    stream_position: int | None  # an IterableDataset's: the position in the worker's stream (no index to check)
+    pass  # a worker's error that is not the sample's: bad-sample's keys, read as not blaming it
 
 
 class SamplerOutOfRangeEvidence(BadSampleEvidence, total=False):
