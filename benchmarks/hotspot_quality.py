@@ -5,7 +5,7 @@ script runs once under `dlprobe run` (its sampler: one worker at a time, 2 s bur
 `py-spy record --subprocesses --idle --rate 100` (pausing each process for each sample, the whole tree) attached to
 the same training process and workers for the whole run: the same load for both, which on a shared machine moves
 shares more than the way of sampling does (run one after the other, a mixed loader's top share differed by 20 points).
-Both profiles are ranked by the same code (`hotspot_findings.rank`, the fetch path of the workers only), and the
+Both profiles are ranked by the same code (`measures/fetch_stacks.rank`, the fetch path of the workers only), and the
 table shows each one's top function and share, the largest difference of any function's share, and the split the
 workers' own clocks measured (blocked share of their batch time). Writes benchmarks/out/hotspot_quality.json.
 Usage: python benchmarks/hotspot_quality.py [--loaders cpu,io,pil,collate,mixed] [--seconds 20]

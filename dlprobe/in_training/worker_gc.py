@@ -4,7 +4,7 @@ CPython's collector keeps its bookkeeping in a header inside every object it tra
 collection after the fork writes to every such object it inherited from the training process: the kernel copies
 each page holding one, a one-time step of the worker's memory (34 MiB per worker for a plain script that imports
 torch and numpy) that is neither a leak nor the dataset's copy-on-access growth. Timing the collections lets the
-analysis tell that step apart by its mechanism (analysis/gc_copy.py), and name the fix (gc.freeze() before the
+analysis tell that step apart by its mechanism (analysis/findings/gc_copy.py), and name the fix (gc.freeze() before the
 workers start).
 
 The callback runs inside the collector, so it only appends two floats to a bounded list: no I/O, no lock (the event

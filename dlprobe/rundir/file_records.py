@@ -233,7 +233,7 @@ class Result(TypedDict, total=False):
 
 
 class AttachRecord(TypedDict, total=False):
-    """attach.json: the outside view of `dlprobe attach` (supervisor/attach.py), read by analysis/attach_findings."""
+    """attach.json: the outside view of `dlprobe attach` (supervisor/attach.py), read by analysis/findings/attach.py."""
 
     asked_pid: int
     root_pid: int

@@ -141,7 +141,7 @@ def signal_candidates(scan: LogScan, machine: MachineFacts, kills: list[OomKill]
         elif death.signal is None:
             key = "unknown"
         else:
-            key = signal_cause(death.signal)  # the worker-killed vocabulary of death_findings
+            key = signal_cause(death.signal)  # the worker-killed vocabulary of findings/deaths/worker_deaths
         groups.setdefault(key, []).append(death)
     # torch's C handler writes its own line for SIGBUS/SIGSEGV/SIGFPE even when the chained errors are cut off.
     for what, key in (("bus error", "bus"), ("segmentation fault", "segfault"), ("floating-point exception", "fpe")):

@@ -278,6 +278,22 @@ def test_a_rank_that_raised_after_another_did_is_its_consequence():
     assert both.severity == "error" and both.title.startswith("On ranks 0-1: The script raised ValueError")
 
 
+def test_a_process_that_never_became_a_rank_is_no_rank_another_ranks_error_follows():
+    # pid 30 raised first and never wrote a rank: its error is named by its pid, with no `rank` (a label or none),
+    # and rank 1's own error is no consequence of "None failed" (schema 3 wrote rank null and read it as a rank)
+    run = two_ranks()
+    run.meta["started_at"] = 100.0
+    run.events += [
+        {"ev": "script_error", "t": 103.0, "pid": 30, "type": "OSError", "message": "disk gone"},
+        {"ev": "script_error", "t": 104.0, "pid": 20, "type": "ValueError", "message": "bad shard"},
+    ]
+    errors = [f for f in analyze_job(split_job([run])) if f.code == "script-error"]
+    [lone] = [f for f in errors if f.title.startswith("Process 30: ")]
+    [rank1] = [f for f in errors if "bad shard" in f.title]
+    assert "rank" not in lone.evidence, lone.evidence
+    assert rank1.severity == "error" and "after_rank" not in rank1.evidence, rank1.title
+
+
 # torchrun's tie: rank 1 raised first, rank 0 failed on the collective it left, in the same second
 TIED = _child_failed(_failure(1, 1, "1 (pid: 20) "), _failure(0, 0, "1 (pid: 10) "))
 

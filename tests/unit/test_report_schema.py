@@ -13,7 +13,7 @@ from tests.schema_check import problems
 
 
 def test_the_shipped_schema_is_the_generated_one():
-    # After a change to report_schema.py: python -m dlprobe.analysis.report.schema
+    # After a change to report/schema.py: python -m dlprobe.analysis.report.schema
     assert SCHEMA_FILE.read_text() == schema_text()
     assert json.loads(SCHEMA_FILE.read_text())["$id"].endswith(f".v{SCHEMA_VERSION}.json")
 

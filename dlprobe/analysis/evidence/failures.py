@@ -164,7 +164,7 @@ class FdLeakEvidence(InJob, total=False):
     error: str | None
     opened_at: str | None  # the user's frame of the worker's `Too many open files`: where it opens them
     # The differential (the fastest climbing process's): the cause its descriptors' kinds and holder name, and why
-    cause: str  # kept-batches | dataset-files | sockets | pipes | unknown (fd_findings.CAUSE_*)
+    cause: str  # kept-batches | dataset-files | sockets | pipes | unknown (findings/descriptors.CAUSE_*)
     holder: str  # the role of the process that holds them: main | worker
     by_kind: dict[str, int]  # the targets read by kind, most first: torch-shm, file, socket, pipe, other
     targets_read: int | None  # how many were open when the targets were read (the kinds count of these)

@@ -59,7 +59,7 @@ class CowGrowthEvidence(InJob, _CowCost, total=False):
     num_workers: int | None
     projected_per_worker_bytes: int | None
     gc_at_fork: dict[str, Any] | None
-    variant: str  # which story the finding tells (memory_findings.COW_*)
+    variant: str  # which story the finding tells (findings/memory.COW_*)
     growing_attributes: list[GrowingAttribute]  # the allocation story's attributes that grew, the largest first
     batch_views: BatchViews  # the allocation story's batches are views of larger storages (none of its attributes grew)
     teardown_from_s: float

@@ -86,7 +86,7 @@ class WorkerRow(TypedDict, total=False):
 
 
 class InJob(TypedDict, total=False):
-    """Keys any finding may gain in a job report (analysis/job/merge.py, job_findings.py)."""
+    """Keys any finding may gain in a job report (analysis/job/merge.py, job/findings.py)."""
 
     rank: str  # the rank label ("rank 1", "node 0 rank 1") of a finding seen on one rank
     rank_pid: int

@@ -1,6 +1,7 @@
 """Whether a worker's error comes of a handle the dataset held as its workers forked (in_training/fork_handles.py's
-`fork_handles` event): a measure `shared-handle` (fork_findings) and the sample check's reading (sample_checks) both
-need, so that the one names the handle and the other does not blame a sample for it."""
+`fork_handles` event): a measure `shared-handle` (findings/shared_handle.py) and the sample check's reading
+(findings/deaths/sample_checks.py) both need, so that the one names the handle and the other does not blame a sample
+for it."""
 
 from __future__ import annotations
 

@@ -198,7 +198,7 @@ def stopped_cause(proc: dict[str, Any]) -> Cause | None:
     )
 
 
-# fork-lock's other start methods, replaced where the run showed they would fail (hang_findings, start_blockers)
+# fork-lock's other start methods, replaced where the run showed they would fail (findings/hangs, start_blockers)
 FORK_LOCK_OTHER_METHODS = "or use multiprocessing_context='spawn' or 'forkserver'"
 
 
