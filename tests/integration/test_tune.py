@@ -252,7 +252,20 @@ def test_a_loader_of_many_small_tensors_is_bounded_by_the_main_process_taking_th
     # The first count the model chose past one worker: its bound, set before any larger count was measured, is the
     # hand-over; on a machine whose other work left the loader fewer cores (a busy CI runner), the cores come first.
     # Never the main process's CPU time, which is what the hand-over's timing corrects.
-    knee = next(t for t in result["trials"] if t["num_workers"] > 1)
+    past_one = [t for t in result["trials"] if t["num_workers"] > 1]
+    if not past_one:
+        # The hand-over bounds every count below what the main process alone reached (a clean-clone run: 294 against
+        # 356 samples/s): the search stops at one worker, says why, and recommends none. Still the hand-over's bound,
+        # never the main process's CPU time (1.5 ms a sample would have bounded it at 650 samples/s).
+        stop = result["workers_stop"]
+        assert stop["top"] == 1 and "below" in stop["reason"] and "main process alone" in stop["reason"], stop
+        assert result["recommended"]["num_workers"] == 0, result["recommended"]
+        bound = re.search(r"([\d,]+) samples/s, is below", stop["reason"])
+        assert bound is not None, stop
+        if model["main_cpu_ms_per_sample"]:
+            assert float(bound[1].replace(",", "")) < 1000 / model["main_cpu_ms_per_sample"], (stop, model)
+        return
+    knee = past_one[0]
     assert "(set by handover)" in knee["search_reason"] or "(set by cores)" in knee["search_reason"], knee[
         "search_reason"
     ]
