@@ -281,6 +281,27 @@ def _views_evidence(views: SentBytes) -> dict[str, Any]:
     return {"batch_bytes": views.own, "sent_bytes": views.sent, "storage_ratio": round(views.ratio, 1)}
 
 
+def _allocating(
+    run: RunData,
+    loader: LoaderRecord,
+    grown_attrs: list[dict[str, Any]],
+    evidence: Evidence,
+    words: tuple[str, str, str],
+) -> tuple[str, str, str]:
+    """The allocation story, told alike by the readings by kind and by USS alone: the attribute that grew where one
+    did, else the batches' views where they are views; (title, detail, fix) with it, the evidence marked."""
+    title, detail, fix = words
+    evidence["variant"] = COW_ALLOCATING
+    if grown_attrs:
+        evidence["growing_attributes"] = cast("list[GrowingAttribute]", grown_attrs)
+    elif (views := loader_views(run, loader)) is not None:
+        title += f"; its {views_text(views)}"
+        detail += _views_detail(run, loader, views)
+        fix = _views_fix(fix)
+        evidence["batch_views"] = cast("BatchViews", _views_evidence(views))
+    return title, detail, fix
+
+
 def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer_bytes: int) -> list[Finding]:
     """cow-growth from anonymous private memory only; file and tmpfs pages get an info finding at most."""
     findings = []
@@ -340,14 +361,7 @@ def _by_kind(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], pee
                 "Look for state that grows in __getitem__ (caches without a bound, appended lists) and bound or "
                 "remove it, or keep it in the parent before the workers start."
             )
-            evidence["variant"] = COW_ALLOCATING
-            if grown_attrs:
-                evidence["growing_attributes"] = cast("list[GrowingAttribute]", grown_attrs)
-            elif (views := loader_views(run, loader)) is not None:
-                title += f"; its {views_text(views)}"
-                detail += _views_detail(run, loader, views)
-                fix = _views_fix(fix)
-                evidence["batch_views"] = cast("BatchViews", _views_evidence(views))
+            title, detail, fix = _allocating(run, loader, grown_attrs, evidence, (title, detail, fix))
         detail += _projection_note(cost) + teardown_note(run, run.workers(lid))
         evidence.update(as_evidence(teardown_evidence(run, run.workers(lid))))
         findings.append(Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, lid))
@@ -419,14 +433,7 @@ def _by_uss(run: RunData, loader: LoaderRecord, rows: list[dict[str, Any]], peer
             "Look for state that grows in __getitem__ (caches without a bound, appended lists) and bound or "
             "remove it; " + _suspects_fix(suspects)
         )
-        evidence["variant"] = COW_ALLOCATING
-        if grown_attrs:
-            evidence["growing_attributes"] = cast("list[GrowingAttribute]", grown_attrs)
-        elif (views := loader_views(run, loader)) is not None:
-            title += f"; its {views_text(views)}"
-            detail += _views_detail(run, loader, views)
-            fix = _views_fix(fix)
-            evidence["batch_views"] = cast("BatchViews", _views_evidence(views))
+        title, detail, fix = _allocating(run, loader, grown_attrs, evidence, (title, detail, fix))
     detail += _projection_note(cost) + teardown_note(run, run.workers(loader.loader_id))
     evidence.update(as_evidence(teardown_evidence(run, run.workers(loader.loader_id))))
     return [Finding("cow-growth", _severity(rows, cost), title, detail, fix, evidence, loader.loader_id)]
