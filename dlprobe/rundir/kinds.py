@@ -108,6 +108,10 @@ SAMPLE_FD_TARGETS = "fdt"  # what a process's descriptors point to, read when it
 SAMPLE_CPU = "cpu"
 SAMPLE_RUN_DELAY = "runq"
 SAMPLE_FDS = "fd"  # open file descriptors (len of /proc/PID/fd), read every few ticks
+# Seconds after the round's "t" at which this process's smaps_rollup read ended (full reads only). A round reads the
+# processes one after another, the training process's large map first, so a worker's reading can be tens of
+# milliseconds younger than the round's stamp: a copy it shows may have begun after the stamp.
+SAMPLE_READ_AT = "at"
 
 # --- meta.json: how the target was started -----------------------------------------------------------------
 LAUNCH_SCRIPT = "script"  # dlprobe run train.py ARGS

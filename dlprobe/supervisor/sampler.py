@@ -16,6 +16,7 @@ from dlprobe.rundir.schema import (
     SAMPLE_FDS,
     SAMPLE_GONE,
     SAMPLE_PROC,
+    SAMPLE_READ_AT,
     SAMPLE_READING,
     SAMPLE_RUN_DELAY,
     SAMPLE_THREAD,
@@ -337,6 +338,7 @@ class Sampler:
                 self._ended(pid, now)
 
     def tick(self, now: float) -> None:
+        began = time.monotonic()  # `now` is the round's stamp; each full read says how long after it it ended
         if now >= self.next_discover:
             self.discover()
             self.next_discover = now + DISCOVER_EVERY_S
@@ -379,6 +381,8 @@ class Sampler:
                     self.last_full[pid] = FullRead(now, rss, faults, self._next_interval(pid, values))
                     self.last_deep[pid] = values
             readings[str(pid)] = {**(values if values is not None else {"rss": rss}), **cpu[pid]}
+            if values is not None:
+                readings[str(pid)][SAMPLE_READ_AT] = round(time.monotonic() - began, 3)
             if pid in fds:
                 readings[str(pid)][SAMPLE_FDS] = fds[pid]
             self.last[pid] = {**self.last.get(pid, {}), **readings[str(pid)]}

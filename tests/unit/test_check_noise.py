@@ -228,6 +228,23 @@ def test_a_copy_read_before_the_steady_part_is_held_at_start_and_still_a_step():
     assert not late.held
 
 
+# tests/scripts/gc_copy_loader.py 5 on a machine with one core busy, worker 1: the round stamped 1.568 s read the
+# training process's large map first and this worker after its collection began at 1.576 s, a third into its copy
+STAMPED_EARLY = [(1.392, 5.0), (1.413, 10.0), (1.568, 22.9), (2.069, 47.4), (7.077, 47.6), (11.154, 47.6)]
+
+
+def test_a_reading_stamped_before_a_collection_but_read_inside_it_holds_part_of_the_copy():
+    collection = [(1.576, 1.728)]
+    [alone] = find_steps(mib(STAMPED_EARLY), after=1.446, collections=collection)
+    assert (alone.t_before, alone.t) == (1.568, 2.069)  # by its stamp: 24.5 of the copy's 37 MiB
+    [step] = find_steps(mib(STAMPED_EARLY), after=1.446, collections=collection, read_ends={1.568: 1.591})
+    assert (step.t_before, step.t, step.cause) == (1.413, 2.069, FULL_COLLECTION) and step.held
+    assert step.bytes == int(47.4 * MiB) - int(10.0 * MiB)
+    # a read that ended before the collection began leaves the step where the stamps put it
+    [before] = find_steps(mib(STAMPED_EARLY), after=1.446, collections=collection, read_ends={1.568: 1.571})
+    assert before == alone
+
+
 # benchmarks/check_noise.py --busy, the numpy loader's worker 0: readings 0.07 s apart straight after its start, the
 # collection (3.06-3.27 s) spanning the reading at 3.19 s
 BUSY_START = [(0.0, 10.1), (0.11, 11.3), (0.18, 13.7), (1.68, 14.0), (3.19, 48.2), (4.98, 48.2)]

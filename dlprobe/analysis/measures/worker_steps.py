@@ -44,7 +44,8 @@ def worker_steps(run: RunData, proc: ProcessRecord) -> WorkerSteps | None:
     # the steady part starts at the first reading after the first batch (worker_growth.project_worker's start):
     # what the worker held by then (its imports settling, a load at start, the first batch) is held, not growth
     start = next((v for t, v in readings if t >= after), readings[-1][1])
-    steps = find_steps(readings, after, proc.full_collections)
+    ends = {t: t + d for t, d in zip(proc.series.t, proc.series.read_at, strict=False) if d}
+    steps = find_steps(readings, after, proc.full_collections, ends)
     # A collection writes to the objects' headers: their pages turn private and dirty. A rise that is not mostly
     # Private_Dirty (a memory-mapped file's pages read by this worker alone count in USS too) is no copy of the
     # collector's, whatever ran inside it: those collections are left out and the rises judged by the readings alone.
@@ -56,7 +57,7 @@ def worker_steps(run: RunData, proc: ProcessRecord) -> WorkerSteps | None:
         if c[1] >= st.t_before and c[0] < st.t
     ]
     if unlike:
-        steps = find_steps(readings, after, [c for c in proc.full_collections if c not in unlike])
+        steps = find_steps(readings, after, [c for c in proc.full_collections if c not in unlike], ends)
     return WorkerSteps(readings, after, start, steps)
 
 

@@ -45,6 +45,7 @@ from dlprobe.rundir.schema import (
     SAMPLE_FDS,
     SAMPLE_GONE,
     SAMPLE_PROC,
+    SAMPLE_READ_AT,
     SAMPLE_READING,
     SAMPLE_RUN_DELAY,
     SAMPLE_THREAD,
@@ -69,8 +70,7 @@ PAGE_KINDS = ("anon", "private_dirty", "private_clean", "pss_anon", "pss_file", 
 @dataclass
 class Series:
     """Memory (and CPU time) readings of one process over time; all but rss are None where only RSS was read, and
-    the page kinds (anon ... pss_shmem, from smaps_rollup) and cpu/runq are None in runs recorded before dlprobe
-    read them."""
+    the page kinds (anon ... pss_shmem, of smaps_rollup), cpu/runq and read_at in runs recorded before they were."""
 
     t: list[float] = field(default_factory=list)
     rss: list[int | None] = field(default_factory=list)
@@ -87,6 +87,7 @@ class Series:
     cpu: list[float | None] = field(default_factory=list)
     runq: list[float | None] = field(default_factory=list)
     fds: list[int | None] = field(default_factory=list)  # open file descriptors, read every few ticks
+    read_at: list[float | None] = field(default_factory=list)  # SAMPLE_READ_AT: its read ended this long after t
 
     def values(self, metric: str) -> list[tuple[float, int]]:
         """(time, value) pairs where the metric was read."""
@@ -106,17 +107,16 @@ class ProcessRecord:
     # What its descriptors pointed to the last time their count had climbed: (t, count, [(pattern, n), ...]).
     fd_targets: tuple[float, int, list[tuple[str, int]]] | None = None
     memory_unread: str | None = None  # why its smaps_rollup could not be read: its USS/PSS are unknown, not small
-    # A worker's readings from its parent's death on are teardown, cut from `series` (analysis/run/teardown.py): when
-    # (the parent's gone time), which parent, and how many readings were left out. None: nothing was cut.
+    # A worker's readings from its parent's death on are teardown, cut from `series` (run/teardown.py): when (the
+    # parent's gone time), which parent, how many readings were left out. None: nothing was cut.
     teardown_from: float | None = None
     teardown_parent: int | None = None
     teardown_readings: int = 0
     # A worker process's full garbage collections, (start, stop) in wall-clock seconds (EV_WORKER_GC): the first one
     # copies what it inherited (in_training/worker_gc.py). Empty: none timed (or a run recorded before they were).
     full_collections: list[tuple[float, float]] = field(default_factory=list)
-    # A probed process that began its own program (its identity event says it is no fork of a probed parent: a
-    # torchrun rank, a spawn-started one): it shares no heap with its parent, so a sum with its parent's reading from
-    # before it started counts nothing twice (stats.job_pss_summable). False: a fork, or not known.
+    # A probed process that began its own program (no fork of a probed parent: a torchrun rank, a spawn-started one)
+    # shares no heap with its parent: summed with its parent's earlier readings (stats.job_pss_summable). False: fork.
     own_program: bool = False
     started: float | None = None  # when the process began (its /proc start time, wall clock); None: not read
 
@@ -444,6 +444,7 @@ def _put(series: Series, at: int, t: float, values: dict[str, Any]) -> None:
     series.cpu.insert(at, values.get(SAMPLE_CPU))
     series.runq.insert(at, values.get(SAMPLE_RUN_DELAY))
     series.fds.insert(at, values.get(SAMPLE_FDS))
+    series.read_at.insert(at, values.get(SAMPLE_READ_AT))
 
 
 def _append(series: Series, t: float, values: dict[str, Any]) -> None:
