@@ -389,3 +389,21 @@ def test_the_jobs_memory_line_draws_only_readings_that_can_be_summed_and_never_p
     timeline = timeline_from_run(r)
     assert [y for _, y in timeline["job_pss"]] == [1000.0, 1000.0]
     assert timeline["job_pss_over_limit"] == {"readings": 2, "highest": 1200.0}
+
+
+def test_dlprobe_s_own_copy_of_the_training_process_is_not_in_the_job_s_memory():
+    # tests/scripts/gc_copy_loader.py under `dlprobe check` on a busy machine: the readiness copy (a grandchild by way
+    # of its forking child, never read itself) read once at 84 MiB beside the parent's 218 MiB: 302 MiB where the job
+    # held 265 before and after, a baseline gate's false alarm. dlprobe's forks are its own cost, not the job's.
+    from dlprobe.analysis.measures.stats import job_pss_summable
+    from dlprobe.analysis.run.model import ROLE_CHECK, ProcessRecord, Series
+
+    def proc(pid, role, t, pss, ppid=None):
+        n = len(t)
+        return ProcessRecord(pid, role, ppid=ppid,
+                             series=Series(t=t, rss=[None] * n, uss=[None] * n, pss=pss, swap=[None] * n))  # fmt: skip
+
+    parent = proc(1, "main", [0.0, 1.0, 3.0], [145 * MiB, 218 * MiB, 265 * MiB])
+    copy = proc(3, ROLE_CHECK, [2.0], [84 * MiB], ppid=2)
+    times, totals = job_pss_summable([parent, copy])
+    assert times == [0.0, 1.0, 3.0] and max(totals) == 265 * MiB

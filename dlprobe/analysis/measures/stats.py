@@ -6,7 +6,7 @@ import math
 from bisect import bisect_right
 from typing import Any
 
-from dlprobe.analysis.run.model import LoaderRecord, ProcessRecord, Series
+from dlprobe.analysis.run.model import ROLE_CHECK, LoaderRecord, ProcessRecord, Series
 
 
 def metric_summary(series: Series, metric: str) -> dict[str, int | None]:
@@ -63,7 +63,11 @@ def job_pss_summable(processes: list[ProcessRecord], metric: str = "pss") -> tup
     left out, never taken for memory the job held. Only a parent's stale reading does this: a still process read
     every 30 s beside workers restarted every epoch leaves the sums in, and so does a child that began its own
     program (a torchrun rank beside its agent: they share no heap; the agent, read rarely, left a CI run's node
-    total below one rank's own peak)."""
+    total below one rank's own peak). dlprobe's own forks of the training process (ROLE_CHECK: the start-method
+    readiness copy, the sample check, in_training/quiet_fork.py) are dlprobe's cost, not the job's, and are not
+    summed: a readiness copy read once for 84 MiB (pickling turns the pages it touches private) put the job's total
+    at 302 MiB where it held 265 before and after, and failed a check's total_pss gate on an unchanged loader."""
+    processes = [p for p in processes if p.role != ROLE_CHECK]
     tracked = [(p, r) for p in processes if (r := p.series.values(metric))]
     times, totals = tree_total(processes, metric)
     kept_t, kept = [], []
