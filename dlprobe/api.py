@@ -15,16 +15,8 @@ from dlprobe import __version__, atomic
 from dlprobe.errors import DlprobeError
 from dlprobe.in_training import event_log
 from dlprobe.rundir.files import JsonlTail, write_json
-from dlprobe.rundir.schema import (
-    EVENTS_FILE,
-    META_FILE,
-    REPORT_FILE,
-    RESULT_FILE,
-    RUN_SCHEMA_VERSION,
-    SAMPLES_FILE,
-    Meta,
-    Result,
-)
+from dlprobe.rundir.handle import RunDir
+from dlprobe.rundir.schema import RUN_SCHEMA_VERSION, Meta, Result
 from dlprobe.supervisor.own_checks import WAIT_S as CHECKS_WAIT_S
 from dlprobe.supervisor.sampler import TICK_S, Sampler
 
@@ -66,12 +58,13 @@ class Watch:
         from dlprobe.supervisor.run_watch import Progress
 
         run_dir = self.out or Path(tempfile.mkdtemp(prefix=f"dlprobe-{self.name}-"))
+        files = RunDir(run_dir)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            if (run_dir / META_FILE).exists():
+            if files.meta.exists():
                 raise DlprobeError(f"{run_dir} already holds a dlprobe run", hint="pass a new out= directory")
-            (run_dir / EVENTS_FILE).touch()
-            self._samples = atomic.create_file(run_dir / SAMPLES_FILE)  # never through a link left there
+            files.events.touch()
+            self._samples = atomic.create_file(files.samples)  # never through a link left there
         except OSError as exc:
             raise DlprobeError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}",
                                hint="pass out= with a directory you can write to") from None  # fmt: skip
@@ -91,9 +84,9 @@ class Watch:
             "target_pid": os.getpid(),
             "in_process": True,
         }
-        write_json(run_dir / META_FILE, meta)
+        write_json(files.meta, meta)
         sampler = Sampler(os.getpid(), self._samples, None, keep_open=False)  # the user's own process
-        progress, tail = Progress(), JsonlTail(run_dir / EVENTS_FILE)
+        progress, tail = Progress(), JsonlTail(files.events)
 
         def sample() -> None:
             while True:
@@ -128,10 +121,10 @@ class Watch:
         hooks.reset()
         failed = exc_type is not None
         result: Result = {"returncode": int(failed), "exit_code": int(failed), "signal": None, "ended_at": time.time()}
-        write_json(self.run_dir / RESULT_FILE, result)
+        write_json(RunDir(self.run_dir).result, result)
         _, report = report_for(self.run_dir)
         self.report = cast(dict[str, Any], report)  # the API hands users a plain dict (its shape: report.schema.json)
-        write_json(self.run_dir / REPORT_FILE, self.report)
+        write_json(RunDir(self.run_dir).report, self.report)
 
     def check(self, **limits: Any) -> list[Any]:
         """Evaluate limits (keys as in `dlprobe check`'s config) on the report; returns the rule results."""

@@ -18,19 +18,14 @@ from dlprobe.commands.options import (
 )
 from dlprobe.errors import DlprobeError
 from dlprobe.rundir.files import read_json, read_jsonl, write_json
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.schema import (
-    CHECK_FILE,
     EV_STOP,
-    EVENTS_FILE,
-    HANGS_DIR,
     LAUNCH_MODULE,
     LAUNCH_SCRIPT,
-    REPORT_HTML_FILE,
-    RESULT_FILE,
     STOP_REASON_HANG,
     HangRecord,
     Result,
-    hang_record_name,
 )
 
 if TYPE_CHECKING:  # the rules pull in the analysis: imported when a check runs, not for every command's start
@@ -145,7 +140,7 @@ def _stop_from_events(run_dir: Path) -> Stop | None:
     """The hooks' own stop, for a run that ended before the supervisor read the event."""
     from dlprobe.check.limits import Stop
 
-    for ev in read_jsonl(run_dir / EVENTS_FILE):
+    for ev in read_jsonl(RunDir(run_dir).events):
         if ev.get("ev") == EV_STOP:
             return Stop(str(ev.get("reason")), float(ev.get("t", 0.0)))
     return None
@@ -159,12 +154,13 @@ def _hang_stop(run_dir: Path) -> Stop | None:
     """
     from dlprobe.check.limits import Stop
 
-    result_file = run_dir / RESULT_FILE
+    files = RunDir(run_dir)
+    result_file = files.result
     result: Result = read_json(result_file) if result_file.exists() else {}
     if result.get("stop_reason") != STOP_REASON_HANG:
         return None
     stop = Stop("hang", float(result.get("ended_at", 0.0)))
-    record_file = run_dir / HANGS_DIR / hang_record_name(int(result.get("hangs") or 0))
+    record_file = files.hang_record(int(result.get("hangs") or 0))
     try:
         record: HangRecord = read_json(record_file)
     except (OSError, ValueError):
@@ -253,8 +249,9 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
     rows = evaluate(config, report, stop, baseline, config.baseline or "")
     code = exit_code_for(rows, report, stop)
 
+    files = RunDir(outcome.run_dir)
     write_json(
-        outcome.run_dir / CHECK_FILE,
+        files.check,
         {
             "exit_code": code,
             "passed": code == PASSED,
@@ -267,7 +264,7 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
         },
     )
     # The page again, now with the check's verdict (write_outputs drew it before the rules were evaluated).
-    page_problems = run_html_problem(outcome.run_dir / REPORT_HTML_FILE, load_run(outcome.run_dir), report)
+    page_problems = run_html_problem(files.report_html, load_run(outcome.run_dir), report)
     if console is not None:
         console.print(check_summary(rows, code, str(outcome.run_dir)))
         for problem in page_problems:  # the page is a view: it must not change the verdict or its exit code
@@ -288,6 +285,6 @@ def run_check(options: CheckOptions, console: Console | None) -> CheckOutcome:
             console.print(f"[yellow]Baseline {escape(str(config.baseline))} not updated: the check did not pass.[/]",
                           markup=True)  # fmt: skip
     if problems:
-        raise DlprobeError("; ".join(problems), hint=f"the verdict is saved in {outcome.run_dir / CHECK_FILE}",
+        raise DlprobeError("; ".join(problems), hint=f"the verdict is saved in {files.check}",
                            exit_code=USAGE)  # fmt: skip
     return CheckOutcome(code, outcome.run_dir, rows, report, stop)

@@ -25,10 +25,9 @@ from dlprobe.render.html import html_problem
 from dlprobe.render.terminal import run_summary
 from dlprobe.render.trace_file import speedscope_problem, trace_problem
 from dlprobe.rundir.files import read_json, write_json, write_json_option
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.schema import (
-    CHECK_FILE,
     PLOT_FILE,
-    REPORT_FILE,
     REPORT_HTML_FILE,
     STACKS_SPEEDSCOPE_FILE,
     TRACE_FILE,
@@ -59,20 +58,21 @@ def _print_summary(
 
 def _write_report(run_dir: Path, report: Report) -> None:
     try:
-        write_json(run_dir / REPORT_FILE, report)
+        write_json(RunDir(run_dir).report, report)
     except OSError as exc:  # a full or read-only disk: the user's to fix, and `dlprobe report` writes it again
         raise DlprobeError(
-            f"cannot write {run_dir / REPORT_FILE}: {exc.strerror or exc}",
+            f"cannot write {RunDir(run_dir).report}: {exc.strerror or exc}",
             hint=f"free space or make the directory writable, then `dlprobe report {run_dir}` writes it again",
         ) from None
 
 
 def read_check(run_dir: Path) -> dict[str, Any] | None:
     """check.json's verdict, where `dlprobe check` wrote one (the page shows it); None when unreadable."""
-    if not (run_dir / CHECK_FILE).exists():
+    check = RunDir(run_dir).check
+    if not check.exists():
         return None
     try:
-        return cast(dict[str, Any], read_json(run_dir / CHECK_FILE))
+        return cast(dict[str, Any], read_json(check))
     except (OSError, ValueError):
         return None
 
@@ -100,18 +100,19 @@ def write_outputs(
     With `plot_in_background` (`dlprobe run`) memory.png is drawn by a detached process and appears a second or
     two after this returns; `dlprobe report` draws it here."""
     run, report = report_for(run_dir)
+    files = RunDir(run_dir)
     _write_report(run_dir, report)
     problems: list[OutputProblem] = []
     try:
-        html_failure = run_html_problem(run_dir / REPORT_HTML_FILE, run, report)
+        html_failure = run_html_problem(files.report_html, run, report)
     except Exception as exc:  # html_problem catches the page's own failures; this is the check.json read around it
         html_failure = [output_problem(REPORT_HTML_FILE, exc)["problem"]]
     problems += [{"output": REPORT_HTML_FILE, "problem": line} for line in html_failure]
-    trace_failure = trace_problem(run_dir / TRACE_FILE, lambda: build_trace([run], report))
+    trace_failure = trace_problem(files.trace, lambda: build_trace([run], report))
     problems += [{"output": TRACE_FILE, "problem": line} for line in trace_failure]
     problems += [
         {"output": STACKS_SPEEDSCOPE_FILE, "problem": line}
-        for line in speedscope_problem(run_dir / STACKS_SPEEDSCOPE_FILE, lambda: build_speedscope(run))
+        for line in speedscope_problem(files.stacks_speedscope, lambda: build_speedscope(run))
     ]
     # No DataLoader, nothing to plot: skipping it saves a second of matplotlib start-up on short scripts.
     if run.loaders and plot_in_background:
@@ -127,7 +128,7 @@ def write_outputs(
             from dlprobe.analysis.report.memory_plot import memory_plot
             from dlprobe.render.plot import plot_memory
 
-            plot_memory(memory_plot(run, report), run_dir / PLOT_FILE)
+            plot_memory(memory_plot(run, report), files.plot)
         except Exception as exc:  # a plotting problem must not lose the report
             problems.append(output_problem(PLOT_FILE, exc))
     if console is not None:
@@ -139,7 +140,7 @@ def write_outputs(
         for problem in problems:
             console.print("[yellow]warning:[/] " + escape(problem["problem"]), markup=True)
     if json_path:
-        write_json_option(json_path, report, f"the report is still saved in {run_dir / REPORT_FILE}")
+        write_json_option(json_path, report, f"the report is still saved in {files.report}")
     return report
 
 

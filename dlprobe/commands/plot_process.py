@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from dlprobe import atomic
-from dlprobe.rundir.schema import PLOT_ERROR_FILE, PLOT_FILE, PLOT_PARTIAL_FILE
+from dlprobe.rundir.handle import RunDir
+from dlprobe.rundir.schema import PLOT_FILE
 
 
 def skip_artist_signatures() -> None:
@@ -34,7 +35,8 @@ def skip_artist_signatures() -> None:
 def draw_saved_plot(run_dir: Path, data_file: Path) -> None:
     """Write memory.png atomically from the saved data; a failure goes to memory.png.error.txt (detached: no one
     reads this process's stderr, so the reason is kept in the run)."""
-    partial = run_dir / PLOT_PARTIAL_FILE
+    files = RunDir(run_dir)
+    partial = files.plot_partial
     try:
         try:
             data = json.loads(data_file.read_text())
@@ -43,10 +45,10 @@ def draw_saved_plot(run_dir: Path, data_file: Path) -> None:
         from dlprobe.render.plot import plot_memory
 
         plot_memory(data, partial)
-        os.replace(partial, run_dir / PLOT_FILE)
+        os.replace(partial, files.plot)
     except Exception as exc:
         partial.unlink(missing_ok=True)
-        atomic.write_text_atomic(run_dir / PLOT_ERROR_FILE, f"could not draw {PLOT_FILE}: {exc}\n")
+        atomic.write_text_atomic(files.plot_error, f"could not draw {PLOT_FILE}: {exc}\n")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ def report(
     from dlprobe.console import out_console
     from dlprobe.errors import DlprobeError
     from dlprobe.rundir.files import check_own_dir, open_run_dir
-    from dlprobe.rundir.schema import REPORT_HTML_FILE
+    from dlprobe.rundir.handle import RunDir
 
     paths = [open_run_dir(run_dir) for run_dir in run_dirs]
     if html_path and Path(html_path).is_dir():
@@ -54,7 +54,7 @@ def report(
     report = write_outputs(path, out_console(), json_path, verbose=verbose)
     _write_trace(paths, report, trace_path)
     if html_path:
-        page = path / REPORT_HTML_FILE
+        page = RunDir(path).report_html
         try:
             if Path(html_path).resolve() != page.resolve():
                 shutil.copyfile(page, html_path)

@@ -208,9 +208,9 @@ class _SignalStop:
 
 def _say_report_stopped(run_dir: Path, signum: int) -> None:
     from dlprobe.console import escape_controls
-    from dlprobe.rundir.schema import REPORT_FILE
+    from dlprobe.rundir.handle import RunDir
 
-    written = (run_dir / REPORT_FILE).is_file()
+    written = RunDir(run_dir).report.is_file()
     what = "the page and plot were not written" if written else "the report was not written"
     name = signal.Signals(signum).name
     line = f"dlprobe: {name} while writing the report: {what}; `dlprobe report {run_dir}` makes it"

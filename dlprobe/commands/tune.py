@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -93,6 +92,7 @@ def tune_and_report(
 
     from dlprobe.render.tune_table import tune_summary
     from dlprobe.rundir.files import write_json_option
+    from dlprobe.rundir.handle import RunDir
     from dlprobe.rundir.schema import REPORT_HTML_FILE, TUNE_PLOT_FILE
     from dlprobe.supervisor.tune_sweep import TuneOptions, run_tune
 
@@ -100,12 +100,13 @@ def tune_and_report(
         raise DlprobeError("--loop-steps must be 0 or more", hint="e.g. --loop-steps 8, or 0 to time the loader alone")
     options = TuneOptions(script, args, out, budget_s, batches, loader, max_workers, tolerance, launch, loop_steps)
     result = run_tune(options)
-    plot_path: str | None = str(Path(result["dir"]) / TUNE_PLOT_FILE)
+    files = RunDir(result["dir"])
+    plot_path: str | None = str(files.tune_plot)
     problem = None
     try:
         from dlprobe.render.tune_plot import plot_tune
 
-        plot_tune(result, Path(result["dir"]) / TUNE_PLOT_FILE)
+        plot_tune(result, files.tune_plot)
     except Exception as exc:  # the numbers matter more than the picture
         plot_path, problem = None, f"could not draw {TUNE_PLOT_FILE}: {exc}"
     problems = [problem] if problem else []
@@ -113,7 +114,7 @@ def tune_and_report(
         from dlprobe.render.html_page import write_page
         from dlprobe.render.html_results import render_tune_html
 
-        write_page(Path(result["dir"]) / REPORT_HTML_FILE, render_tune_html(result))
+        write_page(files.report_html, render_tune_html(result))
     except Exception as exc:  # the page is a view of tune.json, which is already written
         problems.append(f"could not write {REPORT_HTML_FILE}: {type(exc).__name__}: {exc}")
     if console is not None:
@@ -121,5 +122,5 @@ def tune_and_report(
         for line in problems:
             console.print(f"[yellow]warning:[/] {escape(line)}", markup=True)
     if json_path:
-        write_json_option(json_path, result, f"the result is still saved in {result['dir']}/tune.json")
+        write_json_option(json_path, result, f"the result is still saved in {files.tune_result}")
     return 0 if result["recommended"] else 1

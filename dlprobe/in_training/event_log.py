@@ -8,14 +8,15 @@ import time
 from typing import Any
 
 from dlprobe.redact import redact_fields
-from dlprobe.rundir.schema import EV_PROBE_ERROR, EVENTS_FILE, RUN_DIR_ENV
+from dlprobe.rundir.handle import RunDir
+from dlprobe.rundir.schema import EV_PROBE_ERROR, RUN_DIR_ENV
 
 
 class EventLog:
     """Writes one JSON object per line with a single O_APPEND write, so lines never interleave."""
 
     def __init__(self, run_dir: str) -> None:
-        self.path = os.path.join(run_dir, EVENTS_FILE)
+        self.path = os.fspath(RunDir(run_dir).events)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         self.lost = 0  # lines that could not be written, told in the next line that can
         self.lost_error: OSError | None = None

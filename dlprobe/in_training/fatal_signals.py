@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import IO
 
 from dlprobe import atomic
-from dlprobe.rundir.schema import FAULTS_DIR, fault_record_name
+from dlprobe.rundir.handle import RunDir
 
 # Kept open for faulthandler's C handler, which writes to its fd as the worker dies; None where none is installed.
 _record: IO[str] | None = None
@@ -27,9 +27,9 @@ def record_in_worker(run_dir: str) -> bool:
     global _record, _path
     if faulthandler.is_enabled():
         return False
-    folder = Path(run_dir) / FAULTS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / fault_record_name(os.getpid())
+    files = RunDir(run_dir)
+    files.faults_dir.mkdir(parents=True, exist_ok=True)
+    path = files.fault_record(os.getpid())
     _record = atomic.create_file(path)  # kept open for the handler
     _path = path
     faulthandler.enable(file=_record, all_threads=False)

@@ -21,7 +21,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from dlprobe import atomic
@@ -36,6 +35,7 @@ from dlprobe.in_training import (
 )
 from dlprobe.in_training.event_log import get_log
 from dlprobe.in_training.inflight_slot import Slot
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.inflight_format import (
     COLLATE,
     CREATING_ITERATOR,
@@ -55,7 +55,7 @@ from dlprobe.rundir.inflight_format import (
     WAITING,
     slot_path,
 )
-from dlprobe.rundir.schema import EV_WORKER_START, FAULTHANDLER_FILE, STACKS_DIR
+from dlprobe.rundir.schema import EV_WORKER_START
 from dlprobe.system.procmem import read_smaps_rollup
 
 # faulthandler dumps every thread's Python stack on this signal: the fallback when py-spy cannot attach.
@@ -96,9 +96,9 @@ def _forget_in_child() -> None:
 
 def _register_dump_signal(run_dir: str, slot: Slot) -> None:
     global _dump_file
-    folder = Path(run_dir) / STACKS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    _dump_file = open(atomic.append_fd(folder / FAULTHANDLER_FILE), "a")  # noqa: SIM115 - kept open for the handler
+    files = RunDir(run_dir)
+    files.stacks_dir.mkdir(parents=True, exist_ok=True)
+    _dump_file = open(atomic.append_fd(files.faulthandler), "a")  # noqa: SIM115 - kept open for the handler
     faulthandler.register(DUMP_SIGNAL, file=_dump_file, all_threads=True, chain=False)
     slot.set_faulthandler_signal(int(DUMP_SIGNAL))
 

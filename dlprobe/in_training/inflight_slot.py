@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlprobe.in_training import probe_errors
+from dlprobe.rundir.handle import inflight_ref
 from dlprobe.rundir.inflight_format import (
     COLLATE,
     DONE,
@@ -50,7 +51,6 @@ from dlprobe.rundir.inflight_format import (
     SLOT_SIZE,
     VERSION,
 )
-from dlprobe.rundir.schema import INFLIGHT_DIR
 
 if TYPE_CHECKING:
     from dlprobe.in_training import worker_batches
@@ -193,7 +193,7 @@ class Slot:
         self.next_check = now + CHECK_INTERVAL
         if self.stopped:
             return
-        name = f"{INFLIGHT_DIR}/{self.path.name}"
+        name = inflight_ref(self.path.name)
         try:
             st = os.fstat(self.fd)
             try:

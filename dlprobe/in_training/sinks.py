@@ -25,7 +25,8 @@ from typing import Any
 from dlprobe import atomic
 from dlprobe.in_training import loader_registry, probe_errors
 from dlprobe.in_training.sink_keys import keys_for
-from dlprobe.rundir.schema import LIVE_SUMMARY_FILE, LOG_TO_CHOICES, LOG_TO_ENV, LOG_TO_WHERE, RUN_DIR_ENV
+from dlprobe.rundir.handle import RunDir
+from dlprobe.rundir.schema import LOG_TO_CHOICES, LOG_TO_ENV, LOG_TO_WHERE, RUN_DIR_ENV
 
 LOG_INTERVAL_S = 1.0  # the most often a sink logs (the summary itself changes every 0.5 s at most)
 MAX_KEYS = 256  # distinct keys logged over a run at most: a script making a new loader every epoch stays bounded
@@ -119,7 +120,7 @@ def configure(environ: dict[str, str] | None = None) -> None:
     if not names or not run_dir:
         return
     _state.sinks = [SINKS[name]() for name in dict.fromkeys(names)]
-    _state.path = os.path.join(run_dir, LIVE_SUMMARY_FILE)
+    _state.path = os.fspath(RunDir(run_dir).live_summary)
     _state.next_at = 0.0
     _state.seen = None
     _state.keys = set()

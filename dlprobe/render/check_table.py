@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dlprobe.check.rules import BASELINE_MEASURED, BASELINE_RULE, FAIL, PASS, RuleResult
+from dlprobe.rundir.handle import RunDir
 
 STATUS_STYLE = {PASS: "green", FAIL: "bold red", "skip": "dim"}
 VERDICTS = {0: ("PASSED", "bold green"), 1: ("FAILED", "bold red"), 3: ("SCRIPT FAILED", "bold red")}
@@ -55,5 +56,5 @@ def check_summary(rows: list[RuleResult], exit_code: int, run_dir: str | None = 
         parts.append(Text(f"Baseline rule: {BASELINE_RULE} ({BASELINE_MEASURED})", style="dim"))
     parts.append(verdict(rows, exit_code))
     if run_dir:
-        parts.append(Text(f"Verdict saved in {run_dir}/check.json", style="dim"))
+        parts.append(Text(f"Verdict saved in {RunDir(run_dir).check}", style="dim"))
     return Group(*parts)

@@ -6,6 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from dlprobe.rundir.handle import RunDir
 from dlprobe.tune.records import TrialRow, TuneResult
 from dlprobe.units import format_bytes
 
@@ -134,5 +135,5 @@ def tune_summary(result: TuneResult, plot_path: str | None = None) -> Group:
         parts.append(Text("no recommendation", style="bold red"))
     parts.append(Text(f"why: {result['reason']}"))
     if plot_path:
-        parts.append(Text(f"Saved {result['dir']}/tune.json and {plot_path}", style="dim"))
+        parts.append(Text(f"Saved {RunDir(result['dir']).tune_result} and {plot_path}", style="dim"))
     return Group(*parts)

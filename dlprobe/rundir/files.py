@@ -14,6 +14,7 @@ from typing import Any
 from dlprobe import atomic
 from dlprobe.atomic import write_text_atomic
 from dlprobe.errors import DlprobeError
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.schema import EVENTS_FILE, META_FILE, RUN_SCHEMA_VERSION, SAMPLES_FILE, run_schema_version
 
 DEFAULT_ROOT = "dlprobe-runs"
@@ -41,11 +42,12 @@ def create_run_dir(out: str | None, script: str, claim: bool = True) -> Path:
             root = Path(DEFAULT_ROOT)
             _make_parent(root)
             path = _make_unique(root, f"{Path(script).stem}-{stamp}")
+        files = RunDir(path)
         try:
-            if os.path.lexists(path / META_FILE):
-                raise FileExistsError(errno.EEXIST, "holds a run", str(path / META_FILE))
+            if os.path.lexists(files.meta):
+                raise FileExistsError(errno.EEXIST, "holds a run", str(files.meta))
             if claim:
-                os.close(atomic.create_new_fd(path / EVENTS_FILE))
+                os.close(atomic.create_new_fd(files.events))
         except FileExistsError:
             raise DlprobeError(
                 f"{path} already holds a dlprobe run",
@@ -177,14 +179,13 @@ class ReadProblems:
         return [{"file": name, "problem": "; ".join(problems)} for name, problems in self.by_file.items()]
 
 
-def run_subdir(run_dir: Path, name: str, problems: ReadProblems) -> Path | None:
-    """run_dir/name where it is a real folder of the run; None where it is missing, or a link (named in `problems`:
-    a link would lead the report out of the run directory, to files someone else chose)."""
-    path = run_dir / name
+def run_subdir(path: Path, problems: ReadProblems) -> Path | None:
+    """A folder of the run (RunDir(run).hangs_dir, ...) where it is a real folder; None where it is missing, or a link
+    (named in `problems`: a link would lead the report out of the run directory, to files someone else chose)."""
     if atomic.real_subdir(path):
         return path
     if path.is_symlink():
-        problems.add(f"{name}/", "a symbolic link, not followed")
+        problems.add(f"{path.name}/", "a symbolic link, not followed")
     return None
 
 
@@ -287,19 +288,19 @@ def open_run_dir(path: str) -> Path:
     """Check that a path is a saved run directory: one with any of the files `dlprobe run` writes first. A damaged
     meta.json is load_run's to report (the rest of the directory still has a report); no run file at all is an error.
     """
-    run = Path(path)
+    run, files = Path(path), RunDir(path)
     if not run.is_dir():
         raise DlprobeError(f"no such run directory: {path}", hint="pass a directory made by `dlprobe run`")
-    if not any((run / name).is_file() for name in (META_FILE, EVENTS_FILE, SAMPLES_FILE)):
+    if not any(p.is_file() for p in (files.meta, files.events, files.samples)):
         raise DlprobeError(
             f"{path} is not a dlprobe run directory (no {META_FILE}, {EVENTS_FILE} or {SAMPLES_FILE})",
             hint="pass a directory made by `dlprobe run`, e.g. one under ./dlprobe-runs/",
         )
     try:
-        meta = read_json(run / META_FILE)
+        meta = read_json(files.meta)
     except (OSError, ValueError):
         meta = {}  # missing or cut short: load_run says so in the report
-    if not (isinstance(meta, dict) and meta) and not any(_has_record(run / n) for n in (EVENTS_FILE, SAMPLES_FILE)):
+    if not (isinstance(meta, dict) and meta) and not any(_has_record(p) for p in (files.events, files.samples)):
         raise DlprobeError(
             f"nothing in {path} can be read: {META_FILE} is damaged or missing and {EVENTS_FILE} and "
             f"{SAMPLES_FILE} hold no readable line",

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dlprobe.rundir.schema import INFLIGHT_DIR, INFLIGHT_SLOT_SUFFIX, inflight_slot_name
+from dlprobe.rundir.handle import RunDir
+from dlprobe.rundir.schema import INFLIGHT_SLOT_SUFFIX
 
 MAGIC = b"DLPI"
 VERSION = 1
@@ -73,7 +74,7 @@ assert OFF_RECENT + MAX_RECENT * RECENT.size <= SLOT_SIZE
 
 
 def slot_path(run_dir: str | Path, pid: int) -> Path:
-    return Path(run_dir) / INFLIGHT_DIR / inflight_slot_name(pid)
+    return RunDir(run_dir).inflight_slot(pid)
 
 
 def _index_list(values: tuple[int, ...], n: int, kind: int, first: int) -> list[int | None]:
@@ -193,7 +194,7 @@ def read_all(run_dir: Path) -> dict[int, dict[str, Any]]:
     """Every slot in a run directory, by pid (a thread worker's by its thread id, with "tid" set; its "pid" is the
     process it runs in)."""
     slots: dict[int, dict[str, Any]] = {}
-    folder = Path(run_dir) / INFLIGHT_DIR
+    folder = RunDir(run_dir).inflight_dir
     try:
         names = sorted(os.listdir(folder))
     except OSError:

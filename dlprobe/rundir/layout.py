@@ -20,6 +20,8 @@ STDERR_FILE = "stderr.log"
 KERNEL_FILE = "kernel.json"
 CHECK_FILE = "check.json"
 STACKS_FILE = "stacks.txt"  # py-spy's raw (collapsed) format: one line per distinct stack, with its count
+# One py-spy burst's output, stacks.txt + this, appended to stacks.txt and removed when the burst ends.
+STACKS_BURST_SUFFIX = ".burst"
 STACKS_META_FILE = "stacks.json"
 STACKS_SPEEDSCOPE_FILE = "stacks.speedscope.json"  # stacks.txt for speedscope.app (analysis/report/speedscope.py)
 PY_SPY_LOG_FILE = "py-spy.log"
@@ -31,6 +33,13 @@ FAULTHANDLER_FILE = "faulthandler.txt"
 # `dlprobe tune` writes these in its own root directory, next to the trial runs.
 TUNE_RESULT_FILE = "tune.json"
 TUNE_PLOT_FILE = "tune.png"
+
+
+def tune_attempt_name(number: int) -> str:
+    """attempt-N: the run directory of `dlprobe tune`'s Nth attempt, in its root beside tune.json."""
+    return f"attempt-{number}"
+
+
 # `dlprobe attach`: what it saw of a job it did not start (the tree, each process's CPU time and stack at the end).
 ATTACH_FILE = "attach.json"
 # `dlprobe run --log-to wandb|mlflow`: the supervisor's latest per-worker readings (LiveSummary in file_records.py),

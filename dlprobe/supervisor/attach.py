@@ -26,19 +26,14 @@ from typing import Any
 
 from dlprobe import __version__, atomic
 from dlprobe.rundir.files import create_run_dir, write_json
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.schema import (
-    ATTACH_FILE,
     EV_EPOCH,
     EV_LOADER,
     EV_PROCESS,
-    EVENTS_FILE,
-    KERNEL_FILE,
     LAUNCH_COMMAND,
     LAUNCH_SCRIPT,
-    META_FILE,
-    RESULT_FILE,
     RUN_SCHEMA_VERSION,
-    SAMPLES_FILE,
     AttachRecord,
     Meta,
     Result,
@@ -274,8 +269,9 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     mains = target.mains()
     name = Path(mains[0].cmdline[1] if len(mains[0].cmdline) > 1 else "job").stem
     run_dir = create_run_dir(options.out, f"attach-{name}-{options.pid}")
+    files = RunDir(run_dir)
     started = time.time()
-    write_json(run_dir / META_FILE, _meta(options, target, started))
+    write_json(files.meta, _meta(options, target, started))
     memcg = cgroup.memory_dir(mains[0].pid)
     budget = CpuBudget()
     stop = threading.Event()
@@ -287,7 +283,7 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
     sampler: Sampler | None = None
     try:
         with contextlib.ExitStack() as stack:
-            samples = stack.enter_context(atomic.create_file(run_dir / SAMPLES_FILE))
+            samples = stack.enter_context(atomic.create_file(files.samples))
             sampler = Sampler(target.root_pid, samples, memcg, budget)
             stack.callback(sampler.close)  # its held readings are written before the file closes
             # The tree is walked by `Target.refresh` (which leaves dlprobe itself out); the sampler only reads.
@@ -319,14 +315,14 @@ def attach(options: AttachOptions, notice: Callable[[str], None] = lambda _text:
         notice("interrupted: writing the report of what was sampled (the job was not touched)")
     ended = time.time()
     record = _finish(target, window, sampler.gone, started, ended, interrupted)
-    write_json(run_dir / ATTACH_FILE, record)
+    write_json(files.attach, record)
     records = kernlog.read_records(fd=kmsg_fd) if kmsg_fd is not None else None
-    write_json(run_dir / KERNEL_FILE, kernlog.oom_kills(set(window.first_seen), boot_start - 1.0, records))
-    with atomic.create_file(run_dir / EVENTS_FILE) as f:
+    write_json(files.kernel, kernlog.oom_kills(set(window.first_seen), boot_start - 1.0, records))
+    with atomic.create_file(files.events) as f:
         for ev in synthetic_events(target, window.first_seen, started):
             f.write(json.dumps(ev, separators=(",", ":")) + "\n")
     result: Result = {"ended_at": ended, "supervisor": {**own_cost(), **budget.summary()}}
-    write_json(run_dir / RESULT_FILE, result)
+    write_json(files.result, result)
     return run_dir
 
 

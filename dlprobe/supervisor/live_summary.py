@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dlprobe import atomic
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.schema import (
     LIVE_SUMMARY_FILE,
     LIVE_WAIT_WINDOW_S,
@@ -134,7 +135,7 @@ def build(progress: Progress, sampler: Sampler, target_pid: int, now: float, win
 
 class LiveSummaryWriter:
     def __init__(self, run_dir: Path, problems: Problems, target_pid: int) -> None:
-        self.path = run_dir / LIVE_SUMMARY_FILE
+        self.path = RunDir(run_dir).live_summary
         self.problems = problems
         self.target_pid = target_pid
         self.windows = WaitWindows()

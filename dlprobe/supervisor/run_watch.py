@@ -21,15 +21,14 @@ from rich.text import Text
 from dlprobe import atomic
 from dlprobe.console import escape_controls
 from dlprobe.rundir.files import JsonlTail, write_json
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.schema import (
     EV_BATCHES,
     EV_EPOCH,
     EV_LOADER,
     EV_PROCESS,
     EV_START_METHOD,
-    EVENTS_FILE,
     HANGS_DIR,
-    META_FILE,
     ORPHAN_GRACE_S,
     RESULT_FILE,
     SAMPLES_FILE,
@@ -165,7 +164,7 @@ def watch(
     if options.log_to:
         summary = LiveSummaryWriter(run_dir, problems, child.pid)
         meta["log_to"] = list(options.log_to)
-    _write_or_record(problems, run_dir / META_FILE, meta, "the report lacks the script's command line and machine")
+    _write_or_record(problems, RunDir(run_dir).meta, meta, "the report lacks the script's command line and machine")
 
     _preload(options.preload)
     guard = RunGuard(run_dir, child, options.hang_timeout, options.on_hang, view.notice, problems=problems)
@@ -224,7 +223,7 @@ def watch(
     if problems.as_list():
         result["problems"] = problems.as_list()
     try:
-        write_json(run_dir / RESULT_FILE, result)
+        write_json(RunDir(run_dir).result, result)
     except OSError as exc:
         problems.record(f"{RESULT_FILE} write", exc, "the report lacks the exit status")
     if problems.disk_stop is not None:
@@ -330,13 +329,13 @@ def _sample_until_exit(
     """Sample until the target exits and its workers with it; the pids seen, and the workers still running after it."""
     orphans: list[psutil.Process] = []
     cgroup_dir = cgroup.memory_dir(child.pid)
-    events = JsonlTail(run_dir / EVENTS_FILE)
+    events = JsonlTail(RunDir(run_dir).events)
     progress = Progress()
     exited = _exit_waiter(child)
     problems = problems if problems is not None else Problems()
     recording = {"stacks": True, "hangs": True}  # what a full disk has stopped
     try:
-        samples: IO[str] = atomic.create_file(run_dir / SAMPLES_FILE)
+        samples: IO[str] = atomic.create_file(RunDir(run_dir).samples)
     except OSError as exc:
         problems.record(f"{SAMPLES_FILE} write", exc, "no memory or CPU samples: the report has no memory findings")
         samples = open(os.devnull, "w")  # noqa: SIM115 - closed below; the readings still feed the guard and view

@@ -12,14 +12,13 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import IO, Any
 
 from dlprobe.errors import DlprobeError
 from dlprobe.redact import redact_argv
 from dlprobe.rundir.files import JsonlTail
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.schema import (
-    EVENTS_FILE,
     LAUNCH_SCRIPT,
     RUN_DIR_ENV,
     SCAN_OPTIONS_ENV,
@@ -60,7 +59,7 @@ def run_scan(
     result = ScanResult(script, redact_argv(args), loader, options.selection_text())
     interrupts = 0
     with tempfile.TemporaryDirectory(prefix="dlprobe-scan-") as run_dir:
-        events = Path(run_dir) / EVENTS_FILE
+        events = RunDir(run_dir).events
         events.touch()
         env = {
             **os.environ,

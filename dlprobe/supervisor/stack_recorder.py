@@ -13,17 +13,15 @@ from typing import Any
 
 from dlprobe import atomic
 from dlprobe.rundir.files import write_json
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.schema import (
     EV_BATCHES,
     EV_EPOCH,
-    PY_SPY_LOG_FILE,
     SAMPLER_ENDED,
     SAMPLER_FAILED,
     SAMPLER_MISSING,
     SAMPLER_OFF,
     SAMPLER_OK,
-    STACKS_FILE,
-    STACKS_META_FILE,
     StacksMeta,
 )
 from dlprobe.system import procinfo
@@ -64,6 +62,7 @@ class StackRecorder:
     def __init__(self, pid: int, run_dir: Path, rate: int | None = None) -> None:
         self.pid = pid
         self.run_dir = run_dir
+        self.files = RunDir(run_dir)
         self.proc: subprocess.Popen[bytes] | None = None
         self.exe: str | None = None
         self.error: str | None = None
@@ -152,7 +151,7 @@ class StackRecorder:
             return
         self.exe = exe
         self.started_at = time.time() if now is None else now
-        os.close(atomic.create_fd(self.run_dir / STACKS_FILE))  # the bursts append to it
+        os.close(atomic.create_fd(self.files.stacks))  # the bursts append to it
         self._next_burst()
 
     def _targets(self) -> list[int]:
@@ -182,7 +181,7 @@ class StackRecorder:
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                stderr=atomic.create_binary(self.run_dir / PY_SPY_LOG_FILE),  # this burst's error only
+                stderr=atomic.create_binary(self.files.py_spy_log),  # this burst's error only
                 start_new_session=True,  # a Ctrl-C for the script must not stop the sampler first
             )
         except OSError as exc:
@@ -190,7 +189,7 @@ class StackRecorder:
             self.status, self.error = SAMPLER_FAILED, f"could not start py-spy: {exc}"
 
     def _burst_file(self) -> Path:
-        return self.run_dir / (STACKS_FILE + ".burst")
+        return self.files.stacks_burst
 
     def _end_burst(self, wait_s: float = 5.0) -> None:
         """Stop the running burst (py-spy writes what it has on SIGINT) and keep its stacks."""
@@ -238,12 +237,12 @@ class StackRecorder:
         self.functions.update(functions)
         self.fetch_samples += sum(functions.values())
         if lines:
-            with open(atomic.append_fd(self.run_dir / STACKS_FILE), "a") as out:
+            with open(atomic.append_fd(self.files.stacks), "a") as out:
                 # a thread with no Python frame (py-spy writes its count alone) says nothing of where time goes
                 out.writelines(f'process {pid}:"burst";{line}\n' for line in lines if line.rpartition(" ")[0].strip())
             self.sampled.append(pid)
         elif proc.returncode not in (0, -signal.SIGINT):
-            error = _log_error(self.run_dir / PY_SPY_LOG_FILE) or f"py-spy exited with {proc.returncode}"
+            error = _log_error(self.files.py_spy_log) or f"py-spy exited with {proc.returncode}"
             # A process gone by now had ended before py-spy could read it (py-spy on one pid says "Failed to get
             # process executable name", with --subprocesses "No python processes found"): nothing to sample.
             self.failures.append((error, not Path(f"/proc/{pid}").exists() or bool(NO_PYTHON_PROCESSES.search(error))))
@@ -278,7 +277,7 @@ class StackRecorder:
                 "cpu_s": round(self.cpu_s, 3),
                 "fetch_samples": self.fetch_samples,
             }
-            write_json(self.run_dir / STACKS_META_FILE, meta)
+            write_json(self.files.stacks_meta, meta)
 
 
 def ranked_enough(functions: Counter[str]) -> bool:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from dlprobe import atomic
 from dlprobe.redact import redact_text
-from dlprobe.rundir.schema import STDERR_FILE, STDERR_HEAD_BYTES, STDERR_KEPT_BYTES, StderrKept
+from dlprobe.rundir.handle import RunDir
+from dlprobe.rundir.schema import STDERR_HEAD_BYTES, STDERR_KEPT_BYTES, StderrKept
 
 _KINDS = ((stat.S_ISFIFO, "pipe"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "terminal"))
 
@@ -78,7 +79,7 @@ def keep_stderr(origin: StderrOrigin, run_dir: Path, fd: int = 2) -> StderrKept:
     # Bytes that are not UTF-8 come back as they were (surrogateescape); once per run, about 1 MiB at most.
     data = redact_text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
     # A temporary file of its own, then renamed over the name: a link planted there is replaced, never written through.
-    atomic.write_bytes_atomic(run_dir / STDERR_FILE, data)
+    atomic.write_bytes_atomic(RunDir(run_dir).stderr, data)
     return {"kind": "file", "written_bytes": written, "kept_bytes": len(data), "problem": None}
 
 

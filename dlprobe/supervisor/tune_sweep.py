@@ -16,6 +16,7 @@ from dlprobe.errors import DlprobeError
 from dlprobe.loader_model.limits import WORKER_CAP
 from dlprobe.redact import redact_argv
 from dlprobe.rundir.files import create_run_dir, write_json
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.schema import (
     EV_TUNE_CONFIRM,
     EV_TUNE_LOADER,
@@ -23,12 +24,10 @@ from dlprobe.rundir.schema import (
     EV_TUNE_WORKERS_STOP,
     EXIT_NO_BATCHES,
     LAUNCH_SCRIPT,
-    STDERR_FILE,
     TAKEOVER_ENV,
     TAKEOVER_LOADER_ENV,
     TAKEOVER_STEPS_ENV,
     TUNE_CONFIG_ENV,
-    TUNE_RESULT_FILE,
 )
 from dlprobe.supervisor.run_options import RunOptions
 from dlprobe.supervisor.run_target import check_target, run_script
@@ -126,7 +125,7 @@ def run_tune(options: TuneOptions) -> TuneResult:
         if loop is None and options.loop_steps > 0:  # a restarted attempt goes straight to its trials
             env[TAKEOVER_STEPS_ENV] = str(options.loop_steps)
         limit = _TimeLimit(max(1.0, remaining) + GRACE_S)
-        attempt_dir = str(root / f"attempt-{attempt}")
+        attempt_dir = str(RunDir(root).attempt(attempt))
         outcome = run_script(
             # No py-spy: tune reports no hotspots, and sampling 32 workers would slow the very trials it times.
             RunOptions(
@@ -218,7 +217,7 @@ def run_tune(options: TuneOptions) -> TuneResult:
         "recommended": _public(recommended),
         "reason": reason,
     }
-    write_json(root / TUNE_RESULT_FILE, result)
+    write_json(RunDir(root).tune_result, result)
     return result
 
 
@@ -240,8 +239,9 @@ def _public(trial: dict[str, Any] | None) -> Recommended | None:
 
 def _output_at(run: RunData) -> str:
     """Where the failed script's output is: stderr.log where its stderr was a file, else where it was printed."""
-    if (run.path / STDERR_FILE).is_file():
-        return f"its output is in {run.path / STDERR_FILE}"
+    stderr = RunDir(run.path).stderr
+    if stderr.is_file():
+        return f"its output is in {stderr}"
     return "its traceback is above"
 
 

@@ -10,7 +10,7 @@ from typing import Any, cast
 from dlprobe import __version__
 from dlprobe.errors import DlprobeError
 from dlprobe.redact import redact_text
-from dlprobe.rundir.schema import STDERR_FILE
+from dlprobe.rundir.handle import RunDir
 from dlprobe.triage.logscan import LogScan, open_log, scan_stream
 from dlprobe.triage.machine import KernelLog, MachineFacts, check_machine, log_time, read_kernel_log
 from dlprobe.triage.patterns import BY_ID, FAILURE
@@ -36,7 +36,7 @@ def read_log(path: str) -> LogScan:
     except OSError as exc:
         raise DlprobeError(f"cannot read {path}: {exc.strerror or exc}", hint) from None
     if stat.S_ISDIR(mode):
-        inside = p / STDERR_FILE
+        inside = RunDir(p).stderr
         dir_hint = f"`dlprobe triage {inside}`" if inside.is_file() else "pass a log file inside it"
         raise DlprobeError(f"{path} is a directory, not a log file", f"{dir_hint}") from None
     if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # a device like /dev/zero would never end

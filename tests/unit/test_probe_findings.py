@@ -13,6 +13,7 @@ from dlprobe.analysis.report.build import build_report, probe_cost_line
 from dlprobe.analysis.run.stackfile import StackProfile, load_stacks
 from dlprobe.in_training import event_log, probe_errors
 from dlprobe.rundir.files import read_jsonl
+from dlprobe.rundir.handle import RunDir
 from dlprobe.supervisor.stack_recorder import StackRecorder
 from dlprobe.system.pyspy import find_py_spy
 from tests.unit import fakes
@@ -62,7 +63,7 @@ def test_failures_are_rate_limited_and_flushed_with_the_final_count(tmp_path, mo
         probe_errors.record("hooks.dupes", ValueError("odd batch"), "repeats are not counted")
     probe_errors.flush()
     probe_errors.flush()  # nothing new: no new event
-    counts = [e["count"] for e in read_jsonl(tmp_path / event_log.EVENTS_FILE) if e["ev"] == "probe_error"]
+    counts = [e["count"] for e in read_jsonl(RunDir(tmp_path).events) if e["ev"] == "probe_error"]
     assert counts == [1, 10, 100, 1000, 1234]
     probe_errors._forget_in_child()
 
@@ -76,7 +77,7 @@ def test_lost_event_lines_are_told_once_writing_works_again(tmp_path):
     os.close(log._fd)
     log._fd = good_fd
     log.emit("epoch_end")
-    events = list(read_jsonl(tmp_path / event_log.EVENTS_FILE))
+    events = list(read_jsonl(RunDir(tmp_path).events))
     assert [e["ev"] for e in events] == ["epoch_end", "probe_error"]
     assert events[1]["where"] == "event_log.write" and events[1]["count"] == 2
 

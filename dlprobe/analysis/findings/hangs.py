@@ -23,13 +23,12 @@ from dlprobe.analysis.measures.stack_causes import (
 )
 from dlprobe.analysis.measures.start_blockers import OTHER_METHODS, other_methods
 from dlprobe.analysis.run.model import RunData
+from dlprobe.rundir.handle import hang_record_ref
 from dlprobe.rundir.schema import (
     EV_BATCH_SEND_ERROR,
     EV_BATCHES,
     EV_FORK_STATE,
-    HANGS_DIR,
     HangRecord,
-    hang_record_name,
 )
 from dlprobe.system.pyspy import STOPPED_STATES
 
@@ -220,7 +219,7 @@ def _evidence(record: HangRecord, proc: dict[str, Any], cause: Cause, thread: di
         {
             "stack_tool": proc.get("stack_tool"),
             "stack": _stack_lines(thread),
-            "hang_record": f"{HANGS_DIR}/{hang_record_name(record['number'])}",
+            "hang_record": hang_record_ref(record["number"]),
         }
     )
     return evidence

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dlprobe import atomic
 from dlprobe.rundir.files import ReadProblems, run_subdir
-from dlprobe.rundir.schema import FAULT_RECORD_SUFFIX, FAULTS_DIR
+from dlprobe.rundir.handle import RunDir, faults_ref
 
 # faulthandler's first line names the signal with the same strsignal() text torch uses ("Segmentation fault").
 _FATAL = re.compile(r"^Fatal Python error: (?P<signal>[^\n]+?)\s*$", re.MULTILINE)
@@ -37,15 +37,15 @@ def parse_fault(pid: int, text: str) -> FaultRecord | None:
 def read_fault_records(run_path: Path, problems: ReadProblems) -> dict[int, FaultRecord]:
     """Every worker's record that says it crashed, by pid; an unreadable one is listed in `problems`."""
     records: dict[int, FaultRecord] = {}
-    folder = run_subdir(run_path, FAULTS_DIR, problems)
-    for path in sorted(folder.glob(f"*{FAULT_RECORD_SUFFIX}") if folder else []):
+    folder = run_subdir(RunDir(run_path).faults_dir, problems)
+    for path in sorted(RunDir.fault_records_in(folder) if folder else []):
         if not path.stem.isdigit():
             continue
         try:
             with atomic.open_read(path) as f:
                 text = f.read(MAX_RECORD_BYTES).decode(errors="replace")
         except OSError as exc:
-            problems.add(f"{FAULTS_DIR}/{path.name}", f"unreadable ({exc.strerror or exc})")
+            problems.add(faults_ref(path.name), f"unreadable ({exc.strerror or exc})")
             continue
         record = parse_fault(int(path.stem), text)
         if record is not None:

@@ -15,8 +15,8 @@ from dlprobe.analysis.run.stderr_log import read_launcher_failures, stderr_not_k
 from dlprobe.analysis.run.teardown import cut_teardown
 from dlprobe.rundir import inflight_format
 from dlprobe.rundir.files import ReadProblems, read_checked_json, read_checked_jsonl, run_subdir
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.schema import (
-    ATTACH_FILE,
     CHECK_PROCESS_NAME,
     EV_BATCH_INFO,
     EV_BATCHES,
@@ -32,14 +32,7 @@ from dlprobe.rundir.schema import (
     EV_WORKER_GC,
     EV_WORKER_START,
     EV_WORKERS_LAST,
-    EVENTS_FILE,
-    HANG_RECORD_GLOB,
-    HANGS_DIR,
-    INFLIGHT_DIR,
-    KERNEL_FILE,
     LAUNCH_COMMAND,
-    META_FILE,
-    RESULT_FILE,
     SAMPLE_CPU,
     SAMPLE_FD_TARGETS,
     SAMPLE_FDS,
@@ -50,7 +43,6 @@ from dlprobe.rundir.schema import (
     SAMPLE_RUN_DELAY,
     SAMPLE_THREAD,
     SAMPLE_UNREAD,
-    SAMPLES_FILE,
     STACKS_FILE,
     AttachRecord,
     HangRecord,
@@ -459,14 +451,14 @@ def _insert(series: Series, t: float, values: dict[str, Any]) -> None:
 def load_run(path: Path) -> RunData:
     """Read a run directory: what a damaged or cut-short one still holds. Every record is type-checked as it is
     read (rundir/validate.py); what could not be used is listed in `read_problems`, never raised."""
-    problems = ReadProblems()
-    meta = cast(Meta, read_checked_json(path / META_FILE, field_checker(Meta), problems))
+    problems, files = ReadProblems(), RunDir(path)
+    meta = cast(Meta, read_checked_json(files.meta, field_checker(Meta), problems))
     meta = run_secrets.redact_meta(meta)  # a run recorded before redaction, or by another tool: not in the report
     # No result.json: the run is still going, or its supervisor was killed; that alone is no damage.
-    result = cast(Result, read_checked_json(path / RESULT_FILE, field_checker(Result), problems, required=False))
-    events = read_checked_jsonl(path / EVENTS_FILE, event_problem, problems)
+    result = cast(Result, read_checked_json(files.result, field_checker(Result), problems, required=False))
+    events = read_checked_jsonl(files.events, event_problem, problems)
     run_secrets.redact_events(events)
-    samples = read_checked_jsonl(path / SAMPLES_FILE, sample_problem, problems)
+    samples = read_checked_jsonl(files.samples, sample_problem, problems)
     loaders, worker_of = loaders_from_events(events)
     # Each worker's own reading as it started (EV_WORKER_START), before the user's worker_init_fn.
     own_start = {int(ev["pid"]): (float(ev["t"]), ev["memory"]) for ev in events
@@ -580,18 +572,19 @@ def load_failure_records(run: RunData, problems: ReadProblems | None = None) -> 
     them; what could not be read of them goes to `problems` (a kernel.json unreadable turns an OOM kill into an
     unexplained one: the report says so)."""
     problems = problems if problems is not None else ReadProblems()
-    run.inflight = inflight_format.read_all(run.path) if run_subdir(run.path, INFLIGHT_DIR, problems) else {}
-    hangs = run_subdir(run.path, HANGS_DIR, problems)
-    for hang_file in sorted(hangs.glob(HANG_RECORD_GLOB) if hangs else [], key=_hang_number):
+    files = RunDir(run.path)
+    run.inflight = inflight_format.read_all(run.path) if run_subdir(files.inflight_dir, problems) else {}
+    hangs = run_subdir(files.hangs_dir, problems)
+    for hang_file in sorted(RunDir.hang_records_in(hangs) if hangs else [], key=_hang_number):
         record = read_checked_json(hang_file, field_checker(HangRecord), problems)
         if record:
             run.hangs.append(cast(HangRecord, record))
-    run.kernel = read_checked_json(run.path / KERNEL_FILE, field_checker(KernelFile), problems, required=False)
+    run.kernel = read_checked_json(files.kernel, field_checker(KernelFile), problems, required=False)
     run.faults = read_fault_records(run.path, problems)
     run.attach = run_secrets.redact_attach(
         cast(
             AttachRecord | None,
-            read_checked_json(run.path / ATTACH_FILE, field_checker(AttachRecord), problems, required=False),
+            read_checked_json(files.attach, field_checker(AttachRecord), problems, required=False),
         )
     )
     run.stderr_tail = run_secrets.redact_log_text(stderr_tail(run.path, problems))

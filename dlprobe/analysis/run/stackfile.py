@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlprobe import atomic
-from dlprobe.rundir.schema import SAMPLER_OK, STACKS_FILE, STACKS_META_FILE
+from dlprobe.rundir.handle import RunDir
+from dlprobe.rundir.schema import SAMPLER_OK, STACKS_META_FILE
 
 _PROCESS = re.compile(r"^process (\d+):")
 
@@ -52,7 +53,8 @@ def parse_stacks(text: str) -> list[StackCount]:
 def load_stacks(run_dir: Path) -> StackProfile | None:
     """The run's stack profile, or None when the run had no sampler (an older run, or none was started); a file that
     could not be read is named in `read_problem`, so an empty hotspot section says why."""
-    meta_path = run_dir / STACKS_META_FILE
+    files = RunDir(run_dir)
+    meta_path = files.stacks_meta
     if not meta_path.exists():
         return None
     problem = None
@@ -69,7 +71,7 @@ def load_stacks(run_dir: Path) -> StackProfile | None:
         status if isinstance(status, str) else None,
     )
     try:
-        profile.stacks = parse_stacks(atomic.read_text(run_dir / STACKS_FILE, errors="replace"))
+        profile.stacks = parse_stacks(atomic.read_text(files.stacks, errors="replace"))
     except FileNotFoundError:
         if profile.status == SAMPLER_OK:  # a sampler that failed or never ran saves no stacks: nothing is missing
             problem = "missing, though the sampler recorded stacks"

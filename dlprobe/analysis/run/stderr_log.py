@@ -12,6 +12,7 @@ from typing import Any
 
 from dlprobe import atomic
 from dlprobe.rundir.files import ReadProblems
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.schema import STDERR_FILE, StderrKept
 
 STDERR_TAIL_BYTES = 6000
@@ -24,7 +25,7 @@ def _read_tail(run_dir: Path, limit: int, problems: ReadProblems | None = None) 
     """The last `limit` bytes of stderr.log as text, and whether the file was longer; None without the file (a file
     there that could not be read, a link above all, is named in `problems`)."""
     try:
-        with atomic.open_read(run_dir / STDERR_FILE) as f:
+        with atomic.open_read(RunDir(run_dir).stderr) as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
             f.seek(max(0, size - limit))

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dlprobe.rundir.files import write_json
-from dlprobe.rundir.schema import HANGS_DIR, KERNEL_FILE, STOP_REASON_HANG, Result, hang_record_name
+from dlprobe.rundir.handle import RunDir
+from dlprobe.rundir.schema import KERNEL_FILE, STOP_REASON_HANG, Result
 from dlprobe.supervisor.hang.elastic_hang import stop_stalled_rank
 from dlprobe.supervisor.hang.stop import stop_tree
 from dlprobe.supervisor.hang.watch import HangWatch
@@ -55,7 +56,7 @@ class RunGuard:
         stop = self.watch.check(now, pids, workers, mains)
         if self.watch.count == before:
             return
-        saved = self.run_dir / HANGS_DIR / hang_record_name(self.watch.count)
+        saved = RunDir(self.run_dir).hang_record(self.watch.count)
         what = f"no batch for {self.watch.timeout_s:g}s: stacks and process states saved in {saved}; "
         if stop:
             self.notify(what + "stopping the run (--on-hang stop)")
@@ -76,7 +77,7 @@ class RunGuard:
         """Look for OOM kills of our processes in the kernel log; the fields this adds to result.json."""
         try:
             kills = kernlog.oom_kills(pids, self.boot_start - 1.0, self._kernel_records())
-            write_json(self.run_dir / KERNEL_FILE, kills)
+            write_json(RunDir(self.run_dir).kernel, kills)
         except OSError as exc:  # without it an OOM kill reads as "something outside sent the signal": say so
             self.problems.record(
                 f"{KERNEL_FILE} write",

@@ -14,15 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from dlprobe import atomic
+from dlprobe.rundir.handle import RunDir
 from dlprobe.rundir.inflight_format import read_all, read_slot, slot_path
-from dlprobe.rundir.schema import (
-    FAULTHANDLER_FILE,
-    HANGS_DIR,
-    STACKS_DIR,
-    HangRecord,
-    hang_record_name,
-    hang_stack_name,
-)
+from dlprobe.rundir.schema import HangRecord
 from dlprobe.supervisor.hang import procstate, stacks
 from dlprobe.system.pyspy import find_py_spy
 
@@ -107,11 +101,9 @@ class HangWatch:
         record = collect(self.run_dir, main_pid, pids, workers, loop, now, self.count, mains)
         record["on_hang"] = self.on_hang
         record["timeout_s"] = self.timeout_s
-        folder = self.run_dir / HANGS_DIR
-        folder.mkdir(exist_ok=True)
-        atomic.write_text_atomic(
-            folder / hang_record_name(self.count), json.dumps(record, indent=1, default=str) + "\n"
-        )
+        files = RunDir(self.run_dir)
+        files.hangs_dir.mkdir(exist_ok=True)
+        atomic.write_text_atomic(files.hang_record(self.count), json.dumps(record, indent=1, default=str) + "\n")
         self.last_record = record
         self.stopped = self.on_hang == "stop"
         return self.stopped
@@ -244,8 +236,8 @@ def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) ->
     problem: dict[str, Any] | None = None
     if exe is None:
         problem = {"kind": "missing", "advice": stacks.MISSING_ADVICE}
-    folder = run_dir / STACKS_DIR
-    folder.mkdir(exist_ok=True)
+    files = RunDir(run_dir)
+    files.stacks_dir.mkdir(exist_ok=True)
     targets = [e for e in processes if e["role"] in ("main", "worker") and not e.get("gone")]
     results: dict[int, stacks.DumpResult] = {}
     if exe is not None and targets:
@@ -270,7 +262,7 @@ def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) ->
         elif result is None or not result.threads:
             signum = (entry.get("inflight") or {}).get("faulthandler_signal")
             if signum:  # only processes whose hooks registered the signal: for any other it would be fatal
-                fallback = stacks.faulthandler_dump(pid, signum, folder / FAULTHANDLER_FILE)
+                fallback = stacks.faulthandler_dump(pid, signum, files.faulthandler)
                 if fallback.threads or result is None:
                     result = fallback
         if result is None:
@@ -280,7 +272,7 @@ def _dump_stacks(run_dir: Path, processes: list[dict[str, Any]], number: int) ->
         if result.error:
             entry["stack_error"] = result.error
         if result.raw and result.tool and result.tool.startswith("py-spy"):
-            atomic.write_text_atomic(folder / hang_stack_name(number, pid), result.raw)
+            atomic.write_text_atomic(files.hang_stack(number, pid), result.raw)
     return problem
 
 
