@@ -395,7 +395,7 @@ def test_dlprobe_s_own_copy_of_the_training_process_is_not_in_the_job_s_memory()
     # tests/scripts/gc_copy_loader.py under `dlprobe check` on a busy machine: the readiness copy (a grandchild by way
     # of its forking child, never read itself) read once at 84 MiB beside the parent's 218 MiB: 302 MiB where the job
     # held 265 before and after, a baseline gate's false alarm. dlprobe's forks are its own cost, not the job's.
-    from dlprobe.analysis.measures.stats import job_pss_summable
+    from dlprobe.analysis.measures.stats import job_pss_summable, tree_total
     from dlprobe.analysis.run.model import ROLE_CHECK, ProcessRecord, Series
 
     def proc(pid, role, t, pss, ppid=None):
@@ -407,3 +407,5 @@ def test_dlprobe_s_own_copy_of_the_training_process_is_not_in_the_job_s_memory()
     copy = proc(3, ROLE_CHECK, [2.0], [84 * MiB], ppid=2)
     times, totals = job_pss_summable([parent, copy])
     assert times == [0.0, 1.0, 3.0] and max(totals) == 265 * MiB
+    # every sum over the job leaves it out alike (the node's USS, the job's /dev/shm pages)
+    assert tree_total([parent, copy], "pss") == ([0.0, 1.0, 3.0], [145 * MiB, 218 * MiB, 265 * MiB])

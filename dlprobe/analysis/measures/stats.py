@@ -63,11 +63,8 @@ def job_pss_summable(processes: list[ProcessRecord], metric: str = "pss") -> tup
     left out, never taken for memory the job held. Only a parent's stale reading does this: a still process read
     every 30 s beside workers restarted every epoch leaves the sums in, and so does a child that began its own
     program (a torchrun rank beside its agent: they share no heap; the agent, read rarely, left a CI run's node
-    total below one rank's own peak). dlprobe's own forks of the training process (ROLE_CHECK: the start-method
-    readiness copy, the sample check, in_training/quiet_fork.py) are dlprobe's cost, not the job's, and are not
-    summed: a readiness copy read once for 84 MiB (pickling turns the pages it touches private) put the job's total
-    at 302 MiB where it held 265 before and after, and failed a check's total_pss gate on an unchanged loader."""
-    processes = [p for p in processes if p.role != ROLE_CHECK]
+    total below one rank's own peak). dlprobe's own forks of the training process are not summed (job_processes)."""
+    processes = job_processes(processes)
     tracked = [(p, r) for p in processes if (r := p.series.values(metric))]
     times, totals = tree_total(processes, metric)
     kept_t, kept = [], []
@@ -82,11 +79,19 @@ def job_pss_summable(processes: list[ProcessRecord], metric: str = "pss") -> tup
     return kept_t, kept
 
 
+def job_processes(processes: list[ProcessRecord]) -> list[ProcessRecord]:
+    """The processes whose memory is the job's: all but dlprobe's own forks of the training process (ROLE_CHECK: the
+    start-method readiness copy, the sample check, in_training/quiet_fork.py), which are dlprobe's cost. A readiness
+    copy read once for 84 MiB (pickling turns the pages it touches private) put the job's total at 302 MiB where it
+    held 265 before and after, and failed a check's total_pss gate on an unchanged loader."""
+    return [p for p in processes if p.role != ROLE_CHECK]
+
+
 def tree_total(processes: list[ProcessRecord], metric: str) -> tuple[list[float], list[int]]:
-    """The sum of a metric over processes at every reading time. PSS is read for a few processes per round (it is
-    costly), so each process counts with its last reading from its first to its last: summing only the readings
-    of one round would show a saw-tooth far below the truth."""
-    series = [r for r in (p.series.values(metric) for p in processes) if r]
+    """The sum of a metric over the job's processes (job_processes) at every reading time. PSS is read for a few
+    processes per round (it is costly), so each process counts with its last reading from its first to its last:
+    summing only the readings of one round would show a saw-tooth far below the truth."""
+    series = [r for r in (p.series.values(metric) for p in job_processes(processes)) if r]
     times = sorted({t for readings in series for t, _ in readings})
     totals = []
     positions = [0] * len(series)
